@@ -1,0 +1,6 @@
+"""Models: build from config, checkpoints, local Hugging Face directories, named offline LMs."""
+
+from .checkpoint import load_checkpoint as load_checkpoint
+from .checkpoint import save_checkpoint as save_checkpoint
+from .config import ModelConfig as ModelConfig
+from .native import build_model as build_model
