@@ -18,6 +18,9 @@ import torch
 
 HF_CONFIG_FILE = "config.json"
 PROBEKIT_CHECKPOINT_FORMAT = "probekit-checkpoint/1"  # mirrors checkpoint.FORMAT
+# Any of these lets AutoTokenizer load offline; without one, transformers falls back to the slow
+# tokenizer class of the architecture and fails with an unrelated "sentencepiece" message.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
 
 
 def set_offline_env() -> None:
@@ -45,6 +48,7 @@ def load_hf_dir(
     dtype: torch.dtype = torch.float32,
     prepend_bos: bool | None = None,
     compatibility_mode: bool = False,
+    tokenizer: Any | None = None,
 ) -> Any:
     """Return a ``TransformerBridge`` for the Hugging Face model saved in directory ``path``.
 
@@ -58,6 +62,8 @@ def load_hf_dir(
         compatibility_mode: call ``enable_compatibility_mode()`` (folds LayerNorm, centres the
             unembed; changes residual values and shifts logits by a constant; ~20 s on
             SmolLM2-135M). Recorded as ``model.probekit_compatibility_mode``.
+        tokenizer: a ``PreTrainedTokenizerBase`` to use instead of the directory's own
+            tokenizer files (required when the directory has none).
 
     The returned model is in eval mode and carries ``probekit_source`` (the resolved path),
     ``probekit_hf_dir`` and ``probekit_compatibility_mode``.
@@ -90,10 +96,18 @@ def load_hf_dir(
             "write the directory with model.save_pretrained(...)"
         )
 
+    if tokenizer is None and not any((directory / name).is_file() for name in TOKENIZER_FILES):
+        raise FileNotFoundError(
+            f"{directory} has no tokenizer (none of {list(TOKENIZER_FILES)}); save one there with "
+            "tokenizer.save_pretrained(directory) or pass tokenizer=... to load_hf_dir"
+        )
+
     set_offline_env()
     from transformer_lens.model_bridge import TransformerBridge
 
-    model = TransformerBridge.boot_transformers(str(directory), device=device, dtype=dtype)
+    model = TransformerBridge.boot_transformers(
+        str(directory), device=device, dtype=dtype, tokenizer=tokenizer
+    )
     if prepend_bos is not None:
         model.cfg.default_prepend_bos = prepend_bos
     model.eval()
