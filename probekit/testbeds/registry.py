@@ -1,0 +1,69 @@
+"""Task registry: ``get_task(name, **overrides)`` builds a task from its config class."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .base import Task
+from .knowledge import (
+    KGComparisonConfig,
+    KGCompositionConfig,
+    KnowledgeComparison,
+    KnowledgeComposition,
+)
+from .modular import ModularAddition, ModularAdditionConfig
+from .relation_facts import RelationFacts, RelationFactsConfig
+from .scan import ScanConfig, ScanTask
+
+#: name -> (task class, config class)
+TASKS: dict[str, tuple[type, type]] = {
+    "modular_addition": (ModularAddition, ModularAdditionConfig),
+    "scan": (ScanTask, ScanConfig),
+    "kg_composition": (KnowledgeComposition, KGCompositionConfig),
+    "kg_comparison": (KnowledgeComparison, KGComparisonConfig),
+    "relation_facts": (RelationFacts, RelationFactsConfig),
+}
+
+
+def task_names() -> list[str]:
+    return list(TASKS)
+
+
+def config_class(name: str) -> type:
+    return _lookup(name)[1]
+
+
+def _lookup(name: str) -> tuple[type, type]:
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; valid tasks are {list(TASKS)}")
+    return TASKS[name]
+
+
+def get_task(name: str, **overrides: Any) -> Task:
+    """Task ``name`` with its default config, fields replaced by ``overrides``.
+
+    >>> get_task("modular_addition", p=59, train_fraction=0.4).config.p
+    59
+    """
+    task_cls, cfg_cls = _lookup(name)
+    fields = {f.name for f in dataclasses.fields(cfg_cls)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ValueError(
+            f"unknown {cfg_cls.__name__} field(s) {unknown} for task {name!r}; "
+            f"valid fields are {sorted(fields)}"
+        )
+    return task_cls(cfg_cls(**overrides))
+
+
+def task_from_dict(name: str, config: dict[str, Any]) -> Task:
+    """Rebuild a task from ``name`` and ``dataclasses.asdict(config)`` (JSON lists -> tuples)."""
+    _, cfg_cls = _lookup(name)
+    return get_task(name, **{k: _tuplify(v) for k, v in config.items()})
+
+
+def _tuplify(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_tuplify(v) for v in value)
+    return value

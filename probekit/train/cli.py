@@ -1,0 +1,145 @@
+"""``probekit train NAME --out DIR [--steps N] [--seed S] [--set key=value ...]``.
+
+``NAME`` is a task or preset name (:data:`probekit.train.presets.PRESETS`). ``--set`` overrides any
+field: ``task.p=97``, ``model.d_model=64``, ``train.lr=3e-3``; a bare ``key=value`` is accepted
+when exactly one of the three configs has that field. Values are parsed as JSON when possible
+(``3e-3``, ``null``, ``[0.9, 0.98]``), else kept as strings. ``--seed`` sets the task, model and
+train seeds together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from ..models.config import ModelConfig
+from ..testbeds.base import Task
+from ..testbeds.registry import config_class, get_task
+from .config import TrainConfig
+from .presets import PRESETS, get_preset
+
+_SCOPES = ("task", "model", "train")
+
+
+def parse_value(text: str) -> Any:
+    """JSON if it parses (lists become tuples), else the raw string."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    return _tuplify(value)
+
+
+def _tuplify(v: Any) -> Any:
+    return tuple(_tuplify(x) for x in v) if isinstance(v, list) else v
+
+
+def parse_sets(items: list[str], task_name: str) -> dict[str, dict[str, Any]]:
+    """``["task.p=97", "lr=3e-3"]`` -> ``{"task": {"p": 97}, "model": {}, "train": {"lr": 0.003}}``."""
+    fields = {
+        "task": {f.name for f in dataclasses.fields(config_class(task_name))},
+        "model": {f.name for f in dataclasses.fields(ModelConfig)},
+        "train": {f.name for f in dataclasses.fields(TrainConfig)},
+    }
+    out: dict[str, dict[str, Any]] = {s: {} for s in _SCOPES}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r} is not key=value (e.g. --set train.lr=3e-3)")
+        scope, dot, name = key.partition(".")
+        if dot:
+            if scope not in _SCOPES:
+                raise ValueError(f"--set {item!r}: prefix {scope!r} must be one of {_SCOPES}")
+            if name not in fields[scope]:
+                raise ValueError(
+                    f"--set {item!r}: {scope} config has no field {name!r}; valid: {sorted(fields[scope])}"
+                )
+        else:
+            name = key
+            owners = [s for s in _SCOPES if name in fields[s]]
+            if len(owners) != 1:
+                where = "no config" if not owners else f"configs {owners}"
+                raise ValueError(
+                    f"--set {item!r}: field {name!r} belongs to {where}; write it as "
+                    f"<scope>.{name}=... with scope in {_SCOPES}"
+                )
+            scope = owners[0]
+        out[scope][name] = parse_value(raw)
+    return out
+
+
+def build_run(
+    name: str,
+    *,
+    steps: int | None = None,
+    seed: int | None = None,
+    sets: list[str] | None = None,
+    device: str | None = None,
+) -> tuple[Task, ModelConfig, TrainConfig]:
+    """Resolve a preset plus overrides into (task, model config, train config)."""
+    preset = get_preset(name)
+    over = parse_sets(list(sets or []), preset.task)
+    task_kw = {**preset.task_overrides, **over["task"]}
+    model_kw = {**preset.model_overrides, **over["model"]}
+    train_kw = {**preset.train.to_dict(), **over["train"]}
+    if seed is not None:
+        task_kw["seed"] = model_kw["seed"] = train_kw["seed"] = seed
+    if steps is not None:
+        train_kw["steps"] = steps
+    if device is not None:
+        train_kw["device"] = device
+    task = get_task(preset.task, **task_kw)
+    return task, task.model_config(**model_kw), TrainConfig.from_dict(train_kw)
+
+
+def add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``train`` subcommand to an argparse ``subparsers``; handler in ``func``."""
+    p = subparsers.add_parser(
+        "train",
+        help="train a model on a built-in testbed",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("name", help=f"task or preset: {', '.join(PRESETS)}")
+    p.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
+    p.add_argument("--steps", type=int, default=None, help="override train.steps")
+    p.add_argument("--seed", type=int, default=None, help="task, model and train seed")
+    p.add_argument("--device", default=None, help="torch device (cpu, cuda)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config field, e.g. task.p=97 or train.lr=3e-3 (repeatable)")
+    p.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=run_train_command)
+    return p
+
+
+def run_train_command(args: argparse.Namespace) -> int:
+    """Handler of ``probekit train``: trains, writes the run directory, prints a summary."""
+    from .trainer import train
+
+    task, mcfg, tcfg = build_run(
+        args.name, steps=args.steps, seed=args.seed, sets=args.sets, device=args.device
+    )
+    history = train(
+        task, mcfg, tcfg, args.out, progress=not args.no_progress, resume=not args.no_resume
+    )
+    last = history.records[-1]
+    summary = {k: v for k, v in last.items() if k == "step" or k.endswith("/acc")}
+    print(json.dumps({"out": str(args.out), **summary}, indent=1))  # noqa: T201
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry (``python -m probekit.train.cli train ...``)."""
+    parser = argparse.ArgumentParser(prog="probekit")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_train_parser(sub)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

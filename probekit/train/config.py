@@ -1,0 +1,107 @@
+"""Frozen training configuration; ``__post_init__`` only validates."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """AdamW training run (defaults: Nanda et al. 2023 modular addition, full batch).
+
+    Attributes:
+        steps: optimiser steps in total (a resumed run continues up to this).
+        lr, weight_decay, betas, eps: AdamW (decoupled weight decay, Loshchilov & Hutter 2019).
+        batch_size: examples per step; None = full batch. Minibatches walk a per-epoch
+            permutation drawn from ``numpy.random.default_rng([seed, epoch])``.
+        warmup_steps: linear warm-up ``lr * min(1, step / warmup_steps)``, then constant.
+        grad_clip: max global gradient L2 norm; None = no clipping.
+        seed: seeds the minibatch order and the evaluation subsets (model init uses
+            ``ModelConfig.seed``, data ``task.config.seed``).
+        n_evals: number of log-spaced evaluation steps in ``[1, steps]`` (plus step 0).
+        eval_every: additional evaluations every this many steps (None: log-spaced only).
+        eval_steps: explicit evaluation steps, replacing the two knobs above.
+        n_checkpoints / checkpoint_steps: the same for checkpoints (step 0 and the last step are
+            always saved).
+        eval_max_examples: evaluate each split on at most this many examples (a fixed seeded
+            subset); None = all.
+        eval_batch_size: examples per forward pass during evaluation.
+        stop_metric, stop_threshold: stop early at the first evaluation where the history key
+            ``stop_metric`` (e.g. ``"test_id/acc"``) reaches ``stop_threshold``.
+        device: torch device string ("cpu", "cuda").
+    """
+
+    steps: int = 10_000
+    lr: float = 1e-3
+    weight_decay: float = 1.0
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-8
+    batch_size: int | None = None
+    warmup_steps: int = 0
+    grad_clip: float | None = None
+    seed: int = 0
+    n_evals: int = 60
+    eval_every: int | None = None
+    eval_steps: tuple[int, ...] | None = None
+    n_checkpoints: int = 20
+    checkpoint_steps: tuple[int, ...] | None = None
+    eval_max_examples: int | None = None
+    eval_batch_size: int = 4096
+    stop_metric: str | None = None
+    stop_threshold: float = 0.95
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        own = "TrainConfig"
+        for name in ("steps", "n_evals", "n_checkpoints", "eval_batch_size"):
+            _pos_int(own, name, getattr(self, name))
+        for name in ("batch_size", "eval_every", "eval_max_examples"):
+            if getattr(self, name) is not None:
+                _pos_int(own, name, getattr(self, name), hint=" or None")
+        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ValueError(f"{own}.warmup_steps must be an int >= 0, got {self.warmup_steps!r}")
+        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
+            raise ValueError(f"{own}.lr must be > 0, got {self.lr!r}")
+        if not (isinstance(self.weight_decay, (int, float)) and self.weight_decay >= 0):
+            raise ValueError(f"{own}.weight_decay must be >= 0, got {self.weight_decay!r}")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"{own}.betas must be two numbers in [0, 1), got {self.betas!r}")
+        if not self.eps > 0:
+            raise ValueError(f"{own}.eps must be > 0, got {self.eps!r}")
+        if self.grad_clip is not None and not self.grad_clip > 0:
+            raise ValueError(f"{own}.grad_clip must be > 0 or None, got {self.grad_clip!r}")
+        for name in ("eval_steps", "checkpoint_steps"):
+            steps = getattr(self, name)
+            if steps is not None and any(
+                isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= self.steps for s in steps
+            ):
+                raise ValueError(
+                    f"{own}.{name} must hold ints in [0, steps={self.steps}], got {steps!r}"
+                )
+        if not isinstance(self.device, str) or not self.device:
+            raise ValueError(f"{own}.device must be a torch device string, got {self.device!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig field(s) {unknown}; valid fields are {sorted(known)}")
+        conv = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**conv)
+
+
+#: fields that must agree between a checkpointed run and the run resuming it
+OPTIMISATION_FIELDS = (
+    "lr", "weight_decay", "betas", "eps", "batch_size", "warmup_steps", "grad_clip", "seed",
+)
+
+
+def _pos_int(own: str, name: str, value: Any, hint: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{own}.{name} must be an int >= 1{hint}, got {value!r}")

@@ -1,0 +1,91 @@
+"""Metrics history of a training run: one record per evaluation, written as JSON + CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..models.checkpoint import atomic_write_text
+
+HISTORY_JSON = "history.json"
+HISTORY_CSV = "history.csv"
+
+
+@dataclass
+class History:
+    """Evaluation records in step order.
+
+    Each record has ``step``, ``elapsed_s`` (training wall time so far), ``lr``, ``batch_loss``
+    (loss of the last optimiser step) and, per split, ``<split>/loss`` (mean cross-entropy over
+    scored tokens), ``<split>/acc`` (fraction of examples with every target token right) and
+    ``<split>/token_acc`` (fraction of scored tokens right). Splits named ``<prefix>_<int>``
+    (``ood_len_5`` ...) also get the unweighted mean over the group as ``<prefix>/<metric>``.
+    """
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self.records and record["step"] <= self.records[-1]["step"]:
+            raise ValueError(
+                f"history record for step {record['step']} is not after step {self.records[-1]['step']}"
+            )
+        self.records.append(record)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @property
+    def keys(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for r in self.records:
+            seen.update(dict.fromkeys(r))
+        return list(seen)
+
+    def column(self, key: str) -> list[Any]:
+        """Values of ``key`` per record (None where missing); KeyError lists valid keys."""
+        if key not in self.keys:
+            raise KeyError(f"no history column {key!r}; columns are {self.keys}")
+        return [r.get(key) for r in self.records]
+
+    @property
+    def steps(self) -> list[int]:
+        return [r["step"] for r in self.records]
+
+    def first_step(self, key: str, threshold: float) -> dict[str, Any] | None:
+        """First record with ``record[key] >= threshold`` (None if never)."""
+        self.column(key)
+        for r in self.records:
+            if r.get(key) is not None and r[key] >= threshold:
+                return r
+        return None
+
+    def truncated(self, step: int) -> History:
+        """Records up to and including ``step`` (used when resuming from a checkpoint)."""
+        return History([r for r in self.records if r["step"] <= step])
+
+    def to_json(self) -> str:
+        return json.dumps({"records": self.records}, indent=1)
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=self.keys, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.records)
+        return buf.getvalue()
+
+    def write(self, directory: str | Path) -> None:
+        """Atomically (re)write ``history.json`` and ``history.csv`` in ``directory``."""
+        directory = Path(directory)
+        atomic_write_text(directory / HISTORY_JSON, self.to_json())
+        atomic_write_text(directory / HISTORY_CSV, self.to_csv())
+
+    @classmethod
+    def read(cls, directory: str | Path) -> History:
+        path = Path(directory) / HISTORY_JSON
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} not found; it is written by probekit.train.train")
+        return cls(json.loads(path.read_text())["records"])

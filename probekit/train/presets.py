@@ -1,0 +1,132 @@
+"""Named run presets: task overrides + model overrides + :class:`TrainConfig` for each testbed.
+
+Every task name is a preset (its CPU default); ``*_paper`` / ``*_gpu`` presets document the
+published or scaled-up GPU configurations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import TrainConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preset:
+    """``task``: name for :func:`probekit.testbeds.get_task`; overrides for task/model config."""
+
+    task: str
+    task_overrides: dict[str, Any] = field(default_factory=dict)
+    model_overrides: dict[str, Any] = field(default_factory=dict)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    description: str = ""
+
+
+_NANDA = dict(lr=1e-3, weight_decay=1.0, betas=(0.9, 0.98), batch_size=None)
+_KG_SMOKE_MODEL = dict(n_layers=2, d_model=64, n_heads=4, d_head=16, d_mlp=256)
+
+PRESETS: dict[str, Preset] = {
+    "modular_addition": Preset(
+        task="modular_addition",
+        task_overrides=dict(p=59, train_fraction=0.5),
+        train=TrainConfig(steps=3000, eval_every=50, n_checkpoints=15, **_NANDA),
+        description=(
+            "CPU grokking default: Nanda et al. (2023) model and optimiser, smaller prime "
+            "p=59 with 50% of pairs trained so that it groks within a few thousand steps"
+        ),
+    ),
+    "modular_addition_paper": Preset(
+        task="modular_addition",
+        task_overrides=dict(p=113, train_fraction=0.3),
+        train=TrainConfig(steps=20_000, eval_every=250, n_evals=80, **_NANDA),
+        description="Nanda et al. (2023): p=113, 30% train, full batch, 20k steps",
+    ),
+    "scan": Preset(
+        task="scan",
+        train=TrainConfig(
+            steps=450, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.999), batch_size=32,
+            n_evals=30, n_checkpoints=10,
+        ),
+        description=(
+            "An & Du (2026) probe sweep [C]: 4 layers, Adam lr 1e-3, batch 32, ~15 epochs of "
+            "<=1000 commands (pass --set task.n_noise=3 for noisy data)"
+        ),
+    ),
+    "kg_composition": Preset(
+        task="kg_composition",
+        task_overrides=dict(n_entities=100, n_relations=40, out_degree=20, phi=18.0),
+        model_overrides=_KG_SMOKE_MODEL,
+        train=TrainConfig(
+            steps=2000, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.999), batch_size=512,
+            warmup_steps=100, grad_clip=1.0, n_evals=30, n_checkpoints=10,
+            eval_max_examples=4000,
+        ),
+        description="CPU smoke test (pipeline check only): |E|=100, 2 layers, d_model 64, 2k steps",
+    ),
+    "kg_composition_gpu": Preset(
+        task="kg_composition",
+        task_overrides=dict(n_entities=500, n_relations=50, out_degree=20, phi=18.0),
+        model_overrides=dict(n_layers=4, d_model=256, n_heads=8, d_head=32, d_mlp=1024),
+        train=TrainConfig(
+            steps=100_000, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.999), batch_size=512,
+            warmup_steps=1000, grad_clip=1.0, n_evals=80, eval_every=2000, n_checkpoints=40,
+            eval_max_examples=10_000, stop_metric="test_id/acc", stop_threshold=0.95,
+            device="cuda",
+        ),
+        description=(
+            "circuits.md scaled-down GPU run: |E|=500, |R|=50, phi=18, 4 layers d_model 256, "
+            "stop once ID accuracy passes 95%"
+        ),
+    ),
+    "kg_composition_paper": Preset(
+        task="kg_composition",
+        task_overrides=dict(n_entities=2000, n_relations=200, out_degree=20, phi=18.0),
+        model_overrides=dict(n_layers=8, d_model=768, n_heads=12, d_head=64, d_mlp=3072),
+        train=TrainConfig(
+            steps=1_500_000, lr=1e-4, weight_decay=0.1, betas=(0.9, 0.999), batch_size=512,
+            warmup_steps=2000, grad_clip=1.0, n_evals=100, n_checkpoints=60,
+            eval_max_examples=10_000, device="cuda",
+        ),
+        description=(
+            "Wang et al. (2024) GPT-2 config (no dropout / fp16 here): 8 layers, d_model 768, "
+            "lr 1e-4, batch 512, 2k warm-up, up to 1.5M steps"
+        ),
+    ),
+    "kg_comparison": Preset(
+        task="kg_comparison",
+        task_overrides=dict(n_entities=100, phi=7.2, n_test=1000),
+        model_overrides=_KG_SMOKE_MODEL,
+        train=TrainConfig(
+            steps=2000, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.999), batch_size=512,
+            warmup_steps=100, grad_clip=1.0, n_evals=30, n_checkpoints=10,
+            eval_max_examples=4000,
+        ),
+        description="CPU smoke test: |E|=100, 20 attributes, 2 layers, d_model 64, 2k steps",
+    ),
+    "kg_comparison_paper": Preset(
+        task="kg_comparison",
+        task_overrides=dict(n_entities=1000, phi=7.2),
+        model_overrides=dict(n_layers=8, d_model=768, n_heads=12, d_head=64, d_mlp=3072),
+        train=TrainConfig(
+            steps=1_500_000, lr=1e-4, weight_decay=0.1, betas=(0.9, 0.999), batch_size=512,
+            warmup_steps=2000, grad_clip=1.0, n_evals=100, n_checkpoints=60,
+            eval_max_examples=10_000, device="cuda",
+        ),
+        description="Wang et al. (2024) comparison: |E|=1000, 20 attributes, GPT-2 8 layers",
+    ),
+    "relation_facts": Preset(
+        task="relation_facts",
+        train=TrainConfig(
+            steps=1500, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.999), batch_size=None,
+            n_evals=30, n_checkpoints=10,
+        ),
+        description="200 subjects x 8 relations, 2 layers d_model 128, full batch until memorised",
+    ),
+}
+
+
+def get_preset(name: str) -> Preset:
+    if name not in PRESETS:
+        raise ValueError(f"unknown task or preset {name!r}; valid names are {sorted(PRESETS)}")
+    return PRESETS[name]

@@ -1,0 +1,337 @@
+"""Train a probekit model on a testbed: AdamW, log-spaced evaluation, resumable checkpoints.
+
+Output layout of ``train(task, model_config, train_config, out_dir)``::
+
+    out_dir/run.json                      task name + task/model/train configs + vocab
+    out_dir/history.json, history.csv     one record per evaluation (see History)
+    out_dir/curves.png                    accuracy / loss vs step (log x)
+    out_dir/checkpoints/step_0000100/     model.safetensors + config.json (probekit checkpoint,
+                                          extra = vocab, task, configs, step, metrics) and
+                                          optimizer.safetensors + optimizer.json
+
+Loss: mean cross-entropy over all scored target tokens of the batch,
+``L = (1/T) sum_{i,j} -log softmax(logits[i, target_positions[i][j]])[targets[i][j]]``.
+Determinism: on CPU two runs with the same configs give bit-identical weights; a run resumed from
+its last checkpoint continues exactly like an uninterrupted one (stateless minibatch order and lr
+schedule, optimizer state restored from the checkpoint).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from ..models.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint
+from ..models.config import ModelConfig
+from ..models.native import build_model
+from ..testbeds.base import IGNORE_INDEX, PaddedBatch, Task
+from .config import OPTIMISATION_FIELDS, TrainConfig
+from .history import History
+from .optim_state import load_optimizer, save_optimizer
+from .schedule import batch_position, checkpoint_schedule, epoch_permutation, eval_schedule, lr_at
+
+RUN_JSON = "run.json"
+CHECKPOINTS = "checkpoints"
+_STEP_DIR = re.compile(r"^step_(\d{7,})$")
+
+
+def step_dir(out_dir: str | Path, step: int) -> Path:
+    return Path(out_dir) / CHECKPOINTS / f"step_{step:07d}"
+
+
+def list_checkpoints(out_dir: str | Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints of a run as (step, directory), ascending."""
+    root = Path(out_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    found = []
+    for d in root.iterdir():
+        m = _STEP_DIR.match(d.name)
+        if m and (d / "config.json").is_file() and (d / "optimizer.json").is_file():
+            found.append((int(m.group(1)), d))
+    return sorted(found)
+
+
+def masked_loss_and_correct(
+    logits: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Mean CE over scored tokens, per-token correctness, and the row of each scored token.
+
+    ``logits`` [batch, pos, vocab], ``labels`` [batch, pos] with IGNORE_INDEX where unscored.
+    """
+    mask = labels != IGNORE_INDEX
+    sel = logits[mask]
+    tgt = labels[mask]
+    loss = F.cross_entropy(sel.float(), tgt)
+    correct = sel.argmax(-1) == tgt
+    rows = mask.nonzero()[:, 0]
+    return loss, correct, rows
+
+
+@torch.no_grad()
+def evaluate(model: Any, batch: PaddedBatch, *, batch_size: int = 4096) -> dict[str, float]:
+    """``loss`` (mean CE per scored token), ``acc`` (exact match per example), ``token_acc``."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    tot_loss, n_tok, n_tok_ok, n_ex, n_ex_ok = 0.0, 0, 0, 0, 0
+    for start in range(0, len(batch), batch_size):
+        toks = batch.tokens[start : start + batch_size].to(device)
+        labels = batch.labels[start : start + batch_size].to(device)
+        loss, correct, rows = masked_loss_and_correct(model(toks), labels)
+        wrong = torch.zeros(toks.shape[0], device=device).index_add_(0, rows, (~correct).float())
+        k = int(correct.numel())
+        tot_loss += float(loss) * k
+        n_tok += k
+        n_tok_ok += int(correct.sum())
+        n_ex += toks.shape[0]
+        n_ex_ok += int((wrong == 0).sum())
+    if was_training:
+        model.train()
+    return {
+        "loss": tot_loss / max(n_tok, 1),
+        "acc": n_ex_ok / max(n_ex, 1),
+        "token_acc": n_tok_ok / max(n_tok, 1),
+    }
+
+
+def _eval_batches(task: Task, cfg: TrainConfig) -> dict[str, PaddedBatch]:
+    out = {}
+    pad = task.vocab.pad_id
+    for k, (name, ds) in enumerate(task.splits().items()):
+        if len(ds) == 0:
+            continue
+        if cfg.eval_max_examples is not None and len(ds) > cfg.eval_max_examples:
+            rng = np.random.default_rng([cfg.seed, 1_000_003, k])
+            idx = np.sort(rng.choice(len(ds), size=cfg.eval_max_examples, replace=False))
+            ds = ds.subset(idx.tolist())
+        out[name] = ds.to_tensors(pad)
+    return out
+
+
+def _group_means(record: dict[str, Any], splits: list[str]) -> None:
+    groups: dict[str, list[str]] = {}
+    for s in splits:
+        m = re.match(r"^(.*)_(\d+)$", s)
+        if m:
+            groups.setdefault(m.group(1), []).append(s)
+    for prefix, members in groups.items():
+        if len(members) < 2:
+            continue
+        for metric in ("loss", "acc", "token_acc"):
+            vals = [record[f"{s}/{metric}"] for s in members]
+            record[f"{prefix}/{metric}"] = float(np.mean(vals))
+
+
+def _run_meta(task: Task, model_config: ModelConfig, cfg: TrainConfig) -> dict[str, Any]:
+    return {
+        "task": task.name,
+        "task_config": dataclasses.asdict(task.config),
+        "model_config": model_config.to_dict(),
+        "train_config": cfg.to_dict(),
+        "vocab": task.vocab.to_dict(),
+    }
+
+
+def _check_resumable(meta: dict[str, Any], saved: dict[str, Any], out_dir: Path) -> None:
+    for key in ("task", "task_config", "model_config"):
+        if json.loads(json.dumps(meta[key])) != saved[key]:
+            raise ValueError(
+                f"{out_dir} holds a run with a different {key} ({saved[key]}); resume needs the "
+                "same one. Use a new --out directory or pass resume=False to start over"
+            )
+    for f in OPTIMISATION_FIELDS:
+        now = json.loads(json.dumps(meta["train_config"][f]))
+        if now != saved["train_config"][f]:
+            raise ValueError(
+                f"{out_dir}: TrainConfig.{f}={now!r} differs from the checkpointed run "
+                f"({saved['train_config'][f]!r}); resuming would not be reproducible. Use a new "
+                "--out directory or resume=False"
+            )
+
+
+def _save(
+    out_dir: Path, step: int, model: Any, opt: torch.optim.Optimizer, names: list[str],
+    meta: dict[str, Any], model_config: ModelConfig, last: dict[str, Any] | None,
+) -> Path:
+    final = step_dir(out_dir, step)
+    tmp = final.with_name(f".{final.name}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    extra = {**meta, "step": step, "metrics": last or {}}
+    save_checkpoint(model, model_config, tmp, extra=extra)
+    save_optimizer(opt, names, tmp)
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+    return final
+
+
+def train(
+    task: Task,
+    model_config: ModelConfig | None = None,
+    train_config: TrainConfig | None = None,
+    out_dir: str | Path | None = None,
+    *,
+    progress: bool = True,
+    resume: bool = True,
+    plot: bool = True,
+) -> History:
+    """Train a fresh model (or resume the run in ``out_dir``) and return its :class:`History`.
+
+    Args:
+        task: a testbed (:func:`probekit.testbeds.get_task`).
+        model_config: architecture; default ``task.model_config()``. ``d_vocab`` must equal
+            ``len(task.vocab)`` and ``n_ctx`` cover the longest sequence.
+        train_config: optimisation and schedules; default ``TrainConfig()``.
+        out_dir: where run.json, history, checkpoints and curves.png go (required).
+        progress: show a tqdm bar.
+        resume: continue from the last complete checkpoint in ``out_dir`` if there is one.
+        plot: write ``curves.png`` at the end.
+    """
+    if out_dir is None:
+        raise ValueError("train() needs out_dir (a directory for checkpoints and history)")
+    out_dir = Path(out_dir)
+    mcfg = model_config or task.model_config()
+    cfg = train_config or TrainConfig()
+    splits = task.splits()
+    if "train" not in splits or len(splits["train"]) == 0:
+        raise ValueError(f"task {task.name!r} has no training examples (splits: {list(splits)})")
+    if mcfg.d_vocab != len(task.vocab):
+        raise ValueError(
+            f"ModelConfig.d_vocab={mcfg.d_vocab} but task {task.name!r} has {len(task.vocab)} "
+            "tokens; use task.model_config(...) or set d_vocab=len(task.vocab)"
+        )
+    longest = max(ds.max_len for ds in splits.values())
+    if mcfg.n_ctx < longest:
+        raise ValueError(
+            f"ModelConfig.n_ctx={mcfg.n_ctx} is shorter than the longest sequence ({longest}) "
+            f"of task {task.name!r}; set n_ctx >= {longest}"
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    meta = _run_meta(task, mcfg, cfg)
+    device = torch.device(cfg.device)
+
+    ckpts = list_checkpoints(out_dir) if resume else []
+    if ckpts:
+        saved = json.loads((ckpts[-1][1] / "config.json").read_text())["extra"]
+        _check_resumable(meta, saved, out_dir)
+        start, ck_dir = ckpts[-1]
+        model = load_checkpoint(ck_dir, device=device)
+        try:
+            history = History.read(out_dir).truncated(start)
+        except FileNotFoundError:
+            history = History()
+    else:
+        start, ck_dir = 0, None
+        model = build_model(mcfg, device=device)
+        history = History()
+    atomic_write_text(out_dir / RUN_JSON, json.dumps(meta, indent=2))
+
+    names = [n for n, _ in model.named_parameters()]
+    params = [p for _, p in model.named_parameters()]
+    opt = torch.optim.AdamW(
+        params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay
+    )
+    if ck_dir is not None:
+        load_optimizer(opt, names, ck_dir)
+
+    train_full = splits["train"].to_tensors(task.vocab.pad_id)
+    n_train = len(train_full)
+    evals = set(eval_schedule(cfg))
+    ckpt_steps = set(checkpoint_schedule(cfg))
+    eval_data = _eval_batches(task, cfg)
+    split_names = list(eval_data)
+    elapsed0 = history.records[-1]["elapsed_s"] if history.records else 0.0
+    t0 = time.perf_counter()
+    last = history.records[-1] if history.records else None
+    batch_loss = float("nan")
+    perm_cache: tuple[int, np.ndarray] | None = None
+    full = train_full.index(torch.arange(n_train)) if cfg.batch_size is None else None
+    if full is not None:
+        full = PaddedBatch(full.tokens.to(device), full.labels.to(device))
+
+    def do_eval(step: int) -> dict[str, Any]:
+        rec: dict[str, Any] = {
+            "step": step,
+            "elapsed_s": round(elapsed0 + time.perf_counter() - t0, 3),
+            "lr": lr_at(max(step, 1), cfg),
+            "batch_loss": batch_loss,
+        }
+        for name in split_names:
+            for k, v in evaluate(model, eval_data[name], batch_size=cfg.eval_batch_size).items():
+                rec[f"{name}/{k}"] = v
+        _group_means(rec, split_names)
+        history.append(rec)
+        history.write(out_dir)
+        return rec
+
+    def stop_reached(rec: dict[str, Any]) -> bool:
+        if cfg.stop_metric is None:
+            return False
+        if cfg.stop_metric not in rec:
+            raise ValueError(
+                f"TrainConfig.stop_metric={cfg.stop_metric!r} is not a history key; keys are "
+                f"{sorted(rec)}"
+            )
+        return rec[cfg.stop_metric] >= cfg.stop_threshold
+
+    if start == 0:
+        last = do_eval(0)
+        _save(out_dir, 0, model, opt, names, meta, mcfg, last)
+    stopped = last is not None and start > 0 and stop_reached(last)
+    bar = tqdm(total=cfg.steps, initial=start, disable=not progress, desc=task.name)
+    model.train()
+    step = start
+    for step in range(start + 1, cfg.steps + 1):
+        if stopped:
+            break
+        if full is not None:
+            batch = full
+        else:
+            epoch, sl = batch_position(step, n_train, cfg.batch_size)
+            if perm_cache is None or perm_cache[0] != epoch:
+                perm_cache = (epoch, epoch_permutation(n_train, cfg.seed, epoch))
+            idx = torch.from_numpy(perm_cache[1][sl])
+            b = train_full.index(idx)
+            batch = PaddedBatch(b.tokens.to(device), b.labels.to(device))
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, cfg)
+        loss, _, _ = masked_loss_and_correct(model(batch.tokens), batch.labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        opt.step()
+        batch_loss = float(loss.detach())
+        bar.update(1)
+        if step in evals or step == cfg.steps:
+            last = do_eval(step)
+            bar.set_postfix(_postfix(last, split_names))
+            stopped = stop_reached(last)
+        if step in ckpt_steps or stopped:
+            _save(out_dir, step, model, opt, names, meta, mcfg, last)
+    bar.close()
+    if plot and len(history) > 1:
+        from .plot import plot_history
+
+        plot_history(history, out_dir / "curves.png", title=f"{task.name}")
+    model.eval()
+    return history
+
+
+def _postfix(rec: dict[str, Any], splits: list[str]) -> dict[str, str]:
+    out = {"loss": f"{rec['batch_loss']:.3g}"}
+    for s in splits[:4]:
+        out[s] = f"{rec[f'{s}/acc']:.3f}"
+    return out
