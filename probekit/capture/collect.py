@@ -1,0 +1,236 @@
+"""Batched capture over a dataset: into memory (:func:`collect_activations`) or streamed into
+an :class:`~probekit.store.ActivationStore` (:func:`capture_to_store`), resumably."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import einops
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from ..store import ActivationStore, Manifest, StoreWriter
+from .batching import PaddingSide, TokenBatch, iter_batches
+from .fingerprint import dataset_fingerprint, model_fingerprint, model_id
+from .hooks import capture
+from .positions import LastToken, PositionRule, Rows, check_rule_matches, select_positions
+from .sites import Site, as_sites
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaptureConfig:
+    """How to capture: which sites, which positions, batch size, padding side, storage dtype."""
+
+    sites: tuple[Site, ...]
+    positions: PositionRule = field(default_factory=LastToken)
+    batch_size: int = 32
+    padding_side: PaddingSide = "right"
+    dtype: str = "float32"
+    pad_id: int | None = None
+    examples_per_shard: int = 4096
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.padding_side not in ("left", "right"):
+            raise ValueError(f"padding_side must be 'left' or 'right', got {self.padding_side!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype {self.dtype!r} not supported; choose one of {list(DTYPES)}")
+        if self.examples_per_shard < 1:
+            raise ValueError(f"examples_per_shard must be >= 1, got {self.examples_per_shard}")
+
+    @property
+    def shard_examples(self) -> int:
+        """Examples per shard, rounded up to whole batches so shards align with batches."""
+        n_batches = -(-self.examples_per_shard // self.batch_size)
+        return n_batches * self.batch_size
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    """In-memory capture: ``acts[site]`` is ``(rows, *feature)``; provenance per row."""
+
+    acts: dict[Site, Tensor]
+    example: Tensor
+    position: Tensor
+
+    def __getitem__(self, site: Site | str) -> Tensor:
+        key = site if isinstance(site, Site) else Site.parse(site)
+        return self.acts[key]
+
+    def stacked(self) -> Tensor:
+        """``(site, rows, d)`` for sites of equal width, in capture order."""
+        return torch.stack(list(self.acts.values()))
+
+
+def _stop_layer(model: Any, sites: Sequence[Site]) -> int | None:
+    """Blocks after the last captured one need not run (None: the whole model must)."""
+    if any(s.layer is None and s.kind == "ln_final" for s in sites):
+        return None
+    layers = [s.layer for s in sites if s.layer is not None]
+    return (max(layers) + 1) if layers else 1
+
+
+def _pad_id(model: Any, config: CaptureConfig) -> int:
+    if config.pad_id is not None:
+        return config.pad_id
+    tok = getattr(model, "tokenizer", None)
+    pad = getattr(tok, "pad_token_id", None) if tok is not None else None
+    return int(pad) if pad is not None else 0
+
+
+def iter_capture(
+    model: Any, tokens: Sequence[Sequence[int]], config: CaptureConfig, *, start: int = 0
+) -> Iterator[tuple[TokenBatch, dict[Site, Rows]]]:
+    """Run ``model`` over ``tokens[start:]`` in batches; yield each batch's selected rows."""
+    sites = as_sites(config.sites)
+    check_rule_matches(config.positions, len(tokens))
+    for i, seq in enumerate(tokens):
+        if len(seq) > model.cfg.n_ctx:
+            raise ValueError(
+                f"example {i} has {len(seq)} tokens but the model's context is {model.cfg.n_ctx}"
+            )
+    out_dtype = DTYPES[config.dtype]
+    stop = _stop_layer(model, sites)
+    current: dict[str, TokenBatch] = {}
+
+    def transform(site: Site, act: Tensor) -> Tensor:
+        if site.kind == "attn_pattern":  # (batch, head, query, key): select query positions
+            act = einops.rearrange(act, "b h q k -> b q h k")
+        return select_positions(act, current["batch"], config.positions).values.to(out_dtype)
+
+    device = getattr(model.cfg, "device", None) or "cpu"
+    pad_id = _pad_id(model, config)
+    batches = iter_batches(
+        tokens, batch_size=config.batch_size, pad_id=pad_id, side=config.padding_side, start=start
+    )
+    total = -(-(len(tokens) - start) // config.batch_size)
+    bar = tqdm(batches, total=total, desc="capture", unit="batch", disable=not config.progress)
+    with capture(model, sites) as recorder, torch.inference_mode():
+        recorder.transform = transform
+        for batch in bar:
+            batch = batch.to(device)
+            current["batch"] = batch
+            kwargs: dict[str, Any] = {}
+            if batch.is_padded:
+                kwargs["attention_mask"] = batch.attention_mask
+            if stop is not None:
+                kwargs["stop_at_layer"] = stop
+            recorder.clear()
+            model(batch.input_ids, **kwargs)
+            ref = select_positions(  # provenance is the same for every site
+                torch.zeros(batch.input_ids.shape + (1,), device=batch.input_ids.device),
+                batch,
+                config.positions,
+            )
+            yield batch, {
+                site: Rows(recorder[site], ref.example.cpu(), ref.position.cpu()) for site in sites
+            }
+
+
+def collect_activations(
+    model: Any,
+    tokens: Sequence[Sequence[int]],
+    sites: Sequence[Site | str],
+    **options: Any,
+) -> CaptureResult:
+    """Capture ``sites`` at the selected positions over all ``tokens`` into memory.
+
+    ``options`` are :class:`CaptureConfig` fields (positions, batch_size, padding_side, dtype...).
+    """
+    config = CaptureConfig(sites=as_sites(sites), **options)
+    parts: dict[Site, list[Tensor]] = {s: [] for s in config.sites}
+    examples: list[Tensor] = []
+    positions: list[Tensor] = []
+    for _, rows in iter_capture(model, tokens, config):
+        for site, r in rows.items():
+            parts[site].append(r.values.cpu())
+        first = next(iter(rows.values()))
+        examples.append(first.example)
+        positions.append(first.position)
+    return CaptureResult(
+        acts={s: torch.cat(v) for s, v in parts.items()},
+        example=torch.cat(examples),
+        position=torch.cat(positions),
+    )
+
+
+def capture_to_store(
+    model: Any,
+    tokens: Sequence[Sequence[int]],
+    directory: str | Path,
+    sites: Sequence[Site | str],
+    *,
+    metadata: Mapping[str, Sequence[Any]] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> ActivationStore:
+    """Stream a capture into ``directory`` shard by shard; resume if it was interrupted.
+
+    Peak memory is one shard of rows (``examples_per_shard``), whatever the dataset size.
+    Rerunning the same call after a crash continues after the last complete shard and ends
+    with a store identical to an uninterrupted run; a different model, dataset, site list or
+    position rule is refused with the differing fields named.
+    """
+    config = CaptureConfig(sites=as_sites(sites), **options)
+    metadata = dict(metadata or {})
+    for name, column in metadata.items():
+        if len(column) != len(tokens):
+            raise ValueError(
+                f"metadata column {name!r} has {len(column)} values but there are "
+                f"{len(tokens)} examples"
+            )
+    template = Manifest(
+        model_id=model_id(model),
+        model_fingerprint=model_fingerprint(model),
+        sites=[s.name for s in config.sites],
+        positions=config.positions.describe(),
+        dtype=config.dtype,
+        dataset_fingerprint=dataset_fingerprint(tokens, {"metadata": metadata}),
+        n_examples=len(tokens),
+        examples_per_shard=config.shard_examples,
+        padding_side=config.padding_side,
+        metadata_columns=sorted(metadata),
+        extra=dict(extra or {}),
+    )
+    writer = StoreWriter(directory, template)
+    manifest = writer.open()
+    if manifest.complete:
+        return ActivationStore(directory)
+    start = manifest.examples_done
+    buffer: dict[Site, list[Tensor]] = {s: [] for s in config.sites}
+    ex_buf: list[Tensor] = []
+    pos_buf: list[Tensor] = []
+    done = start
+
+    def flush(end_example: int) -> None:
+        writer.write_shard(
+            {s.name: torch.cat(v) for s, v in buffer.items()},
+            torch.cat(ex_buf),
+            torch.cat(pos_buf),
+            metadata,
+            end_example,
+        )
+        for v in buffer.values():
+            v.clear()
+        ex_buf.clear()
+        pos_buf.clear()
+
+    for batch, rows in iter_capture(model, tokens, config, start=start):
+        for site, r in rows.items():
+            buffer[site].append(r.values.cpu())
+        first = next(iter(rows.values()))
+        ex_buf.append(first.example)
+        pos_buf.append(first.position)
+        done += batch.input_ids.shape[0]
+        if (done - start) % config.shard_examples == 0 or done == len(tokens):
+            flush(done)
+    writer.finish()
+    return ActivationStore(directory)

@@ -1,0 +1,49 @@
+"""Content fingerprints for models and datasets (what a store was made from)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+_CFG_KEYS = (
+    "n_layers", "d_model", "n_heads", "d_head", "d_mlp", "d_vocab", "n_ctx", "act_fn",
+    "normalization_type", "architecture", "n_key_value_heads", "positional_embedding_type",
+)
+
+
+def model_fingerprint(model: Any) -> str:
+    """blake2b over the architecture fields and every parameter/buffer byte (16 hex digits)."""
+    digest = hashlib.blake2b(digest_size=8)
+    cfg = {k: str(getattr(model.cfg, k, None)) for k in _CFG_KEYS}
+    digest.update(json.dumps(cfg, sort_keys=True).encode())
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        t = tensor.detach().cpu().contiguous()
+        digest.update(str(t.dtype).encode())
+        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return digest.hexdigest()
+
+
+def model_id(model: Any) -> str:
+    """A human-readable id: checkpoint path, HF name/path, or ``cfg.model_name``."""
+    for attr in ("probekit_name", "probekit_checkpoint"):
+        if getattr(model, attr, None):
+            return str(getattr(model, attr))
+    return str(getattr(model.cfg, "model_name", type(model).__name__))
+
+
+def dataset_fingerprint(
+    tokens: Sequence[Sequence[int]], extra: Mapping[str, Any] | None = None
+) -> str:
+    """sha256 of the token ids (and ``extra``, e.g. position rule and metadata), 16 hex digits."""
+    digest = hashlib.sha256()
+    for seq in tokens:
+        digest.update(json.dumps([int(t) for t in seq]).encode())
+        digest.update(b";")
+    if extra:
+        digest.update(json.dumps(extra, sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:16]

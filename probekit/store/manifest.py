@@ -1,0 +1,87 @@
+"""The JSON manifest of an activation store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..models.checkpoint import atomic_write_text
+
+FORMAT = "probekit-store/1"
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    file: str
+    rows: int
+    first_example: int
+    end_example: int
+    sha256: str
+
+
+@dataclass
+class Manifest:
+    """What a store holds and how it was made. ``identity()`` decides if a resume is allowed."""
+
+    model_id: str
+    model_fingerprint: str
+    sites: list[str]
+    positions: dict[str, Any]
+    dtype: str
+    dataset_fingerprint: str
+    n_examples: int
+    examples_per_shard: int
+    padding_side: str
+    metadata_columns: list[str]
+    complete: bool = False
+    shards: list[ShardInfo] = field(default_factory=list)
+    feature_shapes: dict[str, list[int]] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    format: str = FORMAT
+
+    def identity(self) -> dict[str, Any]:
+        keys = (
+            "model_fingerprint", "sites", "positions", "dtype", "dataset_fingerprint",
+            "n_examples", "examples_per_shard", "padding_side", "metadata_columns",
+        )
+        return {k: getattr(self, k) for k in keys}
+
+    @property
+    def examples_done(self) -> int:
+        return self.shards[-1].end_example if self.shards else 0
+
+    @property
+    def n_rows(self) -> int:
+        return sum(s.rows for s in self.shards)
+
+    def save(self, directory: Path) -> None:
+        atomic_write_text(directory / MANIFEST, json.dumps(asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, directory: Path) -> Manifest:
+        path = directory / MANIFEST
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path} not found: not an activation store (create one with "
+                "probekit.capture_to_store)"
+            )
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"manifest {path} is not valid JSON: {err}") from None
+        if data.get("format") != FORMAT:
+            raise ValueError(f"manifest {path}: format {data.get('format')!r} is not {FORMAT!r}")
+        data["shards"] = [ShardInfo(**s) for s in data["shards"]]
+        return cls(**data)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
