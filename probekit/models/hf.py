@@ -29,18 +29,6 @@ def set_offline_env() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-def is_hf_model_dir(path: str | Path) -> bool:
-    """True if ``path`` is a directory whose ``config.json`` looks like a transformers config."""
-    config = Path(path) / HF_CONFIG_FILE
-    if not config.is_file():
-        return False
-    try:
-        data = json.loads(config.read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and "model_type" in data
-
-
 def load_hf_dir(
     path: str | Path,
     *,

