@@ -20,7 +20,7 @@ class History:
     """Evaluation records in step order.
 
     Each record has ``step``, ``elapsed_s`` (training wall time so far), ``lr``, ``batch_loss``
-    (loss of the last optimiser step) and, per split, ``<split>/loss`` (mean cross-entropy over
+    (loss of the last optimiser step; None at step 0) and, per split, ``<split>/loss`` (mean cross-entropy over
     scored tokens), ``<split>/acc`` (fraction of examples with every target token right) and
     ``<split>/token_acc`` (fraction of scored tokens right). Splits named ``<prefix>_<int>``
     (``ood_len_5`` ...) also get the unweighted mean over the group as ``<prefix>/<metric>``.

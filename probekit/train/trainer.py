@@ -255,7 +255,7 @@ def train(
     elapsed0 = history.records[-1]["elapsed_s"] if history.records else 0.0
     t0 = time.perf_counter()
     last = history.records[-1] if history.records else None
-    batch_loss = float("nan")
+    batch_loss: float | None = None  # no step taken yet
     perm_cache: tuple[int, np.ndarray] | None = None
     full = train_full.index(torch.arange(n_train)) if cfg.batch_size is None else None
     if full is not None:
@@ -289,7 +289,7 @@ def train(
     if start == 0:
         last = do_eval(0)
         _save(out_dir, 0, model, opt, names, meta, mcfg, last)
-    stopped = last is not None and start > 0 and stop_reached(last)
+    stopped = last is not None and stop_reached(last)
     bar = tqdm(total=cfg.steps, initial=start, disable=not progress, desc=task.name)
     model.train()
     step = start
@@ -331,7 +331,7 @@ def train(
 
 
 def _postfix(rec: dict[str, Any], splits: list[str]) -> dict[str, str]:
-    out = {"loss": f"{rec['batch_loss']:.3g}"}
+    out = {"loss": f"{rec['batch_loss']:.3g}"} if rec["batch_loss"] is not None else {}
     for s in splits[:4]:
         out[s] = f"{rec[f'{s}/acc']:.3f}"
     return out

@@ -1,0 +1,48 @@
+import json
+
+import pytest
+
+from probekit.train.cli import build_run, main, parse_sets
+
+
+def test_cli_trains_and_resumes(tmp_path, capsys):
+    args = ["train", "modular_addition", "--out", str(tmp_path), "--steps", "3", "--seed", "2",
+            "--set", "task.p=7", "--set", "d_model=16", "--set", "train.n_evals=2", "--no-progress"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["step"] == 3 and "test_id/acc" in out
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["task_config"]["p"] == 7 and run["model_config"]["d_model"] == 16
+    assert run["task_config"]["seed"] == run["model_config"]["seed"] == run["train_config"]["seed"] == 2
+    assert main([*args[:5], "5", *args[6:]]) == 0  # resumes from step 3
+    assert json.loads(capsys.readouterr().out)["step"] == 5
+
+
+def test_unknown_task_lists_valid_names():
+    with pytest.raises(ValueError, match="valid names are .*kg_composition"):
+        build_run("kg_chain")
+
+
+@pytest.mark.parametrize(
+    ("item", "match"),
+    [("lr", "key=value"), ("task.prime=7", "no field 'prime'"), ("seed=1", "configs"),
+     ("foo.p=3", "prefix"), ("nope=3", "no config")],
+)
+def test_bad_sets(item, match):
+    with pytest.raises(ValueError, match=match):
+        parse_sets([item], "modular_addition")
+
+
+def test_set_values_are_parsed():
+    s = parse_sets(["train.betas=[0.9, 0.99]", "train.batch_size=null", "model.act_fn=gelu"], "scan")
+    assert s["train"] == {"betas": (0.9, 0.99), "batch_size": None} and s["model"] == {"act_fn": "gelu"}
+
+
+def test_every_preset_resolves():
+    from probekit.train import PRESETS
+
+    for name, preset in PRESETS.items():
+        if preset.task in ("kg_composition", "kg_comparison") and not name.endswith(("composition", "comparison")):
+            continue  # GPU-scale presets generate large graphs
+        task, mcfg, tcfg = build_run(name)
+        assert mcfg.d_vocab == len(task.vocab) and tcfg.steps > 0
