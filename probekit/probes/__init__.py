@@ -1,0 +1,16 @@
+"""Linear probes (sklearn estimators), batched layer sweeps, control tasks, correctness probe."""
+
+from .diffmeans import DiffMeansProbe as DiffMeansProbe
+from .diffmeans import diffmeans_direction as diffmeans_direction
+from .logistic import BatchedLogisticFit as BatchedLogisticFit
+from .logistic import LogisticCVResult as LogisticCVResult
+from .logistic import LogisticProbe as LogisticProbe
+from .logistic import cv_logistic_batched as cv_logistic_batched
+from .logistic import fit_logistic_batched as fit_logistic_batched
+from .metrics import accuracy as accuracy
+from .metrics import auroc as auroc
+from .metrics import r2_score as r2_score
+from .ridge import RidgeProbe as RidgeProbe
+from .ridge import fit_ridge_batched as fit_ridge_batched
+from .sweep import SweepResult as SweepResult
+from .sweep import sweep_layers as sweep_layers

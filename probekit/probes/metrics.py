@@ -1,0 +1,47 @@
+"""Batched probe metrics: accuracy, AUROC (Mann-Whitney), R^2 along the last axis."""
+
+from __future__ import annotations
+
+import numpy as np
+from jaxtyping import Float, Shaped
+from scipy.stats import rankdata
+
+__all__ = ["accuracy", "auroc", "r2_score"]
+
+
+def auroc(
+    scores: Float[np.ndarray, "*batch n"], labels: Shaped[np.ndarray, "*#batch n"]
+) -> Float[np.ndarray, "*batch"]:
+    """Area under the ROC curve of ``scores`` for ``labels == 1``, batched over leading axes.
+
+    AUROC = (R_1 - n_1 (n_1 + 1) / 2) / (n_1 n_0), with R_1 the sum of (average, tie-aware)
+    ranks of the positives (Mann & Whitney 1947; Hanley & McNeil 1982). Equals
+    ``sklearn.metrics.roc_auc_score``. Returns NaN where a row has only one class.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    pos = np.broadcast_to(np.asarray(labels).astype(bool), scores.shape)
+    ranks = rankdata(scores, axis=-1)
+    n1 = pos.sum(-1)
+    n0 = scores.shape[-1] - n1
+    r1 = np.where(pos, ranks, 0.0).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (r1 - n1 * (n1 + 1) / 2.0) / (n1 * n0)
+
+
+def accuracy(
+    pred: Shaped[np.ndarray, "*batch n"], labels: Shaped[np.ndarray, "*#batch n"]
+) -> Float[np.ndarray, "*batch"]:
+    """Fraction of ``pred == labels`` along the last axis."""
+    return (np.asarray(pred) == np.asarray(labels)).mean(-1)
+
+
+def r2_score(
+    pred: Float[np.ndarray, "*batch n"], target: Float[np.ndarray, "*#batch n"]
+) -> Float[np.ndarray, "*batch"]:
+    """Coefficient of determination ``1 - SS_res / SS_tot`` along the last axis (sklearn's)."""
+    pred = np.asarray(pred, dtype=np.float64)
+    target = np.broadcast_to(np.asarray(target, dtype=np.float64), pred.shape)
+    ss_res = ((target - pred) ** 2).sum(-1)
+    ss_tot = ((target - target.mean(-1, keepdims=True)) ** 2).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return 1.0 - ss_res / ss_tot

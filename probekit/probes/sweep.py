@@ -1,0 +1,412 @@
+"""Batched layer sweeps: one probe per (site, layer) fit in a single torch pass.
+
+For every row (a ``(site, layer)`` pair) the sweep reports the metric on the training split,
+on validation (mean over the CV folds of the training split; this is what picks the
+hyper-parameter *and* the best layer), on the test split with a percentile-bootstrap CI, and on
+each named OOD split together with the ID-OOD gap ``test - ood``. The best layer is chosen on
+validation and reported on test (probes.md: "best layer chosen on validation, reported on test").
+
+* ``probe="logistic"``: multinomial L2 logistic, standardised with training statistics,
+  C by stratified k-fold CV; metric accuracy. All ``layer x fold x C`` problems are one
+  batched L-BFGS (``cv_logistic_batched``); runs on CUDA when ``acts`` is on CUDA.
+* ``probe="ridge"``: standardised closed-form ridge, alpha by k-fold CV R^2; metric R^2.
+* ``probe="diffmeans"``: raw-activation difference of means, binary labels; metric AUROC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from sklearn.model_selection import KFold, StratifiedKFold
+from torch import Tensor
+
+from ..stats.bootstrap import bootstrap_indices, percentile_interval
+from ._validation import IndexLike, as_float_tensor, check_indices, check_layer_acts, check_n_labels
+from .diffmeans import diffmeans_direction
+from .logistic import cv_logistic_batched
+from .metrics import auroc, r2_score
+from .ridge import alpha_grid, fit_ridge_batched
+
+__all__ = ["SweepResult", "sweep_layers"]
+
+ProbeKind = Literal["logistic", "ridge", "diffmeans"]
+_METRIC = {"logistic": "accuracy", "ridge": "r2", "diffmeans": "auroc"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepResult:
+    """Per-row (site, layer) metrics of a layer sweep; arrays are indexed by row.
+
+    Attributes:
+        probe, metric: probe kind and its metric (``accuracy``/``r2``/``auroc``).
+        sites, layers: row labels.
+        train, val, test: metric on the training split, CV validation, test split.
+        test_ci_low, test_ci_high: percentile-bootstrap CI of the test metric.
+        ood, ood_ci_low, ood_ci_high: per named OOD split.
+        ood_gap: ``test - ood`` per OOD split.
+        hyperparameter: selected C (logistic) / alpha (ridge) per row; NaN for diffmeans.
+        best_row: argmax of ``val`` (first on ties).
+        test_predictions: ``(row, n_test)`` predicted labels (logistic), values (ridge) or
+            scores (diffmeans).
+        confidence_level, n_bootstrap: CI settings.
+    """
+
+    probe: str
+    metric: str
+    sites: tuple[str, ...]
+    layers: tuple[int, ...]
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+    test_ci_low: np.ndarray
+    test_ci_high: np.ndarray
+    ood: Mapping[str, np.ndarray] = field(default_factory=dict)
+    ood_ci_low: Mapping[str, np.ndarray] = field(default_factory=dict)
+    ood_ci_high: Mapping[str, np.ndarray] = field(default_factory=dict)
+    ood_gap: Mapping[str, np.ndarray] = field(default_factory=dict)
+    hyperparameter: np.ndarray
+    best_row: int
+    test_predictions: np.ndarray = field(repr=False)
+    confidence_level: float = 0.95
+    n_bootstrap: int = 1000
+
+    @property
+    def best_layer(self) -> int:
+        """Layer of the row with the best validation metric."""
+        return self.layers[self.best_row]
+
+    @property
+    def best_site(self) -> str:
+        """Site of the row with the best validation metric."""
+        return self.sites[self.best_row]
+
+    @property
+    def best_test(self) -> float:
+        """Test metric of the validation-selected row."""
+        return float(self.test[self.best_row])
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable summary (no predictions)."""
+        rows = []
+        for i in range(len(self.layers)):
+            row = {
+                "site": self.sites[i],
+                "layer": self.layers[i],
+                "hyperparameter": float(self.hyperparameter[i]),
+                "train": float(self.train[i]),
+                "val": float(self.val[i]),
+                "test": float(self.test[i]),
+                "test_ci": [float(self.test_ci_low[i]), float(self.test_ci_high[i])],
+            }
+            for k, v in self.ood.items():
+                row[f"ood/{k}"] = float(v[i])
+                row[f"ood_ci/{k}"] = [float(self.ood_ci_low[k][i]), float(self.ood_ci_high[k][i])]
+                row[f"gap/{k}"] = float(self.ood_gap[k][i])
+            rows.append(row)
+        return {
+            "probe": self.probe,
+            "metric": self.metric,
+            "best": {"site": self.best_site, "layer": self.best_layer, "test": self.best_test},
+            "confidence_level": self.confidence_level,
+            "n_bootstrap": self.n_bootstrap,
+            "rows": rows,
+        }
+
+    def table(self) -> str:
+        """Markdown table: one line per row, the selected row marked with ``*``."""
+        pct = int(round(100 * self.confidence_level))
+        head = ["site", "layer", "hparam", "train", "val", f"test [{pct}% CI]"]
+        for k in self.ood:
+            head += [f"{k}", f"gap {k}"]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for i in range(len(self.layers)):
+            mark = "*" if i == self.best_row else ""
+            cells = [
+                self.sites[i],
+                f"{self.layers[i]}{mark}",
+                f"{self.hyperparameter[i]:.3g}",
+                f"{self.train[i]:.3f}",
+                f"{self.val[i]:.3f}",
+                f"{self.test[i]:.3f} [{self.test_ci_low[i]:.3f}, {self.test_ci_high[i]:.3f}]",
+            ]
+            for k in self.ood:
+                cells += [f"{self.ood[k][i]:.3f}", f"{self.ood_gap[k][i]:+.3f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
+
+def _flatten_sites(
+    acts: Tensor | np.ndarray | Mapping[str, Tensor | np.ndarray],
+) -> list[tuple[str, int, Tensor]]:
+    """List of ``(site, layer, (n, d) tensor)``."""
+    if isinstance(acts, Mapping):
+        out = []
+        for site, a in acts.items():
+            t = as_float_tensor(a, name=f"acts[{site!r}]")
+            if t.ndim == 2:
+                out.append((str(site), 0, t))
+            else:
+                t = check_layer_acts(t, name=f"acts[{site!r}]")
+                out.extend((str(site), ell, t[ell]) for ell in range(t.shape[0]))
+        if not out:
+            raise ValueError("acts mapping is empty; pass at least one site")
+        return out
+    t = check_layer_acts(as_float_tensor(acts))
+    return [("acts", ell, t[ell]) for ell in range(t.shape[0])]
+
+
+def sweep_layers(
+    acts: Float[Tensor, "layer n d"] | Float[Tensor, "n d"] | Mapping[str, Tensor],
+    labels: Sequence | np.ndarray | Tensor,
+    *,
+    train_idx: IndexLike,
+    test_idx: IndexLike,
+    ood_idx: Mapping[str, IndexLike] | None = None,
+    probe: ProbeKind = "logistic",
+    Cs: int | Sequence[float] = 10,
+    alphas: int | Sequence[float] = 9,
+    cv: int = 5,
+    n_bootstrap: int = 1000,
+    confidence_level: float = 0.95,
+    random_state: int | None = 0,
+    dtype: torch.dtype = torch.float32,
+    max_iter: int = 200,
+    tol: float = 1e-4,
+) -> SweepResult:
+    """Fit one probe per (site, layer) in one batched pass and evaluate it on every split.
+
+    Args:
+        acts: ``(layer, n, d)`` or ``(n, d)`` activations, or a mapping site -> such tensors
+            (rows with equal ``d`` are batched together). Rows are examples of every split.
+        labels: ``(n,)`` class labels (logistic, diffmeans: binary) or targets (ridge).
+        train_idx, test_idx: example indices (or boolean masks) of the ID splits.
+        ood_idx: named OOD splits, scored with the probe fit on ``train_idx``.
+        probe: ``"logistic"``, ``"ridge"`` or ``"diffmeans"``.
+        Cs, alphas: hyper-parameter grids (int = log-spaced grid size).
+        cv: folds of the training split (stratified for classifiers, in data order).
+        n_bootstrap, confidence_level: percentile bootstrap over test/OOD examples.
+        random_state: seed of the bootstrap resamples.
+        dtype: compute dtype of the logistic GEMMs (ridge always uses float64).
+        max_iter, tol: logistic solver settings (``tol`` as sklearn's, default equal to it).
+
+    Returns:
+        SweepResult.
+    """
+    if probe not in _METRIC:
+        raise ValueError(f"probe must be one of {sorted(_METRIC)}, got {probe!r}")
+    rows = _flatten_sites(acts)
+    n = rows[0][2].shape[0]
+    for site, ell, t in rows:
+        if t.shape[0] != n:
+            raise ValueError(
+                f"site {site!r} layer {ell} has {t.shape[0]} examples but the first site has {n}; "
+                "all sites must cover the same examples"
+            )
+    lab = labels.detach().cpu().numpy() if isinstance(labels, Tensor) else np.asarray(labels)
+    check_n_labels(n, lab)
+    tr = check_indices(train_idx, n, name="train")
+    te = check_indices(test_idx, n, name="test")
+    oods = {k: check_indices(v, n, name=k) for k, v in (ood_idx or {}).items()}
+    overlap = np.intersect1d(tr, te)
+    if overlap.size:
+        raise ValueError(
+            f"train and test splits share {overlap.size} examples (e.g. index {overlap[0]}); "
+            "the test split must be disjoint from training"
+        )
+    splits = {"test": te, **{f"ood:{k}": v for k, v in oods.items()}}
+    if probe == "diffmeans":
+        classes = np.unique(lab[tr])
+        if len(classes) != 2:
+            raise ValueError(
+                f"probe='diffmeans' needs binary labels, got {len(classes)} classes in the "
+                f"training split ({classes.tolist()[:10]}); use probe='logistic'"
+            )
+        lab = (lab == classes[1]).astype(np.int64)  # AUROC of classes[1] vs the rest
+
+    # Group rows with equal feature size so each group is one batched solve.
+    groups: dict[tuple[int, torch.device], list[int]] = {}
+    for i, (_, _, t) in enumerate(rows):
+        groups.setdefault((t.shape[1], t.device), []).append(i)
+
+    R = len(rows)
+    train_m = np.zeros(R)
+    val_m = np.zeros(R)
+    hyper = np.full(R, np.nan)
+    split_out: dict[str, np.ndarray] = {}
+    for ids in groups.values():
+        X = torch.stack([rows[i][2] for i in ids])  # (G, n, d)
+        res = _run_group(
+            probe,
+            X,
+            lab,
+            tr,
+            splits,
+            Cs=Cs,
+            alphas=alphas,
+            cv=cv,
+            dtype=dtype,
+            max_iter=max_iter,
+            tol=tol,
+        )
+        train_m[ids], val_m[ids], hyper[ids] = res["train"], res["val"], res["hyper"]
+        for k, v in res["pred"].items():
+            if k not in split_out:
+                split_out[k] = np.zeros((R, len(splits[k])), dtype=v.dtype)
+            split_out[k][ids] = v
+
+    # Metrics with bootstrap CIs on each evaluation split.
+    metric: dict[str, np.ndarray] = {}
+    lo: dict[str, np.ndarray] = {}
+    hi: dict[str, np.ndarray] = {}
+    for k, idx in splits.items():
+        y_k = lab[idx]
+        pred = split_out[k]
+        metric[k] = _metric(probe, pred, y_k)
+        boot = bootstrap_indices(len(idx), n_bootstrap, random_state)
+        samples = _metric(probe, pred[:, boot], y_k[boot])  # (R, B)
+        lo[k], hi[k] = percentile_interval(samples, confidence_level)
+
+    best = int(np.nanargmax(val_m))
+    ood = {k: metric[f"ood:{k}"] for k in oods}
+    return SweepResult(
+        probe=probe,
+        metric=_METRIC[probe],
+        sites=tuple(r[0] for r in rows),
+        layers=tuple(int(r[1]) for r in rows),
+        train=train_m,
+        val=val_m,
+        test=metric["test"],
+        test_ci_low=lo["test"],
+        test_ci_high=hi["test"],
+        ood=ood,
+        ood_ci_low={k: lo[f"ood:{k}"] for k in oods},
+        ood_ci_high={k: hi[f"ood:{k}"] for k in oods},
+        ood_gap={k: metric["test"] - ood[k] for k in oods},
+        hyperparameter=hyper,
+        best_row=best,
+        test_predictions=split_out["test"],
+        confidence_level=confidence_level,
+        n_bootstrap=n_bootstrap,
+    )
+
+
+def _metric(probe: str, pred: np.ndarray, y: np.ndarray) -> np.ndarray:
+    if probe == "logistic":
+        return (pred == y).mean(-1)
+    if probe == "ridge":
+        return r2_score(pred, y)
+    return auroc(pred, y)
+
+
+def _run_group(
+    probe: str,
+    X: Tensor,
+    lab: np.ndarray,
+    tr: np.ndarray,
+    splits: Mapping[str, np.ndarray],
+    *,
+    Cs: int | Sequence[float],
+    alphas: int | Sequence[float],
+    cv: int,
+    dtype: torch.dtype,
+    max_iter: int,
+    tol: float,
+) -> dict:
+    """Fit one group of rows sharing ``d``; return train/val metric, hyper-params, predictions."""
+    G = X.shape[0]
+    dev = X.device
+    tr_t = torch.as_tensor(tr, device=dev)
+    Xtr = X[:, tr_t]
+    ytr = lab[tr]
+    if probe == "diffmeans":
+        classes = np.unique(ytr)
+        if len(classes) != 2:
+            raise ValueError(
+                f"probe='diffmeans' needs binary labels, got {len(classes)} classes in the "
+                f"training split ({classes.tolist()[:10]}); use probe='logistic'"
+            )
+        pos = ytr == classes[1]
+        Xn = Xtr.to(torch.float64).cpu().numpy()
+        folds = list(StratifiedKFold(cv).split(np.zeros(len(tr)), pos))
+        val = np.zeros(G)
+        for f_tr, f_te in folds:
+            w, mu = diffmeans_direction(Xn[:, f_tr], pos[f_tr])
+            s = np.einsum("gnd,gd->gn", Xn[:, f_te] - mu[:, None], w)
+            val += auroc(s, pos[f_te]) / len(folds)
+        w, mu = diffmeans_direction(Xn, pos)
+        w = w / np.linalg.norm(w, axis=-1, keepdims=True)
+        train = auroc(np.einsum("gnd,gd->gn", Xn - mu[:, None], w), pos)
+        preds = {}
+        for k, idx in splits.items():
+            Xk = X[:, torch.as_tensor(idx, device=dev)].to(torch.float64).cpu().numpy()
+            preds[k] = np.einsum("gnd,gd->gn", Xk - mu[:, None], w)
+        return {"train": train, "val": val, "hyper": np.full(G, np.nan), "pred": preds}
+
+    mean = Xtr.mean(1, keepdim=True)
+    std = Xtr.std(1, unbiased=False, keepdim=True)
+    std = torch.where(std > 0, std, torch.ones_like(std))
+
+    def z(ix: np.ndarray) -> Tensor:
+        return ((X[:, torch.as_tensor(ix, device=dev)] - mean) / std).to(dtype)
+
+    Ztr = z(tr)
+    if probe == "ridge":
+        y = torch.as_tensor(np.asarray(ytr, dtype=np.float64)).view(-1, 1)
+        grid = alpha_grid(alphas)
+        folds = list(KFold(cv).split(np.zeros(len(tr))))
+        masks = torch.ones(len(folds), len(tr), dtype=torch.bool)
+        for i, (_, f_te) in enumerate(folds):
+            masks[i, f_te] = False
+        coef, icpt = fit_ridge_batched(Ztr, y, alphas=torch.as_tensor(grid), train_mask=masks)
+        Z64 = Ztr.to(torch.float64)
+        scores = torch.zeros(G, len(grid), dtype=torch.float64)
+        for i, (_, f_te) in enumerate(folds):
+            pred = torch.einsum("gnd,gad->gan", Z64[:, f_te], coef[:, i, :, :, 0])
+            pred = pred + icpt[:, i, :, :1]
+            scores += torch.as_tensor(r2_score(pred.cpu().numpy(), ytr[f_te])) / len(folds)
+        best = scores.argmax(1)
+        a_best = torch.as_tensor(grid)[best]
+        coef, icpt = fit_ridge_batched(
+            Ztr, y, alphas=a_best, train_mask=torch.ones(1, len(tr), dtype=torch.bool)
+        )
+        ar = torch.arange(G)
+        w = coef[ar, 0, ar, :, 0]  # (G, d) -- each row's own alpha
+        b = icpt[ar, 0, ar, 0]
+
+        def predict(Zk: Tensor) -> np.ndarray:
+            return (torch.einsum("gnd,gd->gn", Zk.to(torch.float64), w) + b[:, None]).cpu().numpy()
+
+        train = r2_score(predict(Ztr), ytr)
+        preds = {k: predict(z(idx)) for k, idx in splits.items()}
+        return {
+            "train": train,
+            "val": scores.max(1).values.numpy(),
+            "hyper": a_best.numpy(),
+            "pred": preds,
+        }
+
+    classes, codes = np.unique(ytr, return_inverse=True)
+    if len(classes) < 2:
+        raise ValueError(
+            f"the training split has a single class ({classes[0]!r}); a logistic probe needs >= 2"
+        )
+    folds = list(StratifiedKFold(cv).split(np.zeros(len(tr)), codes))
+    yt = torch.as_tensor(codes, device=dev)
+    res = cv_logistic_batched(Ztr, yt, len(classes), Cs=Cs, folds=folds, max_iter=max_iter, tol=tol)
+
+    def predict_labels(Zk: Tensor) -> np.ndarray:
+        return classes[res.fit.predict_codes(Zk)[:, :, 0].cpu().numpy()]
+
+    train = (predict_labels(Ztr) == ytr).mean(-1)
+    preds = {k: predict_labels(z(idx)) for k, idx in splits.items()}
+    return {
+        "train": train,
+        "val": res.cv_scores.max(1).values.cpu().numpy(),
+        "hyper": res.best_C.cpu().numpy(),
+        "pred": preds,
+    }
