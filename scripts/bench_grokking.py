@@ -1,0 +1,100 @@
+"""Benchmark: steps and wall time until modular addition groks on this machine's CPU.
+
+Trains the ``modular_addition`` preset (Nanda et al. 2023 model and optimiser, CPU-sized prime) and
+stops at the first evaluation where test accuracy exceeds ``threshold``. Writes ``bench.json`` to
+``--out``.
+
+    python scripts/bench_grokking.py --seeds 0 1 --out runs/bench_grokking
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+try:
+    import probekit  # noqa: F401
+except ImportError:  # running from a checkout without `pip install -e .`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from probekit.train.cli import build_run  # noqa: E402
+from probekit.train.trainer import train  # noqa: E402
+
+
+def bench_grokking(
+    *,
+    preset: str = "modular_addition",
+    seeds: tuple[int, ...] = (0,),
+    threshold: float = 0.95,
+    out_dir: str | Path | None = None,
+    sets: tuple[str, ...] = (),
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Per seed: first step with train acc = 1, first step with test acc > ``threshold``, seconds.
+
+    ``wall_s`` is the wall time of the whole ``train`` call (model build, evaluations every
+    ``eval_every`` steps and checkpoints included); ``train_elapsed_s`` is the trainer's own clock at
+    the grokking evaluation.
+    """
+    root = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="bench_grok_"))
+    runs = []
+    for seed in seeds:
+        task, mcfg, tcfg = build_run(
+            preset, seed=seed,
+            sets=[*sets, "train.stop_metric=test_id/acc", f"train.stop_threshold={threshold}"],
+        )
+        t0 = time.perf_counter()
+        hist = train(task, mcfg, tcfg, root / f"seed{seed}", progress=progress, resume=False)
+        wall = time.perf_counter() - t0
+        mem = hist.first_step("train/acc", 1.0)
+        grok = hist.first_step("test_id/acc", threshold)
+        runs.append({
+            "seed": seed,
+            "grokked": grok is not None,
+            "step_train_acc_1": mem["step"] if mem else None,
+            "step_test_acc": grok["step"] if grok else None,
+            "test_acc": hist.records[-1]["test_id/acc"],
+            "train_elapsed_s": grok["elapsed_s"] if grok else None,
+            "wall_s": round(wall, 1),
+        })
+    return {
+        "preset": preset,
+        "task_config": task.config.__dict__,
+        "train_steps_max": tcfg.steps,
+        "threshold": threshold,
+        "runs": runs,
+        "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+                    "platform": platform.platform(), "torch": torch.__version__},
+        "out_dir": str(root),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="modular_addition")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--threshold", type=float, default=0.95)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--set", dest="sets", action="append", default=[])
+    ap.add_argument("--progress", action="store_true")
+    args = ap.parse_args(argv)
+    result = bench_grokking(preset=args.preset, seeds=tuple(args.seeds), threshold=args.threshold,
+                            out_dir=args.out, sets=tuple(args.sets), progress=args.progress)
+    text = json.dumps(result, indent=1)
+    Path(result["out_dir"]).mkdir(parents=True, exist_ok=True)
+    (Path(result["out_dir"]) / "bench.json").write_text(text)
+    print(text)
+    return 0 if all(r["grokked"] for r in result["runs"]) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
