@@ -1,0 +1,168 @@
+"""Benchmark: batched logistic layer sweep vs a loop of sklearn LogisticRegressionCV fits.
+
+Usage::
+
+    python scripts/bench_probes.py out.json [--layers 12] [--n 10000] [--d 256] [--classes 4]
+        [--baseline-layers K] [--threads T]
+
+Both sides see the same standardised training split, the same C grid (10 values,
+``logspace(-4, 4)``), the same 5 stratified folds, accuracy as the CV score and sklearn's
+default tolerance (1e-4). ``--baseline-layers K`` times sklearn on K evenly spaced layers only
+and extrapolates its total linearly (reported as such).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+
+import numpy as np
+import torch
+
+
+def make_data(
+    n_layers: int = 12, n: int = 10000, d: int = 256, n_classes: int = 4, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gaussian class clusters with a per-layer signal strength peaking at 2/3 depth."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, n_classes, n)
+    peak = (2 * n_layers) // 3
+    strength = 0.18 * np.exp(-0.5 * ((np.arange(n_layers) - peak) / (n_layers / 5)) ** 2)
+    mix = rng.normal(size=(d, d)) / np.sqrt(d) + np.eye(d)  # correlated, anisotropic features
+    acts = np.empty((n_layers, n, d), dtype=np.float32)
+    for ell in range(n_layers):
+        mu = rng.normal(size=(n_classes, d)) * strength[ell]
+        acts[ell] = (rng.normal(size=(n, d)) + mu[y]) @ mix + 0.5
+    return acts, y, strength
+
+
+def bench_probe_sweep(
+    n_layers: int = 12,
+    n: int = 10000,
+    d: int = 256,
+    n_classes: int = 4,
+    baseline_layers: int | None = None,
+    threads: int | None = None,
+    seed: int = 0,
+) -> dict:
+    """Time ``sweep_layers`` against per-layer ``LogisticRegressionCV``; return a JSON dict."""
+    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.model_selection import StratifiedKFold
+    from threadpoolctl import threadpool_limits
+
+    from probekit.probes import sweep_layers
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    acts, y, strength = make_data(n_layers, n, d, n_classes, seed)
+    n_train = int(0.8 * n)
+    tr, te = np.arange(n_train), np.arange(n_train, n)
+    Cs, cv = 10, 5
+
+    t0 = time.perf_counter()
+    res = sweep_layers(torch.from_numpy(acts), y, train_idx=tr, test_idx=te, Cs=Cs, cv=cv)
+    t_sweep = time.perf_counter() - t0
+
+    layers = list(range(n_layers))
+    if baseline_layers is not None and baseline_layers < n_layers:
+        layers = sorted({int(round(x)) for x in np.linspace(0, n_layers - 1, baseline_layers)})
+    sk_acc, sk_C, agree, per_layer_t = {}, {}, {}, {}
+    with warnings.catch_warnings(), threadpool_limits(limits=threads):
+        warnings.simplefilter("ignore")
+        for ell in layers:
+            X = acts[ell].astype(np.float64)
+            m, s = X[tr].mean(0), X[tr].std(0)
+            Xtr, Xte = (X[tr] - m) / s, (X[te] - m) / s
+            t1 = time.perf_counter()
+            clf = LogisticRegressionCV(
+                Cs=Cs,
+                cv=StratifiedKFold(cv),
+                l1_ratios=(0,),
+                scoring="accuracy",
+                use_legacy_attributes=False,
+                max_iter=100,
+                tol=1e-4,
+            ).fit(Xtr, y[tr])
+            pred = clf.predict(Xte)
+            per_layer_t[ell] = time.perf_counter() - t1
+            sk_acc[ell] = float((pred == y[te]).mean())
+            sk_C[ell] = float(clf.C_)
+            agree[ell] = float((pred == res.test_predictions[ell]).mean())
+    t_sk_measured = sum(per_layer_t.values())
+    t_sk_total = t_sk_measured * n_layers / len(layers)
+    rows = [
+        {
+            "layer": ell,
+            "signal": float(strength[ell]),
+            "batched_acc": float(res.test[ell]),
+            "batched_C": float(res.hyperparameter[ell]),
+            "sklearn_acc": sk_acc.get(ell),
+            "sklearn_C": sk_C.get(ell),
+            "prediction_agreement": agree.get(ell),
+            "sklearn_seconds": per_layer_t.get(ell),
+        }
+        for ell in range(n_layers)
+    ]
+    diffs = [abs(r["batched_acc"] - r["sklearn_acc"]) for r in rows if r["sklearn_acc"] is not None]
+    return {
+        "config": {
+            "n_layers": n_layers,
+            "n": n,
+            "d": d,
+            "n_classes": n_classes,
+            "n_train": n_train,
+            "Cs": Cs,
+            "cv": cv,
+            "threads": threads or torch.get_num_threads(),
+            "baseline_layers": layers,
+            "torch": torch.__version__,
+        },
+        "batched_seconds": t_sweep,
+        "sklearn_seconds_measured": t_sk_measured,
+        "sklearn_seconds_total": t_sk_total,
+        "sklearn_extrapolated": len(layers) < n_layers,
+        "speedup": t_sk_total / t_sweep,
+        "max_abs_acc_diff": max(diffs),
+        "min_prediction_agreement": min(agree.values()),
+        "best_layer": res.best_layer,
+        "rows": rows,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """CLI entry: run the benchmark, print a table, write JSON to the given path."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out", help="path of the JSON report")
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--n", type=int, default=10000)
+    p.add_argument("--d", type=int, default=256)
+    p.add_argument("--classes", type=int, default=4)
+    p.add_argument("--baseline-layers", type=int, default=None)
+    p.add_argument("--threads", type=int, default=None)
+    a = p.parse_args(argv)
+    r = bench_probe_sweep(a.layers, a.n, a.d, a.classes, a.baseline_layers, a.threads)
+    print(
+        f"batched sweep: {r['batched_seconds']:.1f}s  sklearn loop: "
+        f"{r['sklearn_seconds_total']:.1f}s{' (extrapolated)' if r['sklearn_extrapolated'] else ''}"
+        f"  speedup: {r['speedup']:.1f}x"
+    )
+    print("layer signal  batched_acc  sklearn_acc   agree  C_batched  C_sklearn")
+
+    def fmt(v: float | None, spec: str) -> str:
+        return "-" if v is None else format(v, spec)
+
+    for row in r["rows"]:
+        print(
+            f"{row['layer']:5d} {row['signal']:6.3f}  {row['batched_acc']:11.4f}  "
+            f"{fmt(row['sklearn_acc'], '.4f'):>11}  {fmt(row['prediction_agreement'], '.4f'):>6}"
+            f"  {row['batched_C']:9.3g}  {fmt(row['sklearn_C'], '.3g'):>9}"
+        )
+    with open(a.out, "w") as f:
+        json.dump(r, f, indent=2)
+    return r
+
+
+if __name__ == "__main__":
+    main()
