@@ -1,5 +1,11 @@
 """Linear probes (sklearn estimators), batched layer sweeps, control tasks, correctness probe."""
 
+from .control import SelectivityResult as SelectivityResult
+from .control import control_labels as control_labels
+from .control import selectivity as selectivity
+from .control import selectivity_sweep as selectivity_sweep
+from .correctness import CorrectnessProbeResult as CorrectnessProbeResult
+from .correctness import correctness_probe as correctness_probe
 from .diffmeans import DiffMeansProbe as DiffMeansProbe
 from .diffmeans import diffmeans_direction as diffmeans_direction
 from .logistic import BatchedLogisticFit as BatchedLogisticFit
