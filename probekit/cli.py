@@ -71,8 +71,8 @@ def _cmd_capture(args: argparse.Namespace) -> int:
 def _cmd_models(args: argparse.Namespace) -> int:
     from .models.loading import list_models
 
-    for name in list_models():
-        print(name)
+    for name, description in list_models().items():
+        print(f"{name:16s} {description}")
     return 0
 
 

