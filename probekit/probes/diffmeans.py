@@ -91,10 +91,16 @@ class DiffMeansProbe(ClassifierMixin, BaseEstimator):
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
         self.classes_ = np.unique(y)
+        if len(self.classes_) == 1:
+            raise ValueError(
+                f"DiffMeansProbe needs 2 classes, but the data contains only one class: "
+                f"{self.classes_[0]!r}; check the labels of the training split"
+            )
         if len(self.classes_) != 2:
             raise ValueError(
-                f"DiffMeansProbe is binary: expected 2 classes, got {len(self.classes_)} "
-                f"({self.classes_.tolist()[:10]}); use LogisticProbe for multi-class labels"
+                "Only binary classification is supported. DiffMeansProbe expected 2 classes, "
+                f"got {len(self.classes_)} ({self.classes_.tolist()[:10]}); use LogisticProbe "
+                "for multi-class labels"
             )
         if self.threshold not in ("midpoint", "train"):
             raise ValueError(f"threshold must be 'midpoint' or 'train', got {self.threshold!r}")
@@ -118,11 +124,12 @@ class DiffMeansProbe(ClassifierMixin, BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         """``classes_[1]`` where the score exceeds ``threshold_``."""
-        return self.classes_[(self.decision_function(X) > self.threshold_).astype(int)]
+        above = self.decision_function(X) > self.threshold_
+        return self.classes_[above.astype(int)]
 
     def score(self, X, y, sample_weight=None) -> float:
         """AUROC of the projection for ``y == classes_[1]`` (equals ``roc_auc_score``)."""
         if sample_weight is not None:
             raise ValueError("DiffMeansProbe.score does not support sample_weight; pass None")
-        y = np.asarray(y)
-        return float(auroc(self.decision_function(X), y == self.classes_[1]))
+        scores = self.decision_function(X)
+        return float(auroc(scores, np.asarray(y) == self.classes_[1]))

@@ -110,8 +110,8 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
         scale = X.std(0)
         scale[scale == 0] = 1.0
         self.scale_ = scale
-        Xs = torch.as_tensor((X - self.mean_) / scale).unsqueeze(0)
-        Yt = torch.as_tensor(Y)
+        Xs = torch.tensor((X - self.mean_) / scale).unsqueeze(0)
+        Yt = torch.tensor(Y)
         if self.alphas is None:
             if not float(self.alpha) >= 0:
                 raise ValueError(f"alpha must be >= 0, got {self.alpha}")
