@@ -1,0 +1,31 @@
+"""``probekit report SUITE.toml --out DIR``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..suites import load_suite, run_suite
+    from .write import write_report
+
+    suite = load_suite(args.suite)
+    result = run_suite(suite, progress=not args.quiet)
+    paths = write_report(result, args.out)
+    for h in result.hypotheses:
+        print(f"{h['name']} [{h['site']}]: {h['metric']}={h['statistic']:.3f}, "
+              f"effect={h['effect_size']:+.3f}, p={h['p_value']:.3g} -> {h['verdict']}")
+    print(f"wrote {paths['html']} and {paths['json']}")
+    return 0
+
+
+def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "report", help="run a probe suite (probes/*.toml) and write report.html + report.json"
+    )
+    parser.add_argument("suite", help="probe suite TOML file, e.g. probes/modadd_operands.toml")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.set_defaults(func=_run)
+    return parser

@@ -1,0 +1,311 @@
+"""Run a probe suite: model -> examples -> capture -> layer sweeps -> hypothesis tests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..capture import AllTokens, LastToken, Site, TokenIndex, all_layers, collect_activations
+from ..capture.fingerprint import model_fingerprint, model_id
+from ..probes import selectivity_sweep, sweep_layers
+from ..stats import adjust_pvalues, probe_permutation_test
+from .spec import Suite, SuiteError, TrainSpec
+
+
+@dataclass
+class Examples:
+    """Probe examples: token sequences, per-example columns and the probe splits."""
+
+    tokens: list[list[int]]
+    columns: dict[str, list[Any]]
+    splits: dict[str, np.ndarray]  # "train", "test", "ood:<name>" -> example indices
+    vocab: Any = None
+
+
+@dataclass
+class SuiteResult:
+    suite: Suite
+    model: dict[str, Any]
+    data: dict[str, Any]
+    probes: list[dict[str, Any]] = field(default_factory=list)
+    hypotheses: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "suite": self.suite.to_dict(),
+            "model": self.model,
+            "data": self.data,
+            "probes": self.probes,
+            "hypotheses": self.hypotheses,
+        }
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("PROBEKIT_CACHE", Path.home() / ".cache" / "probekit"))
+
+
+def trained_checkpoint(spec: TrainSpec, *, progress: bool = True) -> Path:
+    """Train ``spec`` once into the user cache (keyed by the spec) and return the last checkpoint."""
+    from ..train import presets
+    from ..train.trainer import list_checkpoints, train
+
+    key = hashlib.sha256(json.dumps(vars(spec), sort_keys=True, default=str).encode()).hexdigest()[:12]
+    out = _cache_root() / "runs" / f"{spec.preset}-{key}"
+    preset = presets.get_preset(spec.preset)
+    task = _training_task(spec)
+    mcfg = task.model_config()
+    overrides = {**preset.model_overrides, **spec.model_options, "seed": spec.seed}
+    mcfg = type(mcfg)(**{**mcfg.to_dict(), **overrides})
+    tcfg = preset.train
+    changes: dict[str, Any] = {"seed": spec.seed}
+    if spec.steps is not None:
+        changes["steps"] = spec.steps
+    tcfg = type(tcfg).from_dict({**tcfg.to_dict(), **changes})
+    done = out / "DONE"
+    if not done.exists():
+        train(task, mcfg, tcfg, out, progress=progress)
+        done.write_text("ok\n")
+    return list_checkpoints(out)[-1][1]
+
+
+def load_suite_model(suite: Suite, *, progress: bool = True) -> Any:
+    from ..models import load_checkpoint, load_model
+
+    spec = suite.model
+    if spec.name is not None:
+        target = suite.resolve(spec.name)
+        name = str(target) if target is not None and target.exists() else spec.name
+        kwargs = {"compatibility_mode": True} if spec.compatibility_mode else {}
+        return load_model(name, **kwargs)
+    if spec.checkpoint is not None:
+        return load_checkpoint(suite.resolve(spec.checkpoint))
+    return load_checkpoint(trained_checkpoint(spec.train, progress=progress))
+
+
+def _training_task(spec: TrainSpec) -> Any:
+    from ..testbeds import get_task
+    from ..train import presets
+
+    preset = presets.get_preset(spec.preset)
+    return get_task(preset.task, **{**preset.task_overrides, **spec.task_options, "seed": spec.seed})
+
+
+def _data_task(suite: Suite) -> Any:
+    """The task named in [data], or the model's training task when [data] names none."""
+    from ..testbeds import get_task
+
+    if suite.data.task is not None:
+        return get_task(suite.data.task, **suite.data.task_options)
+    return _training_task(suite.model.train)
+
+
+def _subsample(n: int, cap: int | None, rng: np.random.Generator) -> np.ndarray:
+    idx = np.arange(n)
+    if cap is not None and n > cap:
+        idx = np.sort(rng.choice(n, size=cap, replace=False))
+    return idx
+
+
+def build_examples(suite: Suite, model: Any) -> Examples:
+    """Collect the examples of every split the suite names, with labels and metadata."""
+    data = suite.data
+    rng = np.random.default_rng(data.seed)
+    wanted = [data.train_split, data.test_split, *data.ood_splits]
+    per_split: dict[str, tuple[list[list[int]], dict[str, list[Any]]]] = {}
+    vocab = None
+    if data.task is not None or data.file is None:
+        task = _data_task(suite)
+        vocab = task.vocab
+        splits = task.splits()
+        for name in dict.fromkeys(wanted):
+            if name not in splits:
+                raise SuiteError(
+                    f"{suite.source}: [data] split {name!r} is not a split of the task; "
+                    f"it has {sorted(splits)}"
+                )
+            ds = splits[name]
+            idx = _subsample(len(ds), data.max_per_split, rng)
+            toks = [ds.prompt(i) if data.prompt_only else ds.tokens[i] for i in idx]
+            cols = {k: [v[i] for i in idx] for k, v in ds.metadata.items()}
+            per_split[name] = (toks, cols)
+    else:
+        rows = [json.loads(line) for line in Path(suite.resolve(data.file)).read_text().splitlines() if line.strip()]
+        for name in dict.fromkeys(wanted):
+            chosen = [r for r in rows if r.get(data.split_column) == name]
+            if not chosen:
+                have = sorted({str(r.get(data.split_column)) for r in rows})
+                raise SuiteError(
+                    f"{suite.source}: [data] split {name!r} has no rows in {data.file} "
+                    f"(column {data.split_column!r} holds {have})"
+                )
+            idx = _subsample(len(chosen), data.max_per_split, rng)
+            chosen = [chosen[i] for i in idx]
+            toks = []
+            for r in chosen:
+                if "tokens" in r:
+                    toks.append([int(t) for t in r["tokens"]])
+                else:
+                    toks.append(model.to_tokens(r["text"], prepend_bos=data.prepend_bos)[0].tolist())
+            keys = sorted({k for r in chosen for k in r} - {"tokens"})
+            per_split[name] = (toks, {k: [r.get(k) for r in chosen] for k in keys})
+
+    tokens: list[list[int]] = []
+    columns: dict[str, list[Any]] = {}
+    split_idx: dict[str, np.ndarray] = {}
+    for name, (toks, cols) in per_split.items():
+        start = len(tokens)
+        tokens.extend(toks)
+        for k, v in cols.items():
+            columns.setdefault(k, [None] * start).extend(v)
+        for k in columns:
+            if len(columns[k]) < len(tokens):
+                columns[k].extend([None] * (len(tokens) - len(columns[k])))
+        split_idx[name] = np.arange(start, len(tokens))
+    labels_needed = {data.label, *(p.label for p in suite.probes if p.label)}
+    for label in labels_needed:
+        if label not in columns:
+            raise SuiteError(
+                f"{suite.source}: label column {label!r} not found; available columns: {sorted(columns)}"
+            )
+    out: dict[str, np.ndarray] = {}
+    if data.train_split == data.test_split:
+        idx = rng.permutation(split_idx[data.train_split])
+        n_test = max(1, int(round(data.holdout_fraction * len(idx))))
+        out["test"], out["train"] = np.sort(idx[:n_test]), np.sort(idx[n_test:])
+    else:
+        out["train"], out["test"] = split_idx[data.train_split], split_idx[data.test_split]
+    for name in data.ood_splits:
+        out[f"ood:{name}"] = split_idx[name]
+    return Examples(tokens=tokens, columns=columns, splits=out, vocab=vocab)
+
+
+def _sites(suite: Suite, model: Any) -> list[Site]:
+    cap = suite.capture
+    sites: list[Site] = [Site(None, "embed")] if cap.include_embed else []
+    if list(cap.sites) == ["all"]:
+        sites += list(all_layers(model, cap.kind))
+    else:
+        sites += [Site.parse(s) for s in cap.sites]
+    return sites
+
+
+def _positions(suite: Suite, ex: Examples) -> Any:
+    rule = suite.capture.positions
+    if rule == "last":
+        return LastToken()
+    if rule == "all":
+        return AllTokens()
+    column = rule.split(":", 1)[1]
+    if column not in ex.columns:
+        raise SuiteError(f"{suite.source}: [capture] positions column {column!r} not in {sorted(ex.columns)}")
+    return TokenIndex([int(v) for v in ex.columns[column]])
+
+
+def _chance(kind: str, y: np.ndarray) -> float:
+    if kind == "logistic":
+        _, counts = np.unique(y, return_counts=True)
+        return float(counts.max() / counts.sum())
+    return 0.5 if kind == "diffmeans" else 0.0
+
+
+def run_suite(suite: Suite, *, progress: bool = True, model: Any = None) -> SuiteResult:
+    """Run every probe of ``suite``; returns numbers only (see :mod:`probekit.report`)."""
+    if model is None:
+        model = load_suite_model(suite, progress=progress)
+    ex = build_examples(suite, model)
+    if suite.capture.positions == "all":
+        raise SuiteError(f"{suite.source}: [capture] positions='all' is not supported by probe suites (one row per example)")
+    sites = _sites(suite, model)
+    acts = collect_activations(
+        model, ex.tokens, sites, positions=_positions(suite, ex),
+        batch_size=suite.capture.batch_size, padding_side=suite.capture.padding_side,
+        dtype=suite.capture.dtype, progress=progress,
+    )
+    X = {s.name: acts[s].float().reshape(acts[s].shape[0], -1) for s in sites}
+    st = suite.stats
+    ood_idx = {k.split(":", 1)[1]: v for k, v in ex.splits.items() if k.startswith("ood:")}
+    result = SuiteResult(
+        suite=suite,
+        model={
+            "id": model_id(model),
+            "fingerprint": model_fingerprint(model),
+            "n_layers": int(model.cfg.n_layers),
+            "d_model": int(model.cfg.d_model),
+            "compatibility_mode": bool(getattr(model, "probekit_compatibility_mode", False)),
+        },
+        data={
+            "n_examples": len(ex.tokens),
+            "splits": {k: int(len(v)) for k, v in ex.splits.items()},
+            "sites": [s.name for s in sites],
+            "positions": suite.capture.positions,
+        },
+    )
+    for p in suite.probes:
+        label = p.label or suite.data.label
+        y_raw = ex.columns[label]
+        y = np.asarray(y_raw, dtype=float if p.kind == "ridge" else object)
+        if p.kind != "ridge":
+            y = np.asarray([str(v) for v in y_raw])
+        kw = dict(
+            train_idx=ex.splits["train"], test_idx=ex.splits["test"], ood_idx=ood_idx, probe=p.kind,
+            Cs=p.Cs, alphas=p.alphas, cv=p.cv, n_bootstrap=st.n_bootstrap,
+            confidence_level=st.confidence_level, random_state=st.seed,
+        )
+        entry: dict[str, Any] = {"kind": p.kind, "label": label}
+        if p.control and p.kind != "ridge":
+            column = suite.data.control_column or label
+            types = [str(v) for v in ex.columns[column]]
+            sel = selectivity_sweep(X, y, types, **kw)
+            sweep = sel.task
+            entry["control"] = sel.control.to_dict()
+            entry["selectivity"] = [float(v) for v in sel.selectivity]
+            entry["control_column"] = column
+        else:
+            sweep = sweep_layers(X, y, **kw)
+        entry["sweep"] = sweep.to_dict()
+        entry["chance"] = _chance(p.kind, y[ex.splits["test"]])
+        if p.permutation_test and p.kind in ("logistic", "diffmeans"):
+            pvals, nulls = [], []
+            for row, site in enumerate(sweep.sites):
+                C = float(sweep.hyperparameter[row]) if p.kind == "logistic" else None
+                test = probe_permutation_test(
+                    X[site], y, train_idx=ex.splits["train"], test_idx=ex.splits["test"],
+                    probe=p.kind, C=C, n_permutations=st.n_permutations, random_state=st.seed + row,
+                )
+                pvals.append(test.p_value)
+                nulls.append(float(np.mean(test.null_distribution)))
+            adj = adjust_pvalues(np.asarray(pvals), method=st.correction, alpha=st.alpha).p_adjusted
+            entry["permutation"] = {
+                "n_permutations": st.n_permutations,
+                "p_values": pvals,
+                "p_adjusted": adj.tolist(),
+                "correction": st.correction,
+                "null_mean": nulls,
+            }
+            best = sweep.best_row
+            effect = float(sweep.test[best]) - entry["chance"]
+            result.hypotheses.append({
+                "name": f"{label!r} is linearly decodable ({p.kind}) at the best layer",
+                "site": sweep.sites[best],
+                "statistic": float(sweep.test[best]),
+                "metric": sweep.metric,
+                "effect_size": effect,
+                "effect_size_name": f"{sweep.metric} - chance",
+                "p_value": float(adj[best]),
+                "method": f"permutation test ({st.n_permutations} perms), {st.correction}-adjusted over {len(pvals)} sites",
+                "verdict": "reject H0 (decodable)" if adj[best] <= st.alpha else "do not reject H0",
+                "alpha": st.alpha,
+            })
+            n_sig = int((adj <= st.alpha).sum())
+            entry["n_significant_sites"] = n_sig
+        for name, gaps in sweep.ood_gap.items():
+            best = sweep.best_row
+            entry.setdefault("ood_gap_at_best", {})[name] = float(gaps[best])
+        result.probes.append(entry)
+    return result

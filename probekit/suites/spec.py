@@ -1,0 +1,299 @@
+"""Probe suites: declarative TOML files (``probes/*.toml``) parsed into frozen dataclasses.
+
+Every section and key is checked: an unknown key, a wrong type or a missing file raises
+:class:`SuiteError` naming the file, line, field and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+
+class SuiteError(ValueError):
+    """A probe suite file is invalid."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainSpec:
+    """Train a testbed model when no checkpoint exists yet (deterministic for ``seed``)."""
+
+    preset: str
+    steps: int | None = None
+    seed: int = 0
+    task_options: dict[str, Any] = field(default_factory=dict)
+    model_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    """Exactly one of: ``name`` (named model or path), ``checkpoint`` (dir), ``train``."""
+
+    name: str | None = None
+    checkpoint: str | None = None
+    train: TrainSpec | None = None
+    compatibility_mode: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataSpec:
+    """Examples and labels: a testbed ``task`` or a JSONL ``file`` (``text``/``tokens`` + columns).
+
+    ``train_split``/``test_split`` are the probe's ID splits; if equal, ``holdout_fraction`` of
+    that split is held out (seeded). ``ood_splits`` are scored with the ID-trained probe.
+    """
+
+    label: str
+    task: str | None = None
+    task_options: dict[str, Any] = field(default_factory=dict)
+    file: str | None = None
+    split_column: str = "split"
+    train_split: str = "train"
+    test_split: str = "test_id"
+    ood_splits: tuple[str, ...] = ()
+    holdout_fraction: float = 0.3
+    max_per_split: int | None = 2000
+    prompt_only: bool = True
+    prepend_bos: bool = False
+    control_column: str | None = None
+    seed: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaptureSpec:
+    """``sites``: ``["all"]`` (every block of ``kind``) or names like ``"resid_post@3"``.
+
+    ``positions``: ``"last"``, ``"all"``, or ``"column:NAME"`` (token index from a column).
+    """
+
+    sites: tuple[str, ...] = ("all",)
+    kind: str = "resid_post"
+    include_embed: bool = False
+    positions: str = "last"
+    batch_size: int = 64
+    padding_side: Literal["left", "right"] = "right"
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeSpec:
+    kind: Literal["logistic", "ridge", "diffmeans"]
+    label: str | None = None
+    Cs: int = 10
+    alphas: int = 9
+    cv: int = 5
+    control: bool = False
+    permutation_test: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatsSpec:
+    n_permutations: int = 200
+    n_bootstrap: int = 1000
+    confidence_level: float = 0.95
+    alpha: float = 0.05
+    correction: Literal["holm", "bh"] = "holm"
+    seed: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Suite:
+    name: str
+    model: ModelSpec
+    data: DataSpec
+    capture: CaptureSpec = field(default_factory=CaptureSpec)
+    probes: tuple[ProbeSpec, ...] = ()
+    stats: StatsSpec = field(default_factory=StatsSpec)
+    description: str = ""
+    source: str = ""
+
+    def resolve(self, relative: str | None) -> Path | None:
+        """A path from the suite, relative to the suite file's directory."""
+        if relative is None:
+            return None
+        path = Path(relative).expanduser()
+        return path if path.is_absolute() else Path(self.source).parent / path
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_SECTIONS = {
+    "suite": None, "model": ModelSpec, "data": DataSpec, "capture": CaptureSpec,
+    "probe": ProbeSpec, "stats": StatsSpec,
+}
+
+
+def _line_of(text: str, section: str, key: str | None) -> int | None:
+    """1-based line of ``key`` inside ``[section]`` (or of the header itself)."""
+    current = None
+    header = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.]+)\s*\]\]?")
+    for lineno, line in enumerate(text.splitlines(), 1):
+        m = header.match(line)
+        if m:
+            current = m.group(1)
+            if key is None and current == section:
+                return lineno
+            continue
+        if key is not None and current == section and re.match(rf"^\s*{re.escape(key)}\s*=", line):
+            return lineno
+    return None
+
+
+def _where(path: Path, text: str, section: str, key: str | None = None) -> str:
+    line = _line_of(text, section, key)
+    loc = f"{path}:{line}" if line else str(path)
+    return f"{loc}: [{section}]" + (f" {key}" if key else "")
+
+
+def _check_type(value: Any, annotation: Any, where: str) -> Any:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if annotation is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        errors = []
+        for option in args:
+            if option is type(None):
+                if value is None:
+                    return None
+                continue
+            try:
+                return _check_type(value, option, where)
+            except SuiteError as err:
+                errors.append(str(err))
+        raise SuiteError(errors[0] if errors else f"{where}: invalid value {value!r}")
+    if origin is Literal:
+        if value not in args:
+            raise SuiteError(f"{where} = {value!r}: must be one of {list(args)}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise SuiteError(f"{where} = {value!r}: expected a list, e.g. [\"a\", \"b\"]")
+        return tuple(_check_type(v, args[0], where) for v in value)
+    if origin is dict or annotation is dict:
+        if not isinstance(value, dict):
+            raise SuiteError(f"{where} = {value!r}: expected a table, e.g. {{ key = 1 }}")
+        return dict(value)
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SuiteError(f"{where} = {value!r}: expected a number")
+        return float(value)
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SuiteError(f"{where} = {value!r}: expected an integer")
+        return value
+    if annotation in (str, bool):
+        if not isinstance(value, annotation):
+            raise SuiteError(f"{where} = {value!r}: expected {annotation.__name__}")
+        return value
+    if dataclasses.is_dataclass(annotation):
+        return value  # handled by _build
+    raise SuiteError(f"{where}: unsupported field type {annotation}")
+
+
+def _build(cls: type, table: dict[str, Any], path: Path, text: str, section: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in fields:
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise SuiteError(
+                f"{_where(path, text, section, key)}: unknown key{hint}; valid keys are "
+                f"{sorted(fields)}"
+            )
+        annotation = hints[key]
+        nested = next(
+            (a for a in (typing.get_args(annotation) or (annotation,)) if dataclasses.is_dataclass(a)),
+            None,
+        )
+        if nested is not None and isinstance(value, dict):
+            kwargs[key] = _build(nested, value, path, text, f"{section}.{key}")
+        else:
+            kwargs[key] = _check_type(value, annotation, _where(path, text, section, key))
+    missing = [
+        n for n, f in fields.items()
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        and n not in kwargs
+    ]
+    if missing:
+        raise SuiteError(f"{_where(path, text, section)}: missing required key(s) {missing}")
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as err:
+        raise SuiteError(f"{_where(path, text, section)}: {err}") from None
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Parse and validate a probe-suite TOML file."""
+    path = Path(path)
+    if not path.is_file():
+        raise SuiteError(f"suite file {path} not found")
+    text = path.read_text()
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise SuiteError(f"{path}: invalid TOML: {err}") from None
+    unknown = sorted(set(raw) - set(_SECTIONS))
+    if unknown:
+        raise SuiteError(
+            f"{_where(path, text, unknown[0])}: unknown section; valid sections are "
+            f"{sorted(_SECTIONS)}"
+        )
+    meta = raw.get("suite", {})
+    for key in meta:
+        if key not in ("name", "description"):
+            raise SuiteError(f"{_where(path, text, 'suite', key)}: unknown key; valid: name, description")
+    for required in ("model", "data", "probe"):
+        if required not in raw:
+            raise SuiteError(f"{path}: missing section [{required}]" + (
+                " (write [[probe]] once per probe)" if required == "probe" else ""))
+    if not isinstance(raw["probe"], list):
+        raise SuiteError(f"{_where(path, text, 'probe')}: write [[probe]] (an array of tables)")
+    model = _build(ModelSpec, raw["model"], path, text, "model")
+    given = [k for k in ("name", "checkpoint", "train") if getattr(model, k) is not None]
+    if len(given) != 1:
+        raise SuiteError(
+            f"{_where(path, text, 'model')}: give exactly one of name, checkpoint, train "
+            f"(got {given or 'none'})"
+        )
+    data = _build(DataSpec, raw["data"], path, text, "data")
+    if data.task is not None and data.file is not None:
+        raise SuiteError(f"{_where(path, text, 'data')}: give one of task, file (not both)")
+    if data.task is None and data.file is None and model.train is None:
+        raise SuiteError(
+            f"{_where(path, text, 'data')}: give task or file (only a [model.train] suite may "
+            "omit both: it then probes the training task)"
+        )
+    if not 0.0 < data.holdout_fraction < 1.0:
+        raise SuiteError(f"{_where(path, text, 'data', 'holdout_fraction')}: must be in (0, 1)")
+    suite = Suite(
+        name=str(meta.get("name", path.stem)),
+        description=str(meta.get("description", "")),
+        model=model,
+        data=data,
+        capture=_build(CaptureSpec, raw.get("capture", {}), path, text, "capture"),
+        probes=tuple(_build(ProbeSpec, p, path, text, "probe") for p in raw["probe"]),
+        stats=_build(StatsSpec, raw.get("stats", {}), path, text, "stats"),
+        source=str(path),
+    )
+    for rel, key in ((model.checkpoint, "checkpoint"), (data.file, "file")):
+        resolved = suite.resolve(rel)
+        if resolved is not None and not resolved.exists():
+            section = "model" if key == "checkpoint" else "data"
+            raise SuiteError(f"{_where(path, text, section, key)} = {rel!r}: {resolved} does not exist")
+    if suite.capture.positions not in ("last", "all") and not suite.capture.positions.startswith("column:"):
+        raise SuiteError(
+            f"{_where(path, text, 'capture', 'positions')} = {suite.capture.positions!r}: use "
+            "'last', 'all' or 'column:NAME'"
+        )
+    return suite
