@@ -1,0 +1,102 @@
+import numpy as np
+import pytest
+from scipy import stats
+
+from probekit.stats import loo_linear_error, paired_ttest, pearson, spearman, wilcoxon_signed_rank
+
+REPS = 1000
+
+
+def test_paired_ttest_matches_scipy_and_hand_effect_size():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=25) + 0.3, rng.normal(size=25)
+    res = paired_ttest(a, b)
+    ref = stats.ttest_rel(a, b)
+    assert res.statistic == pytest.approx(ref.statistic, rel=1e-12)
+    assert res.p_value == pytest.approx(ref.pvalue, rel=1e-12)
+    d = a - b
+    assert res.effect_size == pytest.approx(d.mean() / d.std(ddof=1))
+    half = stats.t.ppf(0.975, 24) * d.std(ddof=1) / np.sqrt(25)
+    assert (res.ci_low, res.ci_high) == pytest.approx((d.mean() - half, d.mean() + half))
+    one = paired_ttest(a, b, alternative="greater")
+    assert one.p_value == pytest.approx(stats.ttest_rel(a, b, alternative="greater").pvalue)
+    assert res.reject(0.99) and "paired t-test" in res.verdict(0.05)
+
+
+def test_wilcoxon_matches_scipy_and_rank_biserial_by_hand():
+    a = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+    b = np.array([0.5, 2.0, 1.0, 4.5, 2.0, 1.0, 9.0, 2.0])  # d: .5 0 2 -.5 3 5 -2 6
+    res = wilcoxon_signed_rank(a, b)
+    ref = stats.wilcoxon(a, b)
+    assert res.statistic == pytest.approx(ref.statistic)
+    assert res.p_value == pytest.approx(ref.pvalue)
+    # Non-zero |d| = .5 2 .5 3 5 2 6 -> ranks 1.5 3.5 1.5 5 6 3.5 7; W- = 1.5 + 3.5 = 5, W+ = 23.
+    assert res.effect_size == pytest.approx((23 - 5) / 28)
+    with pytest.raises(ValueError, match="all 3 paired differences are zero"):
+        wilcoxon_signed_rank(np.ones(3), np.ones(3))
+
+
+@pytest.mark.parametrize("test", [paired_ttest, wilcoxon_signed_rank])
+def test_paired_tests_are_calibrated_and_powerful(test):
+    rng = np.random.default_rng(1)
+    null = [test(rng.normal(size=20), rng.normal(size=20)).reject(0.05) for _ in range(REPS)]
+    assert 0.03 <= np.mean(null) <= 0.07
+    base = rng.normal(size=(REPS, 20))
+    power = [test(base[i] + 0.9 + rng.normal(size=20) * 0.6, base[i]).reject(0.05) for i in range(REPS)]
+    assert np.mean(power) >= 0.9
+
+
+def test_paired_errors_name_both_counts():
+    with pytest.raises(ValueError, match="got 10 values in a but 9 in b"):
+        paired_ttest(np.zeros(10), np.zeros(9))
+    with pytest.raises(ValueError, match="got 10 values in a but 9 in b"):
+        wilcoxon_signed_rank(np.zeros(10), np.zeros(9))
+
+
+def test_pearson_spearman_match_scipy():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=30)
+    y = 0.5 * x + rng.normal(size=30)
+    p = pearson(x, y)
+    ref = stats.pearsonr(x, y)
+    assert p.statistic == pytest.approx(ref.statistic) and p.p_value == pytest.approx(ref.pvalue)
+    assert p.r_squared == pytest.approx(ref.statistic**2)
+    ci = ref.confidence_interval(0.95)
+    assert (p.ci_low, p.ci_high) == pytest.approx((ci.low, ci.high))
+    s = spearman(x, y)
+    ref_s = stats.spearmanr(x, y)
+    assert s.statistic == pytest.approx(ref_s.statistic) and s.p_value == pytest.approx(ref_s.pvalue)
+
+
+@pytest.mark.parametrize("test", [pearson, spearman])
+def test_correlations_are_calibrated_and_powerful(test):
+    rng = np.random.default_rng(3)
+    null = [test(rng.normal(size=25), rng.normal(size=25)).reject(0.05) for _ in range(REPS)]
+    assert 0.03 <= np.mean(null) <= 0.07
+    hits = []
+    for _ in range(REPS):
+        x = rng.normal(size=25)
+        hits.append(test(x, 0.8 * x + rng.normal(size=25) * 0.8).reject(0.05))
+    assert np.mean(hits) >= 0.9
+
+
+def test_loo_error_matches_brute_force_refits():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=15)
+    y = 2 * x + 1 + rng.normal(size=15) * 0.3
+    res = loo_linear_error(x, y)
+    brute = []
+    for i in range(15):
+        keep = np.arange(15) != i
+        slope, icpt = np.polyfit(x[keep], y[keep], 1)
+        brute.append(slope * x[i] + icpt)
+    np.testing.assert_allclose(res.predictions, brute, atol=1e-10)
+    assert res.rmse == pytest.approx(np.sqrt(np.mean((y - np.array(brute)) ** 2)))
+    assert res.mae == pytest.approx(np.mean(np.abs(y - np.array(brute))))
+
+
+def test_correlation_errors():
+    with pytest.raises(ValueError, match="got 5 x values but 4 y values"):
+        pearson(np.arange(5), np.arange(4))
+    with pytest.raises(ValueError, match="constant"):
+        spearman(np.ones(5), np.arange(5))

@@ -1,0 +1,86 @@
+import numpy as np
+import pytest
+
+from probekit.probes import DiffMeansProbe, LogisticProbe
+from probekit.stats import permutation_pvalue, permutation_test, probe_permutation_test
+
+
+def mean_diff(X, y):
+    return abs(X[y == 1].mean() - X[y == 0].mean())
+
+
+def test_pvalue_formula_by_hand():
+    null = np.array([0.1, 0.5, 0.7, 0.7, 0.9])
+    assert permutation_pvalue(0.7, null) == pytest.approx((1 + 3) / 6)
+    assert permutation_pvalue(0.7, null, "less") == pytest.approx((1 + 4) / 6)
+    assert permutation_pvalue(2.0, null) == pytest.approx(1 / 6)
+
+
+def test_generic_permutation_test_is_calibrated_on_null():
+    rng = np.random.default_rng(0)
+    rej = []
+    for _ in range(1000):
+        X = rng.normal(size=30)
+        y = np.arange(30) % 2
+        rej.append(permutation_test(mean_diff, X, y, n_permutations=99, random_state=rng).reject(0.05))
+    assert 0.03 <= np.mean(rej) <= 0.07
+
+
+def test_generic_permutation_test_has_power():
+    rng = np.random.default_rng(1)
+    rej = []
+    for _ in range(200):
+        y = np.arange(30) % 2
+        X = rng.normal(size=30) + 1.3 * y
+        rej.append(permutation_test(mean_diff, X, y, n_permutations=99, random_state=rng).reject(0.05))
+    assert np.mean(rej) >= 0.9
+
+
+def probe_data(n=240, d=6, sep=0.0, seed=0, k=2):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % k
+    X = rng.normal(size=(n, d)) + sep * rng.normal(size=(k, d))[y]
+    return X, y
+
+
+@pytest.mark.parametrize("probe", ["logistic", "diffmeans"])
+def test_batched_fast_path_equals_generic_refits(probe):
+    X, y = probe_data(sep=0.4, seed=2)
+    tr, te = np.arange(160), np.arange(160, 240)
+
+    def score(Xa, ya):
+        if probe == "logistic":
+            return LogisticProbe(C=0.5).fit(Xa[tr], ya[tr]).score(Xa[te], ya[te])
+        return DiffMeansProbe().fit(Xa[tr], ya[tr]).score(Xa[te], ya[te])
+
+    slow = permutation_test(score, X, y, n_permutations=30, random_state=7)
+    fast = probe_permutation_test(X, y, train_idx=tr, test_idx=te, probe=probe, C=0.5, n_permutations=30, random_state=7)
+    assert fast.statistic == pytest.approx(slow.statistic, abs=1e-9)
+    np.testing.assert_allclose(fast.null_distribution, slow.null_distribution, atol=1e-9)
+    assert fast.p_value == pytest.approx(slow.p_value)
+
+
+def test_fast_path_calibrated_on_null_and_powerful():
+    rej = []
+    for rep in range(300):
+        X, y = probe_data(n=80, d=4, sep=0.0, seed=100 + rep)
+        r = probe_permutation_test(
+            X, y, train_idx=np.arange(50), test_idx=np.arange(50, 80), probe="diffmeans",
+            n_permutations=99, random_state=rep,
+        )
+        rej.append(r.reject(0.05))
+    assert 0.025 <= np.mean(rej) <= 0.075
+    X, y = probe_data(n=300, d=10, sep=0.5, seed=3, k=3)
+    r = probe_permutation_test(X, y, train_idx=np.arange(200), test_idx=np.arange(200, 300), n_permutations=199)
+    assert r.p_value == pytest.approx(1 / 200) and r.statistic > 0.6
+    assert np.abs(np.mean(r.null_distribution) - 1 / 3) < 0.03  # null is chance
+
+
+def test_permutation_errors():
+    X, y = probe_data()
+    with pytest.raises(ValueError, match="got 240 activations but 200 labels"):
+        permutation_test(mean_diff, X[:, 0], y[:200])
+    with pytest.raises(ValueError, match="got 240 activations but 200 labels"):
+        probe_permutation_test(X, y[:200], train_idx=np.arange(10), test_idx=np.arange(10, 20))
+    with pytest.raises(ValueError, match="n_permutations must be >= 1"):
+        permutation_test(mean_diff, X[:, 0], y, n_permutations=0)
