@@ -29,11 +29,11 @@ _KG_SMOKE_MODEL = dict(n_layers=2, d_model=64, n_heads=4, d_head=16, d_mlp=256)
 PRESETS: dict[str, Preset] = {
     "modular_addition": Preset(
         task="modular_addition",
-        task_overrides=dict(p=59, train_fraction=0.5),
+        task_overrides=dict(p=53, train_fraction=0.6),
         train=TrainConfig(steps=3000, eval_every=50, n_checkpoints=15, **_NANDA),
         description=(
             "CPU grokking default: Nanda et al. (2023) model and optimiser, smaller prime "
-            "p=59 with 50% of pairs trained so that it groks within a few thousand steps"
+            "p=53 with 60% of pairs trained, so that it groks in about a thousand steps"
         ),
     ),
     "modular_addition_paper": Preset(
