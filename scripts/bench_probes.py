@@ -48,7 +48,7 @@ def bench_probe_sweep(
     seed: int = 0,
 ) -> dict:
     """Time ``sweep_layers`` against per-layer ``LogisticRegressionCV``; return a JSON dict."""
-    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
     from sklearn.model_selection import StratifiedKFold
     from threadpoolctl import threadpool_limits
 
@@ -68,7 +68,7 @@ def bench_probe_sweep(
     layers = list(range(n_layers))
     if baseline_layers is not None and baseline_layers < n_layers:
         layers = sorted({int(round(x)) for x in np.linspace(0, n_layers - 1, baseline_layers)})
-    sk_acc, sk_C, agree, per_layer_t = {}, {}, {}, {}
+    sk_acc, sk_C, agree, per_layer_t, same_c = {}, {}, {}, {}, {}
     with warnings.catch_warnings(), threadpool_limits(limits=threads):
         warnings.simplefilter("ignore")
         for ell in layers:
@@ -90,6 +90,11 @@ def bench_probe_sweep(
             sk_acc[ell] = float((pred == y[te]).mean())
             sk_C[ell] = float(clf.C_)
             agree[ell] = float((pred == res.test_predictions[ell]).mean())
+            # Solver check (untimed): sklearn at the C the batched CV selected.
+            ref = LogisticRegression(C=float(res.hyperparameter[ell]), max_iter=1000)
+            same_c[ell] = float(
+                (ref.fit(Xtr, y[tr]).predict(Xte) == res.test_predictions[ell]).mean()
+            )
     t_sk_measured = sum(per_layer_t.values())
     t_sk_total = t_sk_measured * n_layers / len(layers)
     rows = [
@@ -101,6 +106,7 @@ def bench_probe_sweep(
             "sklearn_acc": sk_acc.get(ell),
             "sklearn_C": sk_C.get(ell),
             "prediction_agreement": agree.get(ell),
+            "same_C_prediction_agreement": same_c.get(ell),
             "sklearn_seconds": per_layer_t.get(ell),
         }
         for ell in range(n_layers)
@@ -126,6 +132,10 @@ def bench_probe_sweep(
         "speedup": t_sk_total / t_sweep,
         "max_abs_acc_diff": max(diffs),
         "min_prediction_agreement": min(agree.values()),
+        "min_same_C_prediction_agreement": min(same_c.values()),
+        "same_C_selected": int(
+            sum(abs(np.log(sk_C[e] / res.hyperparameter[e])) < 1e-9 for e in layers)
+        ),
         "best_layer": res.best_layer,
         "rows": rows,
     }
@@ -148,7 +158,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"{r['sklearn_seconds_total']:.1f}s{' (extrapolated)' if r['sklearn_extrapolated'] else ''}"
         f"  speedup: {r['speedup']:.1f}x"
     )
-    print("layer signal  batched_acc  sklearn_acc   agree  C_batched  C_sklearn")
+    print("layer signal  batched_acc  sklearn_acc   agree  agree@C  C_batched  C_sklearn")
 
     def fmt(v: float | None, spec: str) -> str:
         return "-" if v is None else format(v, spec)
@@ -157,6 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(
             f"{row['layer']:5d} {row['signal']:6.3f}  {row['batched_acc']:11.4f}  "
             f"{fmt(row['sklearn_acc'], '.4f'):>11}  {fmt(row['prediction_agreement'], '.4f'):>6}"
+            f"  {fmt(row['same_C_prediction_agreement'], '.4f'):>7}"
             f"  {row['batched_C']:9.3g}  {fmt(row['sklearn_C'], '.3g'):>9}"
         )
     with open(a.out, "w") as f:
