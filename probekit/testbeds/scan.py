@@ -165,6 +165,8 @@ class ScanTask:
     """Task object for the SCAN-like language (splits and objective in the module docstring)."""
 
     name = "scan"
+    #: [C] reports token accuracy (history key ``<split>/token_acc``)
+    primary_metric = "token_acc"
 
     def __init__(self, config: ScanConfig | None = None) -> None:
         self.config = config or ScanConfig()

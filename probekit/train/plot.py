@@ -25,18 +25,26 @@ def plot_history(
     if not splits:
         raise ValueError(f"plot_history: no '<split>/{metric}' columns in {history.keys}")
     steps = history.steps
+    grouped = [s for s in splits if s.rsplit("_", 1)[-1].isdigit()]  # ood_len_5 ... (thin, dashed)
+    main = [s for s in splits if s not in grouped]
+    palette = plt.get_cmap("tab10")
+    shades = plt.get_cmap("viridis")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for s in splits:
-        style = "--" if "/" not in s and s.rsplit("_", 1)[-1].isdigit() else "-"
-        alpha = 0.35 if style == "--" else 1.0
-        axes[0].plot(steps, history.column(f"{s}/{metric}"), style, label=s, alpha=alpha)
-        axes[1].plot(steps, history.column(f"{s}/loss"), style, label=s, alpha=alpha)
+    for k, s in enumerate(grouped):
+        kw = dict(ls="--", lw=0.9, alpha=0.5, color=shades(k / max(len(grouped) - 1, 1)), label=s)
+        axes[0].plot(steps, history.column(f"{s}/{metric}"), **kw)
+        axes[1].plot(steps, history.column(f"{s}/loss"), **kw)
+    for k, s in enumerate(main):
+        kw = dict(ls="-", lw=1.8, color=palette(k % 10), label=s)
+        axes[0].plot(steps, history.column(f"{s}/{metric}"), **kw)
+        axes[1].plot(steps, history.column(f"{s}/loss"), **kw)
     axes[0].set_ylabel(metric)
     axes[0].set_ylim(-0.02, 1.02)
     axes[1].set_ylabel("loss (CE per target token)")
     axes[1].set_yscale("log")
     for ax in axes:
         ax.set_xscale("symlog", linthresh=1)
+        ax.set_xlim(0, max(steps[-1], 1))
         ax.set_xlabel("step")
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=7)

@@ -325,7 +325,8 @@ def train(
     if plot and len(history) > 1:
         from .plot import plot_history
 
-        plot_history(history, out_dir / "curves.png", title=f"{task.name}")
+        metric = getattr(task, "primary_metric", "acc")
+        plot_history(history, out_dir / "curves.png", metric=metric, title=task.name)
     model.eval()
     return history
 
