@@ -156,7 +156,6 @@ def fit_logistic_batched(
     # Layout: parameters (layer, d+1, k, problem); the problem axis is innermost so that the
     # softmax over the (small) class axis is a strided, vectorised reduction.
     Xa = torch.cat([X, torch.ones(L, n, 1, dtype=cdt, device=dev)], dim=2)  # (L, n, D1)
-    XaT = Xa.transpose(1, 2)
     M = train_mask.to(dev).T.to(cdt).contiguous()  # (n, P)
     n_p = train_mask.sum(1).to(dev, f64)  # (P,)
     if bool((n_p == 0).any()):
@@ -190,37 +189,47 @@ def fit_logistic_batched(
         outw = torch.bmm(V, t.reshape(L, d, Kf * P)).view(L, d, Kf, P)
         return torch.cat([outw, (qb * inv_curv_b).unsqueeze(1)], dim=1)
 
-    def fg(theta: Tensor, f_old: Tensor, g_old: Tensor, cols: Tensor) -> tuple[Tensor, Tensor]:
-        """Objective and gradient; only problems ``cols`` are recomputed."""
-        full = cols.numel() == P
-        th = theta if full else theta[..., cols]
-        Pa = th.shape[-1]
-        Mc, Yc = (M, Yt) if full else (M[:, cols], Yt[..., cols])
-        if not binary:
-            YMc, yic = (YM, yidx) if full else (YM[..., cols], yidx[..., cols])
-        Z = torch.bmm(Xa, th.to(cdt).reshape(L, D1, Kf * Pa)).view(L, n, Kf, Pa)
+    def fg(
+        theta: Tensor, f_old: Tensor, g_old: Tensor, pending: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Objective and gradient; only layers/problems with a ``pending`` entry are recomputed."""
+        if pending is None:
+            lays, cols = all_lays, all_cols
+        else:
+            lays = pending.any(1).nonzero().squeeze(1)
+            cols = pending[lays].any(0).nonzero().squeeze(1)
+        all_l, all_p = lays.numel() == L, cols.numel() == P
+        th = theta if all_l else theta[lays]
+        th = th if all_p else th[..., cols]
+        La, Pa = th.shape[0], th.shape[-1]
+        Xl = Xa if all_l else Xa[lays]
+        Mc, Yc = (M, Yt) if all_p else (M[:, cols], Yt[..., cols])
+        Z = torch.bmm(Xl, th.to(cdt).reshape(La, D1, Kf * Pa)).view(La, n, Kf, Pa)
         if binary:
             z = Z[:, :, 0]
             yb = Yc[:, 0]
             nll = F.softplus(z) - yb * z
             R = ((torch.sigmoid(z) - yb) * Mc).unsqueeze(2)
         else:
+            YMc, yic = (YM, yidx) if all_p else (YM[..., cols], yidx[..., cols])
             m = Z.amax(2, keepdim=True)
             R = (Z - m).exp_()
             s = R.sum(2, keepdim=True)
-            zy = Z.gather(2, yic.unsqueeze(0).expand(L, -1, -1, -1))
+            zy = Z.gather(2, yic.unsqueeze(0).expand(La, -1, -1, -1))
             nll = (m + s.log() - zy).squeeze(2)
             R = R.mul_(Mc.unsqueeze(1) / s).sub_(YMc)
         w = th[:, :d]
-        ic = invC if full else invC[..., cols]
+        ic = invC if all_p else invC[..., cols]
         f = (nll * Mc).sum(1, dtype=f64) + 0.5 * (w * w * ic).sum((1, 2))
-        G = torch.bmm(XaT, R.reshape(L, n, Kf * Pa)).view(L, D1, Kf, Pa).to(f64)
+        G = torch.bmm(Xl.transpose(1, 2), R.reshape(La, n, Kf * Pa)).view(La, D1, Kf, Pa).to(f64)
         G[:, :d] += w * ic
-        if full:
+        if all_l and all_p:
             return f, G
         f_out, g_out = f_old.clone(), g_old.clone()
-        f_out[:, cols] = f
-        g_out[..., cols] = G
+        f_sub, g_sub = f_out[lays], g_out[lays]
+        f_sub[:, cols] = f
+        g_sub[..., cols] = G
+        f_out[lays], g_out[lays] = f_sub, g_sub
         return f_out, g_out
 
     def dot(a: Tensor, b: Tensor) -> Tensor:
@@ -230,13 +239,14 @@ def fit_logistic_batched(
         return s.view(L, 1, 1, P)
 
     all_cols = torch.arange(P, device=dev)
+    all_lays = torch.arange(L, device=dev)
     if init is None:
         theta = torch.zeros(L, D1, Kf, P, dtype=f64, device=dev)
     else:
         theta = torch.cat(
             [init.coef.permute(0, 1, 3, 2), init.intercept.permute(0, 2, 1).unsqueeze(1)], dim=1
         ).to(dev, f64)
-    f, g = fg(theta, theta, theta, all_cols)
+    f, g = fg(theta, theta, theta)
     S: list[Tensor] = []
     Yh: list[Tensor] = []
     rho: list[Tensor] = []
@@ -277,9 +287,8 @@ def fit_logistic_batched(
         accepted = done.clone()
         f_new, g_new, th_new = f.clone(), g.clone(), theta.clone()
         for _ls in range(max_linesearch):
-            cols = (~accepted).any(0).nonzero().squeeze(1)
             th_try = theta + ex(t) * direction
-            f_try, g_try = fg(th_try, f, g, cols)
+            f_try, g_try = fg(th_try, f, g, ~accepted)
             ok = (~accepted) & (f_try <= f + 1e-4 * t * gd)
             f_new = torch.where(ok, f_try, f_new)
             g_new = torch.where(ex(ok), g_try, g_new)
