@@ -1,0 +1,145 @@
+import json
+import re
+
+import numpy as np
+import pytest
+
+from probekit.cli import main
+from probekit.models import save_checkpoint
+from probekit.report import write_report
+from probekit.suites import SuiteError, load_suite, run_suite
+from tests.conftest import TINY_CONFIGS, random_sequences
+
+SUITE = """
+[suite]
+name = "tiny"
+description = "planted vs null labels on a tiny random model"
+
+[model]
+checkpoint = "ckpt"
+
+[data]
+file = "data.jsonl"
+label = "planted"
+train_split = "train"
+test_split = "test"
+ood_splits = ["ood"]
+control_column = "last"
+
+[capture]
+include_embed = true
+batch_size = 16
+padding_side = "left"
+
+[[probe]]
+kind = "logistic"
+Cs = 3
+cv = 3
+control = true
+
+[[probe]]
+kind = "logistic"
+label = "null"
+Cs = 3
+cv = 3
+
+[[probe]]
+kind = "diffmeans"
+
+[stats]
+n_permutations = 99
+n_bootstrap = 1000
+"""
+
+
+@pytest.fixture(scope="module")
+def suite_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("suite")
+    cfg = TINY_CONFIGS["ln_mha"]
+    from probekit.models import build_model
+
+    save_checkpoint(build_model(cfg), cfg, root / "ckpt")
+    rng = np.random.default_rng(0)
+    seqs = random_sequences(180, cfg.d_vocab, lo=3, hi=10, seed=11)
+    rows = []
+    for i, s in enumerate(seqs):
+        split = "ood" if i >= 150 else ("test" if i % 3 == 0 else "train")
+        # planted: parity of the last token id (readable from its embedding at every layer)
+        rows.append({"tokens": s, "planted": int(s[-1] % 2), "null": int(rng.integers(0, 2)),
+                     "last": int(s[-1]), "split": split})
+    (root / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    (root / "suite.toml").write_text(SUITE)
+    return root
+
+
+@pytest.fixture(scope="module")
+def suite_result(suite_dir):
+    return run_suite(load_suite(suite_dir / "suite.toml"), progress=False)
+
+
+def test_planted_label_is_decodable_and_null_is_not(suite_result):
+    planted, null, diffmeans = suite_result.probes
+    assert planted["sweep"]["best"]["test"] >= 0.9
+    assert planted["chance"] == pytest.approx(0.5, abs=0.15)
+    h_planted, h_null, h_dm = suite_result.hypotheses
+    assert h_planted["p_value"] <= 0.02 and h_planted["verdict"].startswith("reject")
+    assert h_null["p_value"] > 0.05 and h_null["verdict"] == "do not reject H0"
+    assert abs(null["sweep"]["best"]["test"] - 0.5) < 0.2
+    assert h_dm["metric"] == "auroc" and h_dm["statistic"] > 0.9
+    # control task on token identity: the planted parity is a function of the control type,
+    # so selectivity is small but the control accuracy is reported per site
+    assert len(planted["selectivity"]) == len(planted["sweep"]["rows"]) == 3
+    assert "ood" in planted["ood_gap_at_best"]
+    adj = np.array(planted["permutation"]["p_adjusted"])
+    raw = np.array(planted["permutation"]["p_values"])
+    assert np.all(adj >= raw - 1e-12)
+
+
+def test_report_is_self_contained(suite_result, tmp_path):
+    paths = write_report(suite_result, tmp_path / "rep")
+    html = paths["html"].read_text()
+    assert html.count("data:image/png;base64,") >= 4
+    assert not re.search(r"<script[^>]+src=|<link[^>]+href=\"http", html)
+    report = json.loads(paths["json"].read_text())
+    assert report["versions"]["torch"] and report["versions"]["transformer-lens"].startswith("4.")
+    assert report["model"]["compatibility_mode"] is False
+    assert len(report["hypotheses"]) == 3
+    assert json.loads(paths["config"].read_text())["name"] == "tiny"
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "mutation, message",
+    [
+        (lambda s: s.replace("Cs = 3\ncv = 3\ncontrol", "Cs = 3\ncv = 3\ncontorl"), r"s.toml:\d+: \[probe\] contorl = .*unknown key \(did you mean 'control'\?\)|s.toml:\d+: \[probe\] contorl: unknown key \(did you mean 'control'\?\)"),
+        (lambda s: s.replace("batch_size = 16", 'batch_size = "16"'), r"s.toml:19: \[capture\] batch_size = '16': expected an integer"),
+        (lambda s: s.replace('padding_side = "left"', 'padding_side = "middle"'), r"must be one of \['left', 'right'\]"),
+        (lambda s: s.replace('file = "data.jsonl"', 'file = "nope.jsonl"'), r"\[data\] file = 'nope.jsonl': .*nope.jsonl does not exist"),
+        (lambda s: s.replace('[model]\ncheckpoint = "ckpt"', '[model]\ncheckpoint = "ckpt"\nname = "smollm2-135m"'), r"exactly one of name, checkpoint, train"),
+        (lambda s: s.replace("[stats]", "[statz]"), r"unknown section; valid sections"),
+        (lambda s: s.replace('label = "planted"\n', ""), r"missing required key\(s\) \['label'\]"),
+    ],
+)
+def test_invalid_suites_name_the_field_and_line(suite_dir, tmp_path, mutation, message):
+    text = mutation(SUITE).replace('"ckpt"', f'"{suite_dir / "ckpt"}"').replace('"data.jsonl"', f'"{suite_dir / "data.jsonl"}"')
+    with pytest.raises(SuiteError, match=message):
+        load_suite(_write(tmp_path, text))
+
+
+def test_unknown_split_lists_available(suite_dir, tmp_path):
+    text = SUITE.replace('ood_splits = ["ood"]', 'ood_splits = ["oodd"]').replace('"ckpt"', f'"{suite_dir / "ckpt"}"').replace('"data.jsonl"', f'"{suite_dir / "data.jsonl"}"')
+    with pytest.raises(SuiteError, match=r"split 'oodd' has no rows .* holds \['ood', 'test', 'train'\]"):
+        run_suite(load_suite(_write(tmp_path, text)), progress=False)
+
+
+def test_cli_report_and_one_line_errors(suite_dir, tmp_path, capsys):
+    assert main(["report", str(suite_dir / "suite.toml"), "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    assert (tmp_path / "r" / "report.html").is_file()
+    assert main(["report", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "r2")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "suite file" in err[0] and "not found" in err[0]
