@@ -91,7 +91,7 @@ def correctness_probe(
     *,
     layers: Sequence[int] | None = None,
     n_folds: int = 3,
-    ood: Mapping[str, tuple[Float[Tensor, "layer m d"], Sequence[bool] | np.ndarray]] | None = None,
+    ood: Mapping[str, tuple[Tensor, Sequence[bool] | np.ndarray]] | None = None,
     random_state: int | None = 0,
 ) -> CorrectnessProbeResult:
     """Per-layer diff-of-means correctness probe with k-fold ID AUROC and fold-wise OOD AUROC.

@@ -9,8 +9,6 @@ no sigmoid: the metric is AUROC; accuracy uses a threshold chosen on the trainin
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 from jaxtyping import Float, Shaped
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -77,7 +75,7 @@ class DiffMeansProbe(ClassifierMixin, BaseEstimator):
         mean_ ``(d,)`` midpoint ``mu``, threshold_, n_features_in_.
     """
 
-    def __init__(self, *, threshold: Literal["midpoint", "train"] = "midpoint"):
+    def __init__(self, *, threshold="midpoint"):  # untyped: sklearn checks pass bad values
         self.threshold = threshold
 
     def __sklearn_tags__(self):  # noqa: D105

@@ -93,7 +93,7 @@ class BatchedLogisticFit:
 
 def fit_logistic_batched(
     X: Float[Tensor, "layer n d"],
-    y: Int[Tensor, "target n"],
+    y: Int[Tensor, "target n"] | Int[Tensor, " n"],
     n_classes: int,
     *,
     train_mask: Bool[Tensor, "problem n"],
@@ -488,17 +488,17 @@ class LogisticProbe(ClassifierMixin, BaseEstimator):
         n_features_in_.
     """
 
-    def __init__(
+    def __init__(  # types in the class docstring; sklearn checks pass bad values
         self,
         *,
-        C: float | None = None,
-        Cs: int | Sequence[float] = 10,
-        cv: int = 5,
-        max_iter: int = 200,
-        tol: float = 1e-5,
-        dtype: str = "float64",
-        device: str | None = None,
-        random_state: int | None = None,
+        C=None,
+        Cs=10,
+        cv=5,
+        max_iter=200,
+        tol=1e-5,
+        dtype="float64",
+        device=None,
+        random_state=None,
     ):
         self.C = C
         self.Cs = Cs

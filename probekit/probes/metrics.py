@@ -25,14 +25,14 @@ def auroc(
     n0 = scores.shape[-1] - n1
     r1 = np.where(pos, ranks, 0.0).sum(-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (r1 - n1 * (n1 + 1) / 2.0) / (n1 * n0)
+        return np.asarray((r1 - n1 * (n1 + 1) / 2.0) / (n1 * n0))
 
 
 def accuracy(
     pred: Shaped[np.ndarray, "*batch n"], labels: Shaped[np.ndarray, "*#batch n"]
 ) -> Float[np.ndarray, "*batch"]:
     """Fraction of ``pred == labels`` along the last axis."""
-    return (np.asarray(pred) == np.asarray(labels)).mean(-1)
+    return np.asarray((np.asarray(pred) == np.asarray(labels)).mean(-1))
 
 
 def r2_score(
@@ -44,4 +44,4 @@ def r2_score(
     ss_res = ((target - pred) ** 2).sum(-1)
     ss_tot = ((target - target.mean(-1, keepdims=True)) ** 2).sum(-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return 1.0 - ss_res / ss_tot
+        return np.asarray(1.0 - ss_res / ss_tot)

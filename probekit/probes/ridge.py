@@ -80,13 +80,13 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
         coef_ (``(d,)`` or ``(t, d)``), intercept_, alpha_, cv_scores_, mean_, scale_.
     """
 
-    def __init__(
+    def __init__(  # types in the class docstring; sklearn checks pass bad values
         self,
         *,
-        alpha: float = 1.0,
-        alphas: Sequence[float] | None = None,
-        cv: int = 5,
-        random_state: int | None = None,
+        alpha=1.0,
+        alphas=None,
+        cv=5,
+        random_state=None,
     ):
         self.alpha = alpha
         self.alphas = alphas

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from jaxtyping import Float
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from .result import CorrelationResult, LeaveOneOutResult
@@ -32,8 +32,8 @@ def _xy(x: object, y: object, min_n: int = 3) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pearson(
-    x: Float[np.ndarray, " n"],
-    y: Float[np.ndarray, " n"],
+    x: ArrayLike,
+    y: ArrayLike,
     *,
     alternative: Alternative = "two-sided",
     confidence_level: float = 0.95,
@@ -59,8 +59,8 @@ def pearson(
 
 
 def spearman(
-    x: Float[np.ndarray, " n"],
-    y: Float[np.ndarray, " n"],
+    x: ArrayLike,
+    y: ArrayLike,
     *,
     alternative: Alternative = "two-sided",
 ) -> CorrelationResult:
@@ -80,7 +80,7 @@ def spearman(
     )
 
 
-def loo_linear_error(x: Float[np.ndarray, " n"], y: Float[np.ndarray, " n"]) -> LeaveOneOutResult:
+def loo_linear_error(x: ArrayLike, y: ArrayLike) -> LeaveOneOutResult:
     """Leave-one-out predictions of ``y`` from ``y ~ a + b x`` fit without each point.
 
     Closed form via the hat matrix: ``e_(i) = e_i / (1 - h_ii)`` with

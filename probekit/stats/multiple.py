@@ -6,6 +6,7 @@ from typing import Literal
 
 import numpy as np
 from jaxtyping import Float
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from .result import MultipleTestResult, _check_alpha
@@ -24,7 +25,7 @@ def _check_p(p: object) -> np.ndarray:
     return arr
 
 
-def holm(p_values: Float[np.ndarray, " m"]) -> Float[np.ndarray, " m"]:
+def holm(p_values: ArrayLike) -> Float[np.ndarray, " m"]:
     """Holm step-down adjusted p-values: ``p~_(i) = max_{j<=i} min(1, (m - j + 1) p_(j))``."""
     p = _check_p(p_values)
     m = p.size
@@ -35,13 +36,13 @@ def holm(p_values: Float[np.ndarray, " m"]) -> Float[np.ndarray, " m"]:
     return out
 
 
-def benjamini_hochberg(p_values: Float[np.ndarray, " m"]) -> Float[np.ndarray, " m"]:
+def benjamini_hochberg(p_values: ArrayLike) -> Float[np.ndarray, " m"]:
     """BH adjusted p-values ``p~_(i) = min_{j>=i} min(1, m p_(j) / j)`` (scipy ``false_discovery_control``)."""
     return stats.false_discovery_control(_check_p(p_values), method="bh")
 
 
 def adjust_pvalues(
-    p_values: Float[np.ndarray, " m"],
+    p_values: ArrayLike,
     *,
     method: Literal["holm", "bh"] = "holm",
     alpha: float = 0.05,

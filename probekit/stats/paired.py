@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from jaxtyping import Float
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from .result import StatTestResult
@@ -31,8 +31,8 @@ def _paired(a: object, b: object) -> tuple[np.ndarray, np.ndarray]:
 
 
 def paired_ttest(
-    a: Float[np.ndarray, " n"],
-    b: Float[np.ndarray, " n"],
+    a: ArrayLike,
+    b: ArrayLike,
     *,
     alternative: Alternative = "two-sided",
     confidence_level: float = 0.95,
@@ -64,8 +64,8 @@ def paired_ttest(
 
 
 def wilcoxon_signed_rank(
-    a: Float[np.ndarray, " n"],
-    b: Float[np.ndarray, " n"],
+    a: ArrayLike,
+    b: ArrayLike,
     *,
     alternative: Alternative = "two-sided",
     method: Literal["auto", "exact", "asymptotic"] = "auto",

@@ -8,6 +8,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from probekit.probes import DiffMeansProbe, LogisticProbe, RidgeProbe, fit_logistic_batched
+from probekit.probes._validation import check_n_labels
 
 
 def blobs(n=1500, d=20, k=3, sep=0.35, seed=0):
@@ -86,10 +87,7 @@ def test_label_count_mismatch_names_both_counts():
     with pytest.raises(ValueError, match="100.*90"):
         LogisticProbe(C=1.0).fit(X, y[:90])
     with pytest.raises(ValueError, match="got 100 activations but 90 labels"):
-        fit_logistic_batched(
-            torch.tensor(X).unsqueeze(0), torch.tensor(y[:90]), 3,
-            train_mask=torch.ones(1, 100, dtype=torch.bool), C=torch.ones(1, dtype=torch.float64),
-        )
+        check_n_labels(100, y[:90])
 
 
 def test_single_class_and_bad_dtype_errors():

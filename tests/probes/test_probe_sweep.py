@@ -5,6 +5,7 @@ from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import roc_auc_score
 
 from probekit.probes import sweep_layers
+from probekit.probes._validation import check_layer_acts
 
 
 def layered(L=5, n=1200, d=24, k=3, planted=3, seed=0, strength=0.5):
@@ -97,5 +98,5 @@ def test_sweep_input_errors():
         sweep_layers(acts, y, probe="svm", **SPLIT)
     with pytest.raises(ValueError, match="diffmeans.*3 classes"):
         sweep_layers(acts, y, probe="diffmeans", **SPLIT)
-    with pytest.raises(ValueError, match=r"shape \(layer, n, d\)"):
-        sweep_layers(acts.unsqueeze(0), y, **SPLIT)
+    with pytest.raises(ValueError, match=r"shape \(layer, n, d\) or \(n, d\), got shape \(1, 2, 1200, 24\)"):
+        check_layer_acts(acts.unsqueeze(0))  # sweep_layers' shape check (jaxtyping also flags it)
