@@ -155,55 +155,78 @@ def fit_logistic_batched(
 
     # Layout: parameters (layer, d+1, k, problem); the problem axis is innermost so that the
     # softmax over the (small) class axis is a strided, vectorised reduction.
-    Xa = torch.cat([X, torch.ones(L, n, 1, dtype=cdt, device=dev)], dim=2)  # (L, n, D1)
-    M = train_mask.to(dev).T.to(cdt).contiguous()  # (n, P)
-    n_p = train_mask.sum(1).to(dev, f64)  # (P,)
-    if bool((n_p == 0).any()):
+    Xa_all = torch.cat([X, torch.ones(L, n, 1, dtype=cdt, device=dev)], dim=2)  # (L, n, D1)
+    M_all = train_mask.to(dev).T.to(cdt).contiguous()  # (n, P)
+    n_p_all = train_mask.sum(1).to(dev, f64)  # (P,)
+    if bool((n_p_all == 0).any()):
         raise ValueError("a problem has an empty training set; every fold needs training rows")
-    invC = (1.0 / C.to(dev, f64)).view(1, 1, 1, P)
+    invC_all = (1.0 / C.to(dev, f64)).view(1, 1, 1, P)
     labels = y.to(dev)[target_index.to(dev)].T  # (n, P)
     if binary:
-        Yt = labels.to(cdt).unsqueeze(1)  # (n, 1, P)
+        Yt_all = labels.to(cdt).unsqueeze(1)  # (n, 1, P)
     else:
-        Yt = F.one_hot(labels, n_classes).to(cdt).permute(0, 2, 1).contiguous()  # (n, K, P)
-        YM = Yt * M.unsqueeze(1)
-        yidx = labels.unsqueeze(1)  # (n, 1, P)
+        Yt_all = F.one_hot(labels, n_classes).to(cdt).permute(0, 2, 1).contiguous()  # (n, K, P)
 
     # Preconditioner: eigenbasis of the centred Gram matrix over all rows used for training.
     used = train_mask.any(0).to(dev)
     Xu = X[:, used].to(f64)
     Xu = Xu - Xu.mean(1, keepdim=True)
-    lam, V = torch.linalg.eigh(Xu.transpose(1, 2) @ Xu)  # (L, d), (L, d, d)
+    lam, V_all = torch.linalg.eigh(Xu.transpose(1, 2) @ Xu)  # (L, d), (L, d, d)
+    del Xu
     lam = lam.clamp_min(0.0)
-    frac = (n_p / float(used.sum())).view(1, 1, 1, P)
-    inv_curv = 1.0 / (beta * lam.view(L, d, 1, 1) * frac + invC)  # (L, d, 1, P)
-    inv_curv_b = (1.0 / (beta * n_p)).view(1, 1, P)
-    Vt = V.transpose(1, 2).contiguous()
+    frac = (n_p_all / float(used.sum())).view(1, 1, 1, P)
+    inv_curv_all = 1.0 / (beta * lam.view(L, d, 1, 1) * frac + invC_all)  # (L, d, 1, P)
+    inv_curv_b_all = (1.0 / (beta * n_p_all)).view(1, 1, P)
+
+    class _Block:
+        """Data of the sub-batch (layers ``li`` x problems ``pi``) still being solved."""
+
+        def __init__(self, li: Tensor, pi: Tensor):
+            self.li, self.pi = li, pi
+            self.L, self.P = li.numel(), pi.numel()
+            full_l, full_p = self.L == L, self.P == P
+            self.Xa = Xa_all if full_l else Xa_all[li]
+            self.M = M_all if full_p else M_all[:, pi]
+            self.Yt = Yt_all if full_p else Yt_all[..., pi]
+            if not binary:
+                self.YM = self.Yt * self.M.unsqueeze(1)
+                self.yidx = labels.unsqueeze(1) if full_p else labels[:, pi].unsqueeze(1)
+            self.invC = invC_all if full_p else invC_all[..., pi]
+            self.n_p = n_p_all if full_p else n_p_all[pi]
+            ic = inv_curv_all if full_l else inv_curv_all[li]
+            self.inv_curv = ic if full_p else ic[..., pi]
+            self.inv_curv_b = inv_curv_b_all if full_p else inv_curv_b_all[..., pi]
+            self.V = V_all if full_l else V_all[li]
+            self.Vt = self.V.transpose(1, 2).contiguous()
 
     def precond(q: Tensor) -> Tensor:
+        Lb, Pb = B.L, B.P
         qw, qb = q[:, :d], q[:, d]
         if not binary:
             qw = qw - qw.mean(2, keepdim=True)
             qb = qb - qb.mean(1, keepdim=True)
-        t = torch.bmm(Vt, qw.reshape(L, d, Kf * P)).view(L, d, Kf, P) * inv_curv
-        outw = torch.bmm(V, t.reshape(L, d, Kf * P)).view(L, d, Kf, P)
-        return torch.cat([outw, (qb * inv_curv_b).unsqueeze(1)], dim=1)
+        t = torch.bmm(B.Vt, qw.reshape(Lb, d, Kf * Pb)).view(Lb, d, Kf, Pb) * B.inv_curv
+        outw = torch.bmm(B.V, t.reshape(Lb, d, Kf * Pb)).view(Lb, d, Kf, Pb)
+        return torch.cat([outw, (qb * B.inv_curv_b).unsqueeze(1)], dim=1)
 
     def fg(
-        theta: Tensor, f_old: Tensor, g_old: Tensor, pending: Tensor | None = None
+        theta: Tensor,
+        f_old: Tensor | None = None,
+        g_old: Tensor | None = None,
+        pending: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Objective and gradient; only layers/problems with a ``pending`` entry are recomputed."""
         if pending is None:
-            lays, cols = all_lays, all_cols
+            all_l = all_p = True
         else:
             lays = pending.any(1).nonzero().squeeze(1)
             cols = pending[lays].any(0).nonzero().squeeze(1)
-        all_l, all_p = lays.numel() == L, cols.numel() == P
+            all_l, all_p = lays.numel() == B.L, cols.numel() == B.P
         th = theta if all_l else theta[lays]
         th = th if all_p else th[..., cols]
         La, Pa = th.shape[0], th.shape[-1]
-        Xl = Xa if all_l else Xa[lays]
-        Mc, Yc = (M, Yt) if all_p else (M[:, cols], Yt[..., cols])
+        Xl = B.Xa if all_l else B.Xa[lays]
+        Mc, Yc = (B.M, B.Yt) if all_p else (B.M[:, cols], B.Yt[..., cols])
         Z = torch.bmm(Xl, th.to(cdt).reshape(La, D1, Kf * Pa)).view(La, n, Kf, Pa)
         if binary:
             z = Z[:, :, 0]
@@ -211,7 +234,7 @@ def fit_logistic_batched(
             nll = F.softplus(z) - yb * z
             R = ((torch.sigmoid(z) - yb) * Mc).unsqueeze(2)
         else:
-            YMc, yic = (YM, yidx) if all_p else (YM[..., cols], yidx[..., cols])
+            YMc, yic = (B.YM, B.yidx) if all_p else (B.YM[..., cols], B.yidx[..., cols])
             m = Z.amax(2, keepdim=True)
             R = (Z - m).exp_()
             s = R.sum(2, keepdim=True)
@@ -219,7 +242,7 @@ def fit_logistic_batched(
             nll = (m + s.log() - zy).squeeze(2)
             R = R.mul_(Mc.unsqueeze(1) / s).sub_(YMc)
         w = th[:, :d]
-        ic = invC if all_p else invC[..., cols]
+        ic = B.invC if all_p else B.invC[..., cols]
         f = (nll * Mc).sum(1, dtype=f64) + 0.5 * (w * w * ic).sum((1, 2))
         G = torch.bmm(Xl.transpose(1, 2), R.reshape(La, n, Kf * Pa)).view(La, D1, Kf, Pa).to(f64)
         G[:, :d] += w * ic
@@ -236,17 +259,19 @@ def fit_logistic_batched(
         return (a * b).sum((1, 2))
 
     def ex(s: Tensor) -> Tensor:
-        return s.view(L, 1, 1, P)
+        return s.view(B.L, 1, 1, B.P)
 
-    all_cols = torch.arange(P, device=dev)
-    all_lays = torch.arange(L, device=dev)
     if init is None:
-        theta = torch.zeros(L, D1, Kf, P, dtype=f64, device=dev)
+        theta_out = torch.zeros(L, D1, Kf, P, dtype=f64, device=dev)
     else:
-        theta = torch.cat(
+        theta_out = torch.cat(
             [init.coef.permute(0, 1, 3, 2), init.intercept.permute(0, 2, 1).unsqueeze(1)], dim=1
         ).to(dev, f64)
-    f, g = fg(theta, theta, theta)
+    n_iter_out = torch.zeros(L, P, dtype=torch.long, device=dev)
+    conv_out = torch.zeros(L, P, dtype=torch.bool, device=dev)
+    B = _Block(torch.arange(L, device=dev), torch.arange(P, device=dev))
+    theta = theta_out.clone()
+    f, g = fg(theta)
     S: list[Tensor] = []
     Yh: list[Tensor] = []
     rho: list[Tensor] = []
@@ -258,12 +283,36 @@ def fit_logistic_batched(
     n_iter = torch.zeros(L, P, dtype=torch.long, device=dev)
     ftol = 1e3 * torch.finfo(cdt).eps if cdt != f64 else 64 * torch.finfo(f64).eps
 
+    def write_back() -> None:
+        li, pi = B.li[:, None], B.pi[None, :]
+        theta_out[li, :, :, pi] = theta.permute(0, 3, 1, 2)
+        n_iter_out[li, pi] = n_iter
+        conv_out[li, pi] = converged
+
     for _ in range(max_iter):
-        gnorm = g.abs().amax((1, 2)) / n_p.view(1, P)
+        gnorm = g.abs().amax((1, 2)) / B.n_p.view(1, B.P)
         converged |= gnorm <= tol
         done |= converged
         if bool(done.all()):
             break
+        # Shrink the batch to the unfinished layers x problems once it is mostly finished.
+        act = ~done
+        lays = act.any(1).nonzero().squeeze(1)
+        cols = act[lays].any(0).nonzero().squeeze(1)
+        if lays.numel() * cols.numel() <= 0.6 * B.L * B.P:
+            write_back()
+
+            def sl4(t: Tensor) -> Tensor:
+                return t[lays][..., cols]  # noqa: B023 -- used immediately
+
+            def sl2(t: Tensor) -> Tensor:
+                return t[lays][:, cols]  # noqa: B023 -- used immediately
+
+            theta, g = sl4(theta), sl4(g)
+            S, Yh = [sl4(t) for t in S], [sl4(t) for t in Yh]
+            f, gamma, done, converged, n_iter = map(sl2, (f, gamma, done, converged, n_iter))
+            rho = [sl2(t) for t in rho]
+            B = _Block(B.li[lays], B.pi[cols])
         # Two-loop recursion with H0 = gamma * P^{-1}.
         q = g.clone()
         alphas = []
@@ -283,7 +332,7 @@ def fit_logistic_batched(
             gd = dot(g, direction)
         direction = direction * ex((~done).to(f64))
         # Batched Armijo backtracking; only pending problems are recomputed.
-        t = torch.ones(L, P, dtype=f64, device=dev)
+        t = torch.ones(B.L, B.P, dtype=f64, device=dev)
         accepted = done.clone()
         f_new, g_new, th_new = f.clone(), g.clone(), theta.clone()
         for _ls in range(max_linesearch):
@@ -318,13 +367,14 @@ def fit_logistic_batched(
         gamma = torch.where(valid & (yPy > 0), sy / yPy.clamp_min(1e-300), gamma)
         theta, f, g = th_new, f_new, g_new
 
-    gnorm = g.abs().amax((1, 2)) / n_p.view(1, P)
+    gnorm = g.abs().amax((1, 2)) / B.n_p.view(1, B.P)
     converged |= gnorm <= tol
+    write_back()
     return BatchedLogisticFit(
-        coef=theta[:, :d].permute(0, 1, 3, 2).contiguous(),
-        intercept=theta[:, d].permute(0, 2, 1).contiguous(),
-        n_iter=n_iter,
-        converged=converged,
+        coef=theta_out[:, :d].permute(0, 1, 3, 2).contiguous(),
+        intercept=theta_out[:, d].permute(0, 2, 1).contiguous(),
+        n_iter=n_iter_out,
+        converged=conv_out,
     )
 
 
