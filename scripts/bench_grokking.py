@@ -88,7 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--set", dest="sets", action="append", default=[])
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads; use 1 when other jobs share the cores "
+                    "(oversubscribed OpenMP threads spin and slow every step down)")
     args = ap.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     result = bench_grokking(preset=args.preset, seeds=tuple(args.seeds), threshold=args.threshold,
                             out_dir=args.out, sets=tuple(args.sets), progress=args.progress)
     text = json.dumps(result, indent=1)
