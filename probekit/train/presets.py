@@ -30,10 +30,16 @@ PRESETS: dict[str, Preset] = {
     "modular_addition": Preset(
         task="modular_addition",
         task_overrides=dict(p=53, train_fraction=0.6),
-        train=TrainConfig(steps=3000, eval_every=50, n_checkpoints=15, **_NANDA),
+        train=TrainConfig(
+            steps=3000, eval_every=25, n_checkpoints=15, lr=3e-3, weight_decay=1.0,
+            betas=(0.9, 0.98), batch_size=None,
+        ),
         description=(
-            "CPU grokking default: Nanda et al. (2023) model and optimiser, smaller prime "
-            "p=53 with 60% of pairs trained, so that it groks in about a thousand steps"
+            "CPU grokking default: Nanda et al. (2023) model, AdamW wd 1.0, betas (0.9, 0.98), "
+            "full batch; smaller prime p=53 with 60% of pairs trained and lr 3e-3 (paper 1e-3) so "
+            "that it groks in a few hundred steps. Measured (2 seeds): train acc 1.0 at step "
+            "77/88, test acc > 0.95 at step 250/700 (lr 1e-3: seed 1 sat at 0.62 test acc at "
+            "step 750). For the classic long plateau use --set task.train_fraction=0.45"
         ),
     ),
     "modular_addition_paper": Preset(
