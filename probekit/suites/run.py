@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..capture import AllTokens, LastToken, Site, TokenIndex, all_layers, collect_activations
 from ..capture.fingerprint import model_fingerprint, model_id
@@ -97,12 +98,22 @@ def _training_task(spec: TrainSpec) -> Any:
 
 
 def _data_task(suite: Suite) -> Any:
-    """The task named in [data], or the model's training task when [data] names none."""
-    from ..testbeds import get_task
+    """The task named in [data], else the model's training task ([model.train], or the task a
+    probekit checkpoint records in its config.json)."""
+    from ..models.checkpoint import read_checkpoint_meta
+    from ..testbeds import get_task, task_from_dict
 
     if suite.data.task is not None:
         return get_task(suite.data.task, **suite.data.task_options)
-    return _training_task(suite.model.train)
+    if suite.model.train is not None:
+        return _training_task(suite.model.train)
+    extra = read_checkpoint_meta(suite.resolve(suite.model.checkpoint))["extra"]
+    if "task" not in extra:
+        raise SuiteError(
+            f"{suite.source}: [data] names no task or file and checkpoint "
+            f"{suite.model.checkpoint} records no training task; add [data] task = \"...\""
+        )
+    return task_from_dict(extra["task"], {**extra["task_config"], **suite.data.task_options})
 
 
 def _subsample(n: int, cap: int | None, rng: np.random.Generator) -> np.ndarray:
@@ -167,6 +178,19 @@ def build_examples(suite: Suite, model: Any) -> Examples:
             if len(columns[k]) < len(tokens):
                 columns[k].extend([None] * (len(tokens) - len(columns[k])))
         split_idx[name] = np.arange(start, len(tokens))
+    if data.answer_column is not None:
+        from ..probes.answers import answer_correctness
+
+        if data.answer_column not in columns:
+            raise SuiteError(
+                f"{suite.source}: [data] answer_column {data.answer_column!r} not in {sorted(columns)}"
+            )
+        texts, correct = answer_correctness(
+            model, tokens, [str(g) for g in columns[data.answer_column]],
+            max_new_tokens=data.max_new_tokens,
+        )
+        columns["greedy_answer"] = texts
+        columns["correct"] = [int(c) for c in correct]
     labels_needed = {data.label, *(p.label for p in suite.probes if p.label)}
     for label in labels_needed:
         if label not in columns:
@@ -247,6 +271,11 @@ def run_suite(suite: Suite, *, progress: bool = True, model: Any = None) -> Suit
         },
     )
     for p in suite.probes:
+        if p.kind == "correctness":
+            entry, hypothesis = _correctness_entry(p, suite, ex, X)
+            result.probes.append(entry)
+            result.hypotheses.append(hypothesis)
+            continue
         label = p.label or suite.data.label
         y_raw = ex.columns[label]
         y = np.asarray(y_raw, dtype=float if p.kind == "ridge" else object)
@@ -316,3 +345,55 @@ def run_suite(suite: Suite, *, progress: bool = True, model: Any = None) -> Suit
             entry.setdefault("ood_gap_at_best", {})[name] = float(gaps[best])
         result.probes.append(entry)
     return result
+
+
+def _correctness_entry(p: Any, suite: Suite, ex: Examples, X: dict[str, torch.Tensor]) -> tuple[dict, dict]:
+    """In-advance correctness probe (No Answer Needed, arXiv 2509.10625): diff-of-means
+    direction on raw last-token activations, k-fold ID AUROC per site, fold-wise OOD AUROC;
+    presented in the sweep layout (val = test = mean CV AUROC, CI = mean +- 1.96 SE over folds)."""
+    from ..probes import correctness_probe
+
+    st = suite.stats
+    label = p.label or suite.data.label
+    names = list(X)
+    widths = {X[n].shape[1] for n in names}
+    if len(widths) != 1:
+        raise SuiteError(f"{suite.source}: correctness probes need sites of one width, got {sorted(widths)}")
+    stack = torch.stack([X[n] for n in names])
+    y_all = np.asarray(ex.columns[label]).astype(int).astype(bool)
+    ids = np.concatenate([ex.splits["train"], ex.splits["test"]])
+    ood = {k.split(":", 1)[1]: (stack[:, v], y_all[v]) for k, v in ex.splits.items() if k.startswith("ood:")}
+    res = correctness_probe(stack[:, ids], y_all[ids], n_folds=p.cv, ood=ood, random_state=st.seed)
+    se = lambda sd: 1.96 * np.asarray(sd) / np.sqrt(p.cv)  # noqa: E731
+    rows = []
+    for i, name in enumerate(names):
+        m, s = float(res.auroc_mean[i]), float(se(res.auroc_std)[i])
+        row = {"site": name, "layer": i, "hyperparameter": float("nan"), "train": float("nan"),
+               "val": m, "test": m, "test_ci": [m - s, m + s]}
+        for k in ood:
+            om, os_ = float(res.ood_mean[k][i]), float(se(res.ood_std[k])[i])
+            row[f"ood/{k}"], row[f"ood_ci/{k}"], row[f"gap/{k}"] = om, [om - os_, om + os_], m - om
+        rows.append(row)
+    best = int(res.best_layer)
+    entry = {
+        "kind": "correctness", "label": label, "chance": 0.5,
+        "n_correct": int(res.n_correct), "n_incorrect": int(res.n_incorrect),
+        "sweep": {"probe": "correctness", "metric": "auroc", "confidence_level": 0.95,
+                  "n_bootstrap": 0, "rows": rows,
+                  "best": {"site": names[best], "layer": best, "test": rows[best]["test"]}},
+        "ood_gap_at_best": {k: rows[best][f"gap/{k}"] for k in ood},
+    }
+    test = probe_permutation_test(
+        X[names[best]], y_all.astype(int), train_idx=ex.splits["train"], test_idx=ex.splits["test"],
+        probe="diffmeans", n_permutations=st.n_permutations, random_state=st.seed,
+    )
+    hypothesis = {
+        "name": "the answer's correctness is predictable from the question alone",
+        "site": names[best], "statistic": float(test.statistic), "metric": "auroc (train->test)",
+        "effect_size": float(test.statistic) - 0.5, "effect_size_name": "AUROC - 0.5",
+        "p_value": float(test.p_value),
+        "method": f"permutation test, {st.n_permutations} shuffles, diff-of-means refit",
+        "verdict": "reject H0 (predictable)" if test.p_value <= st.alpha else "do not reject H0",
+        "alpha": st.alpha,
+    }
+    return entry, hypothesis

@@ -48,6 +48,8 @@ class DataSpec:
 
     ``train_split``/``test_split`` are the probe's ID splits; if equal, ``holdout_fraction`` of
     that split is held out (seeded). ``ood_splits`` are scored with the ID-trained probe.
+    ``answer_column`` (gold answers, ``|``-separated aliases) makes the runner generate greedy
+    answers and add the columns ``greedy_answer`` and ``correct`` (1/0).
     """
 
     label: str
@@ -63,6 +65,8 @@ class DataSpec:
     prompt_only: bool = True
     prepend_bos: bool = False
     control_column: str | None = None
+    answer_column: str | None = None
+    max_new_tokens: int = 8
     seed: int = 0
 
 
@@ -84,7 +88,7 @@ class CaptureSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class ProbeSpec:
-    kind: Literal["logistic", "ridge", "diffmeans"]
+    kind: Literal["logistic", "ridge", "diffmeans", "correctness"]
     label: str | None = None
     Cs: int = 10
     alphas: int = 9
@@ -269,10 +273,10 @@ def load_suite(path: str | Path) -> Suite:
     data = _build(DataSpec, raw["data"], path, text, "data")
     if data.task is not None and data.file is not None:
         raise SuiteError(f"{_where(path, text, 'data')}: give one of task, file (not both)")
-    if data.task is None and data.file is None and model.train is None:
+    if data.task is None and data.file is None and model.name is not None:
         raise SuiteError(
-            f"{_where(path, text, 'data')}: give task or file (only a [model.train] suite may "
-            "omit both: it then probes the training task)"
+            f"{_where(path, text, 'data')}: give task or file (a checkpoint or [model.train] "
+            "suite may omit both: it then probes the model's training task)"
         )
     if not 0.0 < data.holdout_fraction < 1.0:
         raise SuiteError(f"{_where(path, text, 'data', 'holdout_fraction')}: must be in (0, 1)")

@@ -59,3 +59,16 @@ def test_smollm2_gqa_head_shapes(smol_runs):
     got = collect_activations(model, tokens[:2], [Site(3, "attn_z"), Site(3, "attn_k")], progress=False)
     assert got[Site(3, "attn_z")].shape == (2, 9, 64)  # 9 query heads
     assert got[Site(3, "attn_k")].shape == (2, 3, 64)  # 3 KV heads, not repeated
+
+
+def test_smollm2_cached_greedy_matches_recompute(smol_runs):
+    from probekit.probes.answers import greedy_continuations
+
+    model, tokens, _ = smol_runs
+    got = greedy_continuations(model, tokens[:3], max_new_tokens=4, batch_size=3)
+    for prompt, cont in zip(tokens[:3], got):
+        ids = list(prompt)
+        for _ in range(4):
+            with torch.inference_mode():
+                ids.append(int(model(torch.tensor([ids]))[0, -1].argmax()))
+        assert cont == ids[len(prompt):]

@@ -143,3 +143,17 @@ def test_cli_report_and_one_line_errors(suite_dir, tmp_path, capsys):
     assert main(["report", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "r2")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "suite file" in err[0] and "not found" in err[0]
+
+
+def test_correctness_probe_kind(suite_dir, tmp_path):
+    text = SUITE.split("[[probe]]")[0].replace('label = "planted"', 'label = "planted"\nmax_new_tokens = 2')
+    text = text.replace('"ckpt"', f'"{suite_dir / "ckpt"}"').replace('"data.jsonl"', f'"{suite_dir / "data.jsonl"}"')
+    text += "[[probe]]\nkind = \"correctness\"\ncv = 3\n\n[stats]\nn_permutations = 99\n"
+    result = run_suite(load_suite(_write(tmp_path, text)), progress=False)
+    (entry,) = result.probes
+    (hyp,) = result.hypotheses
+    assert entry["sweep"]["metric"] == "auroc" and entry["n_correct"] + entry["n_incorrect"] == 150
+    assert entry["sweep"]["best"]["test"] > 0.9  # planted parity: diff-of-means recovers it
+    assert "ood" in entry["ood_gap_at_best"]
+    assert hyp["p_value"] <= 0.02
+    write_report(result, tmp_path / "rep")  # the correctness layout renders too
