@@ -39,7 +39,8 @@ PRESETS: dict[str, Preset] = {
             "full batch; smaller prime p=53 with 60% of pairs trained and lr 3e-3 (paper 1e-3) so "
             "that it groks in a few hundred steps. Measured (2 seeds): train acc 1.0 at step "
             "77/88, test acc > 0.95 at step 250/700 (lr 1e-3: seed 1 sat at 0.62 test acc at "
-            "step 750). For the classic long plateau use --set task.train_fraction=0.45"
+            "step 750). For a longer plateau use --set task.train_fraction=0.45 (seed 0: train "
+            "acc 1.0 at step 77, test acc > 0.95 at step 1600)"
         ),
     ),
     "modular_addition_paper": Preset(
