@@ -19,7 +19,8 @@ $(VENV)/.probekit-installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(PY) scripts/demo.py --out out/demo
+	$(PY) -m probekit.cli report probes/modadd_grokked.toml --out out/demo
+	@echo "open out/demo/report.html"
 
 test: setup
 	$(PY) -m pytest -q

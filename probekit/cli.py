@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (CliError, ValueError, KeyError, FileNotFoundError, IndexError) as err:
+    except (CliError, ValueError, KeyError, FileNotFoundError, IndexError) as err:  # one clear line
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"probekit {args.command}: error: {msg}", file=sys.stderr)
         return 2
