@@ -5,6 +5,8 @@ capture -> store -> analysis -> stats -> report. See README.md for a quickstart.
 
 from . import capture as capture
 from . import models as models
+from . import probes as probes
+from . import stats as stats
 from . import store as store
 from .capture import AllTokens as AllTokens
 from .capture import LastToken as LastToken
@@ -19,6 +21,12 @@ from .models import list_models as list_models
 from .models import load_checkpoint as load_checkpoint
 from .models import load_model as load_model
 from .models import save_checkpoint as save_checkpoint
+from .probes import DiffMeansProbe as DiffMeansProbe
+from .probes import LogisticProbe as LogisticProbe
+from .probes import RidgeProbe as RidgeProbe
+from .probes import correctness_probe as correctness_probe
+from .probes import sweep_layers as sweep_layers
+from .stats import StatTestResult as StatTestResult
 from .store import ActivationStore as ActivationStore
 
 __version__ = "0.1.0"

@@ -89,6 +89,47 @@ def bench_capture(model_name: str | None, n_examples: int, batch_size: int, repe
     }
 
 
+_MEM_CHILD = """
+import resource, sys, tempfile, torch
+from probekit.capture import all_layers, capture_to_store
+from probekit.models import ModelConfig, build_model
+n = int(sys.argv[1])
+model = build_model(ModelConfig(n_layers=4, d_model=512, n_heads=8, d_head=64, d_vocab=1000, n_ctx=32))
+g = torch.Generator().manual_seed(0)
+tokens = [torch.randint(0, 1000, (24,), generator=g).tolist() for _ in range(n)]
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with tempfile.TemporaryDirectory() as tmp:
+    capture_to_store(model, tokens, tmp + "/s", all_layers(model), batch_size=64,
+                     examples_per_shard=512, progress=False)
+print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def bench_store_memory(n_small: int = 2048, factor: int = 8) -> dict:
+    """Peak RSS of a streaming capture at n and factor*n examples (separate processes)."""
+    import subprocess
+
+    out = {}
+    for n in (n_small, factor * n_small):
+        res = subprocess.run([sys.executable, "-c", _MEM_CHILD, str(n)], capture_output=True,
+                             text=True, check=True, cwd=ROOT)
+        before, peak = map(int, res.stdout.split())
+        out[n] = (before, peak)
+    (b1, p1), (b2, p2) = out[n_small], out[factor * n_small]
+    rows_bytes = factor * n_small * 4 * 512 * 4
+    return {
+        "examples_small": n_small,
+        "examples_large": factor * n_small,
+        "store_bytes_large": rows_bytes,
+        "peak_rss_small_mb": p1 / 1024,
+        "peak_rss_large_mb": p2 / 1024,
+        "capture_growth_small_mb": (p1 - b1) / 1024,
+        "capture_growth_large_mb": (p2 - b2) / 1024,
+        "ratio_peak_large_vs_small": p2 / p1,
+        "goal": "ratio ~1.0 (peak memory independent of dataset size)",
+    }
+
+
 OPTIONAL = {
     "probes": ("scripts.bench_probes", "bench_probe_sweep"),
     "grokking": ("scripts.bench_grokking", "bench_grokking"),
@@ -99,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
-    parser.add_argument("--sections", default="capture,probes", help="comma list: capture,probes,grokking")
+    parser.add_argument("--sections", default="capture,store_memory,probes",
+                        help="comma list: capture,store_memory,probes,grokking")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
@@ -108,11 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     for section in args.sections.split(","):
         if section == "capture":
             results["capture"] = bench_capture(args.model, args.n_examples, args.batch_size, args.repeats)
+        elif section == "store_memory":
+            results["store_memory"] = bench_store_memory()
         elif section in OPTIONAL:
             module, fn = OPTIONAL[section]
             results[section] = getattr(importlib.import_module(module), fn)()
         else:
-            parser.error(f"unknown section {section!r}; choose from capture,{','.join(OPTIONAL)}")
+            parser.error(f"unknown section {section!r}; choose from capture,store_memory,{','.join(OPTIONAL)}")
         print(f"\n[{section}]")
         for key, value in results[section].items():
             if not isinstance(value, (list, dict)):
