@@ -146,6 +146,45 @@ def fit_logistic_batched(
     if C.shape != (P,):
         raise ValueError(f"C must have one value per problem ({P}), got shape {tuple(C.shape)}")
     dev, cdt, f64 = X.device, X.dtype, torch.float64
+    used = train_mask.any(0).to(dev)
+    n_used = int(used.sum())
+    if 0 < n_used < d:
+        # d > n: the optimal W of every problem lies in the row span of its training rows
+        # (stationarity: W = -C X^T R), a subspace of the span of all rows used by any problem.
+        # Solving in an orthonormal basis Q of that span is exact (the L2 penalty and the
+        # Gram-eigenbasis preconditioner are rotation invariant, so the L-BFGS iterates are the
+        # same up to rounding) and shrinks every GEMM and the eigendecomposition from d to n_used.
+        Q = torch.linalg.qr(X[:, used].to(f64).transpose(1, 2)).Q  # (L, d, n_used)
+        Xr = torch.bmm(X.to(f64), Q).to(cdt)
+        init_r = None
+        if init is not None:
+            Pi, Ki = init.coef.shape[2], init.coef.shape[3]
+            cr = torch.bmm(Q.transpose(1, 2), init.coef.to(dev, f64).reshape(L, d, Pi * Ki))
+            init_r = BatchedLogisticFit(
+                coef=cr.view(L, n_used, Pi, Ki),
+                intercept=init.intercept,
+                n_iter=init.n_iter,
+                converged=init.converged,
+            )
+        fit = fit_logistic_batched(
+            Xr,
+            y,
+            n_classes,
+            train_mask=train_mask,
+            C=C,
+            target_index=target_index,
+            init=init_r,
+            active=active,
+            max_iter=max_iter,
+            tol=tol,
+            history=history,
+            max_linesearch=max_linesearch,
+        )
+        Pf, Kf_ = fit.coef.shape[2], fit.coef.shape[3]
+        coef = torch.bmm(Q, fit.coef.to(f64).reshape(L, n_used, Pf * Kf_)).view(L, d, Pf, Kf_)
+        return BatchedLogisticFit(
+            coef=coef, intercept=fit.intercept, n_iter=fit.n_iter, converged=fit.converged
+        )
     if target_index is None:
         target_index = torch.zeros(P, dtype=torch.long, device=dev)
     binary = n_classes == 2
@@ -168,7 +207,6 @@ def fit_logistic_batched(
         Yt_all = F.one_hot(labels, n_classes).to(cdt).permute(0, 2, 1).contiguous()  # (n, K, P)
 
     # Preconditioner: eigenbasis of the centred Gram matrix over all rows used for training.
-    used = train_mask.any(0).to(dev)
     Xu = X[:, used].to(f64)
     Xu = Xu - Xu.mean(1, keepdim=True)
     lam, V_all = torch.linalg.eigh(Xu.transpose(1, 2) @ Xu)  # (L, d), (L, d, d)

@@ -108,3 +108,49 @@ def _expected_failures(est):
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_wide_d_greater_than_n_matches_sklearn(k):
+    # d > n: the solver works in the row span of the training rows; the weights mapped back to
+    # the d input features must equal sklearn's full-space solution, per fold mask and C.
+    rng = np.random.default_rng(11 + k)
+    n, d = 70, 150
+    y = rng.integers(0, k, n)
+    X = rng.normal(size=(n, d)) + 0.8 * rng.normal(size=(k, d))[y]
+    Z = torch.tensor(standardise(X)[0]).unsqueeze(0).repeat(2, 1, 1)
+    Z[1] = Z[1] * 0.5 + 0.1
+    masks = torch.ones(3, n, dtype=torch.bool)
+    masks[1, :20] = False
+    masks[2, 30:55] = False
+    masks[:, -5:] = False  # rows no problem trains on
+    C = torch.tensor([0.01, 0.3, 3.0], dtype=torch.float64)
+    fit = fit_logistic_batched(Z, torch.tensor(y), k, train_mask=masks, C=C, tol=1e-9, max_iter=2000)
+    assert fit.coef.shape == (2, d, 3, 1 if k == 2 else k)
+    assert bool(fit.converged.all())
+    for ell in range(2):
+        for p in range(3):
+            rows = masks[p].numpy()
+            ref = LogisticRegression(C=float(C[p]), tol=1e-12, max_iter=20000).fit(
+                Z[ell, rows].numpy(), y[rows]
+            )
+            scale = max(1.0, np.abs(ref.coef_).max())
+            np.testing.assert_allclose(fit.coef[ell, :, p].T.numpy(), ref.coef_, atol=1e-4 * scale)
+            np.testing.assert_allclose(fit.intercept[ell, p].numpy(), ref.intercept_, atol=1e-4 * scale)
+    # A warm start from the solution is (already) converged and left in place.
+    again = fit_logistic_batched(
+        Z, torch.tensor(y), k, train_mask=masks, C=C, init=fit, tol=1e-9, max_iter=2000
+    )
+    np.testing.assert_allclose(again.coef.numpy(), fit.coef.numpy(), atol=1e-6)
+
+
+def test_wide_d_greater_than_n_probe_cv_matches_sklearn():
+    rng = np.random.default_rng(5)
+    n, d, k = 150, 300, 3
+    y = rng.integers(0, k, n)
+    X = rng.normal(size=(n, d)) * rng.uniform(0.5, 3, d) + 1.5 * rng.normal(size=(k, d))[y]
+    Xtr, ytr, Xte = X[:100], y[:100], X[100:]
+    probe = LogisticProbe(Cs=5, cv=3).fit(Xtr, ytr)
+    Ztr, Zte = standardise(Xtr, Xte)
+    ref = LogisticRegression(C=probe.C_, tol=1e-10, max_iter=10000).fit(Ztr, ytr)
+    assert (probe.predict(Xte) == ref.predict(Zte)).mean() >= 0.99
