@@ -103,6 +103,20 @@ def _centred_gram_eig(X: Tensor, used: Tensor) -> tuple[Tensor, Tensor]:
     return lam.clamp_min(0.0), V
 
 
+def _row_span_basis(X: Tensor, used: Tensor) -> Tensor:
+    """``(layer, d, n_used)`` float64 orthonormal basis containing the span of the used rows."""
+    return torch.linalg.qr(X[:, used].to(torch.float64).transpose(1, 2)).Q
+
+
+def _lift(fit: BatchedLogisticFit, Q: Tensor) -> BatchedLogisticFit:
+    """Map weights fit on ``X @ Q`` back to the features of ``X``: ``W = Q W_r``."""
+    L, r, P, K = fit.coef.shape
+    coef = torch.bmm(Q, fit.coef.to(Q.dtype).reshape(L, r, P * K)).view(L, Q.shape[1], P, K)
+    return BatchedLogisticFit(
+        coef=coef, intercept=fit.intercept, n_iter=fit.n_iter, converged=fit.converged
+    )
+
+
 def fit_logistic_batched(
     X: Float[Tensor, "layer n d"],
     y: Int[Tensor, "target n"] | Int[Tensor, " n"],
@@ -169,7 +183,7 @@ def fit_logistic_batched(
         # Solving in an orthonormal basis Q of that span is exact (the L2 penalty and the
         # Gram-eigenbasis preconditioner are rotation invariant, so the L-BFGS iterates are the
         # same up to rounding) and shrinks every GEMM and the eigendecomposition from d to n_used.
-        Q = torch.linalg.qr(X[:, used].to(f64).transpose(1, 2)).Q  # (L, d, n_used)
+        Q = _row_span_basis(X, used)  # (L, d, n_used)
         Xr = torch.bmm(X.to(f64), Q).to(cdt)
         init_r = None
         if init is not None:
@@ -195,11 +209,7 @@ def fit_logistic_batched(
             history=history,
             max_linesearch=max_linesearch,
         )
-        Pf, Kf_ = fit.coef.shape[2], fit.coef.shape[3]
-        coef = torch.bmm(Q, fit.coef.to(f64).reshape(L, n_used, Pf * Kf_)).view(L, d, Pf, Kf_)
-        return BatchedLogisticFit(
-            coef=coef, intercept=fit.intercept, n_iter=fit.n_iter, converged=fit.converged
-        )
+        return _lift(fit, Q)
     if target_index is None:
         target_index = torch.zeros(P, dtype=torch.long, device=dev)
     binary = n_classes == 2
@@ -476,7 +486,12 @@ def cv_logistic_batched(
         fm[i, torch.as_tensor(te, device=dev)] = False
     y = y.to(dev)
     used = fm.any(0)
-    eig = _centred_gram_eig(X, used) if X.shape[2] <= int(used.sum()) else None
+    Q = None
+    if int(used.sum()) < X.shape[2]:
+        # d > n: solve both passes in one row-span basis (exact; see fit_logistic_batched).
+        Q = _row_span_basis(X, used)
+        X = torch.bmm(X.to(torch.float64), Q).to(X.dtype)
+    eig = _centred_gram_eig(X, used)
     masks = fm.repeat_interleave(nC, dim=0)  # problem p = fold * nC + c
     Cvec = torch.as_tensor(np.tile(grid, nF), dtype=torch.float64, device=dev)
     cvfit = fit_logistic_batched(
@@ -503,6 +518,8 @@ def cv_logistic_batched(
     refit = _refit_per_layer_C(
         X, y, n_classes, best_C, init, max_iter=max_iter, tol=tol, gram_eig=eig
     )
+    if Q is not None:
+        refit = _lift(refit, Q)
     return LogisticCVResult(
         Cs=grid,
         fold_scores=fold_scores,
