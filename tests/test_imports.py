@@ -20,8 +20,9 @@ def test_module_imports(name):
 
 
 def test_transformer_lens_major_version_is_pinned():
-    import transformer_lens  # noqa: F401
     from importlib.metadata import version
+
+    import transformer_lens  # noqa: F401
 
     assert version("transformer-lens").split(".")[0] == "4"
 

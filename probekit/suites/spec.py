@@ -104,6 +104,7 @@ class StatsSpec:
     confidence_level: float = 0.95
     alpha: float = 0.05
     correction: Literal["holm", "bh"] = "holm"
+    permutation_sites: Literal["all", "best"] = "all"  # "best": only the CV-selected site
     seed: int = 0
 
 

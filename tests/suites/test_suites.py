@@ -157,3 +157,12 @@ def test_correctness_probe_kind(suite_dir, tmp_path):
     assert "ood" in entry["ood_gap_at_best"]
     assert hyp["p_value"] <= 0.02
     write_report(result, tmp_path / "rep")  # the correctness layout renders too
+
+
+def test_permutation_sites_best_matches_all(suite_dir, suite_result, tmp_path):
+    text = SUITE.replace("n_permutations = 99", 'n_permutations = 99\npermutation_sites = "best"')
+    text = text.replace('"ckpt"', f'"{suite_dir / "ckpt"}"').replace('"data.jsonl"', f'"{suite_dir / "data.jsonl"}"')
+    best_only = run_suite(load_suite(_write(tmp_path, text)), progress=False)
+    assert [h["p_value"] for h in best_only.hypotheses] == [h["p_value"] for h in suite_result.hypotheses]
+    assert "permutation" not in best_only.probes[0]
+    write_report(best_only, tmp_path / "rep")
