@@ -33,3 +33,17 @@ def random_sequences(n: int, vocab: int, lo: int = 2, hi: int = 12, seed: int = 
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(lo, hi + 1, (n,), generator=g)
     return [torch.randint(0, vocab, (int(length),), generator=g).tolist() for length in lengths]
+
+
+@pytest.fixture
+def single_thread():
+    """Run a test single-threaded in torch (restored afterwards).
+
+    On a shared 2-core machine, torch's two OpenMP threads spin-wait on each other and tiny
+    GEMMs become ~50x slower; probe and statistics unit problems are small, so one thread is
+    fastest. tests/probes and tests/stats use it for every test via their conftest.
+    """
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
