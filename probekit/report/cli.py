@@ -13,6 +13,9 @@ def _run(args: argparse.Namespace) -> int:
     suite = load_suite(args.suite)
     result = run_suite(suite, progress=not args.quiet)
     paths = write_report(result, args.out)
+    for entry in result.probes:
+        for warning in entry.get("warnings", []):
+            print(f"warning ({entry['kind']} probe for {entry['label']!r}): {warning}")
     for h in result.hypotheses:
         print(f"{h['name']} [{h['site']}]: {h['metric']}={h['statistic']:.3f}, "
               f"effect={h['effect_size']:+.3f}, p={h['p_value']:.3g} -> {h['verdict']}")

@@ -60,6 +60,7 @@ def render_html(report: dict[str, Any]) -> str:
         entry.setdefault("selectivity", None)
         entry.setdefault("permutation", None)
         entry.setdefault("ood_gap_at_best", {})
+        entry.setdefault("warnings", [])
     return env.get_template("report.html.j2").render(
         name=report["suite"]["name"], description=report["suite"]["description"],
         model=view["model"], data=view["data"], hypotheses=view["hypotheses"],

@@ -327,6 +327,14 @@ def run_suite(suite: Suite, *, progress: bool = True, model: Any = None) -> Suit
                     ),
                 }
                 entry["n_significant_sites"] = int((adj <= st.alpha).sum())
+                floor = entry["permutation"]["min_achievable_adjusted_p"]
+                if floor > st.alpha:
+                    need = int(np.ceil(len(pvals) / st.alpha))
+                    entry.setdefault("warnings", []).append(
+                        f"with {st.n_permutations} permutations and {len(pvals)} sites the smallest "
+                        f"achievable {st.correction}-adjusted p is {floor:.3g} > alpha={st.alpha}: no "
+                        f"site can be significant; set [stats] n_permutations >= {need}"
+                    )
                 p_best = float(pvals[best])
             else:
                 p_best = float(perm_p(best))

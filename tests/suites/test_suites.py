@@ -90,6 +90,8 @@ def test_planted_label_is_decodable_and_null_is_not(suite_result):
     # so selectivity is small but the control accuracy is reported per site
     assert len(planted["selectivity"]) == len(planted["sweep"]["rows"]) == 3
     assert "ood" in planted["ood_gap_at_best"]
+    assert planted["permutation"]["min_achievable_adjusted_p"] == pytest.approx(3 / 100)
+    assert "warnings" not in planted  # 99 permutations, 3 sites: Holm can reach 0.03 < 0.05
     adj = np.array(planted["permutation"]["p_adjusted"])
     raw = np.array(planted["permutation"]["p_values"])
     assert np.all(adj >= raw - 1e-12)
@@ -166,3 +168,13 @@ def test_permutation_sites_best_matches_all(suite_dir, suite_result, tmp_path):
     assert [h["p_value"] for h in best_only.hypotheses] == [h["p_value"] for h in suite_result.hypotheses]
     assert "permutation" not in best_only.probes[0]
     write_report(best_only, tmp_path / "rep")
+
+
+def test_underpowered_permutation_family_warns(suite_dir, tmp_path):
+    text = SUITE.replace("n_permutations = 99", "n_permutations = 20")
+    text = text.replace('"ckpt"', f'"{suite_dir / "ckpt"}"').replace('"data.jsonl"', f'"{suite_dir / "data.jsonl"}"')
+    result = run_suite(load_suite(_write(tmp_path, text)), progress=False)
+    (warning,) = result.probes[0]["warnings"]
+    assert "smallest achievable holm-adjusted p is 0.143 > alpha=0.05" in warning
+    assert "n_permutations >= 60" in warning
+    assert "Warning: with 20 permutations" in write_report(result, tmp_path / "r")["html"].read_text()
