@@ -17,7 +17,7 @@ from ..store import ActivationStore, Manifest, StoreWriter
 from .batching import PaddingSide, TokenBatch, iter_batches
 from .fingerprint import dataset_fingerprint, model_fingerprint, model_id
 from .hooks import capture
-from .positions import LastToken, PositionRule, Rows, check_rule_matches, select_positions
+from .positions import LastToken, PositionRule, check_rule_matches, select_positions
 from .sites import Site, as_sites
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -70,6 +70,16 @@ class CaptureResult:
         return torch.stack(list(self.acts.values()))
 
 
+@dataclass(frozen=True)
+class CapturedBatch:
+    """One batch of a capture: selected rows per site, and each row's example and position."""
+
+    batch: TokenBatch
+    acts: dict[Site, Tensor]
+    example: Tensor
+    position: Tensor
+
+
 def _stop_layer(model: Any, sites: Sequence[Site]) -> int | None:
     """Blocks after the last captured one need not run (None: the whole model must)."""
     if any(s.layer is None and s.kind == "ln_final" for s in sites):
@@ -88,7 +98,7 @@ def _pad_id(model: Any, config: CaptureConfig) -> int:
 
 def iter_capture(
     model: Any, tokens: Sequence[Sequence[int]], config: CaptureConfig, *, start: int = 0
-) -> Iterator[tuple[TokenBatch, dict[Site, Rows]]]:
+) -> Iterator[CapturedBatch]:
     """Run ``model`` over ``tokens[start:]`` in batches; yield each batch's selected rows."""
     sites = as_sites(config.sites)
     check_rule_matches(config.positions, len(tokens))
@@ -130,9 +140,9 @@ def iter_capture(
                 batch,
                 config.positions,
             )
-            yield batch, {
-                site: Rows(recorder[site], ref.example.cpu(), ref.position.cpu()) for site in sites
-            }
+            yield CapturedBatch(
+                batch, {site: recorder[site] for site in sites}, ref.example.cpu(), ref.position.cpu()
+            )
 
 
 def collect_activations(
@@ -149,12 +159,11 @@ def collect_activations(
     parts: dict[Site, list[Tensor]] = {s: [] for s in config.sites}
     examples: list[Tensor] = []
     positions: list[Tensor] = []
-    for _, rows in iter_capture(model, tokens, config):
-        for site, r in rows.items():
-            parts[site].append(r.values.cpu())
-        first = next(iter(rows.values()))
-        examples.append(first.example)
-        positions.append(first.position)
+    for step in iter_capture(model, tokens, config):
+        for site, values in step.acts.items():
+            parts[site].append(values.cpu())
+        examples.append(step.example)
+        positions.append(step.position)
     return CaptureResult(
         acts={s: torch.cat(v) for s, v in parts.items()},
         example=torch.cat(examples),
@@ -223,13 +232,12 @@ def capture_to_store(
         ex_buf.clear()
         pos_buf.clear()
 
-    for batch, rows in iter_capture(model, tokens, config, start=start):
-        for site, r in rows.items():
-            buffer[site].append(r.values.cpu())
-        first = next(iter(rows.values()))
-        ex_buf.append(first.example)
-        pos_buf.append(first.position)
-        done += batch.input_ids.shape[0]
+    for step in iter_capture(model, tokens, config, start=start):
+        for site, values in step.acts.items():
+            buffer[site].append(values.cpu())
+        ex_buf.append(step.example)
+        pos_buf.append(step.position)
+        done += step.batch.input_ids.shape[0]
         if (done - start) % config.shard_examples == 0 or done == len(tokens):
             flush(done)
     writer.finish()
