@@ -89,23 +89,20 @@ class ActivationStore:
 
     def metadata(self) -> dict[str, Any]:
         """Per-row metadata columns: numeric as numpy arrays, others as lists."""
+        headers = [read_header(self.directory / s.file)[0] for s in self.manifest.shards]
         columns: dict[str, Any] = {}
         for name in self.manifest.metadata_columns:
             key = META_PREFIX + name
-            parts: list[Any] = []
-            numeric = True
-            for shard in self.manifest.shards:
-                path = self.directory / shard.file
-                header, _ = read_header(path)
+            if all(key in h for h in headers):  # numeric in every shard: stored as tensors
+                columns[name] = self._column(key).numpy() if headers else np.zeros(0)
+                continue
+            values: list[Any] = []
+            for shard, header in zip(self.manifest.shards, headers):
                 if key in header:
-                    parts.append(mmap_tensor(path, key).numpy())
+                    values.extend(mmap_tensor(self.directory / shard.file, key).numpy())
                 else:
-                    numeric = False
-                    parts.append(json.loads(header.get("__metadata__", {})[key]))
-            if numeric:
-                columns[name] = np.concatenate(parts) if parts else np.zeros(0)
-            else:
-                columns[name] = [v for part in parts for v in (list(part) if not isinstance(part, list) else part)]
+                    values.extend(json.loads(header["__metadata__"][key]))
+            columns[name] = values
         return columns
 
     def verify(self) -> None:
