@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .capture.positions import AllTokens, LastToken, TokenIndex
+from .capture.positions import parse_position_rule
 
 
 class CliError(Exception):
@@ -52,14 +52,12 @@ def _cmd_capture(args: argparse.Namespace) -> int:
         sites = list(all_layers(model, args.kind))
     else:
         sites = [Site.parse(s) for s in args.sites.split(",")]
-    if args.positions == "last":
-        positions: Any = LastToken()
-    elif args.positions == "all":
-        positions = AllTokens()
-    else:
-        positions = TokenIndex([int(r[args.positions]) for r in rows])
     meta_keys = sorted({k for r in rows for k in r} - {"tokens", "text"})
     metadata = {k: [r.get(k) for r in rows] for k in meta_keys}
+    spec = args.positions  # a bare key name means "column:KEY"
+    if spec not in ("last", "all") and not spec.startswith("column:"):
+        spec = f"column:{spec}"
+    positions = parse_position_rule(spec, metadata)
     store = capture_to_store(
         model, tokens, args.out, sites, metadata=metadata, positions=positions,
         batch_size=args.batch_size, padding_side=args.padding_side, dtype=args.dtype,

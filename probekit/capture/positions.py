@@ -8,7 +8,7 @@ offsets, so left and right padding give identical rows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,6 +152,20 @@ def select_positions(
         b_idx, p_idx = mask.nonzero(as_tuple=True)
         return Rows(acts[b_idx, p_idx], examples[b_idx], p_idx - offsets[b_idx])
     raise TypeError(f"unknown position rule {rule!r}; use LastToken, TokenIndex, SpanMean, AllTokens")
+
+
+def parse_position_rule(text: str, columns: Mapping[str, Sequence[Any]]) -> PositionRule:
+    """``"last"``, ``"all"`` or ``"column:NAME"`` (token index per example from ``columns``)."""
+    if text == "last":
+        return LastToken()
+    if text == "all":
+        return AllTokens()
+    if not text.startswith("column:"):
+        raise ValueError(f"positions {text!r}: use 'last', 'all' or 'column:NAME'")
+    name = text.split(":", 1)[1]
+    if name not in columns:
+        raise KeyError(f"positions column {name!r} not found; available columns: {sorted(columns)}")
+    return TokenIndex([int(v) for v in columns[name]])
 
 
 def rule_from_spec(spec: dict[str, Any]) -> PositionRule:

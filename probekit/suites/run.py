@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..capture import AllTokens, LastToken, Site, TokenIndex, all_layers, collect_activations
+from ..capture import Site, all_layers, collect_activations
 from ..capture.fingerprint import model_fingerprint, model_id
+from ..capture.positions import parse_position_rule
 from ..probes import selectivity_sweep, sweep_layers
 from ..stats import adjust_pvalues, probe_permutation_test
 from .spec import Suite, SuiteError, TrainSpec
@@ -220,15 +221,10 @@ def _sites(suite: Suite, model: Any) -> list[Site]:
 
 
 def _positions(suite: Suite, ex: Examples) -> Any:
-    rule = suite.capture.positions
-    if rule == "last":
-        return LastToken()
-    if rule == "all":
-        return AllTokens()
-    column = rule.split(":", 1)[1]
-    if column not in ex.columns:
-        raise SuiteError(f"{suite.source}: [capture] positions column {column!r} not in {sorted(ex.columns)}")
-    return TokenIndex([int(v) for v in ex.columns[column]])
+    try:
+        return parse_position_rule(suite.capture.positions, ex.columns)
+    except KeyError as err:
+        raise SuiteError(f"{suite.source}: [capture] {err.args[0]}") from None
 
 
 def _chance(kind: str, y: np.ndarray) -> float:

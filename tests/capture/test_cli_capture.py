@@ -1,0 +1,26 @@
+import json
+
+import torch
+
+from probekit.capture import Site, TokenIndex, collect_activations
+from probekit.cli import main
+from probekit.models import save_checkpoint
+from probekit.store import ActivationStore
+from tests.conftest import TINY_CONFIGS, random_sequences
+
+
+def test_cli_capture_matches_collect_activations(small_model, tmp_path, capsys):
+    ckpt = save_checkpoint(small_model, TINY_CONFIGS["ln_mha"], tmp_path / "ckpt")
+    seqs = random_sequences(7, small_model.cfg.d_vocab, lo=3, seed=9)
+    rows = [{"tokens": s, "idx": 1, "label": i % 2} for i, s in enumerate(seqs)]
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows))
+    args = ["capture", str(ckpt), str(data), "--out", str(tmp_path / "s"), "--sites", "resid_post@1"]
+    assert main([*args, "--positions", "idx", "--padding-side", "left"]) == 0
+    store = ActivationStore(tmp_path / "s")
+    want = collect_activations(small_model, seqs, [Site(1, "resid_post")], positions=TokenIndex([1] * 7), progress=False)
+    torch.testing.assert_close(store.load("resid_post@1"), want[Site(1, "resid_post")], atol=1e-5, rtol=1e-5)
+    assert store.metadata()["label"].tolist() == [i % 2 for i in range(7)]
+    assert main([*args[:4], str(tmp_path / "s2"), "--positions", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("probekit capture: error: positions column 'nope' not found")
