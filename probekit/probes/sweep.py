@@ -177,6 +177,7 @@ def sweep_layers(
     dtype: torch.dtype = torch.float32,
     max_iter: int = 200,
     tol: float = 1e-4,
+    device: str | torch.device | None = None,
 ) -> SweepResult:
     """Fit one probe per (site, layer) in one batched pass and evaluate it on every split.
 
@@ -193,6 +194,8 @@ def sweep_layers(
         random_state: seed of the bootstrap resamples.
         dtype: compute dtype of the logistic GEMMs (ridge always uses float64).
         max_iter, tol: logistic solver settings (``tol`` as sklearn's, default equal to it).
+        device: where to solve (``"cuda"``, ``"cpu"``, ``"auto"`` = CUDA when available);
+            ``None`` solves each site on the device its activations are on.
 
     Returns:
         SweepResult.
@@ -200,6 +203,11 @@ def sweep_layers(
     if probe not in _METRIC:
         raise ValueError(f"probe must be one of {sorted(_METRIC)}, got {probe!r}")
     rows = _flatten_sites(acts)
+    if device is not None:
+        dev = torch.device(
+            ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+        )
+        rows = [(site, ell, t.to(dev)) for site, ell, t in rows]
     n = rows[0][2].shape[0]
     for site, ell, t in rows:
         if t.shape[0] != n:

@@ -100,3 +100,24 @@ def test_sweep_input_errors():
         sweep_layers(acts, y, probe="diffmeans", **SPLIT)
     with pytest.raises(ValueError, match=r"shape \(layer, n, d\) or \(n, d\), got shape \(1, 2, 1200, 24\)"):
         check_layer_acts(acts.unsqueeze(0))  # sweep_layers' shape check (jaxtyping also flags it)
+
+
+@pytest.mark.parametrize("probe", ["logistic", "ridge", "diffmeans"])
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_sweep_matches_cpu(probe):
+    acts, y = layered(k=2 if probe == "diffmeans" else 3)
+    target = acts[:, :, 0].numpy().mean(0) + 0.1 * y if probe == "ridge" else y
+    cpu = sweep_layers(acts, target, probe=probe, Cs=5, cv=3, **SPLIT)
+    gpu = sweep_layers(acts, target, probe=probe, Cs=5, cv=3, device="cuda", **SPLIT)
+    assert gpu.best_layer == cpu.best_layer
+    np.testing.assert_allclose(gpu.test, cpu.test, atol=0.01)
+    np.testing.assert_allclose(gpu.ood["shifted"], cpu.ood["shifted"], atol=0.01)
+
+
+def test_device_argument_moves_activations():
+    acts, y = layered(L=2, n=1200, d=8)
+    res = sweep_layers(acts, y, Cs=2, cv=2, device="cpu", **SPLIT)
+    same = sweep_layers(acts, y, Cs=2, cv=2, **SPLIT)
+    np.testing.assert_array_equal(res.test_predictions, same.test_predictions)
+    with pytest.raises(RuntimeError):
+        sweep_layers(acts, y, Cs=2, cv=2, device="no-such-device", **SPLIT)
