@@ -14,6 +14,25 @@ from torch import Tensor
 IndexLike = Sequence[int] | np.ndarray | Tensor
 
 
+def resolve_device(device: str | torch.device | None) -> torch.device | None:
+    """``"auto"`` -> CUDA when available else CPU; other names as ``torch.device``; None stays."""
+    if device is None or isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise ValueError(
+            f"unknown device {device!r}; use 'auto', 'cpu', 'cuda' or 'cuda:N'"
+        ) from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device {device!r} was asked for but torch sees no CUDA device; use 'auto' or 'cpu'"
+        )
+    return dev
+
+
 def as_float_tensor(x: object, *, name: str = "acts", dtype: torch.dtype | None = None) -> Tensor:
     """Convert array-likes to a floating tensor (keeps device; ints are cast to float32)."""
     t = x if isinstance(x, Tensor) else torch.as_tensor(np.asarray(x))

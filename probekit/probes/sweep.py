@@ -26,7 +26,14 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from torch import Tensor
 
 from ..stats.bootstrap import bootstrap_indices, percentile_interval
-from ._validation import IndexLike, as_float_tensor, check_indices, check_layer_acts, check_n_labels
+from ._validation import (
+    IndexLike,
+    as_float_tensor,
+    check_indices,
+    check_layer_acts,
+    check_n_labels,
+    resolve_device,
+)
 from .diffmeans import diffmeans_direction
 from .logistic import cv_logistic_batched
 from .metrics import auroc, r2_score
@@ -203,10 +210,8 @@ def sweep_layers(
     if probe not in _METRIC:
         raise ValueError(f"probe must be one of {sorted(_METRIC)}, got {probe!r}")
     rows = _flatten_sites(acts)
-    if device is not None:
-        dev = torch.device(
-            ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
-        )
+    dev = resolve_device(device)
+    if dev is not None:
         rows = [(site, ell, t.to(dev)) for site, ell, t in rows]
     n = rows[0][2].shape[0]
     for site, ell, t in rows:

@@ -99,6 +99,7 @@ def probe_permutation_test(
     batch_size: int = 250,
     random_state: int | None = 0,
     dtype: torch.dtype = torch.float64,
+    device: str | torch.device | None = None,
 ) -> StatTestResult:
     """Batched permutation test of a probe's test score (accuracy; AUROC for diffmeans).
 
@@ -106,9 +107,10 @@ def probe_permutation_test(
     the permutations are extra problems of one batched solve (``fit_logistic_batched`` with a
     label row per problem), ``batch_size`` at a time. The logistic ``C`` is fixed across
     permutations: given, or chosen once by CV on the real training labels (training data only,
-    so the test split stays untouched).
+    so the test split stays untouched). ``device`` (``"auto"``, ``"cuda"``, ...) runs the refits
+    there; the default is the CPU.
     """
-    from ..probes._validation import check_indices, check_n_labels
+    from ..probes._validation import check_indices, check_n_labels, resolve_device
     from ..probes.logistic import LogisticProbe, fit_logistic_batched
     from ..probes.metrics import auroc
 
@@ -142,21 +144,22 @@ def probe_permutation_test(
             C = LogisticProbe(Cs=Cs, cv=cv).fit(X[tr], lab[tr]).C_
         m, sd = X[tr].mean(0), X[tr].std(0)
         sd[sd == 0] = 1.0
-        Xtr = torch.as_tensor((X[tr] - m) / sd, dtype=dtype).unsqueeze(0)
-        Xte = torch.as_tensor((X[te] - m) / sd, dtype=dtype).unsqueeze(0)
+        dev = resolve_device(device) or torch.device("cpu")
+        Xtr = torch.as_tensor((X[tr] - m) / sd, dtype=dtype, device=dev).unsqueeze(0)
+        Xte = torch.as_tensor((X[te] - m) / sd, dtype=dtype, device=dev).unsqueeze(0)
         for s in range(0, len(perms), batch_size):
-            yy = torch.as_tensor(perms[s : s + batch_size])
+            yy = torch.as_tensor(perms[s : s + batch_size], device=dev)
             B = yy.shape[0]
             fit = fit_logistic_batched(
                 Xtr,
                 yy[:, tr],
                 len(classes),
-                train_mask=torch.ones(B, len(tr), dtype=torch.bool),
-                C=torch.full((B,), float(C), dtype=torch.float64),
-                target_index=torch.arange(B),
+                train_mask=torch.ones(B, len(tr), dtype=torch.bool, device=dev),
+                C=torch.full((B,), float(C), dtype=torch.float64, device=dev),
+                target_index=torch.arange(B, device=dev),
             )
             pred = fit.predict_codes(Xte)[0]  # (n_te, B)
-            scores[s : s + B] = (pred == yy[:, te].T).double().mean(0).numpy()
+            scores[s : s + B] = (pred == yy[:, te].T).double().mean(0).cpu().numpy()
         method = f"permutation test (logistic accuracy, C={C:.3g})"
     else:
         raise ValueError(f"probe must be 'logistic' or 'diffmeans', got {probe!r}")

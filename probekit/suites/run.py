@@ -282,7 +282,7 @@ def run_suite(suite: Suite, *, progress: bool = True, model: Any = None) -> Suit
         kw = dict(
             train_idx=ex.splits["train"], test_idx=ex.splits["test"], ood_idx=ood_idx, probe=p.kind,
             Cs=p.Cs, alphas=p.alphas, cv=p.cv, n_bootstrap=st.n_bootstrap,
-            confidence_level=st.confidence_level, random_state=st.seed,
+            confidence_level=st.confidence_level, random_state=st.seed, device=suite.device,
         )
         entry: dict[str, Any] = {"kind": p.kind, "label": label}
         if p.control and p.kind != "ridge":
@@ -305,6 +305,7 @@ def run_suite(suite: Suite, *, progress: bool = True, model: Any = None) -> Suit
                 return probe_permutation_test(
                     X[sweep.sites[row]], y, train_idx=ex.splits["train"], test_idx=ex.splits["test"],
                     probe=kind, C=C, n_permutations=st.n_permutations, random_state=st.seed + row,
+                    device=suite.device,
                 ).p_value
 
             if st.permutation_sites == "all":

@@ -117,6 +117,7 @@ class Suite:
     probes: tuple[ProbeSpec, ...] = ()
     stats: StatsSpec = field(default_factory=StatsSpec)
     description: str = ""
+    device: str = "auto"  # where probe fits and permutation refits run (capture stays on CPU)
     source: str = ""
 
     def resolve(self, relative: str | None) -> Path | None:
@@ -256,8 +257,16 @@ def load_suite(path: str | Path) -> Suite:
         )
     meta = raw.get("suite", {})
     for key in meta:
-        if key not in ("name", "description"):
-            raise SuiteError(f"{_where(path, text, 'suite', key)}: unknown key; valid: name, description")
+        if key not in ("name", "description", "device"):
+            raise SuiteError(
+                f"{_where(path, text, 'suite', key)}: unknown key; valid: name, description, device"
+            )
+    device = meta.get("device", "auto")
+    if not isinstance(device, str) or not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
+        raise SuiteError(
+            f"{_where(path, text, 'suite', 'device')} = {device!r}: use 'auto' (CUDA when "
+            "available), 'cpu', 'cuda' or 'cuda:N'"
+        )
     for required in ("model", "data", "probe"):
         if required not in raw:
             raise SuiteError(f"{path}: missing section [{required}]" + (
@@ -284,6 +293,7 @@ def load_suite(path: str | Path) -> Suite:
     suite = Suite(
         name=str(meta.get("name", path.stem)),
         description=str(meta.get("description", "")),
+        device=device,
         model=model,
         data=data,
         capture=_build(CaptureSpec, raw.get("capture", {}), path, text, "capture"),

@@ -119,5 +119,10 @@ def test_device_argument_moves_activations():
     res = sweep_layers(acts, y, Cs=2, cv=2, device="cpu", **SPLIT)
     same = sweep_layers(acts, y, Cs=2, cv=2, **SPLIT)
     np.testing.assert_array_equal(res.test_predictions, same.test_predictions)
-    with pytest.raises(RuntimeError):
+    auto = sweep_layers(acts, y, Cs=2, cv=2, device="auto", **SPLIT)
+    np.testing.assert_allclose(auto.test, same.test, atol=0.01)
+    with pytest.raises(ValueError, match="unknown device 'no-such-device'.*'auto', 'cpu'"):
         sweep_layers(acts, y, Cs=2, cv=2, device="no-such-device", **SPLIT)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA device; use 'auto' or 'cpu'"):
+            sweep_layers(acts, y, Cs=2, cv=2, device="cuda", **SPLIT)

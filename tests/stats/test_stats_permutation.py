@@ -60,6 +60,17 @@ def test_batched_fast_path_equals_generic_refits(probe):
     assert fast.p_value == pytest.approx(slow.p_value)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not __import__("torch").cuda.is_available(), reason="needs a CUDA device"))])
+def test_logistic_permutation_device(device):
+    X, y = probe_data(sep=0.4, seed=2, k=3)
+    kw = dict(train_idx=np.arange(160), test_idx=np.arange(160, 240), C=0.5, n_permutations=20, random_state=1)
+    ref = probe_permutation_test(X, y, **kw)
+    got = probe_permutation_test(X, y, device=device, **kw)
+    assert got.statistic == pytest.approx(ref.statistic)
+    np.testing.assert_allclose(got.null_distribution, ref.null_distribution, atol=1 / 80 + 1e-9)
+
+
 def test_fast_path_calibrated_on_null_and_powerful():
     rej = []
     for rep in range(300):

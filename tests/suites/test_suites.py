@@ -125,6 +125,7 @@ def _write(tmp_path, text):
         (lambda s: s.replace('[model]\ncheckpoint = "ckpt"', '[model]\ncheckpoint = "ckpt"\nname = "smollm2-135m"'), r"exactly one of name, checkpoint, train"),
         (lambda s: s.replace("[stats]", "[statz]"), r"unknown section; valid sections"),
         (lambda s: s.replace('label = "planted"\n', ""), r"missing required key\(s\) \['label'\]"),
+        (lambda s: s.replace("[suite]\n", "[suite]\ndevice = \"gpu\"\n"), r"s.toml:\d+: \[suite\] device = 'gpu': use 'auto'"),
     ],
 )
 def test_invalid_suites_name_the_field_and_line(suite_dir, tmp_path, mutation, message):
