@@ -16,6 +16,7 @@ from ..capture import Site, all_layers, collect_activations
 from ..capture.fingerprint import model_fingerprint, model_id
 from ..capture.positions import parse_position_rule
 from ..probes import selectivity_sweep, sweep_layers
+from ..probes._validation import resolve_device
 from ..stats import adjust_pvalues, probe_permutation_test
 from .spec import Suite, SuiteError, TrainSpec
 
@@ -264,6 +265,7 @@ def run_suite(suite: Suite, *, progress: bool = True, model: Any = None) -> Suit
             "splits": {k: int(len(v)) for k, v in ex.splits.items()},
             "sites": [s.name for s in sites],
             "positions": suite.capture.positions,
+            "probe_device": str(resolve_device(suite.device)),
         },
     )
     from tqdm.auto import tqdm

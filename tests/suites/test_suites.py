@@ -105,6 +105,7 @@ def test_report_is_self_contained(suite_result, tmp_path):
     report = json.loads(paths["json"].read_text())
     assert report["versions"]["torch"] and report["versions"]["transformer-lens"].startswith("4.")
     assert report["model"]["compatibility_mode"] is False
+    assert report["data"]["probe_device"] in ("cpu", "cuda")
     assert len(report["hypotheses"]) == 3
     assert json.loads(paths["config"].read_text())["name"] == "tiny"
 
