@@ -47,8 +47,10 @@ def greedy_continuations(
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     tok = getattr(model, "tokenizer", None)
     pad = getattr(tok, "pad_token_id", None) if tok is not None else None
+    device = getattr(getattr(model, "cfg", None), "device", None) or "cpu"
     out: list[list[int]] = []
     for batch in iter_batches(tokens, batch_size=batch_size, pad_id=int(pad or 0), side="left"):
+        batch = batch.to(device)
         out.extend(_greedy_batch(model, batch.input_ids, batch.attention_mask, max_new_tokens))
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 
@@ -11,6 +12,11 @@ def _run(args: argparse.Namespace) -> int:
     from .write import write_report
 
     suite = load_suite(args.suite)
+    if args.device is not None:
+        from ..probes._validation import resolve_device
+
+        resolve_device(args.device)  # a clear error for a bad or unavailable device
+        suite = dataclasses.replace(suite, device=args.device)
     result = run_suite(suite, progress=not args.quiet)
     paths = write_report(result, args.out)
     for entry in result.probes:
@@ -30,5 +36,8 @@ def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("suite", help="probe suite TOML file, e.g. probes/modadd_operands.toml")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--device", default=None, help="override the suite's [suite] device (auto, cpu, cuda)"
+    )
     parser.set_defaults(func=_run)
     return parser

@@ -78,17 +78,19 @@ def trained_checkpoint(spec: TrainSpec, *, progress: bool = True) -> Path:
 
 
 def load_suite_model(suite: Suite, *, progress: bool = True) -> Any:
+    """The suite's model on ``resolve_device(suite.device)``."""
     from ..models import load_checkpoint, load_model
 
     spec = suite.model
+    device = resolve_device(suite.device)
     if spec.name is not None:
         target = suite.resolve(spec.name)
         name = str(target) if target is not None and target.exists() else spec.name
         kwargs = {"compatibility_mode": True} if spec.compatibility_mode else {}
-        return load_model(name, **kwargs)
+        return load_model(name, device=device, **kwargs)
     if spec.checkpoint is not None:
-        return load_checkpoint(suite.resolve(spec.checkpoint))
-    return load_checkpoint(trained_checkpoint(spec.train, progress=progress))
+        return load_checkpoint(suite.resolve(spec.checkpoint), device=device)
+    return load_checkpoint(trained_checkpoint(spec.train, progress=progress), device=device)
 
 
 def _training_task(spec: TrainSpec) -> Any:

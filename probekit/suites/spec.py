@@ -117,7 +117,7 @@ class Suite:
     probes: tuple[ProbeSpec, ...] = ()
     stats: StatsSpec = field(default_factory=StatsSpec)
     description: str = ""
-    device: str = "auto"  # where probe fits and permutation refits run (capture stays on CPU)
+    device: str = "auto"  # model forwards, probe fits, permutation refits ("auto": CUDA if any)
     source: str = ""
 
     def resolve(self, relative: str | None) -> Path | None:

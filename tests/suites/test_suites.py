@@ -142,11 +142,16 @@ def test_unknown_split_lists_available(suite_dir, tmp_path):
 
 
 def test_cli_report_and_one_line_errors(suite_dir, tmp_path, capsys):
-    assert main(["report", str(suite_dir / "suite.toml"), "--out", str(tmp_path / "r"), "--quiet"]) == 0
-    assert (tmp_path / "r" / "report.html").is_file()
+    out = tmp_path / "r"
+    assert main(["report", str(suite_dir / "suite.toml"), "--out", str(out), "--quiet", "--device", "cpu"]) == 0
+    assert (out / "report.html").is_file()
+    assert json.loads((out / "report.json").read_text())["data"]["probe_device"] == "cpu"
     assert main(["report", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "r2")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "suite file" in err[0] and "not found" in err[0]
+    assert main(["report", str(suite_dir / "suite.toml"), "--out", str(tmp_path / "r3"), "--device", "tpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown device 'tpu'" in err[0]
 
 
 def test_correctness_probe_kind(suite_dir, tmp_path):
