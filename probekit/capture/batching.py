@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from jaxtyping import Int
@@ -75,6 +75,11 @@ def pad_batch(
         offsets=torch.tensor(offsets, dtype=torch.long),
         example_ids=torch.as_tensor(list(example_ids), dtype=torch.long),
     )
+
+
+def model_device(model: Any) -> torch.device:
+    """The device token batches must be on for ``model``: its ``cfg.device`` (CPU if unset)."""
+    return torch.device(getattr(getattr(model, "cfg", None), "device", None) or "cpu")
 
 
 def iter_batches(

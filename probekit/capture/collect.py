@@ -14,7 +14,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..store import ActivationStore, Manifest, StoreWriter
-from .batching import PaddingSide, TokenBatch, iter_batches
+from .batching import PaddingSide, TokenBatch, iter_batches, model_device
 from .fingerprint import dataset_fingerprint, model_fingerprint, model_id
 from .hooks import capture
 from .positions import LastToken, PositionRule, check_rule_matches, select_positions
@@ -116,7 +116,7 @@ def iter_capture(
             act = einops.rearrange(act, "b h q k -> b q h k")
         return select_positions(act, current["batch"], config.positions).values.to(out_dtype)
 
-    device = getattr(model.cfg, "device", None) or "cpu"
+    device = model_device(model)
     pad_id = _pad_id(model, config)
     batches = iter_batches(
         tokens, batch_size=config.batch_size, pad_id=pad_id, side=config.padding_side, start=start

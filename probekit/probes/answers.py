@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ..capture.batching import iter_batches
+from ..capture.batching import iter_batches, model_device
 
 _IDK = ("i don't know", "i do not know", "unknown", "not sure")
 
@@ -47,7 +47,7 @@ def greedy_continuations(
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     tok = getattr(model, "tokenizer", None)
     pad = getattr(tok, "pad_token_id", None) if tok is not None else None
-    device = getattr(getattr(model, "cfg", None), "device", None) or "cpu"
+    device = model_device(model)
     out: list[list[int]] = []
     for batch in iter_batches(tokens, batch_size=batch_size, pad_id=int(pad or 0), side="left"):
         batch = batch.to(device)
