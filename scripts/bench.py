@@ -5,7 +5,7 @@ forward pass over the same batches (goal <= 1.15x) and vs ``run_with_cache`` + i
 Other sections (probe sweep vs sklearn loop, grokking time) run when their modules exist.
 
     python scripts/bench.py --out out/bench.json [--model smollm2-135m] [--sections capture,probes]
-        [--device cuda]   # the probe sweep on the GPU (sklearn stays on the CPU)
+        [--device cuda] [--sklearn-threads 4]   # probe sweep on the GPU; sklearn on 4 CPU threads
 """
 
 from __future__ import annotations
@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu", help="device of the batched probe sweep (cpu, cuda)")
+    parser.add_argument("--sklearn-threads", type=int, default=None,
+                        help="BLAS threads of the sklearn baseline (default all; 4 was fastest on 16 cores)")
     args = parser.parse_args(argv)
     results: dict = {}
     for section in args.sections.split(","):
@@ -156,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             results["store_memory"] = bench_store_memory()
         elif section in OPTIONAL:
             module, fn = OPTIONAL[section]
-            kwargs = {"device": args.device} if section == "probes" else {}
+            kwargs = {"device": args.device, "sklearn_threads": args.sklearn_threads} if section == "probes" else {}
             results[section] = getattr(importlib.import_module(module), fn)(**kwargs)
         else:
             parser.error(f"unknown section {section!r}; choose from capture,store_memory,{','.join(OPTIONAL)}")
