@@ -73,11 +73,6 @@ def bench_probe_sweep(
     tr, te = np.arange(n_train), np.arange(n_train, n)
     Cs, cv = 10, 5
 
-    def run_sweep():
-        return sweep_layers(
-            torch.from_numpy(acts), y, train_idx=tr, test_idx=te, Cs=Cs, cv=cv, device=device
-        )
-
     if device != "cpu":  # CUDA context, kernels and cuBLAS handles: once per process
         sweep_layers(
             torch.from_numpy(acts[:1, :2000]),
@@ -89,7 +84,9 @@ def bench_probe_sweep(
             device=device,
         )
     t0 = time.perf_counter()
-    res = run_sweep()
+    res = sweep_layers(
+        torch.from_numpy(acts), y, train_idx=tr, test_idx=te, Cs=Cs, cv=cv, device=device
+    )
     t_sweep = time.perf_counter() - t0
 
     layers = list(range(n_layers))
