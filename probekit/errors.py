@@ -1,0 +1,50 @@
+"""probekit's exception classes: every error of probekit's own is a :class:`ProbekitError`.
+
+The CLI prints a ``ProbekitError`` as one line (exit 2); anything else is a bug and keeps its
+traceback. Each class also derives from the builtin a caller would naturally catch (a bad value is
+still a ``ValueError``), so ``except ValueError`` keeps working.
+
+Messages name the bad value, what was expected and the fix, e.g.
+``label count 90 does not match 100 activation rows; pass one label per row``.
+"""
+
+from __future__ import annotations
+
+
+class ProbekitError(Exception):
+    """Base class of probekit's own errors (one-line message, exit 2 on the CLI)."""
+
+
+class ConfigError(ProbekitError, ValueError):
+    """A spec, option or argument is invalid (unknown key, wrong type, out of range)."""
+
+
+class DataError(ProbekitError, ValueError):
+    """Input data is unusable: wrong shape, count mismatch, missing column, bad token id."""
+
+
+class NonFiniteError(DataError):
+    """NaN or inf where finite numbers are required (activations, labels, features)."""
+
+
+class StoreError(ProbekitError, RuntimeError):
+    """An activation store is missing, incomplete, corrupted or made by a different run."""
+
+
+class ModelLoadError(ProbekitError, RuntimeError):
+    """A model or checkpoint cannot be loaded (missing files, pickle, shape mismatch, extra)."""
+
+
+class DeviceError(ProbekitError, RuntimeError):
+    """A requested device is unknown or not available (e.g. CUDA on a CPU-only machine)."""
+
+
+__all__ = [
+    "ConfigError",
+    "DataError",
+    "DeviceError",
+    "ModelLoadError",
+    "NonFiniteError",
+    "ProbekitError",
+    "StoreError",
+]
