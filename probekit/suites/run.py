@@ -15,6 +15,7 @@ import torch
 from ..capture import Site, all_layers, collect_activations
 from ..capture.fingerprint import model_fingerprint, model_id
 from ..capture.positions import parse_position_rule
+from ..executor import InProcessExecutor, get_executor
 from ..probes import selectivity_sweep, sweep_layers
 from ..probes._validation import resolve_device
 from ..stats import adjust_pvalues, probe_permutation_test
@@ -237,8 +238,41 @@ def _chance(kind: str, y: np.ndarray) -> float:
     return 0.5 if kind == "diffmeans" else 0.0
 
 
-def run_suite(suite: Suite, *, progress: bool = True, model: Any = None) -> SuiteResult:
-    """Run every probe of ``suite``; returns numbers only (see :mod:`probekit.report`)."""
+@dataclass(frozen=True, kw_only=True)
+class PermutationTask:
+    """One site's permutation test (labels shuffled, probe refit): a picklable executor task."""
+
+    X: torch.Tensor
+    y: np.ndarray
+    train_idx: np.ndarray
+    test_idx: np.ndarray
+    probe: str
+    C: float | None
+    n_permutations: int
+    random_state: int
+    device: str
+
+
+def permutation_p_value(task: PermutationTask) -> float:
+    """p-value of ``task`` (:func:`probekit.stats.probe_permutation_test`)."""
+    return float(probe_permutation_test(
+        task.X, task.y, train_idx=task.train_idx, test_idx=task.test_idx, probe=task.probe,
+        C=task.C, n_permutations=task.n_permutations, random_state=task.random_state,
+        device=task.device,
+    ).p_value)
+
+
+def run_suite(
+    suite: Suite, *, progress: bool = True, model: Any = None, executor: Any = None
+) -> SuiteResult:
+    """Run every probe of ``suite``; returns numbers only (see :mod:`probekit.report`).
+
+    ``executor`` (a name or :class:`probekit.executor.Executor`; default in-process with
+    progress bars when ``progress``) runs the independent tasks (per-site permutation tests).
+    """
+    executor = get_executor(executor) if executor is not None else InProcessExecutor(
+        progress=None if progress else False
+    )
     if model is None:
         model = load_suite_model(suite, progress=progress)
     ex = build_examples(suite, model)
@@ -303,19 +337,19 @@ def run_suite(suite: Suite, *, progress: bool = True, model: Any = None) -> Suit
         entry["chance"] = _chance(p.kind, y[ex.splits["test"]])
         if p.permutation_test and p.kind in ("logistic", "diffmeans"):
             best = sweep.best_row
-
-            def perm_p(row: int, kind: str = p.kind, sweep: Any = sweep, y: Any = y) -> float:
-                C = float(sweep.hyperparameter[row]) if kind == "logistic" else None
-                return probe_permutation_test(
-                    X[sweep.sites[row]], y, train_idx=ex.splits["train"], test_idx=ex.splits["test"],
-                    probe=kind, C=C, n_permutations=st.n_permutations, random_state=st.seed + row,
+            rows = range(len(sweep.sites)) if st.permutation_sites == "all" else [best]
+            tasks = [
+                PermutationTask(
+                    X=X[sweep.sites[row]], y=y, train_idx=ex.splits["train"],
+                    test_idx=ex.splits["test"], probe=p.kind,
+                    C=float(sweep.hyperparameter[row]) if p.kind == "logistic" else None,
+                    n_permutations=st.n_permutations, random_state=st.seed + row,
                     device=suite.device,
-                ).p_value
-
+                )
+                for row in rows
+            ]
+            pvals = executor.map(permutation_p_value, tasks, desc="permutation tests")
             if st.permutation_sites == "all":
-                rows = tqdm(range(len(sweep.sites)), desc="permutation tests", unit="site",
-                            leave=False, disable=not progress)
-                pvals = [perm_p(row) for row in rows]
                 adj = adjust_pvalues(np.asarray(pvals), method=st.correction, alpha=st.alpha).p_adjusted
                 entry["permutation"] = {
                     "n_permutations": st.n_permutations,
@@ -338,7 +372,7 @@ def run_suite(suite: Suite, *, progress: bool = True, model: Any = None) -> Suit
                     )
                 p_best = float(pvals[best])
             else:
-                p_best = float(perm_p(best))
+                p_best = float(pvals[0])
             # The tested site was chosen by CV on the training split only, so its test-split
             # permutation p-value is a single pre-specified test and needs no correction; the
             # per-site family (entry["permutation"]) is corrected.

@@ -1,0 +1,161 @@
+"""One seam for independent tasks: ``executor.map(fn, items)``.
+
+Every loop over independent work (per probe of a suite, per site of a permutation test, per
+seed of a benchmark, per layer batch ...) goes through an :class:`Executor`, so a scale-out
+backend (Ray) can run the same tasks elsewhere without touching the callers.
+
+A task is ``fn(item)`` where ``fn`` is a plain importable (module-level) function and ``item``
+a picklable value, usually a frozen dataclass spec plus its data. No closures, no lambdas, no
+shared mutable state: results come back only through the return value, in the order of
+``items``.
+
+The default :class:`InProcessExecutor` runs the tasks one after another in this process with a
+tqdm progress bar. Other backends register a factory under a name::
+
+    register_executor("ray", make_ray_executor)   # done by probekit's Ray module, lazily
+    get_executor("ray").map(fit_one, specs, desc="probes")
+
+This module never imports Ray (or any backend); backends import it.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from .errors import ConfigError
+
+__all__ = [
+    "Executor",
+    "InProcessExecutor",
+    "available_executors",
+    "get_executor",
+    "register_executor",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs independent tasks ``fn(item)`` and returns their results in input order."""
+
+    def map(
+        self, fn: Callable[[Any], Any], items: Iterable[Any], *, desc: str | None = None
+    ) -> list[Any]:
+        """``[fn(item) for item in items]``, possibly in parallel; ``desc`` labels progress."""
+        ...
+
+
+def describe_item(item: object, limit: int = 200) -> str:
+    """Short ``repr`` of a task item for error notes (truncated to ``limit`` characters)."""
+    text = repr(item)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def task_note(fn: Callable[..., Any], index: int, item: object, desc: str | None) -> str:
+    """The note added to an exception raised by a task: which function, which item."""
+    where = f" of {desc!r}" if desc else ""
+    name = getattr(fn, "__qualname__", repr(fn))
+    return f"executor task {index}{where} failed: {name}({describe_item(item)})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class InProcessExecutor:
+    """Run tasks sequentially in this process (the default executor).
+
+    Attributes:
+        progress: ``True`` always shows a tqdm bar, ``False`` never, ``None`` (default) shows
+            it only when stderr is a terminal (tqdm's ``disable=None``).
+        check_picklable: pickle every ``fn`` and item before running it, so a task that a
+            multi-process backend could not ship fails here too (tests turn it on).
+
+    An exception raised by a task propagates unchanged (same type and message) with a note
+    naming the task index, the function and the item (``BaseException.add_note``).
+    """
+
+    progress: bool | None = None
+    check_picklable: bool = False
+
+    def map(
+        self, fn: Callable[[Any], Any], items: Iterable[Any], *, desc: str | None = None
+    ) -> list[Any]:
+        """``[fn(item) for item in items]`` with a progress bar; order preserved."""
+        from tqdm.auto import tqdm
+
+        items = list(items)
+        disable = None if self.progress is None else not self.progress
+        results: list[Any] = []
+        bar = tqdm(items, desc=desc, unit="task", disable=disable, leave=False)
+        for index, item in enumerate(bar):
+            if self.check_picklable:
+                _check_picklable(fn, item, index, desc)
+            try:
+                results.append(fn(item))
+            except Exception as err:
+                err.add_note(task_note(fn, index, item, desc))
+                raise
+        return results
+
+
+def _check_picklable(fn: Callable[..., Any], item: object, index: int, desc: str | None) -> None:
+    for what, obj in (("function", fn), ("item", item)):
+        try:
+            pickle.dumps(obj)
+        except Exception as err:  # pickle raises PicklingError, AttributeError, TypeError ...
+            raise ConfigError(
+                f"{task_note(fn, index, item, desc)}: its {what} cannot be pickled ({err}); "
+                "use a module-level function of a frozen, picklable spec"
+            ) from None
+
+
+_FACTORIES: dict[str, Callable[..., Executor]] = {"inprocess": InProcessExecutor}
+
+
+def register_executor(name: str, factory: Callable[..., Executor]) -> None:
+    """Make ``get_executor(name, **options)`` return ``factory(**options)``.
+
+    Backends call this when imported (e.g. ``probekit.executors.ray``); re-registering a name
+    replaces it.
+    """
+    if not name or not name.isidentifier():
+        raise ConfigError(f"executor name {name!r} must be a non-empty identifier, e.g. 'ray'")
+    _FACTORIES[name] = factory
+
+
+def available_executors() -> list[str]:
+    """Names accepted by :func:`get_executor`."""
+    return sorted(_FACTORIES)
+
+
+def get_executor(spec: str | Executor | None = None, **options: Any) -> Executor:
+    """Resolve an executor: ``None`` -> in-process, a name -> its registered factory, an
+    :class:`Executor` instance -> itself (``options`` are then not allowed).
+
+    Raises:
+        ConfigError: unknown name (the message lists the valid names) or an object that is
+            neither a name nor an executor.
+    """
+    if spec is None:
+        spec = "inprocess"
+    if isinstance(spec, str):
+        if spec not in _FACTORIES:
+            raise ConfigError(
+                f"unknown executor {spec!r}; valid executors are {available_executors()} "
+                "(a backend such as 'ray' registers itself with register_executor when imported)"
+            )
+        return _FACTORIES[spec](**options)
+    if isinstance(spec, Executor):
+        if options:
+            raise ConfigError(
+                f"executor options {sorted(options)} given with an executor instance {spec!r}; "
+                "configure the instance instead"
+            )
+        return spec
+    raise ConfigError(
+        f"executor must be a name in {available_executors()} or an object with "
+        f".map(fn, items, desc=...), got {type(spec).__name__}"
+    )
