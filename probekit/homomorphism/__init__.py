@@ -1,0 +1,25 @@
+"""Homomorphism error (An & Du 2026, arXiv 2601.18858): does composing part states commute?
+
+Operators (affine, bilinear, MLP) are fit from pairs of part states to the composite's state;
+their held-out error is the HE. ``modifier_he`` and ``sequence_he`` run it on a model and a
+SCAN-style dataset (every layer from one capture); ``composition_he`` on any states.
+"""
+
+from .api import modifier_he as modifier_he
+from .api import sequence_he as sequence_he
+from .config import HEConfig as HEConfig
+from .measure import composite_target as composite_target
+from .measure import composition_he as composition_he
+from .operators import AffineOperator as AffineOperator
+from .operators import BilinearOperator as BilinearOperator
+from .operators import MLPOperator as MLPOperator
+from .operators import make_operator as make_operator
+from .operators import ridge_fit as ridge_fit
+from .pairs import PairIndex as PairIndex
+from .pairs import modifier_pairs as modifier_pairs
+from .pairs import sequence_pairs as sequence_pairs
+from .result import HEResult as HEResult
+from .split import split_pairs as split_pairs
+from .states import TokenStates as TokenStates
+from .states import capture_states as capture_states
+from .states import pair_vectors as pair_vectors
