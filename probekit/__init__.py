@@ -25,6 +25,7 @@ from .probes import DiffMeansProbe as DiffMeansProbe
 from .probes import LogisticProbe as LogisticProbe
 from .probes import RidgeProbe as RidgeProbe
 from .probes import correctness_probe as correctness_probe
+from .probes import probe_permutation_test as probe_permutation_test
 from .probes import sweep_layers as sweep_layers
 from .stats import StatTestResult as StatTestResult
 from .store import ActivationStore as ActivationStore

@@ -65,6 +65,7 @@ def bench_probe_sweep(
     from threadpoolctl import threadpool_limits
 
     from probekit.probes import sweep_layers
+    from probekit.util.numeric import standardization, standardize
 
     if threads is not None:
         torch.set_num_threads(threads)
@@ -98,8 +99,8 @@ def bench_probe_sweep(
         warnings.simplefilter("ignore")
         for ell in layers:
             X = acts[ell].astype(np.float64)
-            m, s = X[tr].mean(0), X[tr].std(0)
-            Xtr, Xte = (X[tr] - m) / s, (X[te] - m) / s
+            m, s = standardization(X[tr])
+            Xtr, Xte = standardize(X[tr], m, s), standardize(X[te], m, s)
             t1 = time.perf_counter()
             clf = LogisticRegressionCV(
                 Cs=Cs,

@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
 
+from ..util.io import atomic_path, atomic_write_json
 from .config import ModelConfig
 from .native import build_model
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 FORMAT = "probekit-checkpoint/1"
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file + ``os.replace`` (atomic on POSIX)."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def save_checkpoint(
@@ -35,11 +25,10 @@ def save_checkpoint(
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    tmp = directory / f".{WEIGHTS_FILE}.tmp-{os.getpid()}"
-    save_file(state, str(tmp), metadata={"format": FORMAT})
-    os.replace(tmp, directory / WEIGHTS_FILE)
+    with atomic_path(directory / WEIGHTS_FILE) as tmp:
+        save_file(state, str(tmp), metadata={"format": FORMAT})
     meta = {"format": FORMAT, "model": config.to_dict(), "extra": extra or {}}
-    atomic_write_text(directory / CONFIG_FILE, json.dumps(meta, indent=2, sort_keys=True))
+    atomic_write_json(directory / CONFIG_FILE, meta, indent=2, sort_keys=True)
     return directory
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from ..util.config import check_keys
 
 NormType = Literal["LN", "LNPre", "RMS", "RMSPre"]
 PosEmbed = Literal["standard", "rotary"]
@@ -58,15 +58,5 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown ModelConfig field(s) {unknown}; valid fields are {sorted(known)}"
-            )
+        check_keys(data, (f.name for f in dataclasses.fields(cls)), what="ModelConfig")
         return cls(**data)
-
-    def fingerprint(self) -> str:
-        """sha256 of the canonical JSON of this config (first 16 hex digits)."""
-        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]

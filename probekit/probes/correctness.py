@@ -23,6 +23,7 @@ from jaxtyping import Float
 from sklearn.model_selection import KFold, StratifiedKFold
 from torch import Tensor
 
+from ..util.numeric import diff_of_means
 from ._validation import as_float_tensor, check_layer_acts, check_n_labels
 from .metrics import auroc
 
@@ -65,11 +66,8 @@ class CorrectnessProbeResult:
 
 def _fit(X: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
     """Unit direction and midpoint per layer from rows of X (layer, n, d) with labels pos."""
-    p = pos.to(X.dtype)
-    mu1 = torch.einsum("n,lnd->ld", p, X) / p.sum()
-    mu0 = torch.einsum("n,lnd->ld", 1 - p, X) / (1 - p).sum()
-    w = mu1 - mu0
-    return w / w.norm(dim=-1, keepdim=True).clamp_min(1e-30), 0.5 * (mu1 + mu0)
+    w, mu = diff_of_means(X, pos)
+    return w / w.norm(dim=-1, keepdim=True).clamp_min(1e-30), mu
 
 
 def _scores(X: Tensor, w: Tensor, mu: Tensor) -> np.ndarray:

@@ -15,6 +15,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..errors import DataError
+from ..util.numeric import diff_of_means
 from .metrics import auroc
 
 __all__ = ["DiffMeansProbe", "best_threshold", "diffmeans_direction"]
@@ -29,13 +31,11 @@ def diffmeans_direction(
     """
     pos = np.asarray(y).astype(bool)
     if pos.all() or not pos.any():
-        raise ValueError(
+        raise DataError(
             f"diff-of-means needs both classes; got {int(pos.sum())} positives and "
             f"{int((~pos).sum())} negatives"
         )
-    mu1 = X[..., pos, :].mean(-2)
-    mu0 = X[..., ~pos, :].mean(-2)
-    return mu1 - mu0, 0.5 * (mu1 + mu0)
+    return diff_of_means(X, pos)
 
 
 def best_threshold(scores: Float[np.ndarray, " n"], y: Shaped[np.ndarray, " n"]) -> float:

@@ -21,6 +21,8 @@ from sklearn.model_selection import KFold
 from sklearn.utils.validation import check_is_fitted, validate_data
 from torch import Tensor
 
+from ..util.numeric import standardization, standardize
+
 __all__ = ["RidgeProbe", "alpha_grid", "fit_ridge_batched"]
 
 
@@ -106,11 +108,8 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
         one_d = y.ndim == 1
         Y = y.reshape(len(y), -1)
         n = X.shape[0]
-        self.mean_ = X.mean(0)
-        scale = X.std(0)
-        scale[scale == 0] = 1.0
-        self.scale_ = scale
-        Xs = torch.tensor((X - self.mean_) / scale).unsqueeze(0)
+        self.mean_, self.scale_ = standardization(X)
+        Xs = torch.tensor(standardize(X, self.mean_, self.scale_)).unsqueeze(0)
         Yt = torch.tensor(Y)
         if self.alphas is None:
             if not float(self.alpha) >= 0:
@@ -145,7 +144,7 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
             alphas=torch.tensor([self.alpha_], dtype=torch.float64),
             train_mask=torch.ones(1, n, dtype=torch.bool),
         )
-        w = coef[0, 0, 0].numpy().T / scale  # (t, d)
+        w = coef[0, 0, 0].numpy().T / self.scale_  # (t, d)
         b = icpt[0, 0, 0].numpy() - w @ self.mean_
         self.coef_ = w[0] if one_d else w
         self.intercept_ = float(b[0]) if one_d else b

@@ -26,6 +26,7 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from torch import Tensor
 
 from ..stats.bootstrap import bootstrap_indices, percentile_interval
+from ..util.numeric import standardization, standardize
 from ._validation import (
     IndexLike,
     as_float_tensor,
@@ -360,12 +361,10 @@ def _run_group(
             preds[k] = np.einsum("gnd,gd->gn", Xk - mu[:, None], w)
         return {"train": train, "val": val, "hyper": np.full(G, np.nan), "pred": preds}
 
-    mean = Xtr.mean(1, keepdim=True)
-    std = Xtr.std(1, unbiased=False, keepdim=True)
-    std = torch.where(std > 0, std, torch.ones_like(std))
+    mean, std = standardization(Xtr)
 
     def z(ix: np.ndarray) -> Tensor:
-        return ((X[:, torch.as_tensor(ix, device=dev)] - mean) / std).to(dtype)
+        return standardize(X[:, torch.as_tensor(ix, device=dev)], mean, std).to(dtype)
 
     Ztr = z(tr)
     if probe == "ridge":

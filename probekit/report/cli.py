@@ -13,7 +13,7 @@ def _run(args: argparse.Namespace) -> int:
 
     suite = load_suite(args.suite)
     if args.device is not None:
-        from ..probes._validation import resolve_device
+        from ..util.device import resolve_device
 
         resolve_device(args.device)  # a clear error for a bad or unavailable device
         suite = dataclasses.replace(suite, device=args.device)

@@ -13,7 +13,7 @@ from typing import Any
 
 import jinja2
 
-from ..models.checkpoint import atomic_write_text
+from ..util.io import atomic_write_text
 from . import plots
 
 _PACKAGES = {"probekit": "probekit-interp", "torch": "torch", "transformer-lens": "transformer-lens",

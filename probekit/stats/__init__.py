@@ -12,8 +12,8 @@ from .multiple import holm as holm
 from .paired import paired_ttest as paired_ttest
 from .paired import wilcoxon_signed_rank as wilcoxon_signed_rank
 from .permutation import permutation_pvalue as permutation_pvalue
+from .permutation import permutation_result as permutation_result
 from .permutation import permutation_test as permutation_test
-from .permutation import probe_permutation_test as probe_permutation_test
 from .result import ConfidenceInterval as ConfidenceInterval
 from .result import CorrelationResult as CorrelationResult
 from .result import LeaveOneOutResult as LeaveOneOutResult

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..models.checkpoint import atomic_write_text
+from ..util.io import atomic_write_json
 
 FORMAT = "probekit-store/1"
 MANIFEST = "manifest.json"
@@ -59,7 +58,7 @@ class Manifest:
         return sum(s.rows for s in self.shards)
 
     def save(self, directory: Path) -> None:
-        atomic_write_text(directory / MANIFEST, json.dumps(asdict(self), indent=1))
+        atomic_write_json(directory / MANIFEST, asdict(self), indent=1)
 
     @classmethod
     def load(cls, directory: Path) -> Manifest:
@@ -78,10 +77,3 @@ class Manifest:
         data["shards"] = [ShardInfo(**s) for s in data["shards"]]
         return cls(**data)
 
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from ..capture.sites import Site
-from .manifest import Manifest, file_sha256
+from ..util.io import sha256_file
+from .manifest import Manifest
 from .safetensors_mmap import CorruptShardError, mmap_tensor, read_header
 from .writer import EXAMPLE_KEY, META_PREFIX, POSITION_KEY
 
@@ -110,7 +111,7 @@ class ActivationStore:
         for shard in self.manifest.shards:
             path = self.directory / shard.file
             read_header(path)
-            if file_sha256(path) != shard.sha256:
+            if sha256_file(path) != shard.sha256:
                 raise CorruptShardError(
                     f"shard {path} fails its checksum (manifest sha256 {shard.sha256[:12]}...); "
                     "the file was modified or damaged: capture again into a new directory"

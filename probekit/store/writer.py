@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +12,8 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from .manifest import MANIFEST, Manifest, ShardInfo, file_sha256
+from ..util.io import atomic_path, sha256_file
+from .manifest import MANIFEST, Manifest, ShardInfo
 from .safetensors_mmap import CorruptShardError, read_header
 
 EXAMPLE_KEY = "_example"
@@ -82,7 +82,7 @@ class StoreWriter:
         for shard in existing.shards:
             path = self.directory / shard.file
             read_header(path)
-            if file_sha256(path) != shard.sha256:
+            if sha256_file(path) != shard.sha256:
                 raise CorruptShardError(
                     f"shard {path} does not match its manifest checksum; the store is damaged. "
                     "Nothing was overwritten; delete the directory and capture again."
@@ -107,17 +107,14 @@ class StoreWriter:
         tensors[POSITION_KEY] = positions.to(torch.int64).cpu().contiguous()
         meta_tensors, meta_texts = encode_metadata(metadata, tensors[EXAMPLE_KEY].numpy())
         tensors.update(meta_tensors)
-        tmp = self.directory / f".{name}.tmp-{os.getpid()}"
-        save_file(tensors, str(tmp), metadata=meta_texts or None)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.directory / name)
+        with atomic_path(self.directory / name) as tmp:
+            save_file(tensors, str(tmp), metadata=meta_texts or None)
         info = ShardInfo(
             file=name,
             rows=int(examples.shape[0]),
             first_example=self.manifest.examples_done,
             end_example=end_example,
-            sha256=file_sha256(self.directory / name),
+            sha256=sha256_file(self.directory / name),
         )
         if not self.manifest.feature_shapes:
             self.manifest.feature_shapes = {k: list(v.shape[1:]) for k, v in site_rows.items()}

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,9 +14,11 @@ from ..capture import Site, all_layers, collect_activations
 from ..capture.fingerprint import model_fingerprint, model_id
 from ..capture.positions import parse_position_rule
 from ..executor import InProcessExecutor, get_executor
-from ..probes import selectivity_sweep, sweep_layers
-from ..probes._validation import resolve_device
-from ..stats import adjust_pvalues, probe_permutation_test
+from ..probes import probe_permutation_test, selectivity_sweep, sweep_layers
+from ..stats import adjust_pvalues
+from ..util.cache import cache_dir
+from ..util.device import resolve_device
+from ..util.io import atomic_write_text, sha256_bytes
 from .spec import Suite, SuiteError, TrainSpec
 
 
@@ -50,17 +50,13 @@ class SuiteResult:
         }
 
 
-def _cache_root() -> Path:
-    return Path(os.environ.get("PROBEKIT_CACHE", Path.home() / ".cache" / "probekit"))
-
-
 def trained_checkpoint(spec: TrainSpec, *, progress: bool = True) -> Path:
     """Train ``spec`` once into the user cache (keyed by the spec) and return the last checkpoint."""
     from ..train import presets
     from ..train.trainer import list_checkpoints, train
 
-    key = hashlib.sha256(json.dumps(vars(spec), sort_keys=True, default=str).encode()).hexdigest()[:12]
-    out = _cache_root() / "runs" / f"{spec.preset}-{key}"
+    key = sha256_bytes(json.dumps(vars(spec), sort_keys=True, default=str).encode())[:12]
+    out = cache_dir("runs", f"{spec.preset}-{key}")
     preset = presets.get_preset(spec.preset)
     task = _training_task(spec)
     mcfg = task.model_config()
@@ -74,7 +70,7 @@ def trained_checkpoint(spec: TrainSpec, *, progress: bool = True) -> Path:
     done = out / "DONE"
     if not done.exists():
         train(task, mcfg, tcfg, out, progress=progress)
-        done.write_text("ok\n")
+        atomic_write_text(done, "ok\n")
     return list_checkpoints(out)[-1][1]
 
 

@@ -229,8 +229,3 @@ def check_fraction(owner: str, name: str, value: float, *, low_open: bool = True
 def check_positive_int(owner: str, name: str, value: int, *, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{owner}.{name} must be an int >= {minimum}, got {value!r}")
-
-
-def n_ctx_for(splits: dict[str, TaskDataset]) -> int:
-    """Longest sequence over all splits (the ``n_ctx`` a model needs)."""
-    return max(ds.max_len for ds in splits.values())

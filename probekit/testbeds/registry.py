@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..util.config import check_keys
 from .base import Task
 from .knowledge import (
     KGComparisonConfig,
@@ -47,13 +48,8 @@ def get_task(name: str, **overrides: Any) -> Task:
     59
     """
     task_cls, cfg_cls = _lookup(name)
-    fields = {f.name for f in dataclasses.fields(cfg_cls)}
-    unknown = sorted(set(overrides) - fields)
-    if unknown:
-        raise ValueError(
-            f"unknown {cfg_cls.__name__} field(s) {unknown} for task {name!r}; "
-            f"valid fields are {sorted(fields)}"
-        )
+    fields = (f.name for f in dataclasses.fields(cfg_cls))
+    check_keys(overrides, fields, what=f"{cfg_cls.__name__} (task {name!r})")
     return task_cls(cfg_cls(**overrides))
 
 

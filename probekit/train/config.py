@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..util.config import check_keys
+
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
@@ -88,10 +90,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown TrainConfig field(s) {unknown}; valid fields are {sorted(known)}")
+        check_keys(data, (f.name for f in dataclasses.fields(cls)), what="TrainConfig")
         conv = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         return cls(**conv)
 

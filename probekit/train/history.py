@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..models.checkpoint import atomic_write_text
+from ..util.io import atomic_write_text
 
 HISTORY_JSON = "history.json"
 HISTORY_CSV = "history.csv"

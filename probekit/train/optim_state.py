@@ -7,14 +7,13 @@ step counts (0-dim tensors in torch) and the param-group hyper-parameters go to 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..models.checkpoint import atomic_write_text
+from ..util.io import atomic_path, atomic_write_json
 
 OPTIM_TENSORS = "optimizer.safetensors"
 OPTIM_JSON = "optimizer.json"
@@ -35,11 +34,10 @@ def save_optimizer(optimizer: torch.optim.Optimizer, names: list[str], directory
                 v = value.item() if isinstance(value, torch.Tensor) else value
                 scalars.setdefault(name, {})[key] = v
     groups = [{k: v for k, v in g.items() if k != "params"} for g in state["param_groups"]]
-    tmp = directory / f".{OPTIM_TENSORS}.tmp-{os.getpid()}"
-    save_file(tensors, str(tmp))
-    os.replace(tmp, directory / OPTIM_TENSORS)
+    with atomic_path(directory / OPTIM_TENSORS) as tmp:
+        save_file(tensors, str(tmp))
     meta = {"param_names": names, "scalars": scalars, "param_groups": groups}
-    atomic_write_text(directory / OPTIM_JSON, json.dumps(meta, indent=1))
+    atomic_write_json(directory / OPTIM_JSON, meta, indent=1)
 
 
 def load_optimizer(optimizer: torch.optim.Optimizer, names: list[str], directory: str | Path) -> None:

@@ -31,10 +31,11 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..models.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint
+from ..models.checkpoint import load_checkpoint, save_checkpoint
 from ..models.config import ModelConfig
 from ..models.native import build_model
 from ..testbeds.base import IGNORE_INDEX, PaddedBatch, Task
+from ..util.io import atomic_write_text
 from .config import OPTIMISATION_FIELDS, TrainConfig
 from .history import History
 from .optim_state import load_optimizer, save_optimizer

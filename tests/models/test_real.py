@@ -41,7 +41,7 @@ def _one_thread():
 
 @pytest.fixture(scope="module")
 def smol():
-    # Uses the real cache ($PROBEKIT_CACHE or ~/.cache/probekit/models): converted once ever.
+    # Uses the real cache ($PROBEKIT_CACHE/models or ~/.cache/probekit/models): converted once ever.
     return load_model("smollm2-135m")
 
 
@@ -195,10 +195,20 @@ def _link_or_copy(src: Path, dst: Path) -> None:
 @pytest.fixture
 def cache_copy(smol, tmp_path, monkeypatch):
     root = tmp_path / "pkcache"
-    entry = _clone_entry(Path(smol.probekit_hf_dir), root)
+    entry = _clone_entry(Path(smol.probekit_hf_dir), root / "models")
     monkeypatch.setenv(real.CACHE_ENV, str(root))
     assert real.cache_dir_for("smollm2-135m") == entry
     return entry
+
+
+def test_legacy_cache_layout_is_still_found(smol, tmp_path, monkeypatch):
+    # Before util.cache, entries lived directly in $PROBEKIT_CACHE (not in models/).
+    root = tmp_path / "pkcache"
+    legacy = _clone_entry(Path(smol.probekit_hf_dir), root)
+    monkeypatch.setenv(real.CACHE_ENV, str(root))
+    assert real.cache_dir_for("smollm2-135m") == legacy
+    assert real.ensure_converted("smollm2-135m") == legacy  # no reconversion
+    assert real.cache_dir_for("smollm2-135m", root=root / "models") == root / "models" / legacy.name
 
 
 def _fake_convert_from(good: Path):
@@ -273,7 +283,7 @@ def test_interrupted_conversion_leaves_no_entry(tmp_path, monkeypatch):
     monkeypatch.setattr(real, "_convert", interrupted)
     with pytest.raises(KeyboardInterrupt):
         real.ensure_converted("smollm2-135m")
-    assert list(root.iterdir()) == []
+    assert list((root / "models").iterdir()) == []
 
 
 def test_cache_path_must_avoid_architecture_words(tmp_path, monkeypatch):

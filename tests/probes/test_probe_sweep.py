@@ -4,6 +4,7 @@ import torch
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import roc_auc_score
 
+from probekit.errors import DeviceError
 from probekit.probes import sweep_layers
 from probekit.probes._validation import check_layer_acts
 
@@ -124,5 +125,5 @@ def test_device_argument_moves_activations():
     with pytest.raises(ValueError, match="unknown device 'no-such-device'.*'auto', 'cpu'"):
         sweep_layers(acts, y, Cs=2, cv=2, device="no-such-device", **SPLIT)
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="no CUDA device; use 'auto' or 'cpu'"):
+        with pytest.raises(DeviceError, match="no CUDA device; use 'auto' or 'cpu'"):
             sweep_layers(acts, y, Cs=2, cv=2, device="cuda", **SPLIT)
