@@ -250,7 +250,7 @@ class PermutationTask:
 
 
 def permutation_p_value(task: PermutationTask) -> float:
-    """p-value of ``task`` (:func:`probekit.stats.probe_permutation_test`)."""
+    """p-value of ``task`` (:func:`probekit.probes.probe_permutation_test`)."""
     return float(probe_permutation_test(
         task.X, task.y, train_idx=task.train_idx, test_idx=task.test_idx, probe=task.probe,
         C=task.C, n_permutations=task.n_permutations, random_state=task.random_state,
