@@ -15,6 +15,7 @@ from .capture import SpanMean as SpanMean
 from .capture import TokenIndex as TokenIndex
 from .capture import capture_to_store as capture_to_store
 from .capture import collect_activations as collect_activations
+from .models import HookedModel as HookedModel
 from .models import ModelConfig as ModelConfig
 from .models import build_model as build_model
 from .models import list_models as list_models

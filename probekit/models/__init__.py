@@ -6,3 +6,4 @@ from .config import ModelConfig as ModelConfig
 from .loading import list_models as list_models
 from .loading import load_model as load_model
 from .native import build_model as build_model
+from .protocol import HookedModel as HookedModel

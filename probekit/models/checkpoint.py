@@ -12,6 +12,7 @@ from safetensors.torch import load_file, save_file
 from ..util.io import atomic_path, atomic_write_json
 from .config import ModelConfig
 from .native import build_model
+from .protocol import HookedModel
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -19,7 +20,7 @@ FORMAT = "probekit-checkpoint/1"
 
 
 def save_checkpoint(
-    model: Any, config: ModelConfig, directory: str | Path, *, extra: dict[str, Any] | None = None
+    model: HookedModel, config: ModelConfig, directory: str | Path, *, extra: dict[str, Any] | None = None
 ) -> Path:
     """Save weights and config to ``directory`` (created). ``extra`` (JSON) rides along, e.g. vocab."""
     directory = Path(directory)
@@ -45,7 +46,7 @@ def read_checkpoint_meta(directory: str | Path) -> dict[str, Any]:
     return meta
 
 
-def load_checkpoint(directory: str | Path, *, device: str | torch.device = "cpu") -> Any:
+def load_checkpoint(directory: str | Path, *, device: str | torch.device = "cpu") -> HookedModel:
     """Rebuild the model of a checkpoint written by :func:`save_checkpoint` (eval mode)."""
     directory = Path(directory)
     meta = read_checkpoint_meta(directory)

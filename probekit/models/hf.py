@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from .protocol import HookedModel
+
 HF_CONFIG_FILE = "config.json"
 PROBEKIT_CHECKPOINT_FORMAT = "probekit-checkpoint/1"  # mirrors checkpoint.FORMAT
 # Any of these lets AutoTokenizer load offline; without one, transformers falls back to the slow
@@ -37,7 +39,7 @@ def load_hf_dir(
     prepend_bos: bool | None = None,
     compatibility_mode: bool = False,
     tokenizer: Any | None = None,
-) -> Any:
+) -> HookedModel:
     """Return a ``TransformerBridge`` for the Hugging Face model saved in directory ``path``.
 
     Args:

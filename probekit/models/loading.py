@@ -10,6 +10,7 @@ import torch
 
 from .checkpoint import CONFIG_FILE, FORMAT, load_checkpoint
 from .hf import load_hf_dir
+from .protocol import HookedModel
 from .real import REGISTRY, load_real_model, registered_names
 
 
@@ -35,7 +36,7 @@ def load_model(
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
     compatibility_mode: bool = False,
-) -> Any:
+) -> HookedModel:
     """Load a model as a ``TransformerBridge`` (eval mode).
 
     ``name_or_path`` is one of:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from .config import ModelConfig
+from .protocol import HookedModel
 
 
-def build_model(config: ModelConfig, *, device: str | torch.device = "cpu") -> Any:
+def build_model(config: ModelConfig, *, device: str | torch.device = "cpu") -> HookedModel:
     """Return a freshly initialised ``TransformerBridge`` (transformer-lens 4.x ``boot_native``).
 
     Initialisation is deterministic in ``config.seed`` and leaves the global RNG untouched.

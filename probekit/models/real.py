@@ -30,6 +30,7 @@ from safetensors import SafetensorError, safe_open
 from ..util.cache import CACHE_ENV, cache_dir
 from ..util.io import atomic_write_json, sha256_file
 from .hf import load_hf_dir, set_offline_env
+from .protocol import HookedModel
 
 MANIFEST_FILE = "probekit-cache.json"
 MANIFEST_FORMAT = "probekit-gguf-cache/1"
@@ -324,7 +325,7 @@ def load_real_model(
     dtype: torch.dtype = torch.float32,
     compatibility_mode: bool = False,
     verify: bool = False,
-) -> Any:
+) -> HookedModel:
     """Load registered model ``name`` (see :data:`REGISTRY`) as a ``TransformerBridge``.
 
     ``cfg.default_prepend_bos`` follows the model's training (False for SmolLM2). The model

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..capture.sites import Site
+from ..models.protocol import HookedModel
 from ..util.io import sha256_file
 from .manifest import Manifest
 from .safetensors_mmap import CorruptShardError, mmap_tensor, read_header
@@ -117,7 +118,7 @@ class ActivationStore:
                     "the file was modified or damaged: capture again into a new directory"
                 )
 
-    def check_model(self, model: Any) -> None:
+    def check_model(self, model: HookedModel) -> None:
         """Raise if ``model`` is not the model this store was captured from."""
         from ..capture.fingerprint import model_fingerprint
 
