@@ -9,6 +9,7 @@ from .collect import collect_activations as collect_activations
 from .collect import iter_capture as iter_capture
 from .fingerprint import dataset_fingerprint as dataset_fingerprint
 from .fingerprint import model_fingerprint as model_fingerprint
+from .grad import record_with_grad as record_with_grad
 from .hooks import capture as capture
 from .hooks import count_hooks as count_hooks
 from .positions import AllTokens as AllTokens

@@ -33,6 +33,13 @@ class TrainConfig:
         stop_metric, stop_threshold: stop early at the first evaluation where the history key
             ``stop_metric`` (e.g. ``"test_id/acc"``) reaches ``stop_threshold``.
         device: torch device string ("cpu", "cuda").
+        he_lambda: weight of the HE regulariser of An & Du (2026) [C] added to the loss,
+            ``L = CE + he_lambda * L_HE`` (:mod:`probekit.homomorphism.regulariser`); 0 = off
+            (then training is bit-identical to a run without the field). [C] uses 0.2.
+        he_layers: 1-indexed blocks whose outputs are regularised ([C]: 2 and 4).
+        he_pairs: primitive-modifier pairs drawn (with replacement) per step ([C]: 256).
+        he_pool: pool size, the first pairs of the training set ([C]: 2048).
+        he_hidden: width of the per-modifier MLPs ([C]: 256).
     """
 
     steps: int = 10_000
@@ -54,6 +61,11 @@ class TrainConfig:
     stop_metric: str | None = None
     stop_threshold: float = 0.95
     device: str = "cpu"
+    he_lambda: float = 0.0
+    he_layers: tuple[int, ...] = (2, 4)
+    he_pairs: int = 256
+    he_pool: int = 2048
+    he_hidden: int = 256
 
     def __post_init__(self) -> None:
         own = "TrainConfig"
@@ -82,6 +94,16 @@ class TrainConfig:
                 raise ValueError(
                     f"{own}.{name} must hold ints in [0, steps={self.steps}], got {steps!r}"
                 )
+        if not (isinstance(self.he_lambda, (int, float)) and self.he_lambda >= 0):
+            raise ValueError(f"{own}.he_lambda must be >= 0 (0 = off), got {self.he_lambda!r}")
+        for name in ("he_pairs", "he_pool", "he_hidden"):
+            _pos_int(own, name, getattr(self, name))
+        if not self.he_layers or any(
+            isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in self.he_layers
+        ):
+            raise ValueError(
+                f"{own}.he_layers must be 1-indexed block numbers >= 1, got {self.he_layers!r}"
+            )
         if not isinstance(self.device, str) or not self.device:
             raise ValueError(f"{own}.device must be a torch device string, got {self.device!r}")
 
@@ -98,6 +120,7 @@ class TrainConfig:
 #: fields that must agree between a checkpointed run and the run resuming it
 OPTIMISATION_FIELDS = (
     "lr", "weight_decay", "betas", "eps", "batch_size", "warmup_steps", "grad_clip", "seed",
+    "he_lambda", "he_layers", "he_pairs", "he_pool", "he_hidden",
 )
 
 

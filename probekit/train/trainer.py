@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from ..models.checkpoint import load_checkpoint, save_checkpoint
@@ -42,6 +43,8 @@ from .optim_state import load_optimizer, save_optimizer
 from .schedule import batch_position, checkpoint_schedule, epoch_permutation, eval_schedule, lr_at
 
 RUN_JSON = "run.json"
+#: weights of modules trained with the model but not part of it (the HE regulariser's MLPs)
+AUX_FILE = "aux.safetensors"
 CHECKPOINTS = "checkpoints"
 _STEP_DIR = re.compile(r"^step_(\d{7,})$")
 
@@ -151,12 +154,14 @@ def _check_resumable(meta: dict[str, Any], saved: dict[str, Any], out_dir: Path)
                 f"{out_dir} holds a run with a different {key} ({saved[key]}); resume needs the "
                 "same one. Use a new --out directory or pass resume=False to start over"
             )
+    default = TrainConfig().to_dict()
     for f in OPTIMISATION_FIELDS:
         now = json.loads(json.dumps(meta["train_config"][f]))
-        if now != saved["train_config"][f]:
+        before = saved["train_config"].get(f, json.loads(json.dumps(default[f])))
+        if now != before:
             raise ValueError(
                 f"{out_dir}: TrainConfig.{f}={now!r} differs from the checkpointed run "
-                f"({saved['train_config'][f]!r}); resuming would not be reproducible. Use a new "
+                f"({before!r}); resuming would not be reproducible. Use a new "
                 "--out directory or resume=False"
             )
 
@@ -164,6 +169,7 @@ def _check_resumable(meta: dict[str, Any], saved: dict[str, Any], out_dir: Path)
 def _save(
     out_dir: Path, step: int, model: Any, opt: torch.optim.Optimizer, names: list[str],
     meta: dict[str, Any], model_config: ModelConfig, last: dict[str, Any] | None,
+    aux: torch.nn.Module | None = None,
 ) -> Path:
     final = step_dir(out_dir, step)
     tmp = final.with_name(f".{final.name}.tmp")
@@ -172,6 +178,8 @@ def _save(
     extra = {**meta, "step": step, "metrics": last or {}}
     save_checkpoint(model, model_config, tmp, extra=extra)
     save_optimizer(opt, names, tmp)
+    if aux is not None:
+        save_file({k: v.contiguous() for k, v in aux.state_dict().items()}, str(tmp / AUX_FILE))
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
@@ -241,6 +249,10 @@ def train(
 
     names = [n for n, _ in model.named_parameters()]
     params = [p for _, p in model.named_parameters()]
+    he = _he_setup(task, model, cfg, device, ck_dir) if cfg.he_lambda > 0 else None
+    if he is not None:  # regulariser MLPs learn jointly, in the same optimiser [C]
+        names += [f"he_regulariser.{n}" for n, _ in he.regulariser.named_parameters()]
+        params += list(he.regulariser.parameters())
     opt = torch.optim.AdamW(
         params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay
     )
@@ -289,7 +301,7 @@ def train(
 
     if start == 0:
         last = do_eval(0)
-        _save(out_dir, 0, model, opt, names, meta, mcfg, last)
+        _save(out_dir, 0, model, opt, names, meta, mcfg, last, he and he.regulariser)
     stopped = last is not None and stop_reached(last)
     bar = tqdm(total=cfg.steps, initial=start, disable=not progress, desc=task.name)
     model.train()
@@ -309,6 +321,8 @@ def train(
         for g in opt.param_groups:
             g["lr"] = lr_at(step, cfg)
         loss, _, _ = masked_loss_and_correct(model(batch.tokens), batch.labels)
+        if he is not None:
+            loss = loss + cfg.he_lambda * he.loss(model, step)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip is not None:
@@ -321,7 +335,7 @@ def train(
             bar.set_postfix(_postfix(last, split_names))
             stopped = stop_reached(last)
         if step in ckpt_steps or stopped:
-            _save(out_dir, step, model, opt, names, meta, mcfg, last)
+            _save(out_dir, step, model, opt, names, meta, mcfg, last, he and he.regulariser)
     bar.close()
     if plot and len(history) > 1:
         from .plot import plot_history
@@ -330,6 +344,46 @@ def train(
         plot_history(history, out_dir / "curves.png", metric=metric, title=task.name)
     model.eval()
     return history
+
+
+@dataclasses.dataclass
+class _HE:
+    """The HE regulariser of a run, its pair pool and the data it reads."""
+
+    regulariser: torch.nn.Module
+    pool: Any
+    tokens: list[list[int]]
+    cfg: TrainConfig
+    pad_id: int
+
+    def loss(self, model: Any, step: int) -> torch.Tensor:
+        from ..homomorphism.regulariser import he_regulariser_loss
+
+        rng = np.random.default_rng([self.cfg.seed, 4845, step])  # stateless: exact resume
+        return he_regulariser_loss(
+            model, self.regulariser, self.tokens, self.pool, blocks=self.cfg.he_layers,
+            n_pairs=self.cfg.he_pairs, rng=rng, pad_id=self.pad_id,
+        )
+
+
+def _he_setup(
+    task: Task, model: Any, cfg: TrainConfig, device: torch.device, ck_dir: Path | None
+) -> _HE:
+    from ..homomorphism.regulariser import HERegulariser, mine_pair_pool
+
+    if max(cfg.he_layers) > model.cfg.n_layers:
+        raise ValueError(
+            f"TrainConfig.he_layers={cfg.he_layers} names blocks past the model's "
+            f"{model.cfg.n_layers} layers; use 1-indexed blocks in 1..{model.cfg.n_layers}"
+        )
+    train_ds = task.splits()["train"]
+    pool = mine_pair_pool(train_ds, max_pool=cfg.he_pool)
+    reg = HERegulariser(
+        model.cfg.d_model, pool.modifiers, hidden=cfg.he_hidden, seed=cfg.seed
+    ).to(device)
+    if ck_dir is not None and (ck_dir / AUX_FILE).is_file():
+        reg.load_state_dict(load_file(str(ck_dir / AUX_FILE), device=str(device)))
+    return _HE(reg, pool, train_ds.tokens, cfg, task.vocab.pad_id)
 
 
 def _postfix(rec: dict[str, Any], splits: list[str]) -> dict[str, str]:

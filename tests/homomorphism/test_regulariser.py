@@ -1,0 +1,136 @@
+import numpy as np
+import pytest
+import torch
+
+from probekit.capture import Site, count_hooks, record_with_grad
+from probekit.homomorphism import HEConfig, modifier_he
+from probekit.homomorphism.regulariser import HERegulariser, he_regulariser_loss, mine_pair_pool
+from probekit.models import load_checkpoint
+from probekit.testbeds import get_task
+from probekit.train import TrainConfig, list_checkpoints, train
+from probekit.train import trainer as trainer_mod
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    task = get_task(
+        "scan", n_noise=1, max_samples=60, ood_lengths=(5,), n_ood_per_length=8, n_ood_combo=8,
+        seed=0,
+    )
+    return task, task.model_config(n_layers=2, d_model=32, n_heads=2, d_head=16, d_mlp=64, seed=0)
+
+
+def _cfg(steps=12, **kw):
+    base = dict(
+        steps=steps, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.999), batch_size=16,
+        eval_steps=(steps,), checkpoint_steps=(steps,),
+    )
+    return TrainConfig(**{**base, **kw})
+
+
+def _final(tmp, task, mcfg, cfg):
+    hist = train(task, mcfg, cfg, tmp, progress=False, plot=False)
+    return load_checkpoint(list_checkpoints(tmp)[-1][1]), hist
+
+
+def test_lambda_zero_is_the_plain_trainer(tiny, tmp_path, monkeypatch):
+    task, mcfg = tiny
+
+    def forbidden(*a, **k):
+        raise AssertionError("regulariser built with he_lambda=0")
+
+    monkeypatch.setattr(trainer_mod, "_he_setup", forbidden)
+    m0, h0 = _final(tmp_path / "a", task, mcfg, _cfg(he_lambda=0.0))
+    m1, _ = _final(tmp_path / "b", task, mcfg, _cfg())
+    for p, q in zip(m0.parameters(), m1.parameters()):
+        assert torch.equal(p, q)
+    # weights of the trainer before the HE term existed (main @ 677c4b5, this config, CPU)
+    total = sum(float(p.detach().double().sum()) for p in m0.parameters())
+    absolute = sum(float(p.detach().double().abs().sum()) for p in m0.parameters())
+    assert total == pytest.approx(140.12168884662788, rel=1e-9)
+    assert absolute == pytest.approx(1832.5049428641305, rel=1e-9)
+    assert h0.records[-1]["batch_loss"] == pytest.approx(1.055456519126892, rel=1e-6)
+
+
+def test_regularised_training_lowers_modifier_he(tiny, tmp_path):
+    task, mcfg = tiny
+    he = {}
+    for lam in (0.0, 1.0):
+        cfg = _cfg(steps=40, he_lambda=lam, he_layers=(1, 2), he_pairs=32)
+        model, _ = _final(tmp_path / str(lam), task, mcfg, cfg)
+        he[lam] = modifier_he(model, task, config=HEConfig(families=("affine", "mlp"))).headline
+    assert he[1.0] < 0.85 * he[0.0]
+
+
+def test_regularised_resume_equals_uninterrupted(tiny, tmp_path):
+    task, mcfg = tiny
+    kw = dict(he_lambda=0.5, he_layers=(2,), he_pairs=8, checkpoint_steps=(3,), eval_steps=(3,))
+    straight, _ = _final(tmp_path / "s", task, mcfg, _cfg(steps=6, **kw))
+    _final(tmp_path / "r", task, mcfg, _cfg(steps=3, **kw))
+    resumed, _ = _final(tmp_path / "r", task, mcfg, _cfg(steps=6, **kw))
+    for p, q in zip(straight.parameters(), resumed.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_regulariser_loss_equals_brute_force(tiny):
+    from probekit.models import build_model
+
+    task, mcfg = tiny
+    model = build_model(mcfg)
+    ds = task.splits()["train"]
+    pool = mine_pair_pool(ds, max_pool=50)
+    assert len(pool) == 50 and pool.modifiers == ("thrice", "twice")
+    reg = HERegulariser(mcfg.d_model, pool.modifiers, hidden=16, seed=0)
+    loss = he_regulariser_loss(
+        model, reg, ds.tokens, pool, blocks=(1, 2), n_pairs=20, rng=np.random.default_rng(5)
+    )
+    draw = np.random.default_rng(5).integers(0, len(pool), size=20)
+    per_layer = []
+    for layer in (0, 1):
+        a, b = [], []
+        for i in draw:
+            _, cache = model.run_with_cache(torch.tensor([ds.tokens[pool.example[i]]]))
+            h = cache[f"blocks.{layer}.hook_resid_post"][0]
+            a.append(h[pool.prim_pos[i]])
+            b.append(h[pool.prim_pos[i] + 1])
+        a, b = torch.stack(a), torch.stack(b)
+        mods = torch.as_tensor(pool.modifier[draw])
+        per_mod = [
+            ((reg.ops[m](torch.cat([a, b], -1)[mods == m]) - ((a + b) / 2)[mods == m]) ** 2).mean()
+            for m in range(2) if (mods == m).any()
+        ]
+        per_layer.append(torch.stack(per_mod).mean())
+    torch.testing.assert_close(loss, torch.stack(per_layer).mean(), atol=1e-6, rtol=1e-5)
+    loss.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+def test_record_with_grad_keeps_graph_and_cleans_up(tiny):
+    from probekit.models import build_model
+
+    task, mcfg = tiny
+    model = build_model(mcfg)
+    toks = torch.tensor([task.splits()["train"].tokens[0]])
+    site = Site(0, "resid_post")
+    with record_with_grad(model, [site]) as acts:
+        model(toks)
+    _, cache = model.run_with_cache(toks)
+    torch.testing.assert_close(acts[site].detach(), cache[site.name])
+    acts[site].pow(2).mean().backward()
+    assert sum(float(p.grad.abs().sum()) for p in model.parameters() if p.grad is not None) > 0
+    assert count_hooks(model) == 0
+    with pytest.raises(RuntimeError, match="boom"), record_with_grad(model, [site]):
+        raise RuntimeError("boom")
+    assert count_hooks(model) == 0
+    with pytest.raises(Exception, match="blocks.7"), record_with_grad(model, [Site(7, "resid_post")]):
+        pass
+
+
+def test_bad_he_config(tiny, tmp_path):
+    task, mcfg = tiny
+    with pytest.raises(ValueError, match="he_layers=\\(5,\\) names blocks past the model's 2"):
+        train(task, mcfg, _cfg(he_lambda=0.2, he_layers=(5,)), tmp_path, progress=False)
+    with pytest.raises(ValueError, match="he_lambda must be >= 0"):
+        TrainConfig(he_lambda=-1.0)
+    with pytest.raises(ValueError, match="1-indexed"):
+        TrainConfig(he_layers=(0, 2))
