@@ -6,6 +6,7 @@ capture -> store -> analysis -> stats -> report. See README.md for a quickstart.
 from . import capture as capture
 from . import models as models
 from . import probes as probes
+from . import similarity as similarity
 from . import stats as stats
 from . import store as store
 from .capture import AllTokens as AllTokens

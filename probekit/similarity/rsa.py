@@ -11,6 +11,7 @@ of one RDM (:func:`rsa_test`).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 import numpy as np
@@ -192,17 +193,9 @@ def rsa_test(
             a, b = A[idx[iu], idx[ju]][keep], B[idx[iu], idx[ju]][keep]
             boots[k] = compare_vectors(a, b, method) if a.size >= 2 else np.nan
         low, high = stats.percentile_interval(boots[None, :], confidence_level)  # (1,) arrays
-    sd = null.std(ddof=1) if n_permutations > 1 else np.nan
-    return StatTestResult(
-        statistic=observed,
-        p_value=stats.permutation_pvalue(observed, null, "greater"),
-        n=n,
-        method=f"RSA ({method}); stimulus-label permutation test, stimulus bootstrap CI",
-        alternative="greater",
-        effect_size=float((observed - null.mean()) / sd) if sd and sd > 0 else float("nan"),
-        effect_size_name="z_vs_null",
-        ci_low=float(low[0]),
-        ci_high=float(high[0]),
-        confidence_level=confidence_level,
-        null_distribution=null,
+    res = stats.permutation_result(
+        observed, null, n, f"RSA ({method}); stimulus-label permutation test, stimulus bootstrap CI"
+    )
+    return dataclasses.replace(
+        res, ci_low=float(low[0]), ci_high=float(high[0]), confidence_level=confidence_level
     )
