@@ -134,6 +134,7 @@ def bench_store_memory(n_small: int = 2048, factor: int = 8) -> dict:
 OPTIONAL = {
     "probes": ("scripts.bench_probes", "bench_probe_sweep"),
     "grokking": ("scripts.bench_grokking", "bench_grokking"),
+    "homomorphism": ("scripts.bench_homomorphism", "bench_homomorphism"),
 }
 
 
@@ -142,13 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
     parser.add_argument("--sections", default="capture,store_memory,probes",
-                        help="comma list: capture,store_memory,probes,grokking")
+                        help="comma list: capture,store_memory,probes,grokking,homomorphism")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu", help="device of the batched probe sweep (cpu, cuda)")
     parser.add_argument("--sklearn-threads", type=int, default=None,
                         help="BLAS threads of the sklearn baseline (default all; 4 was fastest on 16 cores)")
+    parser.add_argument("--he-checkpoint", default=None,
+                        help="SCAN checkpoint for the homomorphism section (default: untrained)")
     args = parser.parse_args(argv)
     results: dict = {}
     for section in args.sections.split(","):
@@ -159,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         elif section in OPTIONAL:
             module, fn = OPTIONAL[section]
             kwargs = {"device": args.device, "sklearn_threads": args.sklearn_threads} if section == "probes" else {}
+            if section == "homomorphism":
+                kwargs = {"checkpoint": args.he_checkpoint}
             results[section] = getattr(importlib.import_module(module), fn)(**kwargs)
         else:
             parser.error(f"unknown section {section!r}; choose from capture,store_memory,{','.join(OPTIONAL)}")

@@ -136,15 +136,16 @@ def run_model(spec: ModelSpec) -> dict[str, Any]:
             pairs = mine(ds)
         except DataError:  # e.g. 1-clause coverage has no sequence pairs
             continue
-        c = measure(states=states, pairs=pairs, config=HEConfig(solver="adam", seed=spec.seed))
+        # [C]'s Adam-fit families at the headline (last) block; closed-form ones at every block
+        last = states.select([states.layers[-1]])
+        c = measure(states=last, pairs=pairs, config=HEConfig(solver="adam", seed=spec.seed))
         r = measure(states=states, pairs=pairs, config=HEConfig(families=("affine", "bilinear")))
         he[kind] = {
             "he": c.headline,  # [C]: Adam-fit affine/bilinear/MLP, mean held-out MSE
             "he_ci": [float(c.he_low[-1]), float(c.he_high[-1])],
             "he_normalised": c.headline_normalised,  # ours
             "he_ridge": float((r.mse[-1].sum() + c.mse[-1, 2]) / 3),  # closed-form linear ones
-            "per_layer": c.he.tolist(),
-            "per_layer_normalised": c.he_normalised.tolist(),
+            "per_layer_ridge_affine_bilinear": r.he.tolist(),
             "per_family": dict(zip(c.families, c.mse[-1].tolist())),
             "per_group": dict(zip(c.groups, c.group_mse[-1].mean(0).tolist())),
             "n_pairs": c.n_pairs,
@@ -321,8 +322,8 @@ def build_population(args: argparse.Namespace) -> list[ModelSpec]:
                   max_samples=args.max_samples, n_ood_per_length=args.n_ood,
                   d_model=args.d_model, he_pairs=args.he_pairs)
     specs: list[ModelSpec] = []
-    for lam in args.he_lambda:
-        for seed in args.seeds:
+    for seed in args.seeds:  # seed-major: an interrupted run still has complete paired seeds
+        for lam in args.he_lambda:
             for n in args.noise:
                 specs.append(
                     ModelSpec(noise=n, seed=seed, he_lambda=lam, n_layers=args.layers, **common)
@@ -357,6 +358,8 @@ def main(argv: list[str] | None = None, *, executor: Any = None) -> dict[str, An
     ap.add_argument("--he-pairs", type=int, default=256, help="regulariser pairs per step")
     ap.add_argument("--executor", default=None)
     ap.add_argument("--smoke", action="store_true", help="tiny population (tests)")
+    ap.add_argument("--analyse-only", action="store_true",
+                    help="analyse the models already finished; train nothing")
     args = ap.parse_args(argv)
     if args.smoke:
         args.noise, args.seeds, args.steps = [0, 6, 15], [0], 20
@@ -364,6 +367,8 @@ def main(argv: list[str] | None = None, *, executor: Any = None) -> dict[str, An
         args.he_lambda = [0.0, 0.5] if args.he_lambda == [0.0] else args.he_lambda
     args.out.mkdir(parents=True, exist_ok=True)
     specs = build_population(args)
+    if args.analyse_only:
+        specs = [s for s in specs if (Path(s.out_root) / s.name / RESULT).is_file()]
     t0 = time.perf_counter()
     rows = get_executor(executor or args.executor).map(run_model, specs, desc="he-study models")
     analysis = analyse(rows)
