@@ -117,3 +117,13 @@ def test_bad_inputs_name_counts_and_fix(scan_task, scan_model):
         modifier_he(scan_model, scan_task, states=states)
     with pytest.raises(DataError, match="got sequence pairs"):
         modifier_he(states=states, pairs=sequence_pairs(ds))
+
+
+def test_all_layer_he_equals_papers_per_layer_loop(scan_task, scan_model):
+    from scripts.bench_homomorphism import paper_loop
+
+    ds = scan_task.splits()["train"].subset(range(60))
+    pairs = modifier_pairs(ds)
+    ref = paper_loop(scan_model, ds.tokens, pairs)  # per layer, per-example forwards, Adam fits
+    ours = modifier_he(scan_model, ds, config=HEConfig(solver="adam"))
+    np.testing.assert_allclose(ours.mse, ref, rtol=1e-4, atol=1e-9)
