@@ -1,73 +1,156 @@
-"""``probekit`` command line. The library never reads ``sys.argv``; :func:`main` takes ``argv``."""
+"""``probekit`` command line. The library never reads ``sys.argv``; :func:`main` takes ``argv``.
+
+Errors of probekit's own (:class:`probekit.errors.ProbekitError`) print as one line and exit 2;
+anything else is a bug: its traceback is kept, with a line asking for a report (exit 1).
+``--debug`` shows tracebacks always and every dependency warning. Heavy modules (torch,
+transformers, scikit-learn) are imported only inside the commands, so ``--help`` and
+``probekit models`` answer at once.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+import logging
+import os
 import sys
-from collections.abc import Sequence
+import traceback
+import warnings
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .capture.positions import parse_position_rule
+from .errors import ConfigError, DataError, ProbekitError
+
+log = logging.getLogger("probekit")
+
+BUG_REPORT = (
+    "This is a bug in probekit, not in your input: please report it with the command and the "
+    "traceback above (rerun with --debug for more detail)."
+)
 
 
-class CliError(Exception):
-    """A user error: printed as one line, exit status 2."""
+class CliError(ConfigError):
+    """A user error on the command line: printed as one line, exit status 2."""
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise CliError(f"data file {path} not found")
-    rows = []
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
+def _capture_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """Everything about a capture that can be checked without a model (FILE:LINE errors)."""
+    from .inputs import (
+        POSITION_KEYWORDS,
+        peek_model_limits,
+        position_column,
+        position_spec_error,
+        read_jsonl,
+        require_columns,
+        token_ids,
+    )
+
+    rows = read_jsonl(args.data)
+    for row in rows:
+        if "tokens" not in row.data and "text" not in row.data:
+            raise DataError(f"{row.where}: row has neither 'tokens' (a list of ids) nor 'text'")
+    meta_keys = sorted({k for r in rows for k in r.data} - {"tokens", "text"})
+    rows, dropped = require_columns(
+        rows, meta_keys, drop=args.drop_incomplete, flag="--drop-incomplete"
+    )
+    if dropped:
+        log.warning(
+            "dropped %d of %d rows that lack a column (first: %s)",
+            len(dropped), len(rows) + len(dropped), dropped[0].where,
+        )
+    spec = args.positions
+    positions: list[int] | None = None
+    if spec not in POSITION_KEYWORDS:
+        name = spec.removeprefix("column:")
+        if name not in meta_keys:
+            raise position_spec_error(spec, meta_keys)
+        positions = position_column(rows, name)
+        spec = f"column:{name}"
+    tokens = [token_ids(r) if "tokens" in r.data else None for r in rows]
+    limits = peek_model_limits(args.model)
+    _check_token_limits(rows, tokens, positions, spec, limits)
+    sites = None
+    if args.sites != "all":
+        from .capture.sites import Site
+
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise CliError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
-    if not rows:
-        raise CliError(f"data file {path} holds no examples")
-    return rows
+            sites = [Site.parse(s.strip()) for s in args.sites.split(",")]
+        except (ValueError, KeyError) as err:
+            raise CliError(f"--sites {args.sites!r}: {err.args[0] if err.args else err}") from None
+    return {"rows": rows, "tokens": tokens, "positions": positions, "spec": spec,
+            "meta_keys": meta_keys, "sites": sites, "limits": limits}
+
+
+def _check_token_limits(
+    rows: Sequence[Any],
+    tokens: Sequence[list[int] | None],
+    positions: Sequence[int] | None,
+    spec: str,
+    limits: dict[str, int],
+) -> None:
+    """Token ids below the vocab size, lengths within the context, positions inside examples."""
+    from .inputs import check_positions, check_vocab
+
+    known = [(r.where, t) for r, t in zip(rows, tokens) if t is not None]
+    where = [w for w, _ in known]
+    seqs = [t for _, t in known]
+    if "d_vocab" in limits:
+        check_vocab(seqs, limits["d_vocab"], where)
+    if "n_ctx" in limits:
+        for loc, seq in known:
+            if len(seq) > limits["n_ctx"]:
+                raise DataError(
+                    f"{loc}: {len(seq)} tokens but the model's context is {limits['n_ctx']}; "
+                    "shorten the example"
+                )
+    if positions is not None:
+        pos = [p for p, t in zip(positions, tokens) if t is not None]
+        check_positions(pos, [len(s) for s in seqs], where, spec.removeprefix("column:"))
 
 
 def _cmd_capture(args: argparse.Namespace) -> int:
-    from .capture import Site, all_layers, capture_to_store
+    from .capture import all_layers, capture_to_store
+    from .capture.positions import AllTokens, LastToken, TokenIndex
     from .models.loading import load_model
 
+    inputs = _capture_inputs(args)  # before the model loads: a typo fails in milliseconds
+    rows = inputs["rows"]
     model = load_model(args.model)
-    rows = _read_jsonl(Path(args.data))
     tokens: list[list[int]] = []
-    for i, row in enumerate(rows):
-        if "tokens" in row:
-            tokens.append([int(t) for t in row["tokens"]])
-        elif "text" in row:
-            if getattr(model, "tokenizer", None) is None:
-                raise CliError(f"example {i} has 'text' but the model has no tokenizer; give 'tokens'")
-            tokens.append(model.to_tokens(row["text"], prepend_bos=args.prepend_bos)[0].tolist())
-        else:
-            raise CliError(f"example {i} of {args.data} has neither 'tokens' nor 'text'")
-    if args.sites == "all":
-        sites = list(all_layers(model, args.kind))
-    else:
-        sites = [Site.parse(s) for s in args.sites.split(",")]
-    meta_keys = sorted({k for r in rows for k in r} - {"tokens", "text"})
-    metadata = {k: [r.get(k) for r in rows] for k in meta_keys}
-    spec = args.positions  # a bare key name means "column:KEY"
-    if spec not in ("last", "all") and not spec.startswith("column:"):
-        spec = f"column:{spec}"
-    positions = parse_position_rule(spec, metadata)
+    for row, ids in zip(rows, inputs["tokens"]):
+        if ids is not None:
+            tokens.append(ids)
+            continue
+        if getattr(model, "tokenizer", None) is None:
+            raise DataError(f"{row.where}: row has 'text' but the model has no tokenizer; give "
+                            "'tokens' (a list of ids)")
+        tokens.append(model.to_tokens(row.data["text"], prepend_bos=args.prepend_bos)[0].tolist())
+    limits = {"d_vocab": int(model.cfg.d_vocab), "n_ctx": int(model.cfg.n_ctx)}
+    _check_token_limits(rows, tokens, inputs["positions"], inputs["spec"], limits)
+    sites = inputs["sites"] or list(all_layers(model, args.kind))
+    metadata: dict[str, list[Any]] = {k: [r.data.get(k) for r in rows] for k in inputs["meta_keys"]}
+    if all("text" in r.data for r in rows) and "text" not in metadata:
+        metadata["text"] = [r.data["text"] for r in rows]
+    metadata.setdefault("token_ids", tokens)
+    spec = inputs["spec"]
+    positions = (
+        LastToken() if spec == "last" else AllTokens() if spec == "all"
+        else TokenIndex(inputs["positions"])
+    )
     store = capture_to_store(
         model, tokens, args.out, sites, metadata=metadata, positions=positions,
         batch_size=args.batch_size, padding_side=args.padding_side, dtype=args.dtype,
+        examples_per_shard=args.examples_per_shard, repair=args.repair,
+        progress=not args.quiet,
     )
     print(f"wrote {store.n_rows} rows x {len(store.sites)} sites to {args.out}")
     return 0
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from .models.loading import list_models
+    from .models.named import list_models
 
     for name, description in list_models().items():
         print(f"{name:16s} {description}")
@@ -75,60 +158,128 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``probekit`` parser with every subcommand (cheap: imports no heavy module)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks and every dependency warning")
     parser = argparse.ArgumentParser(
         prog="probekit",
         description="Mechanistic interpretability of generalization: capture activations, "
         "train testbeds, fit probes, write reports.",
+        parents=[common],
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    cap = sub.add_parser("capture", help="capture activations of a model into an activation store")
+    cap = sub.add_parser(
+        "capture", parents=[common],
+        help="capture activations of a model into an activation store",
+        description="Capture activations into a sharded store. Rerunning the same command "
+        "resumes an interrupted capture; --repair re-captures shards that fail their checksum.",
+    )
     cap.add_argument("model", help="named model (see `probekit models`), checkpoint dir or HF dir")
     cap.add_argument("data", help="JSONL: one example per line with 'tokens' (ids) or 'text'; "
-                     "other keys become metadata columns")
+                     "other keys become metadata columns (text and token ids are kept too)")
     cap.add_argument("--out", required=True, help="store directory (resumes if interrupted)")
     cap.add_argument("--sites", default="all", help="'all' or comma list like resid_post@3,mlp_post@1")
     cap.add_argument("--kind", default="resid_post", help="site kind used with --sites all")
     cap.add_argument("--positions", default="last",
-                     help="'last', 'all', or the name of an integer key holding the token index")
+                     help="'last' (last token), 'all' (every token) or 'column:NAME' (an integer "
+                     "column holding the token index; a bare NAME works too)")
     cap.add_argument("--batch-size", type=int, default=32)
+    cap.add_argument("--examples-per-shard", type=int, default=256,
+                     help="examples per shard file (default 256): a killed capture loses at most "
+                     "one shard of work")
     cap.add_argument("--padding-side", choices=["left", "right"], default="right")
     cap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
     cap.add_argument("--prepend-bos", action="store_true", help="prepend BOS when tokenizing 'text'")
+    cap.add_argument("--drop-incomplete", action="store_true",
+                     help="drop rows that lack a column other rows have (default: error)")
+    cap.add_argument("--repair", action="store_true",
+                     help="re-capture only the shards of --out that fail their checksum")
+    cap.add_argument("--quiet", action="store_true", help="no progress bar")
     cap.set_defaults(func=_cmd_capture)
 
-    models = sub.add_parser("models", help="list the named offline models")
+    models = sub.add_parser("models", parents=[common], help="list the named offline models")
     models.set_defaults(func=_cmd_models)
 
     for register in _plugin_registrars():
-        register(sub)
+        register(sub, parents=[common])
     return parser
 
 
 def _plugin_registrars() -> list[Any]:
-    """Subcommands contributed by other modules (train, report), if present."""
-    registrars = []
-    for module, attr in (
-        ("probekit.train.cli", "add_train_parser"),
-        ("probekit.report.cli", "add_report_parser"),
-    ):
+    """Subcommands contributed by other modules (train, report)."""
+    from .report.cli import add_report_parser
+    from .train.cli import add_train_parser
+
+    return [add_train_parser, add_report_parser]
+
+
+def _package_of(filename: str) -> str:
+    """The top-level package a warning came from (``transformers``, ``torch``...)."""
+    parts = Path(filename).parts
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            rest = parts[parts.index(marker) + 1:]
+            return rest[0].removesuffix(".py") if rest else "?"
+    here = Path(__file__).parent
+    return "probekit" if Path(filename).is_relative_to(here) else Path(filename).stem
+
+
+@contextmanager
+def _summarised_warnings(debug: bool) -> Iterator[None]:
+    """Show probekit's own warnings in full; count dependency warnings into one line."""
+    if debug:
+        yield
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
         try:
-            mod = __import__(module, fromlist=[attr])
-        except ImportError:
-            continue
-        registrars.append(getattr(mod, attr))
-    return registrars
+            yield
+        finally:
+            counts: Counter[str] = Counter()
+            for w in caught:
+                package = _package_of(w.filename)
+                if package == "probekit":
+                    print(f"warning: {w.message}", file=sys.stderr)
+                else:
+                    counts[package] += 1
+            if counts:
+                listed = ", ".join(f"{n} from {p}" for p, n in counts.most_common())
+                print(f"probekit: {sum(counts.values())} warnings from dependencies ({listed}) "
+                      "hidden; --debug shows them", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``probekit ARGS``; returns the exit status (0 ok, 2 user error, 1 bug)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    debug = bool(getattr(args, "debug", False)) or os.environ.get("PROBEKIT_DEBUG") == "1"
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("probekit: %(message)s"))
+    log.addHandler(handler)
+    level = log.level
+    log.setLevel(logging.DEBUG if debug else logging.INFO)
     try:
-        return int(args.func(args) or 0)
-    except (CliError, ValueError, KeyError, FileNotFoundError, IndexError) as err:  # one clear line
-        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"probekit {args.command}: error: {msg}", file=sys.stderr)
+        with _summarised_warnings(debug):
+            return int(args.func(args) or 0)
+    except ProbekitError as err:
+        if debug:
+            traceback.print_exc()
+        message = " ".join((str(err.args[0]) if err.args else str(err)).split("\n"))
+        print(f"probekit {args.command}: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"probekit {args.command}: interrupted (rerun the same command to resume)",
+              file=sys.stderr)
+        return 130
+    except Exception:
+        traceback.print_exc()
+        print(f"probekit {args.command}: unexpected error. {BUG_REPORT}", file=sys.stderr)
+        return 1
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
 
 
 if __name__ == "__main__":

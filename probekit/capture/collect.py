@@ -3,6 +3,8 @@ an :class:`~probekit.store.ActivationStore` (:func:`capture_to_store`), resumabl
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,14 +13,18 @@ from typing import Any
 import einops
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
+from ..errors import ConfigError, DataError
+from ..progress import progress_bar
 from ..store import ActivationStore, Manifest, StoreWriter
 from .batching import PaddingSide, TokenBatch, iter_batches, model_device
+from .checks import check_capture_inputs
 from .fingerprint import dataset_fingerprint, model_fingerprint, model_id
 from .hooks import capture
-from .positions import LastToken, PositionRule, check_rule_matches, select_positions
+from .positions import LastToken, PositionRule, select_positions
 from .sites import Site, as_sites
+
+log = logging.getLogger("probekit")
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -38,13 +44,13 @@ class CaptureConfig:
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+            raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.padding_side not in ("left", "right"):
-            raise ValueError(f"padding_side must be 'left' or 'right', got {self.padding_side!r}")
+            raise ConfigError(f"padding_side must be 'left' or 'right', got {self.padding_side!r}")
         if self.dtype not in DTYPES:
-            raise ValueError(f"dtype {self.dtype!r} not supported; choose one of {list(DTYPES)}")
+            raise ConfigError(f"dtype {self.dtype!r} not supported; choose one of {list(DTYPES)}")
         if self.examples_per_shard < 1:
-            raise ValueError(f"examples_per_shard must be >= 1, got {self.examples_per_shard}")
+            raise ConfigError(f"examples_per_shard must be >= 1, got {self.examples_per_shard}")
 
     @property
     def shard_examples(self) -> int:
@@ -101,12 +107,7 @@ def iter_capture(
 ) -> Iterator[CapturedBatch]:
     """Run ``model`` over ``tokens[start:]`` in batches; yield each batch's selected rows."""
     sites = as_sites(config.sites)
-    check_rule_matches(config.positions, len(tokens))
-    for i, seq in enumerate(tokens):
-        if len(seq) > model.cfg.n_ctx:
-            raise ValueError(
-                f"example {i} has {len(seq)} tokens but the model's context is {model.cfg.n_ctx}"
-            )
+    check_capture_inputs(model, tokens, sites, config.positions)
     out_dtype = DTYPES[config.dtype]
     stop = _stop_layer(model, sites)
     current: dict[str, TokenBatch] = {}
@@ -122,7 +123,7 @@ def iter_capture(
         tokens, batch_size=config.batch_size, pad_id=pad_id, side=config.padding_side, start=start
     )
     total = -(-(len(tokens) - start) // config.batch_size)
-    bar = tqdm(batches, total=total, desc="capture", unit="batch", disable=not config.progress)
+    bar = progress_bar(batches, desc="capture", total=total, unit="batch", enabled=config.progress)
     with capture(model, sites) as recorder, torch.inference_mode():
         recorder.transform = transform
         for batch in bar:
@@ -171,6 +172,51 @@ def collect_activations(
     )
 
 
+def _write_range(
+    model: Any,
+    tokens: Sequence[Sequence[int]],
+    config: CaptureConfig,
+    writer: StoreWriter,
+    metadata: Mapping[str, Sequence[Any]],
+    start: int,
+    end: int,
+    *,
+    index: int | None = None,
+) -> None:
+    """Capture examples ``[start, end)`` into shards (one shard, rewritten in place, if ``index``)."""
+    buffer: dict[Site, list[Tensor]] = {s: [] for s in config.sites}
+    ex_buf: list[Tensor] = []
+    pos_buf: list[Tensor] = []
+    done = start
+
+    def flush(end_example: int) -> None:
+        writer.write_shard(
+            {s.name: torch.cat(v) for s, v in buffer.items()},
+            torch.cat(ex_buf),
+            torch.cat(pos_buf),
+            metadata,
+            end_example,
+            index=index,
+        )
+        for v in buffer.values():
+            v.clear()
+        ex_buf.clear()
+        pos_buf.clear()
+
+    with contextlib.closing(iter_capture(model, tokens, config, start=start)) as steps:
+        for step in steps:
+            for site, values in step.acts.items():
+                buffer[site].append(values.cpu())
+            ex_buf.append(step.example)
+            pos_buf.append(step.position)
+            done += step.batch.input_ids.shape[0]
+            if done >= end:
+                flush(done)
+                break
+            if index is None and (done - start) % config.shard_examples == 0:
+                flush(done)
+
+
 def capture_to_store(
     model: Any,
     tokens: Sequence[Sequence[int]],
@@ -179,9 +225,14 @@ def capture_to_store(
     *,
     metadata: Mapping[str, Sequence[Any]] | None = None,
     extra: Mapping[str, Any] | None = None,
+    repair: bool = False,
     **options: Any,
 ) -> ActivationStore:
     """Stream a capture into ``directory`` shard by shard; resume if it was interrupted.
+
+    Inputs are checked against the model first (token ids, lengths, positions, sites), so a
+    failed check leaves no store behind. ``repair=True`` re-captures only the shards that fail
+    their sha256 (same call as the one that made the store), then resumes if incomplete.
 
     Peak memory is one shard of rows (``examples_per_shard``), whatever the dataset size.
     Rerunning the same call after a crash continues after the last complete shard and ends
@@ -189,10 +240,11 @@ def capture_to_store(
     position rule is refused with the differing fields named.
     """
     config = CaptureConfig(sites=as_sites(sites), **options)
+    check_capture_inputs(model, tokens, config.sites, config.positions)  # before any store write
     metadata = dict(metadata or {})
     for name, column in metadata.items():
         if len(column) != len(tokens):
-            raise ValueError(
+            raise DataError(
                 f"metadata column {name!r} has {len(column)} values but there are "
                 f"{len(tokens)} examples"
             )
@@ -210,35 +262,22 @@ def capture_to_store(
         extra=dict(extra or {}),
     )
     writer = StoreWriter(directory, template)
-    manifest = writer.open()
+    manifest = writer.open(repair=repair)
+    for index in list(writer.bad_shards):
+        shard = manifest.shards[index]
+        log.info("re-capturing damaged shard %s (examples %d..%d of %d)", shard.file,
+                 shard.first_example, shard.end_example, len(tokens))
+        _write_range(model, tokens, config, writer, metadata, shard.first_example,
+                     shard.end_example, index=index)
     if manifest.complete:
+        if not writer.bad_shards:
+            log.info("store %s is already complete (%d examples); nothing to capture",
+                     directory, len(tokens))
         return ActivationStore(directory)
     start = manifest.examples_done
-    buffer: dict[Site, list[Tensor]] = {s: [] for s in config.sites}
-    ex_buf: list[Tensor] = []
-    pos_buf: list[Tensor] = []
-    done = start
-
-    def flush(end_example: int) -> None:
-        writer.write_shard(
-            {s.name: torch.cat(v) for s, v in buffer.items()},
-            torch.cat(ex_buf),
-            torch.cat(pos_buf),
-            metadata,
-            end_example,
-        )
-        for v in buffer.values():
-            v.clear()
-        ex_buf.clear()
-        pos_buf.clear()
-
-    for step in iter_capture(model, tokens, config, start=start):
-        for site, values in step.acts.items():
-            buffer[site].append(values.cpu())
-        ex_buf.append(step.example)
-        pos_buf.append(step.position)
-        done += step.batch.input_ids.shape[0]
-        if (done - start) % config.shard_examples == 0 or done == len(tokens):
-            flush(done)
+    if start:
+        log.info("resuming %s from example %d of %d (%d shard(s) kept)", directory, start,
+                 len(tokens), len(manifest.shards))
+    _write_range(model, tokens, config, writer, metadata, start, len(tokens))
     writer.finish()
     return ActivationStore(directory)

@@ -16,6 +16,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from ..inputs import as_int, position_spec_error
 from .batching import TokenBatch
 
 
@@ -161,11 +162,14 @@ def parse_position_rule(text: str, columns: Mapping[str, Sequence[Any]]) -> Posi
     if text == "all":
         return AllTokens()
     if not text.startswith("column:"):
-        raise ValueError(f"positions {text!r}: use 'last', 'all' or 'column:NAME'")
+        raise position_spec_error(text, list(columns))
     name = text.split(":", 1)[1]
     if name not in columns:
-        raise KeyError(f"positions column {name!r} not found; available columns: {sorted(columns)}")
-    return TokenIndex([int(v) for v in columns[name]])
+        raise position_spec_error(text, list(columns))
+    return TokenIndex([
+        as_int(v, where=f"example {i}", column=name, what="an integer token position")
+        for i, v in enumerate(columns[name])
+    ])
 
 
 def rule_from_spec(spec: dict[str, Any]) -> PositionRule:

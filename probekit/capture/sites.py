@@ -7,6 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..errors import ConfigError
+
 SiteKind = Literal[
     "resid_pre",
     "resid_mid",
@@ -49,6 +51,13 @@ _GLOBAL_NAME: dict[str, str] = {
 SITE_KINDS: tuple[str, ...] = tuple(_BLOCK_SUFFIX) + tuple(_GLOBAL_NAME)
 
 
+class UnknownSiteError(ConfigError, KeyError):
+    """A site the model has no hook point for (also a ``KeyError`` for older callers)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 @dataclass(frozen=True, order=True)
 class Site:
     """A place in the model to read: a block ``layer`` (0-indexed) and a hook ``kind``.
@@ -63,15 +72,15 @@ class Site:
     def __post_init__(self) -> None:
         if self.kind not in SITE_KINDS:
             close = difflib.get_close_matches(str(self.kind), SITE_KINDS, n=3)
-            raise ValueError(
+            raise ConfigError(
                 f"unknown site kind {self.kind!r}; valid kinds are {list(SITE_KINDS)}"
                 + (f" (did you mean {close}?)" if close else "")
             )
         if self.kind in _GLOBAL_NAME:
             if self.layer is not None:
-                raise ValueError(f"site kind {self.kind!r} is model-level: use layer=None")
+                raise ConfigError(f"site kind {self.kind!r} is model-level: use layer=None")
         elif not isinstance(self.layer, int) or self.layer < 0:
-            raise ValueError(
+            raise ConfigError(
                 f"site kind {self.kind!r} needs a block index layer >= 0, got {self.layer!r}"
             )
 
@@ -106,7 +115,7 @@ class Site:
         elif "." in text:
             layer, kind = text.split(".", 1)
             return cls(_parse_layer(layer, text), kind)
-        raise ValueError(
+        raise ConfigError(
             f"cannot parse site {text!r}: write 'KIND@LAYER' (e.g. 'resid_post@3'), a hook name "
             f"('blocks.3.hook_resid_post') or a model-level kind {list(_GLOBAL_NAME)}"
         )
@@ -115,14 +124,14 @@ class Site:
         """Raise ``KeyError`` naming close matches if ``model`` has no such hook point."""
         n_layers = model.cfg.n_layers
         if self.layer is not None and self.layer >= n_layers:
-            raise KeyError(
+            raise UnknownSiteError(
                 f"site {self.name!r}: layer {self.layer} out of range, model has {n_layers} "
                 f"layers (0..{n_layers - 1})"
             )
         hook_names = model.hook_dict
         if self.name not in hook_names:
             close = difflib.get_close_matches(self.name, list(hook_names), n=3)
-            raise KeyError(
+            raise UnknownSiteError(
                 f"no hook point {self.name!r} in this model ({n_layers} layers); did you mean "
                 f"{close}? valid site kinds: {list(SITE_KINDS)}"
             )
@@ -132,7 +141,7 @@ def _parse_layer(text: str, whole: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise ValueError(f"site {whole!r}: layer {text!r} is not an integer") from None
+        raise ConfigError(f"site {whole!r}: layer {text!r} is not an integer") from None
 
 
 def all_layers(model: Any, kind: str = "resid_post") -> tuple[Site, ...]:
@@ -144,10 +153,10 @@ def as_sites(sites: Iterable[Site | str]) -> tuple[Site, ...]:
     """Normalise a mix of :class:`Site` and strings; reject duplicates."""
     out = tuple(s if isinstance(s, Site) else Site.parse(s) for s in sites)
     if not out:
-        raise ValueError("no sites given: pass at least one Site, e.g. Site(0, 'resid_post')")
+        raise ConfigError("no sites given: pass at least one Site, e.g. Site(0, 'resid_post')")
     dupes = sorted({s.name for s in out if sum(t == s for t in out) > 1})
     if dupes:
-        raise ValueError(f"duplicate sites {dupes}")
+        raise ConfigError(f"duplicate sites {dupes}")
     return out
 
 

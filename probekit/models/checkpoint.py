@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from ..errors import ConfigError, ModelLoadError
 from ..util.io import atomic_path, atomic_write_json
 from .config import ModelConfig
 from .native import build_model
@@ -17,6 +18,10 @@ from .protocol import HookedModel
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 FORMAT = "probekit-checkpoint/1"
+
+
+class MissingModelFileError(ModelLoadError, FileNotFoundError):
+    """A checkpoint file is missing (also a ``FileNotFoundError`` for older callers)."""
 
 
 def save_checkpoint(
@@ -33,16 +38,63 @@ def save_checkpoint(
     return directory
 
 
+_PICKLE_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save zip archive, raw pickle protocol >= 2
+_CONFIG_DIMS = ("d_model", "d_mlp", "d_head", "n_heads", "n_key_value_heads", "d_vocab", "n_ctx")
+
+
+def check_safetensors_file(path: Path) -> None:
+    """Raise :class:`ModelLoadError` if ``path`` is a pickle (``torch.save``) file.
+
+    probekit never unpickles weights (a pickle can run arbitrary code), so a ``.bin``/``.pt``
+    file or pickle bytes saved under a ``.safetensors`` name are refused with one line.
+    """
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+    if head.startswith(_PICKLE_MAGIC):
+        raise ModelLoadError(
+            f"{path} holds pickle (torch.save) bytes, not safetensors; probekit loads only "
+            "safetensors weights (pickles can run code): re-save with "
+            "safetensors.torch.save_file(state_dict, path) or model.save_pretrained(dir)"
+        )
+
+
+def _shape_mismatch(
+    directory: Path, config: ModelConfig, state: dict[str, Any], expected: dict[str, Any]
+) -> str | None:
+    """One line naming the first weight whose shape differs from what ``config`` implies."""
+    for key, tensor in state.items():
+        if key not in expected or tuple(tensor.shape) == tuple(expected[key].shape):
+            continue
+        want, got = tuple(expected[key].shape), tuple(tensor.shape)
+        fields = [
+            f"{name}={getattr(config, name)}"
+            for name in _CONFIG_DIMS
+            if getattr(config, name, None) is not None
+            and any(w != g and w == getattr(config, name) for w, g in zip(want, got))
+        ]
+        named = f" ({', '.join(fields)})" if fields else ""
+        return (
+            f"checkpoint {directory}: config.json{named} implies {key} of shape {want}, but "
+            f"model.safetensors holds shape {got}; the config and the weights come from "
+            "different models: fix config.json or re-save the checkpoint"
+        )
+    return None
+
+
 def read_checkpoint_meta(directory: str | Path) -> dict[str, Any]:
     path = Path(directory) / CONFIG_FILE
     if not path.is_file():
-        raise FileNotFoundError(
+        raise MissingModelFileError(
             f"{path} not found: a probekit checkpoint directory holds {CONFIG_FILE} and "
             f"{WEIGHTS_FILE} (written by probekit.save_checkpoint)"
         )
-    meta = json.loads(path.read_text())
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{path}: format {meta.get('format')!r} is not {FORMAT!r}")
+    try:
+        meta = json.loads(path.read_text())
+    except ValueError as err:
+        raise ModelLoadError(f"{path} is not valid JSON ({err}); re-save the checkpoint") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else None
+        raise ConfigError(f"{path}: format {got!r} is not {FORMAT!r}")
     return meta
 
 
@@ -54,11 +106,18 @@ def load_checkpoint(directory: str | Path, *, device: str | torch.device = "cpu"
     model = build_model(config, device=device)
     weights = directory / WEIGHTS_FILE
     if not weights.is_file():
-        raise FileNotFoundError(f"{weights} missing from checkpoint {directory}")
-    state = load_file(str(weights), device=str(device))
+        raise MissingModelFileError(f"{weights} missing from checkpoint {directory}")
+    check_safetensors_file(weights)
+    try:
+        state = load_file(str(weights), device=str(device))
+    except Exception as err:  # safetensors raises its own SafetensorError
+        raise ModelLoadError(f"{weights} is not a readable safetensors file ({err})") from None
+    problem = _shape_mismatch(directory, config, state, model.state_dict())
+    if problem:
+        raise ModelLoadError(problem)
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
-        raise ValueError(
+        raise ModelLoadError(
             f"checkpoint {directory} does not match its config: missing {list(missing)[:5]}, "
             f"unexpected {list(unexpected)[:5]}"
         )

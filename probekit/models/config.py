@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..errors import ConfigError
 from ..util.config import check_keys
 
 NormType = Literal["LN", "LNPre", "RMS", "RMSPre"]
@@ -40,15 +41,15 @@ class ModelConfig:
         for name in ("n_layers", "d_model", "n_heads", "d_head", "d_vocab", "n_ctx"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"ModelConfig.{name} must be a positive int, got {value!r}")
+                raise ConfigError(f"ModelConfig.{name} must be a positive int, got {value!r}")
         if self.d_mlp is not None and self.d_mlp < 1:
-            raise ValueError(f"ModelConfig.d_mlp must be positive or None, got {self.d_mlp}")
+            raise ConfigError(f"ModelConfig.d_mlp must be positive or None, got {self.d_mlp}")
         if self.act_fn not in _ACT_FNS:
-            raise ValueError(f"ModelConfig.act_fn={self.act_fn!r}; choose one of {_ACT_FNS}")
+            raise ConfigError(f"ModelConfig.act_fn={self.act_fn!r}; choose one of {_ACT_FNS}")
         if self.n_key_value_heads is not None and (
             self.n_key_value_heads < 1 or self.n_heads % self.n_key_value_heads
         ):
-            raise ValueError(
+            raise ConfigError(
                 f"ModelConfig.n_key_value_heads={self.n_key_value_heads} must divide "
                 f"n_heads={self.n_heads}"
             )

@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from ..errors import ConfigError, ModelLoadError
+from .checkpoint import MissingModelFileError, check_safetensors_file
 from .protocol import HookedModel
 
 HF_CONFIG_FILE = "config.json"
@@ -29,6 +31,20 @@ def set_offline_env() -> None:
     """Default the Hugging Face offline switches to on (keeps any value the user set)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _check_weights_are_safetensors(directory: Path) -> None:
+    """Refuse a directory whose weights are pickles (``pytorch_model.bin``, ``*.pt``)."""
+    safetensors = sorted(directory.glob("*.safetensors"))
+    for path in safetensors:
+        check_safetensors_file(path)
+    if not safetensors:
+        pickled = sorted(p.name for p in directory.iterdir() if p.suffix in (".bin", ".pt", ".pth"))
+        what = f"only pickled weights {pickled}" if pickled else "no *.safetensors weights"
+        raise ModelLoadError(
+            f"{directory} has {what}; probekit loads only safetensors (pickles can run code): "
+            "re-save with model.save_pretrained(directory, safe_serialization=True)"
+        )
 
 
 def load_hf_dir(
@@ -60,38 +76,39 @@ def load_hf_dir(
     """
     directory = Path(path).expanduser()
     if not directory.is_dir():
-        raise FileNotFoundError(
+        raise MissingModelFileError(
             f"{str(path)!r} is not a directory; pass a local Hugging Face model directory "
             f"(written by save_pretrained, containing {HF_CONFIG_FILE} and weights)"
         )
     config_path = directory / HF_CONFIG_FILE
     if not config_path.is_file():
         present = sorted(p.name for p in directory.iterdir())[:10]
-        raise FileNotFoundError(
+        raise MissingModelFileError(
             f"{config_path} not found: a Hugging Face model directory must contain "
             f"{HF_CONFIG_FILE} (plus model.safetensors or pytorch_model.bin); found {present}"
         )
     try:
         config = json.loads(config_path.read_text())
     except ValueError as err:
-        raise ValueError(f"{config_path} is not valid JSON ({err}); re-save the model") from err
+        raise ModelLoadError(f"{config_path} is not valid JSON ({err}); re-save the model") from err
     if isinstance(config, dict) and config.get("format") == PROBEKIT_CHECKPOINT_FORMAT:
-        raise ValueError(
+        raise ConfigError(
             f"{directory} is a probekit checkpoint, not a Hugging Face directory; load it with "
             "probekit.models.load_checkpoint or probekit.models.load_model"
         )
     if not isinstance(config, dict) or "model_type" not in config:
-        raise ValueError(
+        raise ConfigError(
             f"{config_path} has no 'model_type' key, so it is not a transformers config; "
             "write the directory with model.save_pretrained(...)"
         )
 
     if tokenizer is None and not any((directory / name).is_file() for name in TOKENIZER_FILES):
-        raise FileNotFoundError(
+        raise MissingModelFileError(
             f"{directory} has no tokenizer (none of {list(TOKENIZER_FILES)}); save one there with "
             "tokenizer.save_pretrained(directory) or pass tokenizer=... to load_hf_dir"
         )
 
+    _check_weights_are_safetensors(directory)
     set_offline_env()
     from transformer_lens.model_bridge import TransformerBridge
 

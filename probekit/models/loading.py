@@ -8,15 +8,14 @@ from typing import Any
 
 import torch
 
+from ..errors import ConfigError, ModelLoadError
 from .checkpoint import CONFIG_FILE, FORMAT, load_checkpoint
 from .hf import load_hf_dir
+from .named import REGISTRY, list_models, registered_names
 from .protocol import HookedModel
-from .real import REGISTRY, load_real_model, registered_names
+from .real import load_real_model
 
-
-def list_models() -> dict[str, str]:
-    """Registered offline model names -> one-line description (``load_model`` accepts these)."""
-    return {name: REGISTRY[name].description for name in registered_names()}
+__all__ = ["list_models", "load_model"]
 
 
 def _read_config(directory: Path) -> dict[str, Any] | None:
@@ -26,7 +25,7 @@ def _read_config(directory: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text())
     except ValueError as err:
-        raise ValueError(f"{path} is not valid JSON ({err})") from err
+        raise ModelLoadError(f"{path} is not valid JSON ({err})") from err
     return data if isinstance(data, dict) else None
 
 
@@ -61,7 +60,7 @@ def load_model(
     config = _read_config(directory) if directory.is_dir() else None
     if config is not None and config.get("format") == FORMAT:
         if compatibility_mode:
-            raise ValueError(
+            raise ConfigError(
                 f"compatibility_mode=True is not supported for probekit checkpoints ({directory}): "
                 "native models have no Hugging Face weights to process; pass "
                 "compatibility_mode=False"
@@ -86,7 +85,7 @@ def load_model(
             f"has a {CONFIG_FILE} that is neither a probekit checkpoint (format {FORMAT!r}) "
             "nor a Hugging Face config (no 'model_type')"
         )
-    raise ValueError(
+    raise ConfigError(
         f"cannot load {key!r}: it {what}. Pass a registered name {registered_names()}, "
         f"a probekit checkpoint directory ({CONFIG_FILE} with format {FORMAT!r} + "
         "model.safetensors), or a Hugging Face model directory (config.json with 'model_type' "

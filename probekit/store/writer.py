@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -12,9 +13,12 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
+from ..errors import StoreError
 from ..util.io import atomic_path, sha256_file
-from .manifest import MANIFEST, Manifest, ShardInfo
-from .safetensors_mmap import CorruptShardError, read_header
+from .manifest import MANIFEST, Manifest, ShardInfo, StoreMismatchError
+from .safetensors_mmap import _REPAIR, CorruptShardError, read_header
+
+log = logging.getLogger("probekit")
 
 EXAMPLE_KEY = "_example"
 POSITION_KEY = "_position"
@@ -33,8 +37,11 @@ def encode_metadata(
     texts: dict[str, str] = {}
     for name, values in columns.items():
         picked = [values[i] for i in row_examples.tolist()]
-        arr = np.asarray(picked) if picked else np.zeros(0)
-        if arr.dtype.kind in "biuf" and arr.ndim >= 1:
+        try:
+            arr = np.asarray(picked) if picked else np.zeros(0)
+        except ValueError:  # ragged lists (e.g. token ids of different lengths)
+            arr = np.empty(0, dtype=object)
+        if arr.dtype.kind in "biuf" and arr.ndim == 1 and len(arr) == len(picked):
             tensors[META_PREFIX + name] = torch.from_numpy(np.ascontiguousarray(arr))
         else:
             texts[META_PREFIX + name] = json.dumps(picked, default=str)
@@ -53,20 +60,31 @@ class StoreWriter:
         self.directory = Path(directory)
         self.template = template
         self.manifest: Manifest | None = None
+        self.bad_shards: list[int] = []
 
-    def open(self) -> Manifest:
+    def _fresh(self) -> Manifest:
+        self.manifest = replace(self.template, shards=[], complete=False)
+        self.manifest.save(self.directory)
+        return self.manifest
+
+    def open(self, *, repair: bool = False) -> Manifest:
+        """Start a store, or reopen it to resume; with ``repair``, list damaged shards.
+
+        A store left by a *different* capture is replaced only when it holds no shard (logged);
+        one that holds data is refused. Every existing shard's sha256 is checked: a mismatch
+        raises :class:`CorruptShardError`, or with ``repair=True`` its index goes into
+        :attr:`bad_shards` for the caller to re-capture with :meth:`write_shard` ``(index=...)``.
+        """
         self.directory.mkdir(parents=True, exist_ok=True)
         for stray in self.directory.glob(".*.tmp-*"):
             stray.unlink()
         if not (self.directory / MANIFEST).exists():
             if any(self.directory.glob("shard-*.safetensors")):
-                raise FileExistsError(
+                raise StoreError(
                     f"{self.directory} holds shard files but no {MANIFEST}; refusing to overwrite"
                     " them. Delete the directory or choose another output path."
                 )
-            self.manifest = replace(self.template, shards=[], complete=False)
-            self.manifest.save(self.directory)
-            return self.manifest
+            return self._fresh()
         existing = Manifest.load(self.directory)
         mine, theirs = self.template.identity(), existing.identity()
         diff = [k for k in mine if mine[k] != theirs[k]]
@@ -75,18 +93,31 @@ class StoreWriter:
                 f"{k}: store has {_short(theirs[k])}, this capture has {_short(mine[k])}"
                 for k in diff
             )
-            raise ValueError(
-                f"store {self.directory} was made by a different capture ({detail}). Nothing was "
-                "overwritten; write to a new directory or delete this one."
-            )
-        for shard in existing.shards:
-            path = self.directory / shard.file
-            read_header(path)
-            if sha256_file(path) != shard.sha256:
-                raise CorruptShardError(
-                    f"shard {path} does not match its manifest checksum; the store is damaged. "
-                    "Nothing was overwritten; delete the directory and capture again."
+            if not existing.shards:
+                log.info(
+                    "replacing the empty store in %s: it was started by a different capture "
+                    "(%s) but holds no shard", self.directory, ", ".join(diff),
                 )
+                return self._fresh()
+            raise StoreMismatchError(
+                f"store {self.directory} holds {len(existing.shards)} shard(s) of a different "
+                f"capture ({detail}). Nothing was overwritten; write to a new directory or "
+                "delete this one."
+            )
+        self.bad_shards = []
+        for index, shard in enumerate(existing.shards):
+            path = self.directory / shard.file
+            try:
+                read_header(path)
+                if sha256_file(path) != shard.sha256:
+                    raise CorruptShardError(
+                        f"shard {path} does not match its manifest checksum (damaged or "
+                        f"modified); nothing was overwritten; {_REPAIR}"
+                    )
+            except CorruptShardError:
+                if not repair:
+                    raise
+                self.bad_shards.append(index)
         self.manifest = existing
         return existing
 
@@ -97,10 +128,15 @@ class StoreWriter:
         positions: torch.Tensor,
         metadata: Mapping[str, Sequence[Any]],
         end_example: int,
+        *,
+        index: int | None = None,
     ) -> ShardInfo:
+        """Write the next shard (or, with ``index``, rewrite that existing shard in place)."""
         if self.manifest is None:
             raise RuntimeError("StoreWriter.open() must be called before write_shard()")
-        index = len(self.manifest.shards)
+        replacing = index is not None
+        if index is None:
+            index = len(self.manifest.shards)
         name = shard_name(index)
         tensors = {k: v.contiguous().cpu() for k, v in site_rows.items()}
         tensors[EXAMPLE_KEY] = examples.to(torch.int64).cpu().contiguous()
@@ -109,16 +145,22 @@ class StoreWriter:
         tensors.update(meta_tensors)
         with atomic_path(self.directory / name) as tmp:
             save_file(tensors, str(tmp), metadata=meta_texts or None)
+        first = (
+            self.manifest.shards[index].first_example if replacing else self.manifest.examples_done
+        )
         info = ShardInfo(
             file=name,
             rows=int(examples.shape[0]),
-            first_example=self.manifest.examples_done,
+            first_example=first,
             end_example=end_example,
             sha256=sha256_file(self.directory / name),
         )
         if not self.manifest.feature_shapes:
             self.manifest.feature_shapes = {k: list(v.shape[1:]) for k, v in site_rows.items()}
-        self.manifest.shards.append(info)
+        if replacing:
+            self.manifest.shards[index] = info
+        else:
+            self.manifest.shards.append(info)
         self.manifest.save(self.directory)
         return info
 

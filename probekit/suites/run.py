@@ -15,10 +15,12 @@ from ..capture.fingerprint import model_fingerprint, model_id
 from ..capture.positions import parse_position_rule
 from ..executor import InProcessExecutor, get_executor
 from ..probes import probe_permutation_test, selectivity_sweep, sweep_layers
+from ..progress import progress_bar
 from ..stats import adjust_pvalues
 from ..util.cache import cache_dir
 from ..util.device import resolve_device
 from ..util.io import atomic_write_text, sha256_bytes
+from .check import check_suite_data
 from .spec import Suite, SuiteError, TrainSpec
 
 
@@ -124,7 +126,7 @@ def _subsample(n: int, cap: int | None, rng: np.random.Generator) -> np.ndarray:
     return idx
 
 
-def build_examples(suite: Suite, model: Any) -> Examples:
+def build_examples(suite: Suite, model: Any, *, progress: bool = False) -> Examples:
     """Collect the examples of every split the suite names, with labels and metadata."""
     data = suite.data
     rng = np.random.default_rng(data.seed)
@@ -147,7 +149,7 @@ def build_examples(suite: Suite, model: Any) -> Examples:
             cols = {k: [v[i] for i in idx] for k, v in ds.metadata.items()}
             per_split[name] = (toks, cols)
     else:
-        rows = [json.loads(line) for line in Path(suite.resolve(data.file)).read_text().splitlines() if line.strip()]
+        rows = [r.data for r in check_suite_data(suite) or []]
         for name in dict.fromkeys(wanted):
             chosen = [r for r in rows if r.get(data.split_column) == name]
             if not chosen:
@@ -188,7 +190,7 @@ def build_examples(suite: Suite, model: Any) -> Examples:
             )
         texts, correct = answer_correctness(
             model, tokens, [str(g) for g in columns[data.answer_column]],
-            max_new_tokens=data.max_new_tokens,
+            max_new_tokens=data.max_new_tokens, progress=progress,
         )
         columns["greedy_answer"] = texts
         columns["correct"] = [int(c) for c in correct]
@@ -223,7 +225,7 @@ def _sites(suite: Suite, model: Any) -> list[Site]:
 def _positions(suite: Suite, ex: Examples) -> Any:
     try:
         return parse_position_rule(suite.capture.positions, ex.columns)
-    except KeyError as err:
+    except (KeyError, ValueError) as err:
         raise SuiteError(f"{suite.source}: [capture] {err.args[0]}") from None
 
 
@@ -269,9 +271,10 @@ def run_suite(
     executor = get_executor(executor) if executor is not None else InProcessExecutor(
         progress=None if progress else False
     )
+    check_suite_data(suite)  # FILE:LINE errors before the model loads
     if model is None:
         model = load_suite_model(suite, progress=progress)
-    ex = build_examples(suite, model)
+    ex = build_examples(suite, model, progress=progress)
     if suite.capture.positions == "all":
         raise SuiteError(f"{suite.source}: [capture] positions='all' is not supported by probe suites (one row per example)")
     sites = _sites(suite, model)
@@ -300,9 +303,7 @@ def run_suite(
             "probe_device": str(resolve_device(suite.device)),
         },
     )
-    from tqdm.auto import tqdm
-
-    for p in tqdm(suite.probes, desc="probes", unit="probe", disable=not progress):
+    for p in progress_bar(suite.probes, desc="probes", unit="probe", enabled=progress):
         if p.kind == "correctness":
             entry, hypothesis = _correctness_entry(p, suite, ex, X)
             result.probes.append(entry)
@@ -364,7 +365,9 @@ def run_suite(
                     entry.setdefault("warnings", []).append(
                         f"with {st.n_permutations} permutations and {len(pvals)} sites the smallest "
                         f"achievable {st.correction}-adjusted p is {floor:.3g} > alpha={st.alpha}: no "
-                        f"site can be significant; set [stats] n_permutations >= {need}"
+                        f"site can be significant in the per-site family (the headline test at the "
+                        f"validation-selected site is a single test, uncorrected); set [stats] "
+                        f"n_permutations >= {need}"
                     )
                 p_best = float(pvals[best])
             else:

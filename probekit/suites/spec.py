@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..errors import ConfigError
 
-class SuiteError(ValueError):
-    """A probe suite file is invalid."""
+
+class SuiteError(ConfigError):
+    """A probe suite file or its data is invalid (a ``ValueError`` too)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +51,8 @@ class DataSpec:
     ``train_split``/``test_split`` are the probe's ID splits; if equal, ``holdout_fraction`` of
     that split is held out (seeded). ``ood_splits`` are scored with the ID-trained probe.
     ``answer_column`` (gold answers, ``|``-separated aliases) makes the runner generate greedy
-    answers and add the columns ``greedy_answer`` and ``correct`` (1/0).
+    answers and add the columns ``greedy_answer`` and ``correct`` (1/0). A row without its label
+    is an error naming ``FILE:LINE`` unless ``drop_missing_labels`` drops such rows.
     """
 
     label: str
@@ -67,6 +70,7 @@ class DataSpec:
     control_column: str | None = None
     answer_column: str | None = None
     max_new_tokens: int = 8
+    drop_missing_labels: bool = False
     seed: int = 0
 
 

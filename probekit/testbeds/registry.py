@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..errors import ConfigError
 from ..util.config import check_keys
 from .base import Task
 from .knowledge import (
@@ -37,7 +38,7 @@ def config_class(name: str) -> type:
 
 def _lookup(name: str) -> tuple[type, type]:
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; valid tasks are {list(TASKS)}")
+        raise ConfigError(f"unknown task {name!r}; valid tasks are {list(TASKS)}")
     return TASKS[name]
 
 

@@ -1,18 +1,47 @@
-"""Training on the built-in testbeds: AdamW, log-spaced evals, resumable safetensors checkpoints."""
+"""Training on the built-in testbeds: AdamW, log-spaced evals, resumable safetensors checkpoints.
 
-from .cli import add_train_parser as add_train_parser
-from .cli import build_run as build_run
-from .config import TrainConfig as TrainConfig
-from .history import History as History
-from .optim_state import load_optimizer as load_optimizer
-from .optim_state import save_optimizer as save_optimizer
-from .plot import plot_history as plot_history
-from .presets import PRESETS as PRESETS
-from .presets import Preset as Preset
-from .presets import get_preset as get_preset
-from .schedule import eval_schedule as eval_schedule
-from .schedule import log_spaced_steps as log_spaced_steps
-from .schedule import lr_at as lr_at
-from .trainer import evaluate as evaluate
-from .trainer import list_checkpoints as list_checkpoints
-from .trainer import train as train
+Exports are lazy (:mod:`probekit.lazy`), so the ``train`` CLI parser loads without torch.
+"""
+
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_exports
+
+_EXPORTS = {
+    "add_train_parser": ".cli",
+    "build_run": ".cli",
+    "TrainConfig": ".config",
+    "History": ".history",
+    "load_optimizer": ".optim_state",
+    "save_optimizer": ".optim_state",
+    "plot_history": ".plot",
+    "PRESETS": ".presets",
+    "Preset": ".presets",
+    "get_preset": ".presets",
+    "eval_schedule": ".schedule",
+    "log_spaced_steps": ".schedule",
+    "lr_at": ".schedule",
+    "evaluate": ".trainer",
+    "list_checkpoints": ".trainer",
+    "train": ".trainer",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from .cli import add_train_parser as add_train_parser
+    from .cli import build_run as build_run
+    from .config import TrainConfig as TrainConfig
+    from .history import History as History
+    from .optim_state import load_optimizer as load_optimizer
+    from .optim_state import save_optimizer as save_optimizer
+    from .plot import plot_history as plot_history
+    from .presets import PRESETS as PRESETS
+    from .presets import Preset as Preset
+    from .presets import get_preset as get_preset
+    from .schedule import eval_schedule as eval_schedule
+    from .schedule import log_spaced_steps as log_spaced_steps
+    from .schedule import lr_at as lr_at
+    from .trainer import evaluate as evaluate
+    from .trainer import list_checkpoints as list_checkpoints
+    from .trainer import train as train

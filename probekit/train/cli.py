@@ -12,14 +12,31 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError
 from ..models.config import ModelConfig
-from ..testbeds.base import Task
-from ..testbeds.registry import config_class, get_task
 from .config import TrainConfig
 from .presets import PRESETS, get_preset
+
+if TYPE_CHECKING:
+    from ..testbeds.base import Task
+
+_HELP = """\
+Train a model on a built-in testbed; an existing --out directory is resumed from its last
+checkpoint (bit-identical to an uninterrupted run on CPU).
+
+--set overrides any config field: task.p=97, model.d_model=64, train.lr=3e-3. A bare
+key=value works when exactly one of the task/model/train configs has that field. Values are
+parsed as JSON when possible (3e-3, null, [0.9, 0.98]), else kept as strings. --seed sets the
+task, model and train seeds together.
+
+examples:
+  probekit train modular_addition --out runs/modadd
+  probekit train scan --out runs/scan --set task.n_noise=3 --steps 2000
+"""
 
 _SCOPES = ("task", "model", "train")
 
@@ -39,6 +56,8 @@ def _tuplify(v: Any) -> Any:
 
 def parse_sets(items: list[str], task_name: str) -> dict[str, dict[str, Any]]:
     """``["task.p=97", "lr=3e-3"]`` -> ``{"task": {"p": 97}, "model": {}, "train": {"lr": 0.003}}``."""
+    from ..testbeds.registry import config_class
+
     fields = {
         "task": {f.name for f in dataclasses.fields(config_class(task_name))},
         "model": {f.name for f in dataclasses.fields(ModelConfig)},
@@ -48,13 +67,13 @@ def parse_sets(items: list[str], task_name: str) -> dict[str, dict[str, Any]]:
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise ValueError(f"--set {item!r} is not key=value (e.g. --set train.lr=3e-3)")
+            raise ConfigError(f"--set {item!r} is not key=value (e.g. --set train.lr=3e-3)")
         scope, dot, name = key.partition(".")
         if dot:
             if scope not in _SCOPES:
-                raise ValueError(f"--set {item!r}: prefix {scope!r} must be one of {_SCOPES}")
+                raise ConfigError(f"--set {item!r}: prefix {scope!r} must be one of {_SCOPES}")
             if name not in fields[scope]:
-                raise ValueError(
+                raise ConfigError(
                     f"--set {item!r}: {scope} config has no field {name!r}; valid: {sorted(fields[scope])}"
                 )
         else:
@@ -62,7 +81,7 @@ def parse_sets(items: list[str], task_name: str) -> dict[str, dict[str, Any]]:
             owners = [s for s in _SCOPES if name in fields[s]]
             if len(owners) != 1:
                 where = "no config" if not owners else f"configs {owners}"
-                raise ValueError(
+                raise ConfigError(
                     f"--set {item!r}: field {name!r} belongs to {where}; write it as "
                     f"<scope>.{name}=... with scope in {_SCOPES}"
                 )
@@ -80,6 +99,8 @@ def build_run(
     device: str | None = None,
 ) -> tuple[Task, ModelConfig, TrainConfig]:
     """Resolve a preset plus overrides into (task, model config, train config)."""
+    from ..testbeds.registry import get_task
+
     preset = get_preset(name)
     over = parse_sets(list(sets or []), preset.task)
     task_kw = {**preset.task_overrides, **over["task"]}
@@ -95,19 +116,21 @@ def build_run(
     return task, task.model_config(**model_kw), TrainConfig.from_dict(train_kw)
 
 
-def add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_train_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.ArgumentParser:
     """Add the ``train`` subcommand to an argparse ``subparsers``; handler in ``func``."""
     p = subparsers.add_parser(
         "train",
+        parents=list(parents),
         help="train a model on a built-in testbed",
-        description=__doc__,
+        description=_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("name", help=f"task or preset: {', '.join(PRESETS)}")
     p.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
     p.add_argument("--steps", type=int, default=None, help="override train.steps")
     p.add_argument("--seed", type=int, default=None, help="task, model and train seed")
-    p.add_argument("--device", default=None, help="torch device (cpu, cuda)")
+    p.add_argument("--device", default=None,
+                   help="torch device: cpu, cuda, cuda:N or auto (default: the preset's)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. task.p=97 or train.lr=3e-3 (repeatable)")
     p.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
@@ -118,8 +141,11 @@ def add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run_train_command(args: argparse.Namespace) -> int:
     """Handler of ``probekit train``: trains, writes the run directory, prints a summary."""
+    from ..util.device import resolve_device
     from .trainer import train
 
+    if args.device is not None:
+        resolve_device(args.device)  # one line, before anything is created
     task, mcfg, tcfg = build_run(
         args.name, steps=args.steps, seed=args.seed, sets=args.sets, device=args.device
     )
@@ -133,12 +159,10 @@ def run_train_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (``python -m probekit.train.cli train ...``)."""
-    parser = argparse.ArgumentParser(prog="probekit")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_train_parser(sub)
-    args = parser.parse_args(argv)
-    return args.func(args)
+    """Standalone entry (``python -m probekit.train.cli train ...``): same as ``probekit``."""
+    from ..cli import main as probekit_main
+
+    return probekit_main(argv)
 
 
 if __name__ == "__main__":

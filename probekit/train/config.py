@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConfigError
 from ..util.config import check_keys
 
 
@@ -75,23 +76,23 @@ class TrainConfig:
             if getattr(self, name) is not None:
                 _pos_int(own, name, getattr(self, name), hint=" or None")
         if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-            raise ValueError(f"{own}.warmup_steps must be an int >= 0, got {self.warmup_steps!r}")
+            raise ConfigError(f"{own}.warmup_steps must be an int >= 0, got {self.warmup_steps!r}")
         if not (isinstance(self.lr, (int, float)) and self.lr > 0):
-            raise ValueError(f"{own}.lr must be > 0, got {self.lr!r}")
+            raise ConfigError(f"{own}.lr must be > 0, got {self.lr!r}")
         if not (isinstance(self.weight_decay, (int, float)) and self.weight_decay >= 0):
-            raise ValueError(f"{own}.weight_decay must be >= 0, got {self.weight_decay!r}")
+            raise ConfigError(f"{own}.weight_decay must be >= 0, got {self.weight_decay!r}")
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
-            raise ValueError(f"{own}.betas must be two numbers in [0, 1), got {self.betas!r}")
+            raise ConfigError(f"{own}.betas must be two numbers in [0, 1), got {self.betas!r}")
         if not self.eps > 0:
-            raise ValueError(f"{own}.eps must be > 0, got {self.eps!r}")
+            raise ConfigError(f"{own}.eps must be > 0, got {self.eps!r}")
         if self.grad_clip is not None and not self.grad_clip > 0:
-            raise ValueError(f"{own}.grad_clip must be > 0 or None, got {self.grad_clip!r}")
+            raise ConfigError(f"{own}.grad_clip must be > 0 or None, got {self.grad_clip!r}")
         for name in ("eval_steps", "checkpoint_steps"):
             steps = getattr(self, name)
             if steps is not None and any(
                 isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= self.steps for s in steps
             ):
-                raise ValueError(
+                raise ConfigError(
                     f"{own}.{name} must hold ints in [0, steps={self.steps}], got {steps!r}"
                 )
         if not (isinstance(self.he_lambda, (int, float)) and self.he_lambda >= 0):
@@ -105,7 +106,7 @@ class TrainConfig:
                 f"{own}.he_layers must be 1-indexed block numbers >= 1, got {self.he_layers!r}"
             )
         if not isinstance(self.device, str) or not self.device:
-            raise ValueError(f"{own}.device must be a torch device string, got {self.device!r}")
+            raise ConfigError(f"{own}.device must be a torch device string, got {self.device!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -126,4 +127,4 @@ OPTIMISATION_FIELDS = (
 
 def _pos_int(own: str, name: str, value: Any, hint: str = "") -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{own}.{name} must be an int >= 1{hint}, got {value!r}")
+        raise ConfigError(f"{own}.{name} must be an int >= 1{hint}, got {value!r}")

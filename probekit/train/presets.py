@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ConfigError
 from .config import TrainConfig
 
 
@@ -135,5 +136,5 @@ PRESETS: dict[str, Preset] = {
 
 def get_preset(name: str) -> Preset:
     if name not in PRESETS:
-        raise ValueError(f"unknown task or preset {name!r}; valid names are {sorted(PRESETS)}")
+        raise ConfigError(f"unknown task or preset {name!r}; valid names are {sorted(PRESETS)}")
     return PRESETS[name]

@@ -30,12 +30,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
-from tqdm.auto import tqdm
 
+from ..errors import ConfigError
 from ..models.checkpoint import load_checkpoint, save_checkpoint
 from ..models.config import ModelConfig
 from ..models.native import build_model
+from ..progress import progress_bar
 from ..testbeds.base import IGNORE_INDEX, PaddedBatch, Task
+from ..util.device import resolve_device
 from ..util.io import atomic_write_text
 from .config import OPTIMISATION_FIELDS, TrainConfig
 from .history import History
@@ -150,19 +152,19 @@ def _run_meta(task: Task, model_config: ModelConfig, cfg: TrainConfig) -> dict[s
 def _check_resumable(meta: dict[str, Any], saved: dict[str, Any], out_dir: Path) -> None:
     for key in ("task", "task_config", "model_config"):
         if json.loads(json.dumps(meta[key])) != saved[key]:
-            raise ValueError(
+            raise ConfigError(
                 f"{out_dir} holds a run with a different {key} ({saved[key]}); resume needs the "
-                "same one. Use a new --out directory or pass resume=False to start over"
+                "same one. Use a new --out directory, or start over with --no-resume (resume=False)"
             )
     default = TrainConfig().to_dict()
     for f in OPTIMISATION_FIELDS:
         now = json.loads(json.dumps(meta["train_config"][f]))
         before = saved["train_config"].get(f, json.loads(json.dumps(default[f])))
         if now != before:
-            raise ValueError(
+            raise ConfigError(
                 f"{out_dir}: TrainConfig.{f}={now!r} differs from the checkpointed run "
                 f"({before!r}); resuming would not be reproducible. Use a new "
-                "--out directory or resume=False"
+                "--out directory, or start over with --no-resume (resume=False)"
             )
 
 
@@ -209,27 +211,27 @@ def train(
         plot: write ``curves.png`` at the end.
     """
     if out_dir is None:
-        raise ValueError("train() needs out_dir (a directory for checkpoints and history)")
+        raise ConfigError("train() needs out_dir (a directory for checkpoints and history)")
     out_dir = Path(out_dir)
     mcfg = model_config or task.model_config()
     cfg = train_config or TrainConfig()
     splits = task.splits()
     if "train" not in splits or len(splits["train"]) == 0:
-        raise ValueError(f"task {task.name!r} has no training examples (splits: {list(splits)})")
+        raise ConfigError(f"task {task.name!r} has no training examples (splits: {list(splits)})")
     if mcfg.d_vocab != len(task.vocab):
-        raise ValueError(
+        raise ConfigError(
             f"ModelConfig.d_vocab={mcfg.d_vocab} but task {task.name!r} has {len(task.vocab)} "
             "tokens; use task.model_config(...) or set d_vocab=len(task.vocab)"
         )
     longest = max(ds.max_len for ds in splits.values())
     if mcfg.n_ctx < longest:
-        raise ValueError(
+        raise ConfigError(
             f"ModelConfig.n_ctx={mcfg.n_ctx} is shorter than the longest sequence ({longest}) "
             f"of task {task.name!r}; set n_ctx >= {longest}"
         )
+    device = resolve_device(cfg.device)  # an unavailable device fails before out_dir exists
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = _run_meta(task, mcfg, cfg)
-    device = torch.device(cfg.device)
 
     ckpts = list_checkpoints(out_dir) if resume else []
     if ckpts:
@@ -293,7 +295,7 @@ def train(
         if cfg.stop_metric is None:
             return False
         if cfg.stop_metric not in rec:
-            raise ValueError(
+            raise ConfigError(
                 f"TrainConfig.stop_metric={cfg.stop_metric!r} is not a history key; keys are "
                 f"{sorted(rec)}"
             )
@@ -303,7 +305,7 @@ def train(
         last = do_eval(0)
         _save(out_dir, 0, model, opt, names, meta, mcfg, last, he and he.regulariser)
     stopped = last is not None and stop_reached(last)
-    bar = tqdm(total=cfg.steps, initial=start, disable=not progress, desc=task.name)
+    bar = progress_bar(desc=task.name, total=cfg.steps, initial=start, unit="step", enabled=progress)
     model.train()
     step = start
     for step in range(start + 1, cfg.steps + 1):
@@ -372,7 +374,7 @@ def _he_setup(
     from ..homomorphism.regulariser import HERegulariser, mine_pair_pool
 
     if max(cfg.he_layers) > model.cfg.n_layers:
-        raise ValueError(
+        raise ConfigError(
             f"TrainConfig.he_layers={cfg.he_layers} names blocks past the model's "
             f"{model.cfg.n_layers} layers; use 1-indexed blocks in 1..{model.cfg.n_layers}"
         )

@@ -23,4 +23,6 @@ def test_cli_capture_matches_collect_activations(small_model, tmp_path, capsys):
     assert store.metadata()["label"].tolist() == [i % 2 for i in range(7)]
     assert main([*args[:4], str(tmp_path / "s2"), "--positions", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("probekit capture: error: positions column 'nope' not found")
+    assert err[-1:] == ["probekit capture: error: positions 'nope': use 'last' (last token), 'all' (every "
+                   "token) or 'column:NAME' (an integer column holding the token index); columns "
+                   "here: 'column:idx', 'column:label'"]

@@ -1,0 +1,206 @@
+"""Checks of user-supplied example files (JSONL), before any model is loaded.
+
+Every error names ``FILE:LINE``, the column and the bad value, and says how to fix it:
+``data.jsonl:7: column 'pos' holds 1.7; token positions must be integers``.
+No torch import: these run in milliseconds, so a typo fails at once, not after a model load.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import DataError
+
+POSITION_KEYWORDS = ("last", "all")
+
+
+@dataclass(frozen=True)
+class JsonlRow:
+    """One example of a JSONL file: its parsed object and where it came from."""
+
+    path: str
+    line: int
+    data: dict[str, Any]
+
+    @property
+    def where(self) -> str:
+        """``FILE:LINE`` for messages."""
+        return f"{self.path}:{self.line}"
+
+
+def read_jsonl(path: str | Path) -> list[JsonlRow]:
+    """Parse a JSONL file (one JSON object per non-blank line), keeping line numbers.
+
+    Raises:
+        DataError: missing or empty file, a line that is not JSON, or not a JSON object.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"data file {path} not found; pass a JSONL file (one JSON object a line)")
+    rows: list[JsonlRow] = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(
+                    f"{path}:{lineno}: not valid JSON ({err.msg} at column {err.colno}); "
+                    "each line must be one JSON object"
+                ) from None
+            if not isinstance(data, dict):
+                raise DataError(
+                    f"{path}:{lineno}: expected a JSON object like {{\"text\": ...}}, got "
+                    f"{type(data).__name__} {_short(data)}"
+                )
+            rows.append(JsonlRow(str(path), lineno, data))
+    if not rows:
+        raise DataError(f"data file {path} holds no examples")
+    return rows
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def as_int(value: Any, *, where: str, column: str, what: str = "an integer") -> int:
+    """``value`` as an int; floats with a fraction, strings and booleans are refused.
+
+    Raises:
+        DataError: naming ``where`` (``FILE:LINE``), the column and the value.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DataError(f"{where}: column {column!r} holds {_short(value)}; expected {what}")
+    if isinstance(value, float) and not value.is_integer():
+        raise DataError(
+            f"{where}: column {column!r} holds {value!r}, which is not a whole number; "
+            f"expected {what}"
+        )
+    return int(value)
+
+
+def token_ids(row: JsonlRow, column: str = "tokens") -> list[int]:
+    """The list of token ids in ``row[column]``, each a non-negative integer."""
+    value = row.data[column]
+    if not isinstance(value, list):
+        hint = " (put text in a 'text' column instead)" if isinstance(value, str) else ""
+        raise DataError(
+            f"{row.where}: column {column!r} holds {_short(value)}; expected a list of integer "
+            f"token ids like [1, 2, 3]{hint}"
+        )
+    if not value:
+        raise DataError(f"{row.where}: column {column!r} is an empty list; give >= 1 token id")
+    ids = [as_int(v, where=row.where, column=column, what="integer token ids") for v in value]
+    negative = [t for t in ids if t < 0]
+    if negative:
+        raise DataError(f"{row.where}: column {column!r} holds negative token id {negative[0]}")
+    return ids
+
+
+def check_vocab(tokens: Sequence[Sequence[int]], vocab_size: int, where: Sequence[str]) -> None:
+    """Raise naming the first example whose token id is ``>= vocab_size``.
+
+    Args:
+        tokens: token ids per example.
+        vocab_size: the model's ``d_vocab``.
+        where: a location per example (``FILE:LINE`` or ``example 3``).
+    """
+    for seq, loc in zip(tokens, where):
+        bad = [t for t in seq if t >= vocab_size or t < 0]
+        if bad:
+            raise DataError(
+                f"{loc}: token id {bad[0]} is outside the model's vocabulary (vocab size "
+                f"{vocab_size}: valid ids are 0..{vocab_size - 1})"
+            )
+
+
+def require_columns(
+    rows: Sequence[JsonlRow], columns: Sequence[str], *, drop: bool = False, flag: str = ""
+) -> tuple[list[JsonlRow], list[JsonlRow]]:
+    """Rows that have every column in ``columns`` (non-null), and the rows dropped.
+
+    Args:
+        rows: parsed examples.
+        columns: keys each row must hold.
+        drop: drop incomplete rows instead of raising.
+        flag: how the user asks for ``drop`` (named in the message), e.g. ``--drop-incomplete``.
+
+    Raises:
+        DataError: naming the first incomplete row and the missing key (unless ``drop``).
+    """
+    kept: list[JsonlRow] = []
+    dropped: list[JsonlRow] = []
+    for row in rows:
+        missing = [c for c in columns if row.data.get(c) is None]
+        if not missing:
+            kept.append(row)
+        elif drop:
+            dropped.append(row)
+        else:
+            how = f", or pass {flag} to drop such rows" if flag else ""
+            raise DataError(
+                f"{row.where}: row lacks {missing[0]!r} (missing or null) that other rows "
+                f"have; add it{how}"
+            )
+    if not kept:
+        raise DataError(f"every row lacks one of {list(columns)}; nothing left to use")
+    return kept, dropped
+
+
+def position_column(rows: Sequence[JsonlRow], column: str) -> list[int]:
+    """Integer token positions from ``column`` (checked per row, ``FILE:LINE`` in errors)."""
+    return [
+        as_int(r.data.get(column), where=r.where, column=column, what="an integer token position")
+        for r in rows
+    ]
+
+
+def position_spec_error(spec: str, columns: Sequence[str]) -> DataError:
+    """The error for an unknown ``--positions`` value, listing every valid form."""
+    listed = ", ".join(f"'column:{c}'" for c in sorted(columns)) or "none in this file"
+    return DataError(
+        f"positions {spec!r}: use 'last' (last token), 'all' (every token) or 'column:NAME' "
+        f"(an integer column holding the token index); columns here: {listed}"
+    )
+
+
+def check_positions(
+    positions: Sequence[int], lengths: Sequence[int], where: Sequence[str], column: str
+) -> None:
+    """Raise naming the first example whose position is outside its token sequence."""
+    for pos, n, loc in zip(positions, lengths, where):
+        if not -n <= pos < n:
+            raise DataError(
+                f"{loc}: column {column!r} holds position {pos} but the example has {n} tokens "
+                f"(valid: 0..{n - 1}, or -{n}..-1 from the end)"
+            )
+
+
+def peek_model_limits(name_or_path: str | Path) -> dict[str, int]:
+    """``{"d_vocab": ..., "n_ctx": ...}`` read from a model directory's ``config.json``.
+
+    Works for probekit checkpoints and Hugging Face directories without loading weights;
+    returns ``{}`` where the config is not at hand (e.g. a registered name not yet converted).
+    """
+    path = Path(name_or_path).expanduser() / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(config, dict):
+        return {}
+    model = config.get("model") if isinstance(config.get("model"), dict) else config
+    keys = {"d_vocab": ("d_vocab", "vocab_size"), "n_ctx": ("n_ctx", "max_position_embeddings")}
+    out: dict[str, int] = {}
+    for name, options in keys.items():
+        for key in options:
+            if isinstance(model.get(key), int):
+                out[name] = int(model[key])
+                break
+    return out

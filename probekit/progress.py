@@ -1,0 +1,72 @@
+"""Progress bars that suit both terminals and log files.
+
+On a terminal this is a plain ``tqdm`` bar. When stderr is not a TTY (CI logs, ``nohup``, a pipe)
+the bar is written as whole lines, without carriage returns or ANSI escape codes, at most every
+``log_interval`` seconds, so a log stays readable:
+``capture:  40%|####      | 4/10 [00:02<00:03, 2.0batch/s]``.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+from tqdm.auto import tqdm
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+class _LineWriter:
+    """A file-like sink turning tqdm's ``\\r`` redraws into newline-terminated log lines."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.last = ""
+
+    def write(self, text: str) -> int:
+        line = _ANSI.sub("", text).replace("\r", "").strip()
+        if line and line != self.last:
+            self.stream.write(line + "\n")
+            self.last = line
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def progress_bar(
+    iterable: Iterable[Any] | None = None,
+    *,
+    desc: str,
+    total: int | None = None,
+    unit: str = "it",
+    enabled: bool = True,
+    initial: int = 0,
+    leave: bool = True,
+    log_interval: float = 10.0,
+) -> tqdm:
+    """A ``tqdm`` over ``iterable`` (or a manual bar): a live bar on a TTY, log lines otherwise.
+
+    Args:
+        iterable: what to iterate (None for a manual bar updated with ``.update(n)``).
+        desc: the phase shown before the bar, e.g. ``"capture"``.
+        total: number of items, when ``iterable`` has no ``len``.
+        unit: what one item is (``"batch"``, ``"step"``...).
+        enabled: False hides the bar entirely (``--quiet``/``progress=False``).
+        initial: items already done (a resumed run).
+        leave: keep the finished bar on screen.
+        log_interval: seconds between lines when stderr is not a TTY.
+    """
+    stream = sys.stderr
+    is_tty = bool(getattr(stream, "isatty", lambda: False)())
+    options: dict[str, Any] = {
+        "desc": desc, "total": total, "unit": unit, "disable": not enabled, "initial": initial,
+    }
+    if is_tty:
+        return tqdm(iterable, leave=leave, **options)
+    return tqdm(
+        iterable, file=_LineWriter(stream), ascii=True, mininterval=log_interval, ncols=80,
+        dynamic_ncols=False, leave=True, **options,
+    )
