@@ -2,6 +2,8 @@
 
 capture: all-layer residual capture at the last token into an activation store vs a plain
 forward pass over the same batches (goal <= 1.15x) and vs ``run_with_cache`` + indexing.
+store_read: loading every site of a store with the sha256-on-first-read check vs without.
+cli: ``probekit --help`` / ``probekit models`` wall time and peak RSS vs ``python -c pass``.
 Other sections (probe sweep vs sklearn loop, grokking time) run when their modules exist.
 
     python scripts/bench.py --out out/bench.json [--model smollm2-135m] [--sections capture,probes]
@@ -131,6 +133,88 @@ def bench_store_memory(n_small: int = 2048, factor: int = 8) -> dict:
     }
 
 
+def bench_store_read(n_examples: int = 8192, d_model: int = 512, n_layers: int = 4,
+                     repeats: int = 3) -> dict:
+    """Cost of the sha256 check on a shard's first read in a process (issue 27).
+
+    Loads every site of a store once with ``verify=True`` (the per-process cache cleared, so every
+    shard is hashed) and once with ``verify=False``; the page cache is warm for both.
+    """
+    import tempfile
+
+    from probekit.store import reader
+
+    g = torch.Generator().manual_seed(0)
+    model = build_model(ModelConfig(n_layers=n_layers, d_model=d_model, n_heads=8,
+                                    d_head=d_model // 8, d_vocab=1000, n_ctx=32))
+    tokens = [torch.randint(0, 1000, (8,), generator=g).tolist() for _ in range(n_examples)]
+    with tempfile.TemporaryDirectory() as tmp:
+        store_dir = Path(tmp) / "s"
+        capture_to_store(model, tokens, store_dir, all_layers(model), batch_size=256,
+                         examples_per_shard=1024, progress=False)
+        size = sum(p.stat().st_size for p in store_dir.glob("shard-*"))
+
+        def read(verify: bool) -> None:
+            reader._VERIFIED.clear()
+            store = reader.ActivationStore(store_dir, verify=verify)
+            store.load_layers(store.sites)
+
+        read(False)  # warm the page cache
+        t_plain = _best_of(lambda: read(False), repeats)
+        t_verify = _best_of(lambda: read(True), repeats)
+    return {
+        "store_mb": size / 2**20,
+        "load_all_sites_s": t_plain,
+        "load_all_sites_first_read_verified_s": t_verify,
+        "sha256_mb_per_s": size / 2**20 / max(t_verify - t_plain, 1e-9),
+        "ratio_verified_vs_plain": t_verify / t_plain,
+        "note": "later reads in the same process skip the check (cached by path+size+mtime); "
+                "opt out with ActivationStore(..., verify=False) or PROBEKIT_VERIFY_SHARDS=0",
+    }
+
+
+_CLI_CHILD = """
+import sys
+from probekit.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")]
+print(int(hwm[0].split()[1]) if hwm else 0, file=sys.stderr)
+"""
+
+
+def bench_cli_startup(repeats: int = 3) -> dict:
+    """Wall time and peak RSS (VmHWM) of ``probekit --help`` / ``models`` vs ``python -c pass``."""
+    import subprocess
+
+    def run(args: list[str]) -> tuple[float, float]:
+        best_t, rss = float("inf"), 0.0
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            res = subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                                 check=True, cwd=ROOT)
+            best_t = min(best_t, time.perf_counter() - t0)
+            last = res.stderr.strip().splitlines()[-1:] if args[0] == "-c" else []
+            rss = max(rss, int(last[0]) / 1024 if last and last[0].isdigit() else 0.0)
+        return best_t, rss
+
+    bare = _CLI_CHILD.replace("from probekit.cli import main\n", "")
+    t_py, rss_py = run(["-c", bare.replace("main(sys.argv[1:])", "pass")])
+    t_help, rss_help = run(["-c", _CLI_CHILD, "--help"])
+    t_models, rss_models = run(["-c", _CLI_CHILD, "models"])
+    return {
+        "python_startup_s": t_py,
+        "help_s": t_help,
+        "models_s": t_models,
+        "python_peak_rss_mb": rss_py,
+        "help_peak_rss_mb": rss_help,
+        "models_peak_rss_mb": rss_models,
+        "goal": "help_s and models_s well under 1 s (were 4.5-6 s and ~410 MB before lazy imports)",
+    }
+
+
 OPTIONAL = {
     "probes": ("scripts.bench_probes", "bench_probe_sweep"),
     "grokking": ("scripts.bench_grokking", "bench_grokking"),
@@ -142,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
-    parser.add_argument("--sections", default="capture,store_memory,probes",
-                        help="comma list: capture,store_memory,probes,grokking,homomorphism")
+    parser.add_argument("--sections", default="capture,store_memory,store_read,cli,probes",
+                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
@@ -159,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
             results["capture"] = bench_capture(args.model, args.n_examples, args.batch_size, args.repeats)
         elif section == "store_memory":
             results["store_memory"] = bench_store_memory()
+        elif section == "store_read":
+            results["store_read"] = bench_store_read(repeats=args.repeats)
+        elif section == "cli":
+            results["cli"] = bench_cli_startup(args.repeats)
         elif section in OPTIONAL:
             module, fn = OPTIONAL[section]
             kwargs = {"device": args.device, "sklearn_threads": args.sklearn_threads} if section == "probes" else {}
@@ -166,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs = {"checkpoint": args.he_checkpoint}
             results[section] = getattr(importlib.import_module(module), fn)(**kwargs)
         else:
-            parser.error(f"unknown section {section!r}; choose from capture,store_memory,{','.join(OPTIONAL)}")
+            parser.error(f"unknown section {section!r}; choose from "
+                         f"capture,store_memory,store_read,cli,{','.join(OPTIONAL)}")
         print(f"\n[{section}]")
         for key, value in results[section].items():
             if not isinstance(value, (list, dict)):
