@@ -137,8 +137,8 @@ def run_model(spec: ModelSpec) -> dict[str, Any]:
         except DataError:  # e.g. 1-clause coverage has no sequence pairs
             continue
         # [C]'s Adam-fit families at the headline (last) block; closed-form ones at every block
-        last = states.select([states.layers[-1]])
-        c = measure(states=last, pairs=pairs, config=HEConfig(solver="adam", seed=spec.seed))
+        top = states.select([states.layers[-1]])
+        c = measure(states=top, pairs=pairs, config=HEConfig(solver="adam", seed=spec.seed))
         r = measure(states=states, pairs=pairs, config=HEConfig(families=("affine", "bilinear")))
         he[kind] = {
             "he": c.headline,  # [C]: Adam-fit affine/bilinear/MLP, mean held-out MSE

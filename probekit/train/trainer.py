@@ -301,7 +301,7 @@ def train(
             )
         return rec[cfg.stop_metric] >= cfg.stop_threshold
 
-    if start == 0:
+    if start == 0 and not history.records:  # (a run killed after step 0 has its record)
         last = do_eval(0)
         _save(out_dir, 0, model, opt, names, meta, mcfg, last, he and he.regulariser)
     stopped = last is not None and stop_reached(last)

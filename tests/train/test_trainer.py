@@ -73,6 +73,20 @@ def test_deterministic_and_resume_equals_uninterrupted(tmp_path, tiny_task, tiny
     assert h.steps == History.read(a).steps
 
 
+def test_resume_from_step_zero_checkpoint(tmp_path, tiny_task, tiny_model_config):
+    # a run killed after its step-0 checkpoint (history holds step 0) resumes without a repeat
+    cfg = TrainConfig(steps=6, batch_size=16, n_evals=2, checkpoint_steps=(6,))
+    a, c = tmp_path / "a", tmp_path / "c"
+    h_a = train(tiny_task, tiny_model_config, cfg, a, progress=False, plot=False)
+    shutil.copytree(a, c)
+    for step, d in list_checkpoints(c):
+        if step > 0:
+            shutil.rmtree(d)
+    h_c = train(tiny_task, tiny_model_config, cfg, c, progress=False, plot=False)
+    assert _same(_weights(a)[1], _weights(c)[1])
+    assert h_c.steps == h_a.steps
+
+
 def test_resume_rejects_changed_config(tmp_path, tiny_task, tiny_model_config):
     train(tiny_task, tiny_model_config, TrainConfig(steps=2, n_evals=1), tmp_path, progress=False, plot=False)
     with pytest.raises(ValueError, match="lr"):
