@@ -376,3 +376,32 @@ def test_import_cli_does_not_import_heavy_modules():
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == "[]"
+
+
+def test_dependency_warnings_are_summarised_and_probekit_warnings_kept(monkeypatch, capsys):
+    import warnings
+
+    def noisy(args):
+        for _ in range(3):
+            warnings.warn_explicit("deprecated thing", FutureWarning, "/x/site-packages/transformers/a.py", 1)
+        warnings.warn_explicit("slow path", UserWarning, "/x/site-packages/torch/b.py", 2)
+        warnings.warn_explicit("check your labels", UserWarning, str(Path(sys.modules["probekit.cli"].__file__)), 3)
+        return 0
+
+    monkeypatch.setattr("probekit.cli._cmd_models", noisy)
+    assert main(["models"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "warning: check your labels" in err
+    assert ("probekit: 4 warnings from dependencies (3 from transformers, 1 from torch) hidden; "
+            "--debug shows them") in err
+    assert not any("deprecated thing" in line for line in err)
+
+
+def test_progress_in_a_log_file_has_no_escape_codes(capsys):
+    from probekit.progress import progress_bar
+
+    for _ in progress_bar(range(50), desc="capture", unit="batch", log_interval=0):
+        pass
+    err = capsys.readouterr().err  # pytest's capture is not a TTY
+    assert err and "\r" not in err and "\x1b" not in err
+    assert err.splitlines()[-1].startswith("capture: 100%") and "50/50" in err.splitlines()[-1]
