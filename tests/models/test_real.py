@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from probekit.models import load_model, real
+from probekit.util.io import sha256_file
 
 # tests/conftest.py sets these too; repeated so this file is safe on its own. probekit imports
 # transformers lazily, so setting them here still precedes huggingface_hub's import.
@@ -231,9 +232,13 @@ def _replace_with_truncated(path: Path, n_bytes: int) -> None:
 
 
 def test_cache_entry_is_valid(cache_copy):
-    real.check_cache_entry(cache_copy, full=False)
+    real.check_cache_entry(cache_copy, full=True)
     manifest = json.loads((cache_copy / real.MANIFEST_FILE).read_text())
-    assert "model.safetensors" in manifest["files"]
+    files = manifest["files"]
+    on_disk = {p.name: p.stat().st_size for p in cache_copy.iterdir() if p.name != real.MANIFEST_FILE}
+    assert {name: info["size"] for name, info in files.items()} == on_disk
+    assert "model.safetensors" in files and on_disk["model.safetensors"] > 500e6  # float32 135M
+    assert files["config.json"]["sha256"] == sha256_file(cache_copy / "config.json")
 
 
 @pytest.mark.parametrize("damage", ["missing", "truncated", "garbage_same_size"])

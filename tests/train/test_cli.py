@@ -2,20 +2,39 @@ import json
 
 import pytest
 
+from probekit.train import History
 from probekit.train.cli import build_run, main, parse_sets
+from probekit.train.trainer import step_dir
+
+
+def _weights_inode(run, step):
+    return (step_dir(run, step) / "model.safetensors").stat().st_ino
 
 
 def test_cli_trains_and_resumes(tmp_path, capsys):
-    args = ["train", "modular_addition", "--out", str(tmp_path), "--steps", "3", "--seed", "2",
+    run = tmp_path / "run"
+    args = ["train", "modular_addition", "--out", str(run), "--steps", "3", "--seed", "2",
             "--set", "task.p=7", "--set", "d_model=16", "--set", "train.n_evals=2", "--no-progress"]
+    five = [*args[:5], "5", *args[6:]]
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["step"] == 3 and "test_id/acc" in out
-    run = json.loads((tmp_path / "run.json").read_text())
-    assert run["task_config"]["p"] == 7 and run["model_config"]["d_model"] == 16
-    assert run["task_config"]["seed"] == run["model_config"]["seed"] == run["train_config"]["seed"] == 2
-    assert main([*args[:5], "5", *args[6:]]) == 0  # resumes from step 3
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["task_config"]["p"] == 7 and meta["model_config"]["d_model"] == 16
+    assert meta["task_config"]["seed"] == meta["model_config"]["seed"] == meta["train_config"]["seed"] == 2
+    first = History.read(run).records
+    step0 = _weights_inode(run, 0)
+
+    assert main(five) == 0  # resumes from step 3
     assert json.loads(capsys.readouterr().out)["step"] == 5
+    # Resumed, not restarted: the step-0 checkpoint file and the history up to step 3 (timings
+    # included) are untouched. A run with resume=False rewrites step 0 (checked below).
+    assert _weights_inode(run, 0) == step0
+    after = History.read(run).records
+    assert after[: len(first)] == first and after[-1]["step"] == 5
+    # (bit-identity of resumed and uninterrupted weights: tests/train/test_trainer.py)
+    assert main([*five, "--no-resume"]) == 0  # starts over: the resume checks above would fail
+    assert _weights_inode(run, 0) != step0
 
 
 def test_unknown_task_lists_valid_names():
