@@ -41,6 +41,7 @@ def _best_of(fn, repeats: int) -> float:
 
 
 def bench_capture(model_name: str | None, n_examples: int, batch_size: int, repeats: int) -> dict:
+    """Time capture against a plain forward and ``run_with_cache`` (ratios in one run)."""
     if model_name:
         model = load_model(model_name)
     else:
@@ -223,6 +224,7 @@ OPTIONAL = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the chosen bench sections and print / write their JSON report."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")

@@ -111,6 +111,7 @@ def bench_grokking(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Train the grokking presets per seed and report wall time and the grokking step."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="modular_addition")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])

@@ -82,6 +82,7 @@ def _shape_mismatch(
 
 
 def read_checkpoint_meta(directory: str | Path) -> dict[str, Any]:
+    """The parsed ``config.json`` of checkpoint ``directory`` (format checked); no weights are read."""
     path = Path(directory) / CONFIG_FILE
     if not path.is_file():
         raise MissingModelFileError(

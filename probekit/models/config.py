@@ -55,9 +55,11 @@ class ModelConfig:
             )
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form of the config (``from_dict`` inverts it)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        """Rebuild a config from :meth:`to_dict` output; unknown keys raise ``ConfigError``."""
         check_keys(data, (f.name for f in dataclasses.fields(cls)), what="ModelConfig")
         return cls(**data)

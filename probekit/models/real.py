@@ -81,8 +81,11 @@ def cache_dir_for(name: str, *, root: Path | None = None) -> Path:
 
 
 def _safetensors_ok(path: Path) -> str | None:
-    """Cheap integrity check by ``safetensors.safe_open``: the header parses and its data offsets
-    cover the file exactly (nothing is read beyond the header). Returns the problem or None."""
+    """The problem with safetensors file ``path``, or None if ``safe_open`` accepts it.
+
+    A cheap integrity check: ``safe_open`` parses the header and checks that its data offsets
+    cover the file exactly; nothing beyond the header is read.
+    """
     try:
         with safe_open(str(path), framework="pt"):
             pass

@@ -24,6 +24,7 @@ class StoreNotFoundError(StoreError, FileNotFoundError):
 
 @dataclass(frozen=True)
 class ShardInfo:
+    """One shard file: its row count, the example range ``[first_example, end_example)`` it covers, its sha256."""
     file: str
     rows: int
     first_example: int
@@ -52,6 +53,7 @@ class Manifest:
     format: str = FORMAT
 
     def identity(self) -> dict[str, Any]:
+        """The fields two captures must share for one to resume the other's store."""
         keys = (
             "model_fingerprint", "sites", "positions", "dtype", "dataset_fingerprint",
             "n_examples", "examples_per_shard", "padding_side", "metadata_columns",
@@ -60,17 +62,21 @@ class Manifest:
 
     @property
     def examples_done(self) -> int:
+        """Examples covered by the listed shards (where a resumed capture starts)."""
         return self.shards[-1].end_example if self.shards else 0
 
     @property
     def n_rows(self) -> int:
+        """Total activation rows over all listed shards."""
         return sum(s.rows for s in self.shards)
 
     def save(self, directory: Path) -> None:
+        """Write ``manifest.json`` in ``directory`` atomically (temp file, fsync, rename)."""
         atomic_write_json(directory / MANIFEST, asdict(self), indent=1)
 
     @classmethod
     def load(cls, directory: Path) -> Manifest:
+        """Read ``manifest.json`` from ``directory``; raise if missing, not JSON or another format."""
         path = directory / MANIFEST
         if not path.is_file():
             raise StoreNotFoundError(

@@ -87,10 +87,12 @@ class ActivationStore:
 
     @property
     def sites(self) -> list[str]:
+        """Site keys the store holds (``blocks.N.hook_*`` names), in capture order."""
         return list(self.manifest.sites)
 
     @property
     def n_rows(self) -> int:
+        """Number of activation rows (examples x positions kept)."""
         return self.manifest.n_rows
 
     def __len__(self) -> int:

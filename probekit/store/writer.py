@@ -26,6 +26,7 @@ META_PREFIX = "meta."
 
 
 def shard_name(index: int) -> str:
+    """File name of shard ``index``: ``shard-00012.safetensors``."""
     return f"shard-{index:05d}.safetensors"
 
 
@@ -165,6 +166,7 @@ class StoreWriter:
         return info
 
     def finish(self) -> Manifest:
+        """Mark the store complete (readers refuse incomplete stores by default)."""
         if self.manifest is None:
             raise RuntimeError("StoreWriter.open() must be called before finish()")
         self.manifest.complete = True

@@ -59,6 +59,7 @@ class Vocab:
 
     @property
     def pad_id(self) -> int:
+        """Id of the padding token."""
         return self._index[self.pad]
 
     def id(self, token: str) -> int:
@@ -89,10 +90,12 @@ class Vocab:
         return " ".join(out)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form (tokens and pad), stored in checkpoints."""
         return {"tokens": list(self.tokens), "pad": self.pad}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Vocab:
+        """Inverse of :meth:`to_dict`."""
         return cls(tokens=tuple(data["tokens"]), pad=data["pad"])
 
 
@@ -145,6 +148,7 @@ class TaskDataset:
 
     @property
     def max_len(self) -> int:
+        """Length of the longest sequence (0 for an empty dataset)."""
         return max((len(t) for t in self.tokens), default=0)
 
     def prompt(self, i: int) -> list[int]:
@@ -178,6 +182,7 @@ class PaddedBatch:
         return int(self.tokens.shape[0])
 
     def index(self, idx: torch.Tensor) -> PaddedBatch:
+        """The rows ``idx`` of tokens and labels."""
         return PaddedBatch(self.tokens[idx], self.labels[idx])
 
 
@@ -211,11 +216,14 @@ class Task(Protocol):
     config: Any
 
     @property
-    def vocab(self) -> Vocab: ...
+    def vocab(self) -> Vocab:
+        """The task's token vocabulary."""
 
-    def splits(self) -> dict[str, TaskDataset]: ...
+    def splits(self) -> dict[str, TaskDataset]:
+        """Named splits (``train``, ``test_id``, ``ood_*``...), built once and cached."""
 
-    def model_config(self, **overrides: Any) -> ModelConfig: ...
+    def model_config(self, **overrides: Any) -> ModelConfig:
+        """The model config this task trains by default, fields replaced by ``overrides``."""
 
 
 def check_fraction(owner: str, name: str, value: float, *, low_open: bool = True) -> None:
@@ -227,5 +235,6 @@ def check_fraction(owner: str, name: str, value: float, *, low_open: bool = True
 
 
 def check_positive_int(owner: str, name: str, value: int, *, minimum: int = 1) -> None:
+    """Raise ValueError unless ``value`` is an int (not bool) ``>= minimum``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{owner}.{name} must be an int >= {minimum}, got {value!r}")

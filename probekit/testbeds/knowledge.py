@@ -1,5 +1,7 @@
-"""Implicit reasoning over a synthetic knowledge graph: Wang et al. (2024), "Grokked Transformers
-are Implicit Reasoners" (arXiv 2405.15071), as specified in ``methods/circuits.md``.
+"""Implicit reasoning over a synthetic knowledge graph (composition and comparison tasks).
+
+Wang et al. (2024), "Grokked Transformers are Implicit Reasoners" (arXiv 2405.15071), as
+specified in ``methods/circuits.md``.
 
 Format: one token per entity / relation / attribute / value / label. Input = query tokens, target =
 answer token + end token ``</a>``; the loss is on the target tokens only. With the alignment of
@@ -165,20 +167,25 @@ class KnowledgeComposition:
 
     @property
     def vocab(self) -> Vocab:
+        """Tokens: pad, end, entities, relations."""
         return self._vocab
 
     def entity_id(self, e: int) -> int:
+        """Token id of entity ``e``."""
         return 2 + int(e)
 
     def relation_id(self, r: int) -> int:
+        """Token id of relation ``r``."""
         return 2 + self.config.n_entities + int(r)
 
     @property
     def end_id(self) -> int:
+        """Token id of the end-of-answer marker."""
         return 1
 
     @property
     def atomic_facts(self) -> AtomicFacts:
+        """The seeded atomic fact graph (built on first use)."""
         if self._facts is None:
             c = self.config
             rng = np.random.default_rng([c.seed, 0])
@@ -188,11 +195,13 @@ class KnowledgeComposition:
         return self._facts
 
     def splits(self) -> dict[str, TaskDataset]:
+        """``train`` (atomic + ID inferred facts), ``test_id`` and ``test_ood``, built once and cached."""
         if self._splits is None:
             self._splits = self._make_splits()
         return self._splits
 
     def model_config(self, **overrides: Any) -> ModelConfig:
+        """Default model (``_kg_model_config``: 4 layers) with ``overrides`` applied."""
         return _kg_model_config(self.vocab, 4, self.config.seed, overrides)
 
     def _make_splits(self) -> dict[str, TaskDataset]:
@@ -282,31 +291,39 @@ class KnowledgeComparison:
 
     @property
     def vocab(self) -> Vocab:
+        """The task's token vocabulary (pad and end first, then entities, attributes, values, labels)."""
         return self._vocab
 
     @property
     def end_id(self) -> int:
+        """Token id of the end-of-answer marker."""
         return 1
 
     def entity_id(self, e: int) -> int:
+        """Token id of entity ``e``."""
         return 2 + int(e)
 
     def attribute_id(self, a: int) -> int:
+        """Token id of attribute ``a``."""
         return 2 + self.config.n_entities + int(a)
 
     def value_id(self, v: int) -> int:
+        """Token id of attribute value ``v``."""
         return 2 + self.config.n_entities + self.config.n_attributes + int(v)
 
     def label_id(self, a: int, label: int) -> int:
+        """Token id of comparison label ``label`` (0/1/2) of attribute ``a``."""
         c = self.config
         return 2 + c.n_entities + c.n_attributes + c.n_values + 3 * int(a) + int(label)
 
     def splits(self) -> dict[str, TaskDataset]:
+        """``train`` (atomic + ID inferred facts), ``test_id`` and ``test_ood``, built once and cached."""
         if self._splits is None:
             self._splits = self._make_splits()
         return self._splits
 
     def model_config(self, **overrides: Any) -> ModelConfig:
+        """Default model (``_kg_model_config``: 4 layers) with ``overrides`` applied."""
         return _kg_model_config(self.vocab, 4, self.config.seed, overrides)
 
     def _sample_pairs(self, rng: np.random.Generator, ood: bool, n: int) -> np.ndarray:

@@ -58,13 +58,16 @@ class ModularAddition:
 
     @property
     def vocab(self) -> Vocab:
+        """Tokens: the residues ``0..p-1`` and ``=``."""
         return self._vocab
 
     @property
     def eq_id(self) -> int:
+        """Token id of ``=`` (``p``)."""
         return self.config.p
 
     def splits(self) -> dict[str, TaskDataset]:
+        """``train`` / ``test_id`` pairs split by a seeded permutation, built once."""
         if self._splits is None:
             self._splits = _make_splits(self.config)
         return self._splits

@@ -29,10 +29,12 @@ TASKS: dict[str, tuple[type, type]] = {
 
 
 def task_names() -> list[str]:
+    """Names of the registered tasks (``get_task`` accepts them)."""
     return list(TASKS)
 
 
 def config_class(name: str) -> type:
+    """The config dataclass of task ``name``."""
     return _lookup(name)[1]
 
 

@@ -1,5 +1,6 @@
-"""Relation facts: one-hop ``(subject, relation) -> object`` facts over a random KG, for neuron
-experiments (which neurons store which relation). Same graph model and token format as the
+"""Relation facts: one-hop ``(subject, relation) -> object`` facts over a random KG.
+
+For neuron experiments (which neurons store which relation). Same graph model and token format as the
 composition task of Wang et al. (2024), :mod:`probekit.testbeds.knowledge`: every subject gets
 ``out_degree`` distinct relations, each to a uniform random object; input ``[s, r]``, targets
 ``[o, </a>]`` at positions ``[1, 2]`` (``tokens = [s, r, o]``).
@@ -60,20 +61,25 @@ class RelationFacts:
 
     @property
     def vocab(self) -> Vocab:
+        """Tokens: pad, end, one per entity, one per relation."""
         return self._vocab
 
     def entity_id(self, e: int) -> int:
+        """Token id of entity ``e``."""
         return 2 + int(e)
 
     def relation_id(self, r: int) -> int:
+        """Token id of relation ``r``."""
         return 2 + self.config.n_entities + int(r)
 
     def splits(self) -> dict[str, TaskDataset]:
+        """``train`` and (if any facts are held out) ``test_id``, built once and cached."""
         if self._splits is None:
             self._splits = self._make_splits()
         return self._splits
 
     def model_config(self, **overrides: Any) -> ModelConfig:
+        """2 layers, d_model 128, 4 heads, GELU, LN, with ``overrides`` applied."""
         base: dict[str, Any] = dict(
             n_layers=2, d_model=128, n_heads=4, d_head=32, d_mlp=512, act_fn="gelu",
             normalization_type="LN", d_vocab=len(self.vocab), n_ctx=3, seed=self.config.seed,

@@ -1,6 +1,8 @@
-"""SCAN-like command language of An & Du (2026), "Representational Homomorphism Predicts and
-Improves Compositional Generalization In Transformer Language Model" (arXiv 2601.18858; tags as
-in ``methods/homomorphism.md``: [C] authors' code, [O] our choice).
+"""SCAN-like command language of An & Du (2026), for compositional generalisation by length.
+
+"Representational Homomorphism Predicts and Improves Compositional Generalization In Transformer
+Language Model" (arXiv 2601.18858; tags as in ``methods/homomorphism.md``: [C] authors' code,
+[O] our choice).
 
 Language [C]
 ------------
@@ -125,6 +127,7 @@ class ScanConfig:
 
     @property
     def all_primitives(self) -> tuple[str, ...]:
+        """Primitives of the grammar, the extra (held-out) ones last."""
         return (*self.primitives, *self.extra_primitives)
 
 
@@ -178,15 +181,18 @@ class ScanTask:
 
     @property
     def vocab(self) -> Vocab:
+        """Tokens: pad, primitives, modifiers, connective, noise words, upper-cased actions."""
         return self._vocab
 
     def splits(self) -> dict[str, TaskDataset]:
+        """``train``, ``test_id`` and one ``ood_len_<n>`` split per held-out length, built once."""
         if self._splits is None:
             self._splits = _make_splits(self.config, self._vocab)
         return self._splits
 
     @property
     def ood_length_splits(self) -> list[str]:
+        """Names of the OOD length splits (``ood_len_<n>``)."""
         return [f"ood_len_{n}" for n in self.config.ood_lengths]
 
     def model_config(self, **overrides: Any) -> ModelConfig:

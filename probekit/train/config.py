@@ -109,10 +109,12 @@ class TrainConfig:
             raise ConfigError(f"{own}.device must be a torch device string, got {self.device!r}")
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form of the config (``from_dict`` inverts it)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Rebuild from :meth:`to_dict` output (lists become tuples); unknown keys raise ``ConfigError``."""
         check_keys(data, (f.name for f in dataclasses.fields(cls)), what="TrainConfig")
         conv = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         return cls(**conv)

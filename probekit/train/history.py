@@ -29,6 +29,7 @@ class History:
     records: list[dict[str, Any]] = field(default_factory=list)
 
     def append(self, record: dict[str, Any]) -> None:
+        """Add one evaluation record; its ``step`` must be after the last one."""
         if self.records and record["step"] <= self.records[-1]["step"]:
             raise ValueError(
                 f"history record for step {record['step']} is not after step {self.records[-1]['step']}"
@@ -40,6 +41,7 @@ class History:
 
     @property
     def keys(self) -> list[str]:
+        """Every column name seen in any record, in first-seen order."""
         seen: dict[str, None] = {}
         for r in self.records:
             seen.update(dict.fromkeys(r))
@@ -53,6 +55,7 @@ class History:
 
     @property
     def steps(self) -> list[int]:
+        """The ``step`` of every record."""
         return [r["step"] for r in self.records]
 
     def first_step(self, key: str, threshold: float) -> dict[str, Any] | None:
@@ -68,9 +71,11 @@ class History:
         return History([r for r in self.records if r["step"] <= step])
 
     def to_json(self) -> str:
+        """``{"records": [...]}`` as indented JSON."""
         return json.dumps({"records": self.records}, indent=1)
 
     def to_csv(self) -> str:
+        """One CSV row per record, columns :attr:`keys` (missing values empty)."""
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=self.keys, lineterminator="\n")
         writer.writeheader()
@@ -85,6 +90,7 @@ class History:
 
     @classmethod
     def read(cls, directory: str | Path) -> History:
+        """Load ``history.json`` from a run directory."""
         path = Path(directory) / HISTORY_JSON
         if not path.is_file():
             raise FileNotFoundError(f"{path} not found; it is written by probekit.train.train")

@@ -135,6 +135,7 @@ PRESETS: dict[str, Preset] = {
 
 
 def get_preset(name: str) -> Preset:
+    """The :class:`Preset` called ``name``; unknown names list the valid ones."""
     if name not in PRESETS:
         raise ConfigError(f"unknown task or preset {name!r}; valid names are {sorted(PRESETS)}")
     return PRESETS[name]

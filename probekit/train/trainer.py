@@ -52,6 +52,7 @@ _STEP_DIR = re.compile(r"^step_(\d{7,})$")
 
 
 def step_dir(out_dir: str | Path, step: int) -> Path:
+    """Checkpoint directory of ``step``: ``<out_dir>/checkpoints/step_0001000``."""
     return Path(out_dir) / CHECKPOINTS / f"step_{step:07d}"
 
 

@@ -1,4 +1,7 @@
-"""Leaf helpers shared by every subpackage: atomic I/O, hashing, the cache root, config checks,
-standardisation and difference of means. Nothing here imports another probekit subpackage
+"""Leaf helpers shared by every subpackage.
+
+Atomic I/O and hashing (:mod:`.io`), the cache root (:mod:`.cache`), unknown-key checks
+(:mod:`.config`), device names (:mod:`.device`), standardisation and difference of means
+(:mod:`.numeric`). Nothing here imports another probekit subpackage
 (only :mod:`probekit.errors`), so any layer may use it.
 """
