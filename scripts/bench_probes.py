@@ -9,6 +9,9 @@ Both sides see the same standardised training split, the same C grid (10 values,
 ``logspace(-4, 4)``), the same 5 stratified folds, accuracy as the CV score and sklearn's
 default tolerance (1e-4). The untimed ``agree@C`` column compares the batched predictions with a
 fully converged sklearn ``LogisticRegression`` (tol 1e-8) at the C the batched CV selected.
+The ``single`` section times one ``LogisticProbe(C=c).fit`` against
+``LogisticRegression(C=c).fit`` (same standardised rows of the peak layer, both ``tol=1e-4``, best
+of 3 runs) for several C, and reports the coefficient error of both against a converged fit.
 ``--baseline-layers K`` times sklearn on K evenly spaced layers only
 and extrapolates its total linearly (reported as such). ``--device cuda`` solves the batched
 sweep on the GPU (the host-to-device copy of the activations is inside the timed region);
@@ -170,6 +173,47 @@ def bench_probe_sweep(
     }
 
 
+def bench_single_fit(
+    X: np.ndarray, y: np.ndarray, Cs: tuple[float, ...] = (1e-2, 1.0, 100.0), tol: float = 1e-4
+) -> dict:
+    """Time single-problem ``LogisticProbe(C=c)`` vs sklearn ``LogisticRegression(C=c)``."""
+    from sklearn.linear_model import LogisticRegression
+
+    from probekit.probes import LogisticProbe
+
+    Z = (X - X.mean(0)) / X.std(0)
+    rows = []
+    for C in Cs:
+        times = {}
+        fits = {}
+        for name, make in (
+            ("probekit", lambda c=C: LogisticProbe(C=c, tol=tol, max_iter=1000)),
+            ("sklearn", lambda c=C: LogisticRegression(C=c, tol=tol, max_iter=1000)),
+        ):
+            best = np.inf
+            for _ in range(3):
+                t0 = time.perf_counter()
+                fits[name] = make().fit(Z, y)
+                best = min(best, time.perf_counter() - t0)
+            times[name] = best
+        ref = LogisticRegression(C=C, tol=1e-10, max_iter=20000).fit(Z, y).coef_
+        W = fits["probekit"].coef_ * fits["probekit"].scale_
+        if W.shape[0] > 1:
+            W = W - W.mean(0)
+        scale = np.abs(ref).max()
+        rows.append(
+            {
+                "C": C,
+                "probekit_seconds": times["probekit"],
+                "sklearn_seconds": times["sklearn"],
+                "ratio": times["probekit"] / times["sklearn"],
+                "probekit_coef_rel_err": float(np.abs(W - ref).max() / scale),
+                "sklearn_coef_rel_err": float(np.abs(fits["sklearn"].coef_ - ref).max() / scale),
+            }
+        )
+    return {"n": int(X.shape[0]), "d": int(X.shape[1]), "tol": tol, "rows": rows}
+
+
 def main(argv: list[str] | None = None) -> dict:
     """CLI entry: run the benchmark, print a table, write JSON to the given path."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -209,6 +253,22 @@ def main(argv: list[str] | None = None) -> dict:
             f"{fmt(row['sklearn_acc'], '.4f'):>11}  {fmt(row['prediction_agreement'], '.4f'):>6}"
             f"  {fmt(row['same_C_prediction_agreement'], '.4f'):>7}"
             f"  {row['batched_C']:9.3g}  {fmt(row['sklearn_C'], '.3g'):>9}"
+        )
+    acts, y, strength = make_data(a.layers, a.n, a.d, a.classes)
+    peak = int(np.argmax(strength))
+    n_train = int(0.8 * a.n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=a.sklearn_threads or a.threads):
+            r["single"] = bench_single_fit(acts[peak, :n_train].astype(np.float64), y[:n_train])
+    print(f"single fit (layer {peak}, n={n_train}, d={a.d}): probekit / sklearn time, coef error")
+    for row in r["single"]["rows"]:
+        print(
+            f"  C={row['C']:<8g} {row['probekit_seconds'] * 1e3:7.1f} ms / "
+            f"{row['sklearn_seconds'] * 1e3:7.1f} ms = {row['ratio']:.2f}x   "
+            f"err {row['probekit_coef_rel_err']:.1e} vs {row['sklearn_coef_rel_err']:.1e}"
         )
     with open(a.out, "w") as f:
         json.dump(r, f, indent=2)

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..errors import DataError, NonFiniteError
 from ..util.device import resolve_device as resolve_device  # re-exported for the probes
 
 IndexLike = Sequence[int] | np.ndarray | Tensor
@@ -23,12 +24,61 @@ def as_float_tensor(x: object, *, name: str = "acts", dtype: torch.dtype | None 
         t = t.to(torch.float32)
     if dtype is not None:
         t = t.to(dtype)
-    if not torch.isfinite(t).all():
-        raise ValueError(
-            f"{name} contains NaN or inf values; expected finite activations. "
-            "Drop or impute the offending rows before probing."
-        )
+    check_finite(t, name=name)
     return t
+
+
+def _rows_text(rows: np.ndarray) -> str:
+    shown = ", ".join(str(int(r)) for r in rows[:5])
+    return f"{len(rows)} row(s) ({shown}{', ...' if len(rows) > 5 else ''})"
+
+
+def check_finite(
+    x: Tensor | np.ndarray, *, name: str = "acts", layer_names: Sequence[object] | None = None
+) -> None:
+    """Raise :class:`NonFiniteError` naming the layer(s) and rows where ``x`` has NaN/inf.
+
+    ``x`` is ``(n, d)`` or ``(layer, n, d)``; rows are indices along ``n``.
+    """
+    bad = ~torch.isfinite(x) if isinstance(x, Tensor) else ~np.isfinite(x)
+    if not bool(bad.any()):
+        return
+    bad = bad.detach().cpu().numpy() if isinstance(bad, Tensor) else np.asarray(bad)
+    if bad.ndim == 3:
+        lay = np.flatnonzero(bad.any((1, 2)))
+        names = [layer_names[i] if layer_names is not None else int(i) for i in lay]
+        where = f"layer(s) {names[:5]}{' ...' if len(names) > 5 else ''}, "
+        rows = np.flatnonzero(bad[lay[0]].any(1))
+    else:
+        where = ""
+        rows = np.flatnonzero(bad.reshape(bad.shape[0], -1).any(1))
+    raise NonFiniteError(
+        f"{name} contains NaN or inf values at {where}{_rows_text(rows)}; expected finite "
+        "activations: drop or impute those rows (or fix the capture, e.g. padding side / dtype)"
+    )
+
+
+def check_labels(labels: object, *, name: str = "labels") -> np.ndarray:
+    """1-D label array without None/NaN entries; raise :class:`DataError` naming the rows."""
+    lab = labels.detach().cpu().numpy() if isinstance(labels, Tensor) else np.asarray(labels)
+    if lab.ndim != 1:
+        raise DataError(
+            f"expected 1-D {name}, got shape {lab.shape}; pass one label per activation row"
+        )
+    if lab.dtype.kind == "f":
+        missing = np.flatnonzero(~np.isfinite(lab))
+    elif lab.dtype.kind == "O":
+        missing = np.flatnonzero(
+            [v is None or (isinstance(v, float) and not np.isfinite(v)) for v in lab]
+        )
+    else:
+        missing = np.zeros(0, dtype=np.int64)
+    if missing.size:
+        raise (NonFiniteError if lab.dtype.kind == "f" else DataError)(
+            f"{name} are missing (None/NaN/inf) at {_rows_text(missing)}; label every row or "
+            "drop the unlabelled rows before probing"
+        )
+    return lab
 
 
 def check_layer_acts(acts: Tensor, *, name: str = "acts") -> Tensor:
@@ -75,3 +125,20 @@ def check_indices(idx: IndexLike, n: int, *, name: str) -> np.ndarray:
         )
     return arr
 
+
+def validate_finite(estimator: object, X: object, y: object = "no_validation", **kwargs: object):
+    """``sklearn.utils.validation.validate_data`` with probekit's NaN/inf and missing-label errors.
+
+    Returns what ``validate_data`` returns (``X`` or ``(X, y)``).
+    """
+    from sklearn.utils.validation import validate_data
+
+    if not (isinstance(y, str) and y == "no_validation") and y is not None:
+        ya = np.asarray(y)
+        if ya.ndim == 1:
+            check_labels(ya, name="y")
+        elif ya.dtype.kind == "f":
+            check_finite(ya, name="y")
+    out = validate_data(estimator, X, y, ensure_all_finite=False, **kwargs)
+    check_finite(out[0] if isinstance(out, tuple) else out, name="X")
+    return out

@@ -13,10 +13,11 @@ import numpy as np
 from jaxtyping import Float, Shaped
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..errors import DataError
 from ..util.numeric import diff_of_means
+from ._validation import validate_finite
 from .metrics import auroc
 
 __all__ = ["DiffMeansProbe", "best_threshold", "diffmeans_direction"]
@@ -86,7 +87,7 @@ class DiffMeansProbe(ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y) -> DiffMeansProbe:
         """Compute class means, the unit direction and the decision threshold."""
-        X, y = validate_data(self, X, y, dtype=np.float64)
+        X, y = validate_finite(self, X, y, dtype=np.float64)
         check_classification_targets(y)
         self.classes_ = np.unique(y)
         if len(self.classes_) == 1:
@@ -117,7 +118,7 @@ class DiffMeansProbe(ClassifierMixin, BaseEstimator):
     def decision_function(self, X) -> np.ndarray:
         """Projection ``(h - mu) . w / ||w||`` (larger = more like ``classes_[1]``)."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = validate_finite(self, X, reset=False, dtype=np.float64)
         return (X - self.mean_) @ self.coef_
 
     def predict(self, X) -> np.ndarray:

@@ -18,10 +18,11 @@ import torch
 from jaxtyping import Bool, Float
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import KFold
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 from torch import Tensor
 
 from ..util.numeric import standardization, standardize
+from ._validation import validate_finite
 
 __all__ = ["RidgeProbe", "alpha_grid", "fit_ridge_batched"]
 
@@ -103,7 +104,7 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
 
     def fit(self, X, y) -> RidgeProbe:
         """Standardise ``X``, pick ``alpha`` (if a grid is given) and solve in closed form."""
-        X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True, y_numeric=True)
+        X, y = validate_finite(self, X, y, dtype=np.float64, multi_output=True, y_numeric=True)
         y = np.asarray(y, dtype=np.float64)
         one_d = y.ndim == 1
         Y = y.reshape(len(y), -1)
@@ -153,5 +154,5 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         """Linear prediction ``X @ coef_.T + intercept_``."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = validate_finite(self, X, reset=False, dtype=np.float64)
         return X @ self.coef_.T + self.intercept_

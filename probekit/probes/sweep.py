@@ -31,6 +31,7 @@ from ._validation import (
     IndexLike,
     as_float_tensor,
     check_indices,
+    check_labels,
     check_layer_acts,
     check_n_labels,
     resolve_device,
@@ -221,7 +222,7 @@ def sweep_layers(
                 f"site {site!r} layer {ell} has {t.shape[0]} examples but the first site has {n}; "
                 "all sites must cover the same examples"
             )
-    lab = labels.detach().cpu().numpy() if isinstance(labels, Tensor) else np.asarray(labels)
+    lab = check_labels(labels)
     check_n_labels(n, lab)
     tr = check_indices(train_idx, n, name="train")
     te = check_indices(test_idx, n, name="test")
