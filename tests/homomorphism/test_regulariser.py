@@ -134,3 +134,12 @@ def test_bad_he_config(tiny, tmp_path):
         TrainConfig(he_lambda=-1.0)
     with pytest.raises(ValueError, match="1-indexed"):
         TrainConfig(he_layers=(0, 2))
+
+
+def test_cli_sets_reach_the_regulariser():
+    from probekit.train import build_run
+
+    _, _, cfg = build_run("scan", sets=["train.he_lambda=0.2", "train.he_layers=[1,3]"])
+    assert cfg.he_lambda == 0.2 and cfg.he_layers == (1, 3)
+    _, mcfg, paper = build_run("scan_he_paper")
+    assert paper.he_lambda == 0.2 and paper.he_layers == (2, 4) and mcfg.n_layers == 4
