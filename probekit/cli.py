@@ -255,6 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = bool(getattr(args, "debug", False)) or os.environ.get("PROBEKIT_DEBUG") == "1"
+    if not sys.stderr.isatty():  # dependency bars (Hugging Face) would fill logs with \r redraws
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("probekit: %(message)s"))
     log.addHandler(handler)

@@ -123,10 +123,10 @@ def iter_capture(
         tokens, batch_size=config.batch_size, pad_id=pad_id, side=config.padding_side, start=start
     )
     total = -(-(len(tokens) - start) // config.batch_size)
-    bar = progress_bar(batches, desc="capture", total=total, unit="batch", enabled=config.progress)
-    with capture(model, sites) as recorder, torch.inference_mode():
+    bar = progress_bar(desc="capture", total=total, unit="batch", enabled=config.progress)
+    with contextlib.closing(bar), capture(model, sites) as recorder, torch.inference_mode():
         recorder.transform = transform
-        for batch in bar:
+        for batch in batches:
             batch = batch.to(device)
             current["batch"] = batch
             kwargs: dict[str, Any] = {}
@@ -141,6 +141,7 @@ def iter_capture(
                 batch,
                 config.positions,
             )
+            bar.update(1)
             yield CapturedBatch(
                 batch, {site: recorder[site] for site in sites}, ref.example.cpu(), ref.position.cpu()
             )
