@@ -26,6 +26,8 @@ test: setup
 	$(PY) -m pytest -q
 
 test-all: setup
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || echo "note: \
+	headless Chromium is missing, so the report rendering tests skip (Debian: apt-get install chromium)"
 	$(PY) -m pytest -q -m ''
 
 lint: setup

@@ -1,0 +1,89 @@
+"""Render an HTML report in headless Chromium: a screenshot plus in-page checks.
+
+The page is copied with a script appended that, once everything has loaded, records every image
+that failed to load and every element cut off (wider than the page, or content hidden by its own
+overflow), into a ``<pre id="probekit-render-check">`` JSON block; ``--dump-dom`` prints the DOM
+after load, so no browser-driver package is needed. Debian: ``apt-get install chromium``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+CHECK_SCRIPT = """
+<script>
+window.addEventListener("load", () => {
+  const width = document.documentElement.clientWidth;
+  const describe = (e) => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") +
+      (e.alt ? "[alt=" + e.alt + "]" : "") + ": " + (e.textContent || "").trim().slice(0, 60);
+  const broken = [...document.images]
+      .filter((i) => !i.complete || i.naturalWidth === 0).map(describe);
+  const clipped = [];
+  for (const e of document.body.querySelectorAll("*")) {
+    const r = e.getBoundingClientRect();
+    if (r.width > 0 && r.right > width + 1) clipped.push("past the page edge: " + describe(e));
+    const style = getComputedStyle(e);
+    if (style.overflowX !== "visible" && e.scrollWidth > e.clientWidth + 1)
+      clipped.push("hidden by overflow-x: " + describe(e));
+    if (style.overflowY !== "visible" && e.scrollHeight > e.clientHeight + 1)
+      clipped.push("hidden by overflow-y: " + describe(e));
+  }
+  const out = document.createElement("pre");
+  out.id = "probekit-render-check";
+  out.textContent = JSON.stringify({images: document.images.length, broken, clipped,
+                                    height: document.documentElement.scrollHeight});
+  out.style.display = "none";
+  document.body.appendChild(out);
+});
+</script>
+"""
+
+
+def find_chromium() -> str | None:
+    """Path of a Chromium/Chrome binary, or None."""
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def _run(binary: str, args: list[str], timeout: float = 120) -> str:
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--virtual-time-budget=10000", "--run-all-compositor-stages-before-draw"]
+    res = subprocess.run([binary, *flags, *args], capture_output=True, text=True,
+                         timeout=timeout, check=False)
+    if res.returncode != 0:
+        raise RuntimeError(f"chromium failed ({res.returncode}): {res.stderr[-2000:]}")
+    return res.stdout
+
+
+def render_report(html: Path, screenshot: Path, *, width: int = 1280) -> dict:
+    """Check ``html`` in Chromium at ``width`` px and save a full-page screenshot.
+
+    Returns:
+        ``{"images": n, "broken": [...], "clipped": [...], "height": px}``.
+    """
+    binary = find_chromium()
+    if binary is None:
+        raise FileNotFoundError("no chromium binary on PATH")
+    probe = html.with_name(html.stem + ".render-check.html")
+    text = html.read_text()
+    probe.write_text(text.replace("</body>", CHECK_SCRIPT + "</body>"))
+    try:
+        dom = _run(binary, [f"--window-size={width},1000", "--dump-dom", probe.as_uri()])
+        found = re.search(r'<pre id="probekit-render-check"[^>]*>(.*?)</pre>', dom, re.S)
+        if found is None:
+            raise RuntimeError("the check script did not run (no result in the DOM)")
+        result = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&")
+                            .replace("&lt;", "<").replace("&gt;", ">"))
+        height = min(int(result["height"]) + 20, 30000)
+        _run(binary, [f"--window-size={width},{height}", f"--screenshot={screenshot}",
+                      html.as_uri()])
+    finally:
+        probe.unlink(missing_ok=True)
+    return result

@@ -1,0 +1,85 @@
+"""Reports as a reader sees them: each renders in headless Chromium with every image loaded and
+nothing cut off. Screenshots go to ``$PROBEKIT_SCREENSHOTS`` (default: the test's tmp dir)."""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from probekit.cli import main
+from probekit.models import build_model, save_checkpoint
+from tests.conftest import TINY_CONFIGS, random_sequences
+from tests.report.chromium import find_chromium, render_report
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(
+    find_chromium() is None,
+    reason="headless Chromium not installed (Debian: apt-get install chromium; `make test-all` "
+    "names it)",
+)
+
+SUITE = """
+[suite]
+name = "tiny"
+description = "planted vs null labels on a tiny random model"
+[model]
+checkpoint = "ckpt"
+[data]
+file = "data.jsonl"
+label = "planted"
+train_split = "train"
+test_split = "test"
+ood_splits = ["ood"]
+control_column = "last"
+[capture]
+include_embed = true
+batch_size = 16
+[[probe]]
+kind = "logistic"
+Cs = 3
+cv = 3
+control = true
+[[probe]]
+kind = "diffmeans"
+[stats]
+n_permutations = 49
+n_bootstrap = 1000
+"""
+
+
+def _shots(tmp_path: Path) -> Path:
+    out = Path(os.environ.get("PROBEKIT_SCREENSHOTS", tmp_path))
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _check(report: Path, shot: Path) -> None:
+    result = render_report(report, shot)
+    assert result["images"] >= 1 and result["broken"] == [], result
+    assert result["clipped"] == [], result
+    assert shot.is_file() and shot.stat().st_size > 10_000
+
+
+def test_tiny_report_renders(tmp_path):
+    cfg = TINY_CONFIGS["ln_mha"]
+    save_checkpoint(build_model(cfg), cfg, tmp_path / "ckpt")
+    rng = np.random.default_rng(0)
+    rows = []
+    for i, s in enumerate(random_sequences(120, cfg.d_vocab, lo=3, hi=10, seed=11)):
+        split = "ood" if i >= 100 else ("test" if i % 3 == 0 else "train")
+        rows.append({"tokens": s, "planted": int(s[-1] % 2), "last": int(s[-1]), "split": split,
+                     "null": int(rng.integers(0, 2))})
+    (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    (tmp_path / "suite.toml").write_text(SUITE)
+    assert main(["report", str(tmp_path / "suite.toml"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    _check(tmp_path / "out" / "report.html", _shots(tmp_path) / "tiny.png")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite", sorted(p.name for p in (ROOT / "probes").glob("*.toml")))
+def test_shipped_report_renders(suite, tmp_path):
+    out = tmp_path / "out"
+    assert main(["report", str(ROOT / "probes" / suite), "--out", str(out), "--quiet"]) == 0
+    _check(out / "report.html", _shots(tmp_path) / f"{Path(suite).stem}.png")
