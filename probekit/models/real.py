@@ -222,7 +222,8 @@ def load_real_model(
     """Load registered model ``name`` (see :data:`REGISTRY`) as a ``TransformerBridge``.
 
     ``cfg.default_prepend_bos`` follows the model's training (False for SmolLM2). The model
-    carries ``probekit_source`` (the name), ``probekit_hf_dir`` (the cache entry, loadable with
+    carries ``probekit_source`` (the name), ``probekit_provenance`` (model, quantisation and
+    package version, for reports), ``probekit_hf_dir`` (the cache entry, loadable with
     ``AutoModelForCausalLM.from_pretrained``) and ``probekit_compatibility_mode``.
     """
     spec = get_spec(name)
@@ -235,4 +236,5 @@ def load_real_model(
         compatibility_mode=compatibility_mode,
     )
     model.probekit_source = name
+    model.probekit_provenance = spec.provenance()
     return model
