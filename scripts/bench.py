@@ -4,10 +4,12 @@ capture: all-layer residual capture at the last token into an activation store v
 forward pass over the same batches (goal <= 1.15x) and vs ``run_with_cache`` + indexing.
 store_read: loading every site of a store with the sha256-on-first-read check vs without.
 cli: ``probekit --help`` / ``probekit models`` wall time and peak RSS vs ``python -c pass``.
-Other sections (probe sweep vs sklearn loop, grokking time) run when their modules exist.
+Other sections (probe sweep vs sklearn loop, grokking time, similarity: 12 x 12 layer CKA
+matrix vs a pairwise loop) run when their modules exist.
 
     python scripts/bench.py --out out/bench.json [--model smollm2-135m] [--sections capture,probes]
         [--device cuda] [--sklearn-threads 4]   # probe sweep on the GPU; sklearn on 4 CPU threads
+    python scripts/bench.py --sections similarity --sim-n 20000   # n=20k, d=576, 12 layers
 """
 
 from __future__ import annotations
@@ -220,6 +222,7 @@ OPTIONAL = {
     "probes": ("scripts.bench_probes", "bench_probe_sweep"),
     "grokking": ("scripts.bench_grokking", "bench_grokking"),
     "homomorphism": ("scripts.bench_homomorphism", "bench_homomorphism"),
+    "similarity": ("scripts.bench_similarity", "bench_similarity"),
 }
 
 
@@ -229,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
     parser.add_argument("--sections", default="capture,store_memory,store_read,cli,probes",
-                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism")
+                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
@@ -238,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="BLAS threads of the sklearn baseline (default all; 4 was fastest on 16 cores)")
     parser.add_argument("--he-checkpoint", default=None,
                         help="SCAN checkpoint for the homomorphism section (default: untrained)")
+    parser.add_argument("--sim-n", type=int, default=20000,
+                        help="stimuli of the similarity section (d=576, 12 layers; smaller on a busy box)")
     args = parser.parse_args(argv)
     results: dict = {}
     for section in args.sections.split(","):
@@ -254,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
             kwargs = {"device": args.device, "sklearn_threads": args.sklearn_threads} if section == "probes" else {}
             if section == "homomorphism":
                 kwargs = {"checkpoint": args.he_checkpoint}
+            if section == "similarity":
+                kwargs = {"n": args.sim_n}
             results[section] = getattr(importlib.import_module(module), fn)(**kwargs)
         else:
             parser.error(f"unknown section {section!r}; choose from "
