@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import sys
 import tempfile
@@ -99,12 +100,15 @@ def bench_similarity(n: int = 20000, d: int = 576, layers: int = 12, shard: int 
                     base[i, j] = base[j, i] = direct_linear_cka(acts[i], acts[j])
             return base
 
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         with threadpool_limits(threads):
             ours, t_ours = timed("ours", lambda: layer_similarity(store_reps(store)).values)
             ours32, t_ours32 = timed(
                 "ours32", lambda: layer_similarity(store_reps(store), dtype=torch.float32).values
             )
+            rss_ours = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             base, t_base = timed("base", baseline)
+            rss_base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         pairs = layers * (layers + 1) // 2
         return {
             "n": n, "d": d, "layers": layers, "pairs": pairs, "threads": threads,
@@ -120,6 +124,9 @@ def bench_similarity(n: int = 20000, d: int = 576, layers: int = 12, shard: int 
             "max_abs_diff_f64": float(np.abs(ours - base).max()),
             "max_abs_diff_f32": float(np.abs(ours32 - base).max()),
             "accumulator_mb": pairs * d * d * 8 / 2**20,
+            "peak_rss_before_mb": rss0,
+            "peak_rss_after_ours_mb": rss_ours,
+            "peak_rss_after_loop_mb": rss_base,
             "activations_mb_f32": n * d * layers * 4 / 2**20,
             "cka_first_last": float(ours[0, -1]),
             "goal": "ratio > 1 (each pair's cross-product once; centring and self-terms once per layer)",
