@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _plugin_registrars() -> list[Any]:
     """Subcommands contributed by other modules (train, report)."""
-    from .report.cli import add_report_parser
+    from .suites.cli import add_report_parser
     from .train.cli import add_train_parser
 
     return [add_train_parser, add_report_parser]

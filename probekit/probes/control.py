@@ -80,7 +80,7 @@ class SelectivityResult:
     selectivity: np.ndarray
 
     @property
-    def best_layer(self) -> int:
+    def best_layer(self) -> int | None:
         """Layer chosen on the task's validation metric."""
         return self.task.best_layer
 

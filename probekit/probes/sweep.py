@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -53,7 +53,9 @@ class SweepResult:
 
     Attributes:
         probe, metric: probe kind and its metric (``accuracy``/``r2``/``auroc``).
-        sites, layers: row labels.
+        sites, layers: row labels: site (hook) name and block layer. Rows of a ``(layer, n, d)``
+            stack get their index in it; a 2-D site gets its own layer when the mapping key is a
+            ``Site`` (``None`` for model-level sites and for plain string keys; never a fake 0).
         train, val, test: metric on the training split, CV validation, test split.
         test_ci_low, test_ci_high: percentile-bootstrap CI of the test metric.
         ood, ood_ci_low, ood_ci_high: per named OOD split.
@@ -68,7 +70,7 @@ class SweepResult:
     probe: str
     metric: str
     sites: tuple[str, ...]
-    layers: tuple[int, ...]
+    layers: tuple[int | None, ...]
     train: np.ndarray
     val: np.ndarray
     test: np.ndarray
@@ -85,7 +87,7 @@ class SweepResult:
     n_bootstrap: int = 1000
 
     @property
-    def best_layer(self) -> int:
+    def best_layer(self) -> int | None:
         """Layer of the row with the best validation metric."""
         return self.layers[self.best_row]
 
@@ -137,7 +139,7 @@ class SweepResult:
             mark = "*" if i == self.best_row else ""
             cells = [
                 self.sites[i],
-                f"{self.layers[i]}{mark}",
+                f"{'-' if self.layers[i] is None else self.layers[i]}{mark}",
                 f"{self.hyperparameter[i]:.3g}",
                 f"{self.train[i]:.3f}",
                 f"{self.val[i]:.3f}",
@@ -150,18 +152,24 @@ class SweepResult:
 
 
 def _flatten_sites(
-    acts: Tensor | np.ndarray | Mapping[str, Tensor | np.ndarray],
-) -> list[tuple[str, int, Tensor]]:
-    """List of ``(site, layer, (n, d) tensor)``."""
+    acts: Tensor | np.ndarray | Mapping[Any, Tensor | np.ndarray],
+) -> list[tuple[str, int | None, Tensor]]:
+    """List of ``(site name, layer, (n, d) tensor)``.
+
+    Mapping keys are strings or ``Site``-like objects (``.name``, ``.layer``): a 2-D entry takes
+    the key's layer (``None`` for a string key or a model-level site).
+    """
     if isinstance(acts, Mapping):
-        out = []
+        out: list[tuple[str, int | None, Tensor]] = []
         for site, a in acts.items():
-            t = as_float_tensor(a, name=f"acts[{site!r}]")
+            name = str(getattr(site, "name", site))
+            t = as_float_tensor(a, name=f"acts[{name!r}]")
             if t.ndim == 2:
-                out.append((str(site), 0, t))
+                layer = getattr(site, "layer", None)
+                out.append((name, None if layer is None else int(layer), t))
             else:
-                t = check_layer_acts(t, name=f"acts[{site!r}]")
-                out.extend((str(site), ell, t[ell]) for ell in range(t.shape[0]))
+                t = check_layer_acts(t, name=f"acts[{name!r}]")
+                out.extend((name, ell, t[ell]) for ell in range(t.shape[0]))
         if not out:
             raise ValueError("acts mapping is empty; pass at least one site")
         return out
@@ -170,7 +178,7 @@ def _flatten_sites(
 
 
 def sweep_layers(
-    acts: Float[Tensor, "layer n d"] | Float[Tensor, "n d"] | Mapping[str, Tensor],
+    acts: Float[Tensor, "layer n d"] | Float[Tensor, "n d"] | Mapping[Any, Tensor],
     labels: Sequence | np.ndarray | Tensor,
     *,
     train_idx: IndexLike,
@@ -192,7 +200,7 @@ def sweep_layers(
 
     Args:
         acts: ``(layer, n, d)`` or ``(n, d)`` activations, or a mapping site -> such tensors
-            (rows with equal ``d`` are batched together). Rows are examples of every split.
+            (keys: names or ``Site`` objects; rows with equal ``d`` are batched together). Rows are examples of every split.
         labels: ``(n,)`` class labels (logistic, diffmeans: binary) or targets (ridge).
         train_idx, test_idx: example indices (or boolean masks) of the ID splits.
         ood_idx: named OOD splits, scored with the probe fit on ``train_idx``.
@@ -292,7 +300,7 @@ def sweep_layers(
         probe=probe,
         metric=_METRIC[probe],
         sites=tuple(r[0] for r in rows),
-        layers=tuple(int(r[1]) for r in rows),
+        layers=tuple(r[1] for r in rows),
         train=train_m,
         val=val_m,
         test=metric["test"],

@@ -1,8 +1,9 @@
-"""Matplotlib figures for probe reports, returned as PNG bytes (embedded, no CDN)."""
+"""Matplotlib renderings of report blocks, returned as PNG bytes (embedded, no CDN)."""
 
 from __future__ import annotations
 
 import io
+import math
 from typing import Any
 
 import matplotlib
@@ -10,6 +11,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+__all__ = ["heatmap", "line_plot"]
+
+_STYLE = {"line": "o-", "dashed": "--", "dotted": ":"}
+_COLORS = ["tab:red", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
 
 
 def _png(fig: Any) -> bytes:
@@ -19,70 +25,65 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _labels(rows: list[dict[str, Any]]) -> list[str]:
-    return [r["site"].replace("blocks.", "").replace(".hook_", " ") for r in rows]
+def _arr(values: list[Any] | None) -> np.ndarray:
+    return np.array([np.nan if v is None else float(v) for v in (values or [])], dtype=float)
 
 
-def metric_by_layer(entry: dict[str, Any]) -> bytes:
-    """Train / validation / test (with bootstrap CI) and every OOD split, per site."""
-    sweep = entry["sweep"]
-    rows = sweep["rows"]
-    x = np.arange(len(rows))
-    fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(rows) + 3), 3.8))
-    test = np.array([r["test"] for r in rows])
-    lo = np.array([r["test_ci"][0] for r in rows])
-    hi = np.array([r["test_ci"][1] for r in rows])
-    ax.plot(x, [r["train"] for r in rows], ":", color="grey", label="train")
-    ax.plot(x, [r["val"] for r in rows], "--", color="tab:blue", alpha=0.6, label="CV validation")
-    ax.plot(x, test, "o-", color="tab:blue", label="test (ID)")
-    ax.fill_between(x, lo, hi, color="tab:blue", alpha=0.2)
-    colors = iter(["tab:red", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive"])
-    for key in [k for k in rows[0] if k.startswith("ood/")]:
-        name = key.split("/", 1)[1]
-        c = next(colors, "black")
-        vals = np.array([r[key] for r in rows])
-        ci = np.array([r[f"ood_ci/{name}"] for r in rows])
-        ax.plot(x, vals, "s-", color=c, label=f"OOD {name}")
-        ax.fill_between(x, ci[:, 0], ci[:, 1], color=c, alpha=0.15)
-    if "chance" in entry:
-        ax.axhline(entry["chance"], color="black", lw=0.8, ls="-.", label="chance")
-    best = next(i for i, r in enumerate(rows) if r["site"] == sweep["best"]["site"] and r["layer"] == sweep["best"]["layer"])
-    ax.axvline(best, color="green", lw=0.8, alpha=0.6, label="selected (val)")
-    ax.set_xticks(x, _labels(rows), rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel(sweep["metric"])
-    ax.set_title(f"{entry['kind']} probe for {entry['label']!r}")
-    ax.legend(fontsize=7, loc="best")
+def line_plot(block: dict[str, Any]) -> bytes:
+    """A ``lineplot`` block: series over the x labels, CI bands, reference lines, a marker.
+
+    Series with no finite value are neither drawn nor listed in the legend; bars of several
+    ``bar`` series sit side by side. The legend goes outside the axes so it covers no data.
+    """
+    labels = block["x_labels"]
+    x = np.arange(len(labels))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(labels) + 3), 3.8))
+    bars = [s for s in block["series"] if s["style"] == "bar"]
+    width = 0.8 / max(len(bars), 1)
+    colors = iter(_COLORS)
+    for s in block["series"]:
+        y = _arr(s["values"])
+        if not np.isfinite(y).any():
+            continue
+        color = s.get("color") or next(colors, "black")
+        if s["style"] == "bar":
+            k = bars.index(s)
+            ax.bar(x + (k - (len(bars) - 1) / 2) * width, np.nan_to_num(y), width,
+                   label=s["name"], color=color)
+        else:
+            ax.plot(x, y, _STYLE[s["style"]], color=color, label=s["name"],
+                    alpha=0.7 if s["style"] != "line" else 1.0)
+        if s.get("low") is not None and s.get("high") is not None:
+            ax.fill_between(x, _arr(s["low"]), _arr(s["high"]), color=color, alpha=0.15)
+    for value, name in block.get("hlines", []):
+        if value is not None and math.isfinite(value):
+            ax.axhline(value, color="black", lw=0.8, ls="-.", label=name)
+    if block.get("marker") is not None:
+        ax.axvline(block["marker"], color="green", lw=0.8, alpha=0.6,
+                   label=block.get("marker_label", "selected"))
+    if block.get("ylim"):
+        ax.set_ylim(*block["ylim"])
+    ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=7)
+    ax.set_xlabel(block.get("xlabel", ""))
+    ax.set_ylabel(block.get("ylabel", ""))
+    ax.set_title(block["title"])
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(alpha=0.3)
     return _png(fig)
 
 
-def selectivity_plot(entry: dict[str, Any]) -> bytes:
-    rows = entry["sweep"]["rows"]
-    control = entry["control"]["rows"]
-    x = np.arange(len(rows))
-    fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(rows) + 3), 3.4))
-    ax.bar(x - 0.2, [r["test"] for r in rows], 0.4, label="task", color="tab:blue")
-    ax.bar(x + 0.2, [r["test"] for r in control], 0.4, label="control task", color="tab:grey")
-    ax.plot(x, entry["selectivity"], "o-", color="tab:green", label="selectivity")
-    ax.set_xticks(x, _labels(rows), rotation=60, ha="right", fontsize=7)
-    ax.set_title("Selectivity (Hewitt & Liang 2019): task - control accuracy")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3, axis="y")
-    return _png(fig)
-
-
-def pvalue_plot(entry: dict[str, Any], alpha: float) -> bytes:
-    rows = entry["sweep"]["rows"]
-    perm = entry["permutation"]
-    x = np.arange(len(rows))
-    fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(rows) + 3), 3.0))
-    floor = 1.0 / (1 + perm["n_permutations"])
-    ax.plot(x, -np.log10(np.maximum(perm["p_values"], floor)), "o-", label="raw p")
-    ax.plot(x, -np.log10(np.maximum(perm["p_adjusted"], floor)), "s-", label=f"{perm['correction']}-adjusted")
-    ax.axhline(-np.log10(alpha), color="red", ls="--", lw=0.8, label=f"alpha={alpha}")
-    ax.set_xticks(x, _labels(rows), rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("-log10 p")
-    ax.set_title("Permutation tests per site")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+def heatmap(block: dict[str, Any]) -> bytes:
+    """A ``heatmap`` block: ``values[row][col]`` with labelled axes and a colour bar."""
+    values = np.array([_arr(r) for r in block["values"]])
+    rows, cols = block["row_labels"], block["col_labels"]
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.35 * len(cols) + 2.5),
+                                    max(3.0, 0.3 * len(rows) + 1.5)))
+    im = ax.imshow(values, aspect="auto", cmap=block.get("cmap", "viridis"),
+                   vmin=block.get("vmin"), vmax=block.get("vmax"))
+    ax.set_xticks(np.arange(len(cols)), cols, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(np.arange(len(rows)), rows, fontsize=7)
+    ax.set_xlabel(block.get("xlabel", ""))
+    ax.set_ylabel(block.get("ylabel", ""))
+    ax.set_title(block["title"])
+    fig.colorbar(im, ax=ax, label=block.get("colorbar", ""))
     return _png(fig)

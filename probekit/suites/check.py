@@ -46,7 +46,8 @@ def check_suite_data(suite: Suite) -> list[JsonlRow] | None:
         wanted = {data.train_split, data.test_split, *data.ood_splits}
         used = [r for r in rows if r.data.get(data.split_column) in wanted]
         generated = set(GENERATED_COLUMNS) if data.answer_column is not None else set()
-        labels = sorted({data.label, *(p.label for p in suite.probes if p.label)} - generated)
+        spec_labels = (getattr(a, "label", None) for a in suite.analyses)
+        labels = sorted({data.label, *(c for c in spec_labels if isinstance(c, str))} - generated)
         required = [*labels, *([data.answer_column] if data.answer_column else [])]
         columns = {k for r in rows for k in r.data}
         for name, key in ((data.control_column, "control_column"),

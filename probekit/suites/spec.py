@@ -1,4 +1,4 @@
-"""Probe suites: declarative TOML files (``probes/*.toml``) parsed into frozen dataclasses.
+"""Suites: declarative TOML files (``probes/*.toml``) parsed into frozen dataclasses.
 
 Every section and key is checked: an unknown key, a wrong type or a missing file raises
 :class:`SuiteError` naming the file, line, field and the fix.
@@ -20,7 +20,7 @@ from ..errors import ConfigError
 
 
 class SuiteError(ConfigError):
-    """A probe suite file or its data is invalid (a ``ValueError`` too)."""
+    """A suite file or its data is invalid (``FILE:LINE: [section] key ...`` and the fix)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,17 +91,6 @@ class CaptureSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ProbeSpec:
-    kind: Literal["logistic", "ridge", "diffmeans", "correctness"]
-    label: str | None = None
-    Cs: int = 10
-    alphas: int = 9
-    cv: int = 5
-    control: bool = False
-    permutation_test: bool = True
-
-
-@dataclass(frozen=True, kw_only=True)
 class StatsSpec:
     n_permutations: int = 200
     n_bootstrap: int = 1000
@@ -118,7 +107,7 @@ class Suite:
     model: ModelSpec
     data: DataSpec
     capture: CaptureSpec = field(default_factory=CaptureSpec)
-    probes: tuple[ProbeSpec, ...] = ()
+    analyses: tuple[Any, ...] = ()  # spec dataclass instances of registered analyses, in order
     stats: StatsSpec = field(default_factory=StatsSpec)
     description: str = ""
     device: str = "auto"  # model forwards, probe fits, permutation refits ("auto": CUDA if any)
@@ -131,36 +120,74 @@ class Suite:
         path = Path(relative).expanduser()
         return path if path.is_absolute() else Path(self.source).parent / path
 
+    def sections(self, section: str) -> tuple[Any, ...]:
+        """The specs of one analysis section (e.g. every ``[[probe]]``), in file order."""
+        from .registry import analysis_for_spec
+
+        return tuple(a for a in self.analyses if analysis_for_spec(a).section == section)
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """JSON form mirroring the TOML: fixed sections, then one list per analysis section."""
+        from .registry import analysis_for_spec
+
+        out = {f.name: dataclasses.asdict(self)[f.name] for f in dataclasses.fields(self)
+               if f.name != "analyses"}
+        for spec in self.analyses:
+            out.setdefault(analysis_for_spec(spec).section, []).append(dataclasses.asdict(spec))
+        return out
 
 
 _SECTIONS = {
     "suite": None, "model": ModelSpec, "data": DataSpec, "capture": CaptureSpec,
-    "probe": ProbeSpec, "stats": StatsSpec,
+    "stats": StatsSpec,
 }
 
 
-def _line_of(text: str, section: str, key: str | None) -> int | None:
-    """1-based line of ``key`` inside ``[section]`` (or of the header itself)."""
-    current = None
-    header = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.]+)\s*\]\]?")
+_HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.]+)\s*\]\]?")
+
+
+def _line_of(text: str, section: str, key: str | None, index: int = 0) -> int | None:
+    """1-based line of ``key`` inside the ``index``-th ``[section]`` / ``[[section]]`` table
+    (or of that table's header when ``key`` is None)."""
+    current, seen = None, -1
     for lineno, line in enumerate(text.splitlines(), 1):
-        m = header.match(line)
+        m = _HEADER.match(line)
         if m:
             current = m.group(1)
-            if key is None and current == section:
-                return lineno
+            if current == section:
+                seen += 1
+                if key is None and seen == index:
+                    return lineno
             continue
-        if key is not None and current == section and re.match(rf"^\s*{re.escape(key)}\s*=", line):
+        if (
+            key is not None and current == section and seen == index
+            and re.match(rf"^\s*{re.escape(key)}\s*=", line)
+        ):
             return lineno
     return None
 
 
-def _where(path: Path, text: str, section: str, key: str | None = None) -> str:
-    line = _line_of(text, section, key)
+def _where(path: Path, text: str, section: str, key: str | None = None, index: int = 0) -> str:
+    line = _line_of(text, section, key, index)
     loc = f"{path}:{line}" if line else str(path)
     return f"{loc}: [{section}]" + (f" {key}" if key else "")
+
+
+def _sections_in_order(text: str, raw: dict[str, Any], analyses: Any) -> list[tuple[str, int]]:
+    """``(section, index)`` of every analysis table, in file order."""
+    order: list[tuple[str, int]] = []
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        m = _HEADER.match(line)
+        if m and m.group(1) in analyses:
+            name = m.group(1)
+            counts[name] = counts.get(name, 0) + 1
+            order.append((name, counts[name] - 1))
+    for name in analyses:  # tables written inline (e.g. `probe = [{...}]`) come last
+        if name in raw:
+            n = len(raw[name]) if isinstance(raw[name], list) else 1
+            order += [(name, i) for i in range(counts.get(name, 0), n)]
+    return order
 
 
 def _check_type(value: Any, annotation: Any, where: str) -> Any:
@@ -188,6 +215,10 @@ def _check_type(value: Any, annotation: Any, where: str) -> Any:
         if not isinstance(value, list):
             raise SuiteError(f"{where} = {value!r}: expected a list, e.g. [\"a\", \"b\"]")
         return tuple(_check_type(v, args[0], where) for v in value)
+    if origin is list or annotation is list:
+        if not isinstance(value, list):
+            raise SuiteError(f"{where} = {value!r}: expected a list, e.g. [\"a\", \"b\"]")
+        return [_check_type(v, args[0], where) for v in value] if args else list(value)
     if origin is dict or annotation is dict:
         if not isinstance(value, dict):
             raise SuiteError(f"{where} = {value!r}: expected a table, e.g. {{ key = 1 }}")
@@ -209,7 +240,13 @@ def _check_type(value: Any, annotation: Any, where: str) -> Any:
     raise SuiteError(f"{where}: unsupported field type {annotation}")
 
 
-def _build(cls: type, table: dict[str, Any], path: Path, text: str, section: str) -> Any:
+def _build(
+    cls: type, table: dict[str, Any], path: Path, text: str, section: str, *, index: int = 0
+) -> Any:
+    """Instantiate the dataclass ``cls`` from a TOML table, checking every key against its
+    fields: unknown keys (with a close match), types, ``Literal`` choices, required keys."""
+    if not isinstance(table, dict):
+        raise SuiteError(f"{_where(path, text, section, index=index)}: expected a table")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
@@ -218,7 +255,7 @@ def _build(cls: type, table: dict[str, Any], path: Path, text: str, section: str
             close = difflib.get_close_matches(key, list(fields), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise SuiteError(
-                f"{_where(path, text, section, key)}: unknown key{hint}; valid keys are "
+                f"{_where(path, text, section, key, index)}: unknown key{hint}; valid keys are "
                 f"{sorted(fields)}"
             )
         annotation = hints[key]
@@ -229,18 +266,20 @@ def _build(cls: type, table: dict[str, Any], path: Path, text: str, section: str
         if nested is not None and isinstance(value, dict):
             kwargs[key] = _build(nested, value, path, text, f"{section}.{key}")
         else:
-            kwargs[key] = _check_type(value, annotation, _where(path, text, section, key))
+            kwargs[key] = _check_type(value, annotation, _where(path, text, section, key, index))
     missing = [
         n for n, f in fields.items()
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         and n not in kwargs
     ]
     if missing:
-        raise SuiteError(f"{_where(path, text, section)}: missing required key(s) {missing}")
+        raise SuiteError(
+            f"{_where(path, text, section, index=index)}: missing required key(s) {missing}"
+        )
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as err:
-        raise SuiteError(f"{_where(path, text, section)}: {err}") from None
+        raise SuiteError(f"{_where(path, text, section, index=index)}: {err}") from None
 
 
 def load_suite(path: str | Path) -> Suite:
@@ -253,11 +292,14 @@ def load_suite(path: str | Path) -> Suite:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise SuiteError(f"{path}: invalid TOML: {err}") from None
-    unknown = sorted(set(raw) - set(_SECTIONS))
+    from .registry import registered
+
+    analyses = registered()
+    unknown = sorted(set(raw) - set(_SECTIONS) - set(analyses))
     if unknown:
         raise SuiteError(
             f"{_where(path, text, unknown[0])}: unknown section; valid sections are "
-            f"{sorted(_SECTIONS)}"
+            f"{sorted(_SECTIONS)} and the analyses {sorted(analyses)}"
         )
     meta = raw.get("suite", {})
     for key in meta:
@@ -271,12 +313,18 @@ def load_suite(path: str | Path) -> Suite:
             f"{_where(path, text, 'suite', 'device')} = {device!r}: use 'auto' (CUDA when "
             "available), 'cpu', 'cuda' or 'cuda:N'"
         )
-    for required in ("model", "data", "probe"):
+    for required in ("model", "data"):
         if required not in raw:
-            raise SuiteError(f"{path}: missing section [{required}]" + (
-                " (write [[probe]] once per probe)" if required == "probe" else ""))
-    if not isinstance(raw["probe"], list):
-        raise SuiteError(f"{_where(path, text, 'probe')}: write [[probe]] (an array of tables)")
+            raise SuiteError(f"{path}: missing section [{required}]")
+    if not any(name in raw for name in analyses):
+        raise SuiteError(
+            f"{path}: no analysis section; add at least one of "
+            + ", ".join(f"[[{name}]]" for name in analyses)
+        )
+    specs: list[Any] = []
+    for name, i in _sections_in_order(text, raw, analyses):
+        tables = raw[name] if isinstance(raw[name], list) else [raw[name]]
+        specs.append(_build(analyses[name].spec, tables[i], path, text, name, index=i))
     model = _build(ModelSpec, raw["model"], path, text, "model")
     given = [k for k in ("name", "checkpoint", "train") if getattr(model, k) is not None]
     if len(given) != 1:
@@ -301,7 +349,7 @@ def load_suite(path: str | Path) -> Suite:
         model=model,
         data=data,
         capture=_build(CaptureSpec, raw.get("capture", {}), path, text, "capture"),
-        probes=tuple(_build(ProbeSpec, p, path, text, "probe") for p in raw["probe"]),
+        analyses=tuple(specs),
         stats=_build(StatsSpec, raw.get("stats", {}), path, text, "stats"),
         source=str(path),
     )

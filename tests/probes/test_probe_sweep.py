@@ -82,7 +82,7 @@ def test_dict_of_sites_batched_and_labelled():
     sites = {"blocks.resid_post": acts, "hook_embed": acts[0], "mlp": acts[:, :, :8]}
     res = sweep_layers(sites, y, Cs=3, cv=3, n_bootstrap=1000, **SPLIT)
     assert res.sites == ("blocks.resid_post",) * 3 + ("hook_embed", "mlp", "mlp", "mlp")
-    assert res.layers == (0, 1, 2, 0, 0, 1, 2)
+    assert res.layers == (0, 1, 2, None, 0, 1, 2)  # a 2-D string site has no layer, not 0
     assert res.best_site == "blocks.resid_post" and res.best_layer == 2
     assert res.test[3] == pytest.approx(res.test[0])  # same activations, same probe
 

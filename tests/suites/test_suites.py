@@ -4,72 +4,11 @@ import re
 import numpy as np
 import pytest
 
+from probekit.capture import Site
 from probekit.cli import main
-from probekit.models import save_checkpoint
 from probekit.report import write_report
 from probekit.suites import SuiteError, load_suite, run_suite
-from tests.conftest import TINY_CONFIGS, random_sequences
-
-SUITE = """
-[suite]
-name = "tiny"
-description = "planted vs null labels on a tiny random model"
-
-[model]
-checkpoint = "ckpt"
-
-[data]
-file = "data.jsonl"
-label = "planted"
-train_split = "train"
-test_split = "test"
-ood_splits = ["ood"]
-control_column = "last"
-
-[capture]
-include_embed = true
-batch_size = 16
-padding_side = "left"
-
-[[probe]]
-kind = "logistic"
-Cs = 3
-cv = 3
-control = true
-
-[[probe]]
-kind = "logistic"
-label = "null"
-Cs = 3
-cv = 3
-
-[[probe]]
-kind = "diffmeans"
-
-[stats]
-n_permutations = 99
-n_bootstrap = 1000
-"""
-
-
-@pytest.fixture(scope="module")
-def suite_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("suite")
-    cfg = TINY_CONFIGS["ln_mha"]
-    from probekit.models import build_model
-
-    save_checkpoint(build_model(cfg), cfg, root / "ckpt")
-    rng = np.random.default_rng(0)
-    seqs = random_sequences(180, cfg.d_vocab, lo=3, hi=10, seed=11)
-    rows = []
-    for i, s in enumerate(seqs):
-        split = "ood" if i >= 150 else ("test" if i % 3 == 0 else "train")
-        # planted: parity of the last token id (readable from its embedding at every layer)
-        rows.append({"tokens": s, "planted": int(s[-1] % 2), "null": int(rng.integers(0, 2)),
-                     "last": int(s[-1]), "split": split})
-    (root / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    (root / "suite.toml").write_text(SUITE)
-    return root
+from tests.suites.conftest import SUITE
 
 
 @pytest.fixture(scope="module")
@@ -82,16 +21,18 @@ def test_planted_label_is_decodable_and_null_is_not(suite_result):
     assert planted["sweep"]["best"]["test"] >= 0.9
     assert planted["chance"] == pytest.approx(0.5, abs=0.15)
     h_planted, h_null, h_dm = suite_result.hypotheses
-    assert h_planted["p_value"] <= 0.02 and h_planted["verdict"].startswith("reject")
-    assert h_null["p_value"] > 0.05 and h_null["verdict"] == "do not reject H0"
+    assert h_planted.p_value <= 0.02 and h_planted.decision() == "reject H0 (decodable)"
+    assert h_null.p_value > 0.05 and h_null.decision() == "do not reject H0"
     assert abs(null["sweep"]["best"]["test"] - 0.5) < 0.2
-    assert h_dm["metric"] == "auroc" and h_dm["statistic"] > 0.9
+    assert h_dm.metric == "auroc" and h_dm.statistic > 0.9
+    assert h_planted.site == Site.parse(planted["sweep"]["best"]["site"])
     # control task on token identity: the planted parity is a function of the control type,
     # so selectivity is small but the control accuracy is reported per site
     assert len(planted["selectivity"]) == len(planted["sweep"]["rows"]) == 3
     assert "ood" in planted["ood_gap_at_best"]
     assert planted["permutation"]["min_achievable_adjusted_p"] == pytest.approx(3 / 100)
-    assert "warnings" not in planted  # 99 permutations, 3 sites: Holm can reach 0.03 < 0.05
+    # 99 permutations, 3 sites: Holm can reach 0.03 < 0.05, so no permutation-floor warning
+    assert not any("permutations" in w for w in planted.get("warnings", []))
     adj = np.array(planted["permutation"]["p_adjusted"])
     raw = np.array(planted["permutation"]["p_values"])
     assert np.all(adj >= raw - 1e-12)
@@ -164,7 +105,7 @@ def test_correctness_probe_kind(suite_dir, tmp_path):
     assert entry["sweep"]["metric"] == "auroc" and entry["n_correct"] + entry["n_incorrect"] == 150
     assert entry["sweep"]["best"]["test"] > 0.9  # planted parity: diff-of-means recovers it
     assert "ood" in entry["ood_gap_at_best"]
-    assert hyp["p_value"] <= 0.02
+    assert hyp.p_value <= 0.02
     write_report(result, tmp_path / "rep")  # the correctness layout renders too
 
 
@@ -172,7 +113,7 @@ def test_permutation_sites_best_matches_all(suite_dir, suite_result, tmp_path):
     text = SUITE.replace("n_permutations = 99", 'n_permutations = 99\npermutation_sites = "best"')
     text = text.replace('"ckpt"', f'"{suite_dir / "ckpt"}"').replace('"data.jsonl"', f'"{suite_dir / "data.jsonl"}"')
     best_only = run_suite(load_suite(_write(tmp_path, text)), progress=False)
-    assert [h["p_value"] for h in best_only.hypotheses] == [h["p_value"] for h in suite_result.hypotheses]
+    assert [h.p_value for h in best_only.hypotheses] == [h.p_value for h in suite_result.hypotheses]
     assert "permutation" not in best_only.probes[0]
     write_report(best_only, tmp_path / "rep")
 
@@ -181,7 +122,7 @@ def test_underpowered_permutation_family_warns(suite_dir, tmp_path):
     text = SUITE.replace("n_permutations = 99", "n_permutations = 20")
     text = text.replace('"ckpt"', f'"{suite_dir / "ckpt"}"').replace('"data.jsonl"', f'"{suite_dir / "data.jsonl"}"')
     result = run_suite(load_suite(_write(tmp_path, text)), progress=False)
-    (warning,) = result.probes[0]["warnings"]
+    (warning,) = [w for w in result.probes[0]["warnings"] if "permutations" in w]
     assert "smallest achievable holm-adjusted p is 0.143 > alpha=0.05" in warning
     assert "n_permutations >= 60" in warning
     assert "Warning: with 20 permutations" in write_report(result, tmp_path / "r")["html"].read_text()

@@ -1,4 +1,8 @@
-"""``probekit report SUITE.toml --out DIR``: run a probe suite and write its report."""
+"""``probekit report SUITE.toml --out DIR``: run a suite, then render its report.
+
+The suite runner (:mod:`probekit.suites.run`) runs the pipeline; :mod:`probekit.report` only
+renders the result.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Any
 from ..errors import ConfigError
 
 _HELP = """\
-Run a probe suite (TOML) and write report.html, report.json and suite.resolved.json.
+Run a suite (TOML) and write report.html, report.json and suite.resolved.json.
 The suite and its data file are checked before the model loads (errors name FILE:LINE).
 
 examples:
@@ -20,8 +24,8 @@ examples:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..suites.check import check_suite_data
-    from ..suites.spec import load_suite
+    from .check import check_suite_data
+    from .spec import load_suite
 
     suite = load_suite(args.suite)
     check_suite_data(suite)  # FILE:LINE errors before any heavy import or model load
@@ -35,17 +39,17 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.out is None:
         raise ConfigError("report needs --out DIR (where report.html and report.json go)")
-    from ..suites.run import run_suite
-    from .write import write_report
+    from ..report.write import write_report
+    from .run import run_suite
 
     result = run_suite(suite, progress=not args.quiet)
     paths = write_report(result, args.out)
-    for entry in result.probes:
-        for warning in entry.get("warnings", []):
-            print(f"warning ({entry['kind']} probe for {entry['label']!r}): {warning}")
+    for analysis in result.analyses:
+        for warning in analysis.warnings:
+            print(f"warning ({analysis.title}): {warning}")
     for h in result.hypotheses:
-        print(f"{h['name']} [{h['site']}]: {h['metric']}={h['statistic']:.3f}, "
-              f"effect={h['effect_size']:+.3f}, p={h['p_value']:.3g} -> {h['verdict']}")
+        print(f"{h.name} [{h.to_dict()['site_label']}]: {h.metric}={h.statistic:.3f}, "
+              f"effect={h.effect_size:+.3f}, p={h.p_value:.3g} -> {h.decision()}")
     print(f"wrote {paths['html']} and {paths['json']}")
     return 0
 
@@ -54,10 +58,10 @@ def add_report_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.
     """Add the ``report`` subcommand to an argparse ``subparsers``; handler in ``func``."""
     parser = subparsers.add_parser(
         "report", parents=list(parents),
-        help="run a probe suite (probes/*.toml) and write report.html + report.json",
+        help="run a suite (probes/*.toml) and write report.html + report.json",
         description=_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("suite", help="probe suite TOML file, e.g. probes/modadd_grokked.toml")
+    parser.add_argument("suite", help="suite TOML file, e.g. probes/modadd_grokked.toml")
     parser.add_argument("--out", help="output directory (required unless --check)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument(

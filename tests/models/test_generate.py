@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from probekit.probes.answers import greedy_continuations, is_correct
+from probekit.models.generate import greedy_continuations, is_correct
 
 
 @pytest.mark.parametrize(

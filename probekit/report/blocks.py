@@ -1,0 +1,172 @@
+"""Typed report blocks: what an analysis asks the report to show, rendered generically.
+
+An analysis result exposes ``sections()`` -> a list of blocks; the HTML template renders each
+block by its type (a table, a line/bar plot over sites, a heatmap, a paragraph or a warning),
+never by which analysis made it. Blocks serialise to plain JSON (``to_dict``), so a saved
+``report.json`` re-renders without running anything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["Block", "Column", "Heatmap", "LinePlot", "Series", "Table", "Text", "strict_json"]
+
+
+def strict_json(value: Any) -> Any:
+    """``value`` with NaN/inf floats replaced by ``None`` (JSON ``null``), recursively.
+
+    ``json.dumps(strict_json(x), allow_nan=False)`` then never writes the non-standard ``NaN``
+    literal that strict JSON parsers reject.
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:  # numpy / torch scalar
+        return strict_json(value.item())
+    if hasattr(value, "tolist"):
+        return strict_json(value.tolist())
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Column:
+    """One table column: ``key`` into each row dict, its header and a format.
+
+    ``fmt``: a ``str.format`` spec for numbers (``".3f"``, ``"+.3f"``, ``".3g"``), ``"ci"`` for a
+    ``[low, high]`` pair (3 decimals), or ``""`` for text. Missing / null cells render as ``-``.
+    """
+
+    key: str
+    header: str
+    fmt: str = ".3f"
+    align: Literal["left", "right"] = "right"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"key": self.key, "header": self.header, "fmt": self.fmt, "align": self.align}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Table:
+    """A table of rows (dicts keyed by column key); ``highlight`` marks rows (e.g. the selected)."""
+
+    title: str = ""
+    columns: tuple[Column, ...]
+    rows: tuple[dict[str, Any], ...]
+    highlight: tuple[int, ...] = ()
+    caption: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``{"block": "table", ...}``)."""
+        return {
+            "block": "table", "title": self.title, "caption": self.caption,
+            "columns": [c.to_dict() for c in self.columns],
+            "rows": strict_json([dict(r) for r in self.rows]), "highlight": list(self.highlight),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Series:
+    """One line (or bars) of a :class:`LinePlot`: a value per x label, optional band.
+
+    ``style``: ``"line"`` (solid with markers), ``"dashed"``, ``"dotted"`` or ``"bar"``.
+    Values that are ``None``/NaN are not drawn and the series is left out of the legend when
+    it has no finite value at all.
+    """
+
+    name: str
+    values: tuple[float | None, ...]
+    low: tuple[float | None, ...] | None = None
+    high: tuple[float | None, ...] | None = None
+    style: Literal["line", "dashed", "dotted", "bar"] = "line"
+    color: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return strict_json({
+            "name": self.name, "values": list(self.values), "style": self.style,
+            "low": None if self.low is None else list(self.low),
+            "high": None if self.high is None else list(self.high), "color": self.color,
+        })
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinePlot:
+    """Values over an ordered x axis (usually sites, labelled by :func:`site_label`).
+
+    ``hlines``: reference levels ``(value, label)`` (chance, alpha); ``marker``: index of an
+    x position to mark (the validation-selected site) with its legend label.
+    """
+
+    title: str
+    x_labels: tuple[str, ...]
+    series: tuple[Series, ...]
+    xlabel: str = "site"
+    ylabel: str = ""
+    hlines: tuple[tuple[float, str], ...] = ()
+    marker: int | None = None
+    marker_label: str = "selected"
+    ylim: tuple[float, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``{"block": "lineplot", ...}``)."""
+        return strict_json({
+            "block": "lineplot", "title": self.title, "x_labels": list(self.x_labels),
+            "series": [s.to_dict() for s in self.series], "xlabel": self.xlabel,
+            "ylabel": self.ylabel, "hlines": [list(h) for h in self.hlines],
+            "marker": self.marker, "marker_label": self.marker_label,
+            "ylim": None if self.ylim is None else list(self.ylim),
+        })
+
+
+@dataclass(frozen=True, kw_only=True)
+class Heatmap:
+    """A matrix ``values[row][col]`` with labelled axes and a colour bar."""
+
+    title: str
+    values: tuple[tuple[float | None, ...], ...]
+    row_labels: tuple[str, ...]
+    col_labels: tuple[str, ...]
+    xlabel: str = ""
+    ylabel: str = ""
+    colorbar: str = ""
+    vmin: float | None = None
+    vmax: float | None = None
+    cmap: str = "viridis"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``{"block": "heatmap", ...}``)."""
+        return strict_json({
+            "block": "heatmap", "title": self.title, "values": [list(r) for r in self.values],
+            "row_labels": list(self.row_labels), "col_labels": list(self.col_labels),
+            "xlabel": self.xlabel, "ylabel": self.ylabel, "colorbar": self.colorbar,
+            "vmin": self.vmin, "vmax": self.vmax, "cmap": self.cmap,
+        })
+
+
+@dataclass(frozen=True, kw_only=True)
+class Text:
+    """A paragraph; ``level="warning"`` renders it highlighted with a "Warning:" prefix."""
+
+    text: str
+    level: Literal["info", "warning"] = "info"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``{"block": "text", ...}``)."""
+        return {"block": "text", "text": self.text, "level": self.level}
+
+
+Block = Table | LinePlot | Heatmap | Text
+
+
+def blocks_to_dicts(blocks: Sequence[Block]) -> list[dict[str, Any]]:
+    """JSON form of a list of blocks."""
+    return [b.to_dict() for b in blocks]
+

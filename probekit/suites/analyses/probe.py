@@ -1,0 +1,424 @@
+"""``[[probe]]``: linear probes per site with hypothesis tests (the first registered analysis).
+
+Kinds: ``logistic`` (accuracy), ``ridge`` (R^2), ``diffmeans`` (AUROC) layer sweeps
+(:func:`probekit.probes.sweep_layers`; best site chosen on CV validation, reported on test with
+bootstrap CIs, ID - OOD gaps), optional control task (Hewitt & Liang 2019), permutation tests
+(labels shuffled, probe refit; Holm/BH over sites) and ``correctness`` (in-advance correctness,
+"No Answer Needed", arXiv 2509.10625: diff-of-means direction, k-fold AUROC per site).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from ...capture import Site
+from ...probes import correctness_probe, probe_permutation_test, selectivity_sweep, sweep_layers
+from ...probes.sweep import SweepResult
+from ...report.blocks import Column, LinePlot, Series, Table, Text
+from ...report.labels import site_label
+from ...stats import adjust_pvalues
+from ..registry import register_analysis
+from ..result import AnalysisResult, Hypothesis
+from ..spec import SuiteError
+
+__all__ = ["PermutationTask", "ProbeResult", "ProbeSpec", "permutation_p_value", "run_probe"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeSpec:
+    """One ``[[probe]]`` table.
+
+    Attributes:
+        kind: probe family (``correctness`` needs ``[data] answer_column`` or a 0/1 label).
+        label: label column (default ``[data] label``).
+        Cs, alphas: sizes of the logistic C / ridge alpha grids; cv: CV folds.
+        control: also fit a control task (labels re-drawn per ``[data] control_column`` type).
+        permutation_test: test decodability at the selected site (logistic, diffmeans).
+    """
+
+    kind: Literal["logistic", "ridge", "diffmeans", "correctness"]
+    label: str | None = None
+    Cs: int = 10
+    alphas: int = 9
+    cv: int = 5
+    control: bool = False
+    permutation_test: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeResult(AnalysisResult):
+    """A probe's result: the report data plus the typed sweep (None for correctness)."""
+
+    sweep: SweepResult | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PermutationTask:
+    """One site's permutation test (labels shuffled, probe refit): a picklable executor task."""
+
+    X: torch.Tensor
+    y: np.ndarray
+    train_idx: np.ndarray
+    test_idx: np.ndarray
+    probe: str
+    C: float | None
+    n_permutations: int
+    random_state: int
+    device: str | None
+
+
+def permutation_test_of(task: PermutationTask) -> Any:
+    """The :class:`~probekit.stats.StatTestResult` of ``task``."""
+    return probe_permutation_test(
+        task.X, task.y, train_idx=task.train_idx, test_idx=task.test_idx, probe=task.probe,
+        C=task.C, n_permutations=task.n_permutations, random_state=task.random_state,
+        device=task.device,
+    )
+
+
+def permutation_p_value(task: PermutationTask) -> float:
+    """p-value of ``task`` (:func:`probekit.probes.probe_permutation_test`)."""
+    return float(permutation_test_of(task).p_value)
+
+
+def _chance(kind: str, y: np.ndarray) -> float:
+    """Majority-class rate (logistic), 0.5 (AUROC), 0 (R^2 of the mean predictor)."""
+    if kind == "logistic":
+        _, counts = np.unique(y, return_counts=True)
+        return float(counts.max() / counts.sum())
+    return 0.5 if kind == "diffmeans" else 0.0
+
+
+_CHANCE_TEXT = {
+    "logistic": "majority-class rate of the test split",
+    "diffmeans": "AUROC of a random score",
+    "ridge": "R^2 of predicting the training mean",
+    "correctness": "AUROC of a random score",
+}
+
+
+@register_analysis("probe", spec=ProbeSpec)
+def run_probe(spec: ProbeSpec, ctx: Any) -> ProbeResult:
+    """Fit one probe kind at every captured site and test it."""
+    if spec.kind == "correctness":
+        return _run_correctness(spec, ctx)
+    suite, st, ex = ctx.suite, ctx.stats, ctx.examples
+    acts = ctx.activations()
+    sites = list(acts)
+    label = spec.label or suite.data.label
+    y_raw = ex.column(label)
+    if spec.kind == "ridge":
+        y = np.asarray(y_raw, dtype=float)
+    else:
+        y = np.asarray([str(v) for v in y_raw])
+    kw = dict(
+        train_idx=ex.splits["train"], test_idx=ex.splits["test"], ood_idx=ex.ood_splits,
+        probe=spec.kind, Cs=spec.Cs, alphas=spec.alphas, cv=spec.cv, n_bootstrap=st.n_bootstrap,
+        confidence_level=st.confidence_level, random_state=st.seed, device=suite.device,
+    )
+    entry: dict[str, Any] = {"kind": spec.kind, "label": label}
+    control = None
+    if spec.control and spec.kind != "ridge":
+        column = suite.data.control_column or label
+        types = [str(v) for v in ex.column(column)]
+        sel = selectivity_sweep(acts, y, types, **kw)
+        sweep, control = sel.task, sel
+        entry["control"] = sel.control.to_dict()
+        entry["selectivity"] = [float(v) for v in sel.selectivity]
+        entry["control_column"] = column
+    else:
+        sweep = sweep_layers(acts, y, **kw)
+    entry["sweep"] = sweep.to_dict()
+    entry["chance"] = _chance(spec.kind, y[ex.splits["test"]])
+    best = sweep.best_row
+    site_of = dict(zip([s.name for s in sites], sites, strict=True))
+    warnings: list[str] = []
+    hypotheses: list[Hypothesis] = []
+    if spec.permutation_test and spec.kind in ("logistic", "diffmeans"):
+        rows = range(len(sweep.sites)) if st.permutation_sites == "all" else [best]
+        tasks = [
+            PermutationTask(
+                X=acts[site_of[sweep.sites[row]]], y=y, train_idx=ex.splits["train"],
+                test_idx=ex.splits["test"], probe=spec.kind,
+                C=float(sweep.hyperparameter[row]) if spec.kind == "logistic" else None,
+                n_permutations=st.n_permutations, random_state=st.seed + row,
+                device=suite.device,
+            )
+            for row in rows
+        ]
+        tests = ctx.executor.map(permutation_test_of, tasks, desc="permutation tests")
+        pvals = [float(t.p_value) for t in tests]
+        if st.permutation_sites == "all":
+            adj = adjust_pvalues(np.asarray(pvals), method=st.correction, alpha=st.alpha).p_adjusted
+            floor = float(
+                min(1.0, len(pvals) / (1 + st.n_permutations))
+                if st.correction == "holm" else 1 / (1 + st.n_permutations)
+            )
+            entry["permutation"] = {
+                "n_permutations": st.n_permutations, "p_values": pvals,
+                "p_adjusted": adj.tolist(), "correction": st.correction,
+                "min_achievable_adjusted_p": floor,
+            }
+            entry["n_significant_sites"] = int((adj <= st.alpha).sum())
+            if floor > st.alpha:
+                need = int(np.ceil(len(pvals) / st.alpha))
+                warnings.append(
+                    f"with {st.n_permutations} permutations and {len(pvals)} sites the smallest "
+                    f"achievable {st.correction}-adjusted p is {floor:.3g} > alpha={st.alpha}: no "
+                    f"site can be significant in the per-site family (the headline test at the "
+                    f"validation-selected site is a single test, uncorrected); set [stats] "
+                    f"n_permutations >= {need}"
+                )
+            test_best = tests[best]
+        else:
+            test_best = tests[0]
+        # The tested site was chosen by CV on the training split only, so its test-split
+        # permutation p-value is a single pre-specified test and needs no correction; the
+        # per-site family (entry["permutation"]) is corrected.
+        hypotheses.append(Hypothesis.from_test(
+            test_best,
+            name=f"{label!r} is linearly decodable ({spec.kind}) at the validation-selected site",
+            site=site_of[sweep.sites[best]], metric=sweep.metric,
+            statistic=float(sweep.test[best]),
+            effect_size=float(sweep.test[best]) - entry["chance"],
+            effect_size_name=f"{sweep.metric} - chance",
+            method=f"permutation test, {st.n_permutations} label shuffles with refits",
+            alpha=st.alpha, outcome="decodable",
+        ))
+    for name, gaps in sweep.ood_gap.items():
+        entry.setdefault("ood_gap_at_best", {})[name] = float(gaps[best])
+    warnings += _sweep_warnings(sweep, entry["chance"], sites)
+    if warnings:
+        entry["warnings"] = list(warnings)
+    blocks = _sweep_blocks(spec, entry, sweep, control, sites, st.alpha)
+    return ProbeResult(
+        section="probe", title=f"{spec.kind} probe: {label}", data=entry,
+        hypotheses=tuple(hypotheses), blocks=tuple(blocks), warnings=tuple(warnings), sweep=sweep,
+    )
+
+
+def _sweep_warnings(sweep: SweepResult, chance: float, sites: list[Site]) -> list[str]:
+    """Warnings a reader needs: overfitting, ceiling ties, a label readable at the embedding."""
+    out = []
+    best = sweep.best_row
+    label = site_label(sweep.sites[best])
+    gap = float(sweep.train[best] - sweep.test[best])
+    if gap > 0.2:
+        out.append(
+            f"overfitting at the selected site {label}: train {sweep.metric} "
+            f"{sweep.train[best]:.3f} vs test {sweep.test[best]:.3f}"
+        )
+    top = float(np.nanmax(sweep.val))
+    ties = [i for i in range(len(sweep.val)) if sweep.val[i] >= top - 1e-12]
+    if len(ties) > 1:
+        msg = (
+            f"{len(ties)} sites tie at the best validation {sweep.metric} ({top:.3f}); the "
+            f"selection takes the earliest ({label})"
+        )
+        for name, vals in sweep.ood.items():
+            peak = int(np.nanargmax(vals))
+            msg += f"; OOD {name} peaks at {site_label(sweep.sites[peak])} ({vals[peak]:.3f})"
+        out.append(msg)
+    for i, name in enumerate(sweep.sites):
+        embed = name == Site(None, "embed").name and sweep.metric != "r2"
+        if embed and sweep.test_ci_low[i] > chance + 0.05:
+            out.append(
+                f"the label is decodable at the token embedding (test {sweep.metric} "
+                f"{sweep.test[i]:.3f}, CI low {sweep.test_ci_low[i]:.3f} > chance "
+                f"{chance:.3f}): the input tokens alone carry it, so decodability at later "
+                "sites need not reflect computation"
+            )
+    return out
+
+
+def _sweep_blocks(
+    spec: ProbeSpec, entry: dict[str, Any], sweep: SweepResult, control: Any,
+    sites: list[Site], alpha: float,
+) -> list[Any]:
+    rows = entry["sweep"]["rows"]
+    labels = tuple(site_label(r["site"]) for r in rows)
+    best = sweep.best_row
+    ood_names = list(sweep.ood)
+    pct = int(round(100 * sweep.confidence_level))
+    text = (
+        f"Selected on CV validation: {labels[best]}, test {sweep.metric} "
+        f"{sweep.test[best]:.3f}; chance {entry['chance']:.3f} ({_CHANCE_TEXT[spec.kind]})."
+    )
+    if entry.get("ood_gap_at_best"):
+        text += " ID - OOD gap there: " + ", ".join(
+            f"{k} {v:+.3f}" for k, v in entry["ood_gap_at_best"].items()) + "."
+    if "n_significant_sites" in entry:
+        text += (
+            f" {entry['n_significant_sites']} of {len(rows)} sites significant after "
+            f"{entry['permutation']['correction']} at alpha={alpha}."
+        )
+    series = [
+        Series(name="train", values=tuple(sweep.train.tolist()), style="dotted", color="grey"),
+        Series(name="CV validation", values=tuple(sweep.val.tolist()), style="dashed",
+               color="tab:blue"),
+        Series(name=f"test (ID) [{pct}% CI]", values=tuple(sweep.test.tolist()),
+               low=tuple(sweep.test_ci_low.tolist()), high=tuple(sweep.test_ci_high.tolist()),
+               color="tab:blue"),
+    ]
+    for name in ood_names:
+        series.append(Series(
+            name=f"OOD {name}", values=tuple(sweep.ood[name].tolist()),
+            low=tuple(sweep.ood_ci_low[name].tolist()), high=tuple(sweep.ood_ci_high[name].tolist()),
+        ))
+    blocks: list[Any] = [
+        Text(text=text),
+        LinePlot(
+            title=f"{spec.kind} probe for {entry['label']!r}", x_labels=labels,
+            series=tuple(series), ylabel=sweep.metric,
+            hlines=((entry["chance"], "chance"),), marker=best, marker_label="selected (val)",
+        ),
+    ]
+    if control is not None:
+        blocks.append(LinePlot(
+            title="Selectivity (Hewitt & Liang 2019): task - control test accuracy",
+            x_labels=labels, ylabel="test accuracy / selectivity",
+            series=(
+                Series(name="task", values=tuple(sweep.test.tolist()), style="bar",
+                       color="tab:blue"),
+                Series(name="control task", values=tuple(control.control.test.tolist()),
+                       style="bar", color="tab:grey"),
+                Series(name="selectivity", values=tuple(entry["selectivity"]), color="tab:green"),
+            ),
+        ))
+    perm = entry.get("permutation")
+    if perm is not None:
+        floor = 1.0 / (1 + perm["n_permutations"])
+        blocks.append(LinePlot(
+            title="Permutation tests per site", x_labels=labels, ylabel="-log10 p",
+            series=(
+                Series(name="raw p", values=tuple(
+                    (-np.log10(np.maximum(perm["p_values"], floor))).tolist())),
+                Series(name=f"{perm['correction']}-adjusted", values=tuple(
+                    (-np.log10(np.maximum(perm["p_adjusted"], floor))).tolist()), style="dashed"),
+            ),
+            hlines=((float(-np.log10(alpha)), f"alpha={alpha}"),),
+        ))
+    columns = [
+        Column(key="site", header="site", fmt="", align="left"),
+        Column(key="hyperparameter", header="C" if spec.kind == "logistic" else
+               ("alpha" if spec.kind == "ridge" else "hparam"), fmt=".3g"),
+        Column(key="train", header=f"train {sweep.metric}"),
+        Column(key="val", header=f"CV validation {sweep.metric}"),
+        Column(key="test", header=f"test {sweep.metric}"),
+        Column(key="test_ci", header=f"test {pct}% CI", fmt="ci"),
+    ]
+    for name in ood_names:
+        columns += [Column(key=f"ood/{name}", header=f"OOD {name}"),
+                    Column(key=f"ood_ci/{name}", header=f"OOD {name} CI", fmt="ci"),
+                    Column(key=f"gap/{name}", header=f"gap {name}", fmt="+.3f")]
+    table_rows = [dict(r, site=labels[i]) for i, r in enumerate(rows)]
+    if control is not None:
+        columns += [Column(key="control", header="control test"),
+                    Column(key="selectivity", header="selectivity", fmt="+.3f")]
+        for i, r in enumerate(table_rows):
+            r["control"] = entry["control"]["rows"][i]["test"]
+            r["selectivity"] = entry["selectivity"][i]
+    if perm is not None:
+        columns.append(Column(key="p_adjusted", header=f"p ({perm['correction']})", fmt=".3g"))
+        for i, r in enumerate(table_rows):
+            r["p_adjusted"] = perm["p_adjusted"][i]
+    blocks.append(Table(columns=tuple(columns), rows=tuple(table_rows), highlight=(best,),
+                        caption="Highlighted: the site selected on CV validation."))
+    return blocks
+
+
+def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
+    """In-advance correctness probe (No Answer Needed, arXiv 2509.10625).
+
+    Diff-of-means direction on raw last-token activations, k-fold ID AUROC per site, fold-wise
+    OOD AUROC; the JSON keeps the sweep layout (val = test = mean CV AUROC, CI = mean +- 1.96
+    SE over folds) and the report shows it as one CV column.
+    """
+    suite, st, ex = ctx.suite, ctx.stats, ctx.examples
+    label = spec.label or suite.data.label
+    acts = ctx.activations()
+    sites = list(acts)
+    widths = {acts[s].shape[1] for s in sites}
+    if len(widths) != 1:
+        raise SuiteError(
+            f"{suite.source}: correctness probes need sites of one width, got {sorted(widths)}"
+        )
+    stack = torch.stack([acts[s] for s in sites])
+    y_all = np.asarray(ex.column(label)).astype(int).astype(bool)
+    ids = np.concatenate([ex.splits["train"], ex.splits["test"]])
+    ood = {k: (stack[:, v], y_all[v]) for k, v in ex.ood_splits.items()}
+    res = correctness_probe(stack[:, ids], y_all[ids], n_folds=spec.cv, ood=ood,
+                            random_state=st.seed)
+
+    def se(sd: Any) -> np.ndarray:
+        return 1.96 * np.asarray(sd) / np.sqrt(spec.cv)
+
+    rows = []
+    for i, site in enumerate(sites):
+        m, s = float(res.auroc_mean[i]), float(se(res.auroc_std)[i])
+        row = {"site": site.name, "layer": site.layer, "hyperparameter": float("nan"),
+               "train": float("nan"), "val": m, "test": m, "test_ci": [m - s, m + s]}
+        for k in ood:
+            om, os_ = float(res.ood_mean[k][i]), float(se(res.ood_std[k])[i])
+            row[f"ood/{k}"], row[f"ood_ci/{k}"], row[f"gap/{k}"] = om, [om - os_, om + os_], m - om
+        rows.append(row)
+    best = int(np.argmax(res.auroc_mean))
+    entry = {
+        "kind": "correctness", "label": label, "chance": 0.5,
+        "n_correct": int(res.n_correct), "n_incorrect": int(res.n_incorrect),
+        "sweep": {"probe": "correctness", "metric": "auroc", "confidence_level": 0.95,
+                  "n_bootstrap": 0, "rows": rows,
+                  "best": {"site": sites[best].name, "layer": sites[best].layer,
+                           "test": rows[best]["test"]}},
+        "ood_gap_at_best": {k: rows[best][f"gap/{k}"] for k in ood},
+    }
+    test = probe_permutation_test(
+        acts[sites[best]], y_all.astype(int), train_idx=ex.splits["train"],
+        test_idx=ex.splits["test"], probe="diffmeans", n_permutations=st.n_permutations,
+        random_state=st.seed,
+    )
+    hypothesis = Hypothesis.from_test(
+        test, name="the answer's correctness is predictable from the question alone",
+        site=sites[best], metric="auroc (train->test)",
+        effect_size=float(test.statistic) - 0.5, effect_size_name="AUROC - 0.5",
+        method=f"permutation test, {st.n_permutations} shuffles, diff-of-means refit",
+        alpha=st.alpha, outcome="predictable",
+    )
+    labels = tuple(site_label(s) for s in sites)
+    text = (
+        f"Best site by {spec.cv}-fold CV AUROC on ID questions: {labels[best]} "
+        f"({rows[best]['val']:.3f}); chance 0.5. {entry['n_correct']} correct and "
+        f"{entry['n_incorrect']} incorrect ID answers. The hypothesis test refits the direction "
+        f"on the train split and scores the test split at that site (AUROC "
+        f"{float(test.statistic):.3f})."
+    )
+    series = [Series(name=f"CV AUROC (ID, mean of {spec.cv} folds, +-1.96 SE)",
+                     values=tuple(r["val"] for r in rows),
+                     low=tuple(r["test_ci"][0] for r in rows),
+                     high=tuple(r["test_ci"][1] for r in rows), color="tab:blue")]
+    columns = [Column(key="site", header="site", fmt="", align="left"),
+               Column(key="val", header=f"CV AUROC (ID, {spec.cv} folds)"),
+               Column(key="test_ci", header="+-1.96 SE", fmt="ci")]
+    for k in ood:
+        series.append(Series(name=f"OOD {k} (fold-wise)", values=tuple(r[f"ood/{k}"] for r in rows),
+                             low=tuple(r[f"ood_ci/{k}"][0] for r in rows),
+                             high=tuple(r[f"ood_ci/{k}"][1] for r in rows)))
+        columns += [Column(key=f"ood/{k}", header=f"OOD {k} AUROC"),
+                    Column(key=f"ood_ci/{k}", header=f"OOD {k} +-1.96 SE", fmt="ci"),
+                    Column(key=f"gap/{k}", header=f"gap {k}", fmt="+.3f")]
+    blocks = (
+        Text(text=text),
+        LinePlot(title=f"correctness probe for {label!r}", x_labels=labels, series=tuple(series),
+                 ylabel="AUROC", hlines=((0.5, "chance"),), marker=best,
+                 marker_label="best CV site"),
+        Table(columns=tuple(columns), rows=tuple(dict(r, site=labels[i]) for i, r in enumerate(rows)),
+              highlight=(best,), caption="Highlighted: the best site by ID CV AUROC."),
+    )
+    return ProbeResult(
+        section="probe", title=f"correctness probe: {label}", data=entry,
+        hypotheses=(hypothesis,), blocks=blocks,
+    )

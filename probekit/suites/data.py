@@ -1,0 +1,214 @@
+"""A suite's examples: token sequences, per-example columns and named splits (the dataset view
+analyses read), built from a testbed task or a JSONL file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .check import check_suite_data
+from .model import training_task
+from .spec import Suite, SuiteError
+
+__all__ = ["Examples", "build_examples"]
+
+AnswerFn = Callable[[list[list[int]], list[str]], tuple[list[str], list[bool]]]
+
+
+@dataclass
+class Examples:
+    """The examples of a suite: what analyses see of the data.
+
+    Attributes:
+        tokens: one token-id sequence per example (row).
+        columns: per-example metadata columns (labels, operands, greedy answers ...).
+        splits: ``"train"``, ``"test"`` and ``"ood:<name>"`` -> example indices.
+        vocab: the testbed's vocabulary (None for JSONL data).
+    """
+
+    tokens: list[list[int]]
+    columns: dict[str, list[Any]]
+    splits: dict[str, np.ndarray]
+    vocab: Any = None
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def column(self, name: str) -> list[Any]:
+        """One metadata column; the error lists the available ones."""
+        if name not in self.columns:
+            raise SuiteError(f"column {name!r} not found; available columns: {sorted(self.columns)}")
+        return self.columns[name]
+
+    def split(self, name: str) -> np.ndarray:
+        """Indices of a split (``"train"``, ``"test"``, ``"ood:NAME"`` or a bare OOD name)."""
+        for key in (name, f"ood:{name}"):
+            if key in self.splits:
+                return self.splits[key]
+        raise SuiteError(f"no split {name!r}; splits are {sorted(self.splits)}")
+
+    @property
+    def ood_splits(self) -> dict[str, np.ndarray]:
+        """Named OOD splits (without the ``ood:`` prefix)."""
+        return {k.split(":", 1)[1]: v for k, v in self.splits.items() if k.startswith("ood:")}
+
+    def pairs(
+        self, *, pair_column: str = "pair_id", role_column: str = "role",
+        clean: str = "clean", corrupt: str = "corrupt",
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Matched (clean, corrupt) example indices for patching-style analyses.
+
+        Examples sharing a value of ``pair_column`` form a pair; ``role_column`` says which is
+        the clean and which the corrupted prompt. Returns two index arrays of equal length,
+        ordered by first appearance of the pair.
+        """
+        ids, roles = self.column(pair_column), self.column(role_column)
+        by_pair: dict[Any, dict[str, int]] = {}
+        for i, (pid, role) in enumerate(zip(ids, roles)):
+            if pid is None:
+                continue
+            if role not in (clean, corrupt):
+                raise SuiteError(
+                    f"row {i}: {role_column}={role!r}; expected {clean!r} or {corrupt!r}"
+                )
+            slot = by_pair.setdefault(pid, {})
+            if role in slot:
+                raise SuiteError(f"rows {slot[role]} and {i} are both {role!r} of pair {pid!r}")
+            slot[role] = i
+        incomplete = [p for p, s in by_pair.items() if len(s) != 2]
+        if incomplete:
+            raise SuiteError(
+                f"pair {incomplete[0]!r} has no {corrupt if clean in by_pair[incomplete[0]] else clean!r}"
+                f" example ({len(incomplete)} incomplete pairs); give each {pair_column} one "
+                f"{clean!r} and one {corrupt!r} row"
+            )
+        clean_idx = np.array([s[clean] for s in by_pair.values()], dtype=np.int64)
+        corrupt_idx = np.array([s[corrupt] for s in by_pair.values()], dtype=np.int64)
+        return clean_idx, corrupt_idx
+
+
+def _data_task(suite: Suite) -> Any:
+    """The task named in [data], else the model's training task.
+
+    That is ``[model.train]``'s, or the task a probekit checkpoint records in its config.json.
+    """
+    from ..models.checkpoint import read_checkpoint_meta
+    from ..testbeds import get_task, task_from_dict
+
+    if suite.data.task is not None:
+        return get_task(suite.data.task, **suite.data.task_options)
+    if suite.model.train is not None:
+        return training_task(suite.model.train)
+    extra = read_checkpoint_meta(suite.resolve(suite.model.checkpoint))["extra"]
+    if "task" not in extra:
+        raise SuiteError(
+            f"{suite.source}: [data] names no task or file and checkpoint "
+            f"{suite.model.checkpoint} records no training task; add [data] task = \"...\""
+        )
+    return task_from_dict(extra["task"], {**extra["task_config"], **suite.data.task_options})
+
+
+def _subsample(n: int, cap: int | None, rng: np.random.Generator) -> np.ndarray:
+    idx = np.arange(n)
+    if cap is not None and n > cap:
+        idx = np.sort(rng.choice(n, size=cap, replace=False))
+    return idx
+
+
+def build_examples(
+    suite: Suite, model: Any, *, answers: AnswerFn | None = None,
+    required_columns: Sequence[str] = (), progress: bool = False,
+) -> Examples:
+    """Collect the examples of every split the suite names, with labels and metadata.
+
+    ``model`` tokenizes ``text`` rows and, with ``[data] answer_column``, generates the greedy
+    answers (``answers(tokens, golds)`` replaces that step, e.g. with a cached one).
+    ``required_columns`` (labels of the analyses) must exist.
+    """
+    data = suite.data
+    rng = np.random.default_rng(data.seed)
+    wanted = [data.train_split, data.test_split, *data.ood_splits]
+    per_split: dict[str, tuple[list[list[int]], dict[str, list[Any]]]] = {}
+    vocab = None
+    if data.task is not None or data.file is None:
+        task = _data_task(suite)
+        vocab = task.vocab
+        splits = task.splits()
+        for name in dict.fromkeys(wanted):
+            if name not in splits:
+                raise SuiteError(
+                    f"{suite.source}: [data] split {name!r} is not a split of the task; "
+                    f"it has {sorted(splits)}"
+                )
+            ds = splits[name]
+            idx = _subsample(len(ds), data.max_per_split, rng)
+            toks = [ds.prompt(i) if data.prompt_only else ds.tokens[i] for i in idx]
+            cols = {k: [v[i] for i in idx] for k, v in ds.metadata.items()}
+            per_split[name] = (toks, cols)
+    else:
+        rows = [r.data for r in check_suite_data(suite) or []]
+        for name in dict.fromkeys(wanted):
+            chosen = [r for r in rows if r.get(data.split_column) == name]
+            if not chosen:
+                have = sorted({str(r.get(data.split_column)) for r in rows})
+                raise SuiteError(
+                    f"{suite.source}: [data] split {name!r} has no rows in {data.file} "
+                    f"(column {data.split_column!r} holds {have})"
+                )
+            idx = _subsample(len(chosen), data.max_per_split, rng)
+            chosen = [chosen[i] for i in idx]
+            toks = []
+            for r in chosen:
+                if "tokens" in r:
+                    toks.append([int(t) for t in r["tokens"]])
+                else:
+                    toks.append(model.to_tokens(r["text"], prepend_bos=data.prepend_bos)[0].tolist())
+            keys = sorted({k for r in chosen for k in r} - {"tokens"})
+            per_split[name] = (toks, {k: [r.get(k) for r in chosen] for k in keys})
+
+    tokens: list[list[int]] = []
+    columns: dict[str, list[Any]] = {}
+    split_idx: dict[str, np.ndarray] = {}
+    for name, (toks, cols) in per_split.items():
+        start = len(tokens)
+        tokens.extend(toks)
+        for k, v in cols.items():
+            columns.setdefault(k, [None] * start).extend(v)
+        for k in columns:
+            if len(columns[k]) < len(tokens):
+                columns[k].extend([None] * (len(tokens) - len(columns[k])))
+        split_idx[name] = np.arange(start, len(tokens))
+    if data.answer_column is not None:
+        if data.answer_column not in columns:
+            raise SuiteError(
+                f"{suite.source}: [data] answer_column {data.answer_column!r} not in {sorted(columns)}"
+            )
+        golds = [str(g) for g in columns[data.answer_column]]
+        if answers is None:
+            from ..models.generate import answer_correctness
+
+            texts, correct = answer_correctness(
+                model, tokens, golds, max_new_tokens=data.max_new_tokens, progress=progress
+            )
+        else:
+            texts, correct = answers(tokens, golds)
+        columns["greedy_answer"] = texts
+        columns["correct"] = [int(c) for c in correct]
+    for label in dict.fromkeys([data.label, *required_columns]):
+        if label not in columns:
+            raise SuiteError(
+                f"{suite.source}: label column {label!r} not found; available columns: {sorted(columns)}"
+            )
+    out: dict[str, np.ndarray] = {}
+    if data.train_split == data.test_split:
+        idx = rng.permutation(split_idx[data.train_split])
+        n_test = max(1, int(round(data.holdout_fraction * len(idx))))
+        out["test"], out["train"] = np.sort(idx[:n_test]), np.sort(idx[n_test:])
+    else:
+        out["train"], out["test"] = split_idx[data.train_split], split_idx[data.test_split]
+    for name in data.ood_splits:
+        out[f"ood:{name}"] = split_idx[name]
+    return Examples(tokens=tokens, columns=columns, splits=out, vocab=vocab)

@@ -1,0 +1,63 @@
+"""The suite's model: a named model, a checkpoint, or a testbed trained once into the cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..util.cache import cache_dir
+from ..util.device import resolve_device
+from ..util.io import atomic_write_text, sha256_bytes
+from .spec import Suite, TrainSpec
+
+__all__ = ["load_suite_model", "trained_checkpoint", "training_task"]
+
+
+def trained_checkpoint(spec: TrainSpec, *, progress: bool = True) -> Path:
+    """Train ``spec`` once into the user cache (keyed by the spec) and return the last checkpoint."""
+    from ..train import presets
+    from ..train.trainer import list_checkpoints, train
+
+    key = sha256_bytes(json.dumps(vars(spec), sort_keys=True, default=str).encode())[:12]
+    out = cache_dir("runs", f"{spec.preset}-{key}")
+    preset = presets.get_preset(spec.preset)
+    task = training_task(spec)
+    mcfg = task.model_config()
+    overrides = {**preset.model_overrides, **spec.model_options, "seed": spec.seed}
+    mcfg = type(mcfg)(**{**mcfg.to_dict(), **overrides})
+    tcfg = preset.train
+    changes: dict[str, Any] = {"seed": spec.seed}
+    if spec.steps is not None:
+        changes["steps"] = spec.steps
+    tcfg = type(tcfg).from_dict({**tcfg.to_dict(), **changes})
+    done = out / "DONE"
+    if not done.exists():
+        train(task, mcfg, tcfg, out, progress=progress)
+        atomic_write_text(done, "ok\n")
+    return list_checkpoints(out)[-1][1]
+
+
+def load_suite_model(suite: Suite, *, progress: bool = True) -> Any:
+    """The suite's model on ``resolve_device(suite.device)``."""
+    from ..models import load_checkpoint, load_model
+
+    spec = suite.model
+    device = resolve_device(suite.device)
+    if spec.name is not None:
+        target = suite.resolve(spec.name)
+        name = str(target) if target is not None and target.exists() else spec.name
+        kwargs = {"compatibility_mode": True} if spec.compatibility_mode else {}
+        return load_model(name, device=device, **kwargs)
+    if spec.checkpoint is not None:
+        return load_checkpoint(suite.resolve(spec.checkpoint), device=device)
+    return load_checkpoint(trained_checkpoint(spec.train, progress=progress), device=device)
+
+
+def training_task(spec: TrainSpec) -> Any:
+    """The testbed task a ``[model.train]`` spec trains on."""
+    from ..testbeds import get_task
+    from ..train import presets
+
+    preset = presets.get_preset(spec.preset)
+    return get_task(preset.task, **{**preset.task_overrides, **spec.task_options, "seed": spec.seed})

@@ -1,0 +1,126 @@
+"""The suite analysis registry: TOML section name -> (spec dataclass, run function).
+
+An analysis is a frozen keyword-only spec dataclass plus ``run(spec, context) -> result``::
+
+    @dataclass(frozen=True, kw_only=True)
+    class GeometrySpec:
+        label: str
+        sites: tuple[str, ...] = ()
+
+    @register_analysis("geometry", spec=GeometrySpec)
+    def run_geometry(spec: GeometrySpec, ctx: AnalysisContext) -> AnalysisResult: ...
+
+A suite then holds ``[[geometry]]`` tables, validated against ``GeometrySpec``'s fields (types,
+``Literal`` choices, required keys) with ``FILE:LINE: [geometry] key`` messages, and the runner
+calls ``run_geometry`` once per table. Modules in :mod:`probekit.suites.analyses` are imported
+on first use of the registry, so adding an analysis is adding one module there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = ["Analysis", "analysis_for_spec", "get_analysis", "register_analysis", "registered"]
+
+# Sections of a suite that are not analyses.
+RESERVED_SECTIONS = ("suite", "model", "data", "capture", "stats")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Analysis:
+    """A registered analysis: its TOML section, spec class and run function."""
+
+    section: str
+    spec: type
+    run: Callable[[Any, Any], Any]
+    summary: str = ""
+
+
+_REGISTRY: dict[str, Analysis] = {}
+_LOADED = False
+
+
+def register_analysis(section: str, *, spec: type) -> Callable[[Callable], Callable]:
+    """Decorator registering ``run(spec, context)`` under ``[[section]]`` with spec ``spec``.
+
+    ``spec`` must be a frozen, keyword-only dataclass; its field annotations are what the suite
+    validator checks. Registering a section twice from a different function is refused.
+    """
+    if not section.isidentifier() or section in RESERVED_SECTIONS:
+        raise ConfigError(
+            f"analysis section {section!r} must be an identifier other than {RESERVED_SECTIONS}"
+        )
+    params = getattr(spec, "__dataclass_params__", None)
+    if params is None or not params.frozen or not all(
+        f.kw_only for f in dataclasses.fields(spec)
+    ):
+        raise ConfigError(
+            f"spec {getattr(spec, '__name__', spec)!r} of analysis {section!r} must be a "
+            "@dataclass(frozen=True, kw_only=True)"
+        )
+
+    def decorate(run: Callable) -> Callable:
+        old = _REGISTRY.get(section)
+        if old is not None and (old.run.__module__, old.run.__qualname__) != (
+            run.__module__, run.__qualname__
+        ):
+            raise ConfigError(
+                f"analysis section {section!r} is already registered by "
+                f"{old.run.__module__}.{old.run.__qualname__}; choose another section name"
+            )
+        doc = (run.__doc__ or spec.__doc__ or "").strip().splitlines()
+        _REGISTRY[section] = Analysis(
+            section=section, spec=spec, run=run, summary=doc[0] if doc else ""
+        )
+        return run
+
+    return decorate
+
+
+def _load_builtin() -> None:
+    """Import every module of :mod:`probekit.suites.analyses` (each registers itself)."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    from . import analyses
+
+    for info in pkgutil.iter_modules(analyses.__path__, prefix=analyses.__name__ + "."):
+        importlib.import_module(info.name)
+
+
+def registered() -> dict[str, Analysis]:
+    """All analyses by section name (built-ins loaded)."""
+    _load_builtin()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_analysis(section: str) -> Analysis:
+    """The analysis registered under ``section``; error lists the valid sections."""
+    table = registered()
+    if section not in table:
+        raise ConfigError(f"no analysis section {section!r}; registered sections are {sorted(table)}")
+    return table[section]
+
+
+def analysis_for_spec(spec: object) -> Analysis:
+    """The analysis whose spec class ``spec`` is an instance of."""
+    for analysis in registered().values():
+        if type(spec) is analysis.spec:
+            return analysis
+    raise ConfigError(
+        f"{type(spec).__name__} is not the spec of a registered analysis; register it with "
+        "@register_analysis(section, spec=...)"
+    )
+
+
+def spec_fields(spec: type) -> list[str]:
+    """Field names of a spec dataclass (the keys its TOML section accepts)."""
+    return [f.name for f in dataclasses.fields(spec)]

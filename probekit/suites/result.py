@@ -1,0 +1,102 @@
+"""Typed results of suite analyses: hypotheses (a test with its site) and report sections."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..capture import Site
+from ..report.blocks import Block, Text, blocks_to_dicts, strict_json
+from ..report.labels import site_label
+from ..stats import StatTestResult
+
+__all__ = ["AnalysisResult", "Hypothesis"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hypothesis(StatTestResult):
+    """A hypothesis test of a suite, at a site: a :class:`StatTestResult` with its context.
+
+    Attributes:
+        name: the claim tested, e.g. ``"'answer' is linearly decodable at the selected site"``.
+        site: where it was measured (``None`` for model-level claims).
+        metric: what ``statistic`` is (``"accuracy"``, ``"auroc"`` ...).
+        alpha: the level it is judged at.
+        outcome: what rejecting H0 means here (``"decodable"``), shown in the verdict.
+    """
+
+    name: str
+    site: Site | None = None
+    metric: str = ""
+    alpha: float = 0.05
+    outcome: str = ""
+
+    @classmethod
+    def from_test(cls, test: StatTestResult, **context: Any) -> Hypothesis:
+        """Attach ``context`` (name, site, metric, alpha, outcome; or overrides such as
+        ``statistic=``/``effect_size=``) to a test result."""
+        values = {f.name: getattr(test, f.name) for f in dataclasses.fields(StatTestResult)}
+        return cls(**{**values, **context})
+
+    def decision(self) -> str:
+        """``"reject H0 (decodable)"`` or ``"do not reject H0"`` at ``alpha``."""
+        if self.reject(self.alpha):
+            return f"reject H0 ({self.outcome})" if self.outcome else "reject H0"
+        return "do not reject H0"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's JSON form (site as hook name plus its short label)."""
+        return strict_json({
+            "name": self.name,
+            "site": None if self.site is None else self.site.name,
+            "site_label": site_label(self.site),
+            "statistic": float(self.statistic),
+            "metric": self.metric,
+            "effect_size": float(self.effect_size),
+            "effect_size_name": self.effect_size_name,
+            "p_value": float(self.p_value),
+            "n": int(self.n),
+            "method": self.method,
+            "verdict": self.decision(),
+            "alpha": self.alpha,
+        })
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalysisResult:
+    """What one analysis section of a suite produced.
+
+    Subclass it to add typed fields (e.g. the sweep object); the report only needs these.
+
+    Attributes:
+        section: the registered TOML section (``"probe"``).
+        title: heading of its report section.
+        data: JSON-ready numbers for ``report.json``.
+        hypotheses: its hypothesis tests.
+        blocks: report blocks (tables, plots, text) in display order.
+        warnings: sentences the reader must see (rendered first, also printed by the CLI).
+    """
+
+    section: str
+    title: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    hypotheses: tuple[Hypothesis, ...] = ()
+    blocks: tuple[Block, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def sections(self) -> list[Block]:
+        """Report blocks: warnings first, then the analysis' own blocks."""
+        return [Text(text=w, level="warning") for w in self.warnings] + list(self.blocks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: section, title, data, warnings, hypotheses and rendered blocks."""
+        return strict_json({
+            "section": self.section,
+            "title": self.title,
+            "data": dict(self.data),
+            "warnings": list(self.warnings),
+            "hypotheses": [h.to_dict() for h in self.hypotheses],
+            "blocks": blocks_to_dicts(self.sections()),
+        })
