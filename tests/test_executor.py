@@ -83,7 +83,7 @@ def test_get_executor_resolution_and_registration():
     assert isinstance(mine, Executor)
     with pytest.raises(ConfigError, match=r"unknown executor 'ray'.*\['inprocess'"):
         get_executor("ray")
-    with pytest.raises(ConfigError, match="must be a name"):
+    with pytest.raises((ConfigError, TypeError)):  # TypeError: beartype's check, when on
         get_executor(42)
 
     @dataclass(frozen=True)

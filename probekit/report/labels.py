@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from ..capture import Site
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..capture import Site
 
 __all__ = ["site_label"]
 
@@ -16,6 +19,8 @@ def site_label(site: Site | str | None) -> str:
     if site is None:
         return "-"
     if isinstance(site, str):
+        from ..capture import Site
+
         try:
             site = Site.parse(site)
         except ValueError:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..capture import Site
 from ..report.blocks import Block, Text, blocks_to_dicts, strict_json
 from ..report.labels import site_label
-from ..stats import StatTestResult
+from ..stats.result import StatTestResult
+
+if TYPE_CHECKING:
+    from ..capture import Site
 
 __all__ = ["AnalysisResult", "Hypothesis"]
 

@@ -10,20 +10,20 @@ bootstrap CIs, ID - OOD gaps), optional control task (Hewitt & Liang 2019), perm
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-import torch
-
-from ...capture import Site
-from ...probes import correctness_probe, probe_permutation_test, selectivity_sweep, sweep_layers
-from ...probes.sweep import SweepResult
 from ...report.blocks import Column, LinePlot, Series, Table, Text
 from ...report.labels import site_label
-from ...stats import adjust_pvalues
 from ..registry import register_analysis
 from ..result import AnalysisResult, Hypothesis
 from ..spec import SuiteError
+
+if TYPE_CHECKING:  # heavy imports happen inside the run functions: validation stays fast
+    import numpy as np
+    import torch
+
+    from ...capture import Site
+    from ...probes.sweep import SweepResult
 
 __all__ = ["PermutationTask", "ProbeResult", "ProbeSpec", "permutation_p_value", "run_probe"]
 
@@ -73,6 +73,8 @@ class PermutationTask:
 
 def permutation_test_of(task: PermutationTask) -> Any:
     """The :class:`~probekit.stats.StatTestResult` of ``task``."""
+    from ...probes import probe_permutation_test
+
     return probe_permutation_test(
         task.X, task.y, train_idx=task.train_idx, test_idx=task.test_idx, probe=task.probe,
         C=task.C, n_permutations=task.n_permutations, random_state=task.random_state,
@@ -87,6 +89,8 @@ def permutation_p_value(task: PermutationTask) -> float:
 
 def _chance(kind: str, y: np.ndarray) -> float:
     """Majority-class rate (logistic), 0.5 (AUROC), 0 (R^2 of the mean predictor)."""
+    import numpy as np
+
     if kind == "logistic":
         _, counts = np.unique(y, return_counts=True)
         return float(counts.max() / counts.sum())
@@ -104,6 +108,11 @@ _CHANCE_TEXT = {
 @register_analysis("probe", spec=ProbeSpec)
 def run_probe(spec: ProbeSpec, ctx: Any) -> ProbeResult:
     """Fit one probe kind at every captured site and test it."""
+    import numpy as np
+
+    from ...probes import selectivity_sweep, sweep_layers
+    from ...stats import adjust_pvalues
+
     if spec.kind == "correctness":
         return _run_correctness(spec, ctx)
     suite, st, ex = ctx.suite, ctx.stats, ctx.examples
@@ -203,6 +212,10 @@ def run_probe(spec: ProbeSpec, ctx: Any) -> ProbeResult:
 
 def _sweep_warnings(sweep: SweepResult, chance: float, sites: list[Site]) -> list[str]:
     """Warnings a reader needs: overfitting, ceiling ties, a label readable at the embedding."""
+    import numpy as np
+
+    from ...capture import Site
+
     out = []
     best = sweep.best_row
     label = site_label(sweep.sites[best])
@@ -239,6 +252,8 @@ def _sweep_blocks(
     spec: ProbeSpec, entry: dict[str, Any], sweep: SweepResult, control: Any,
     sites: list[Site], alpha: float,
 ) -> list[Any]:
+    import numpy as np
+
     rows = entry["sweep"]["rows"]
     labels = tuple(site_label(r["site"]) for r in rows)
     best = sweep.best_row
@@ -338,6 +353,11 @@ def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
     OOD AUROC; the JSON keeps the sweep layout (val = test = mean CV AUROC, CI = mean +- 1.96
     SE over folds) and the report shows it as one CV column.
     """
+    import numpy as np
+    import torch
+
+    from ...probes import correctness_probe, probe_permutation_test
+
     suite, st, ex = ctx.suite, ctx.stats, ctx.examples
     label = spec.label or suite.data.label
     acts = ctx.activations()
