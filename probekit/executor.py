@@ -131,9 +131,12 @@ def available_executors() -> list[str]:
     return sorted(_FACTORIES)
 
 
-def get_executor(spec: str | Executor | None = None, **options: Any) -> Executor:
-    """Resolve an executor: ``None`` -> in-process, a name -> its registered factory, an
-    :class:`Executor` instance -> itself (``options`` are then not allowed).
+def get_executor(spec: object = None, **options: Any) -> Executor:
+    """Resolve an executor spec (a name, an :class:`Executor` or None) to an executor.
+
+    ``None`` -> in-process, a name -> its registered factory, an :class:`Executor` instance ->
+    itself (``options`` are then not allowed). ``spec`` is typed ``object`` because it comes from
+    suite files and CLI options too: anything else is refused here, with a message.
 
     Raises:
         ConfigError: unknown name (the message lists the valid names) or an object that is

@@ -25,6 +25,7 @@ from jaxtyping import Float
 from sklearn.model_selection import KFold, StratifiedKFold
 from torch import Tensor
 
+from ..errors import ConfigError
 from ..stats.bootstrap import bootstrap_indices, percentile_interval
 from ..util.numeric import standardization, standardize
 from ._validation import (
@@ -184,7 +185,7 @@ def sweep_layers(
     train_idx: IndexLike,
     test_idx: IndexLike,
     ood_idx: Mapping[str, IndexLike] | None = None,
-    probe: ProbeKind = "logistic",
+    probe: str = "logistic",  # a ProbeKind; any str is checked (ConfigError), e.g. from TOML
     Cs: int | Sequence[float] = 10,
     alphas: int | Sequence[float] = 9,
     cv: int = 5,
@@ -218,7 +219,7 @@ def sweep_layers(
         SweepResult.
     """
     if probe not in _METRIC:
-        raise ValueError(f"probe must be one of {sorted(_METRIC)}, got {probe!r}")
+        raise ConfigError(f"probe must be one of {sorted(_METRIC)}, got {probe!r}")
     rows = _flatten_sites(acts)
     dev = resolve_device(device)
     if dev is not None:

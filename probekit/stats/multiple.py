@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 from jaxtyping import Float
 from numpy.typing import ArrayLike
@@ -44,7 +42,7 @@ def benjamini_hochberg(p_values: ArrayLike) -> Float[np.ndarray, " m"]:
 def adjust_pvalues(
     p_values: ArrayLike,
     *,
-    method: Literal["holm", "bh"] = "holm",
+    method: str = "holm",  # "holm" | "bh"; any str is checked at run time
     alpha: float = 0.05,
 ) -> MultipleTestResult:
     """Adjust a family of p-values (e.g. one per layer); ``reject = p_adjusted <= alpha``.

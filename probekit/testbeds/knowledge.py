@@ -170,11 +170,11 @@ class KnowledgeComposition:
         """Tokens: pad, end, entities, relations."""
         return self._vocab
 
-    def entity_id(self, e: int) -> int:
+    def entity_id(self, e: int | np.integer) -> int:
         """Token id of entity ``e``."""
         return 2 + int(e)
 
-    def relation_id(self, r: int) -> int:
+    def relation_id(self, r: int | np.integer) -> int:
         """Token id of relation ``r``."""
         return 2 + self.config.n_entities + int(r)
 
@@ -299,19 +299,19 @@ class KnowledgeComparison:
         """Token id of the end-of-answer marker."""
         return 1
 
-    def entity_id(self, e: int) -> int:
+    def entity_id(self, e: int | np.integer) -> int:
         """Token id of entity ``e``."""
         return 2 + int(e)
 
-    def attribute_id(self, a: int) -> int:
+    def attribute_id(self, a: int | np.integer) -> int:
         """Token id of attribute ``a``."""
         return 2 + self.config.n_entities + int(a)
 
-    def value_id(self, v: int) -> int:
+    def value_id(self, v: int | np.integer) -> int:
         """Token id of attribute value ``v``."""
         return 2 + self.config.n_entities + self.config.n_attributes + int(v)
 
-    def label_id(self, a: int, label: int) -> int:
+    def label_id(self, a: int | np.integer, label: int | np.integer) -> int:
         """Token id of comparison label ``label`` (0/1/2) of attribute ``a``."""
         c = self.config
         return 2 + c.n_entities + c.n_attributes + c.n_values + 3 * int(a) + int(label)

@@ -64,11 +64,11 @@ class RelationFacts:
         """Tokens: pad, end, one per entity, one per relation."""
         return self._vocab
 
-    def entity_id(self, e: int) -> int:
+    def entity_id(self, e: int | np.integer) -> int:
         """Token id of entity ``e``."""
         return 2 + int(e)
 
-    def relation_id(self, r: int) -> int:
+    def relation_id(self, r: int | np.integer) -> int:
         """Token id of relation ``r``."""
         return 2 + self.config.n_entities + int(r)
 

@@ -78,7 +78,7 @@ class ScanConfig:
     ood_noise: int = 0
     held_out_combos: tuple[tuple[str, str], ...] = (("jump", "thrice"),)
     n_ood_combo: int = 200
-    alignment: Alignment = "pad"
+    alignment: str = "pad"  # an Alignment; any str is checked in __post_init__ (ValueError)
     seed: int = 0
 
     def __post_init__(self) -> None:
