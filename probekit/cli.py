@@ -73,7 +73,7 @@ def _capture_inputs(args: argparse.Namespace) -> dict[str, Any]:
     _check_token_limits(rows, tokens, positions, spec, limits)
     sites = None
     if args.sites != "all":
-        from .capture.sites import Site
+        from .sites import Site
 
         try:
             sites = [Site.parse(s.strip()) for s in args.sites.split(",")]

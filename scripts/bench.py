@@ -223,6 +223,7 @@ OPTIONAL = {
     "grokking": ("scripts.bench_grokking", "bench_grokking"),
     "homomorphism": ("scripts.bench_homomorphism", "bench_homomorphism"),
     "similarity": ("scripts.bench_similarity", "bench_similarity"),
+    "patching": ("scripts.bench_patching", "bench_patching"),
 }
 
 
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
     parser.add_argument("--sections", default="capture,store_memory,store_read,cli,probes",
-                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity")
+                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,patching")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
@@ -261,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs = {"checkpoint": args.he_checkpoint}
             if section == "similarity":
                 kwargs = {"n": args.sim_n}
+            if section == "patching":
+                kwargs = {"device": args.device}
             results[section] = getattr(importlib.import_module(module), fn)(**kwargs)
         else:
             parser.error(f"unknown section {section!r}; choose from "

@@ -1,7 +1,7 @@
 """Import rules between probekit's layers (issue 18 §4), checked on the source with ``ast``.
 
 * no module imports another subpackage's private module or private name (``_x``);
-* ``stats``, ``util`` and ``models.protocol`` are leaves: they import nothing else from probekit
+* ``stats``, ``util``, ``sites``, ``fingerprint`` and ``models.protocol`` are leaves: they import nothing else from probekit
   (``util`` may raise ``probekit.errors``);
 * ``store`` does not import ``capture``.
 """
@@ -70,7 +70,8 @@ def test_no_cross_package_private_imports():
 
 @pytest.mark.parametrize(
     ("leaf", "allowed"),
-    [("stats", set()), ("util", {"errors"}), ("models/protocol.py", set())],
+    [("stats", set()), ("util", {"errors"}), ("models/protocol.py", set()), ("sites.py", {"errors"}),
+     ("fingerprint.py", set())],
 )
 def test_leaf_modules_import_nothing_else_from_probekit(leaf, allowed):
     files = [PKG / leaf] if leaf.endswith(".py") else sorted((PKG / leaf).rglob("*.py"))
@@ -88,8 +89,6 @@ def test_leaf_modules_import_nothing_else_from_probekit(leaf, allowed):
     assert found == set()
 
 
-@pytest.mark.xfail(strict=False, reason="store.reader imports capture.sites/fingerprint until "
-                   "Site and fingerprints move to leaf modules (issue 18 §4, engineer 'interv')")
 def test_store_does_not_import_capture():
     found = [(str(f), m) for f in sorted((PKG / "store").rglob("*.py")) for m, _, _ in _imports(f)
              if _subpackage(m) == "capture"]

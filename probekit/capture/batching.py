@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from jaxtyping import Int
 from torch import Tensor
+
+from ..models.protocol import HookedModel
 
 PaddingSide = Literal["left", "right"]
 
@@ -28,9 +31,11 @@ class TokenBatch:
 
     @property
     def is_padded(self) -> bool:
+        """Whether any row is shorter than the batch width."""
         return bool((self.lengths != self.input_ids.shape[1]).any())
 
     def to(self, device: str | torch.device) -> TokenBatch:
+        """The batch on ``device``."""
         return TokenBatch(
             self.input_ids.to(device),
             self.attention_mask.to(device),
@@ -77,9 +82,35 @@ def pad_batch(
     )
 
 
-def model_device(model: Any) -> torch.device:
+def model_device(model: HookedModel) -> torch.device:
     """The device token batches must be on for ``model``: its ``cfg.device`` (CPU if unset)."""
     return torch.device(getattr(getattr(model, "cfg", None), "device", None) or "cpu")
+
+
+def safe_padding_side(model: HookedModel, side: PaddingSide) -> PaddingSide:
+    """``side``, except left padding of a float64 model, which runs right-padded (with a warning).
+
+    Hugging Face eager attention (e.g. Llama/SmolLM2) masks with ``finfo(float64).min`` and then
+    takes the softmax in float32, where that value is ``-inf``: a left-pad query that sees only
+    pad keys gets ``softmax(all -inf) = NaN``, which reaches real tokens through ``0 * NaN`` in
+    the next layer's value mixing. probekit only passes the 0/1 attention mask, so the cause is
+    upstream; results in unpadded coordinates do not depend on the padding side, so right padding
+    is a safe substitute.
+    """
+    if side != "left":
+        return side
+    dtype = getattr(getattr(model, "cfg", None), "dtype", None)
+    if dtype is None:
+        dtype = next((p.dtype for p in model.parameters()), None)
+    if dtype == torch.float64:
+        warnings.warn(
+            "left padding of a float64 model gives NaN at fully masked pad queries in Hugging Face "
+            "eager attention; running right-padded instead (identical results in unpadded "
+            "coordinates)",
+            stacklevel=3,
+        )
+        return "right"
+    return side
 
 
 def iter_batches(

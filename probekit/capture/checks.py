@@ -13,8 +13,8 @@ from typing import Any
 
 from ..errors import DataError
 from ..inputs import check_vocab
+from ..sites import Site
 from .positions import PositionRule, SpanMean, TokenIndex, check_rule_matches
-from .sites import Site
 
 
 class PositionOutOfRangeError(DataError, IndexError):

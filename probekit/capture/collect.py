@@ -1,5 +1,8 @@
-"""Batched capture over a dataset: into memory (:func:`collect_activations`) or streamed into
-an :class:`~probekit.store.ActivationStore` (:func:`capture_to_store`), resumably."""
+"""Batched capture over a dataset, into memory or streamed into a store (resumably).
+
+:func:`collect_activations` keeps rows in memory; :func:`capture_to_store` streams them into an
+:class:`~probekit.store.ActivationStore`. Both run batches through :func:`iter_capture`.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +10,24 @@ import contextlib
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-import einops
 import torch
 from torch import Tensor
 
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, NonFiniteError
+from ..fingerprint import dataset_fingerprint, model_fingerprint, model_id
+from ..models.protocol import HookedModel
 from ..progress import progress_bar
+from ..sites import Site, as_sites
 from ..store import ActivationStore, Manifest, StoreWriter
-from .batching import PaddingSide, TokenBatch, iter_batches, model_device
+from .batching import PaddingSide, TokenBatch, iter_batches, model_device, safe_padding_side
 from .checks import check_capture_inputs
-from .fingerprint import dataset_fingerprint, model_fingerprint, model_id
-from .hooks import capture
+from .layout import pad_keys, to_probekit_layout
 from .positions import LastToken, PositionRule, select_positions
-from .sites import Site, as_sites
+from .runner import run_batch, stop_layer
 
 log = logging.getLogger("probekit")
 
@@ -31,7 +36,10 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 
 @dataclass(frozen=True, kw_only=True)
 class CaptureConfig:
-    """How to capture: which sites, which positions, batch size, padding side, storage dtype."""
+    """How to capture: which sites, which positions, batch size, padding side, storage dtype.
+
+    ``key_width`` fixes the key axis of ``attn_pattern`` rows (default: the longest prompt).
+    """
 
     sites: tuple[Site, ...]
     positions: PositionRule = field(default_factory=LastToken)
@@ -41,8 +49,10 @@ class CaptureConfig:
     pad_id: int | None = None
     examples_per_shard: int = 4096
     progress: bool = True
+    key_width: int | None = None
 
     def __post_init__(self) -> None:
+        """Validate the options."""
         if self.batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.padding_side not in ("left", "right"):
@@ -86,15 +96,7 @@ class CapturedBatch:
     position: Tensor
 
 
-def _stop_layer(model: Any, sites: Sequence[Site]) -> int | None:
-    """Blocks after the last captured one need not run (None: the whole model must)."""
-    if any(s.layer is None and s.kind == "ln_final" for s in sites):
-        return None
-    layers = [s.layer for s in sites if s.layer is not None]
-    return (max(layers) + 1) if layers else 1
-
-
-def _pad_id(model: Any, config: CaptureConfig) -> int:
+def _pad_id(model: HookedModel, config: CaptureConfig) -> int:
     if config.pad_id is not None:
         return config.pad_id
     tok = getattr(model, "tokenizer", None)
@@ -102,53 +104,98 @@ def _pad_id(model: Any, config: CaptureConfig) -> int:
     return int(pad) if pad is not None else 0
 
 
+def _select(
+    activation: Tensor,
+    *,
+    site: Site,
+    batch: TokenBatch,
+    config: CaptureConfig,
+    key_width: int,
+    out: dict[Site, Tensor],
+) -> None:
+    """Hook body: keep the selected rows of ``site`` (probekit layout, unpadded keys)."""
+    act = to_probekit_layout(site.kind, activation.detach())
+    if site.head is not None:
+        act = act[:, :, site.head]
+    if site.kind == "attn_pattern":  # (batch, query, [head,] key): keys to unpadded coordinates
+        act = pad_keys(act, batch, key_width)
+    out[site] = select_positions(act, batch, config.positions).values.to(DTYPES[config.dtype])
+
+
+def check_finite(acts: Mapping[Site, Tensor], batch: TokenBatch, model: HookedModel) -> None:
+    """Raise :class:`~probekit.errors.NonFiniteError` if a site of this batch holds NaN/inf.
+
+    One ``isfinite().all()`` per site; the slow path (which examples) runs only on failure.
+    """
+    for site, values in acts.items():
+        if bool(torch.isfinite(values).all()):
+            continue
+        bad_rows = (~torch.isfinite(values.reshape(values.shape[0], -1))).any(1)
+        n_rows = values.shape[0]
+        per_example = n_rows == batch.input_ids.shape[0]
+        ids = batch.example_ids.cpu()[bad_rows.cpu()] if per_example else batch.example_ids.cpu()
+        dtype = next((p.dtype for p in model.parameters()), None)
+        side = "left" if bool(batch.offsets.any()) else "right"
+        raise NonFiniteError(
+            f"site {site.short}: non-finite activations (NaN/inf) for examples "
+            f"{ids.tolist()[:10]} (model dtype {dtype}, {side} padding); likely causes: "
+            "fully masked pad queries under left padding (use padding_side='right'), float16 "
+            "overflow (use float32), or non-finite weights"
+        )
+
+
 def iter_capture(
-    model: Any, tokens: Sequence[Sequence[int]], config: CaptureConfig, *, start: int = 0
+    model: HookedModel,
+    tokens: Sequence[Sequence[int]],
+    config: CaptureConfig,
+    *,
+    start: int = 0,
+    grad: bool = False,
+    stop_early: bool = True,
 ) -> Iterator[CapturedBatch]:
-    """Run ``model`` over ``tokens[start:]`` in batches; yield each batch's selected rows."""
+    """Run ``model`` over ``tokens[start:]`` in batches; yield each batch's selected rows.
+
+    ``stop_early`` skips the blocks after the last captured one (and the unembedding);
+    ``grad=True`` keeps the autograd graph instead of running under ``torch.inference_mode``.
+    ``attn_pattern`` rows hold keys in unpadded coordinates, zero-padded to the longest prompt of
+    ``tokens`` (``config.key_width`` overrides), so every batch has the same width. Each batch is
+    checked for NaN/inf (:func:`check_finite`).
+    """
     sites = as_sites(config.sites)
     check_capture_inputs(model, tokens, sites, config.positions)
-    out_dtype = DTYPES[config.dtype]
-    stop = _stop_layer(model, sites)
-    current: dict[str, TokenBatch] = {}
-
-    def transform(site: Site, act: Tensor) -> Tensor:
-        if site.kind == "attn_pattern":  # (batch, head, query, key): select query positions
-            act = einops.rearrange(act, "b h q k -> b q h k")
-        return select_positions(act, current["batch"], config.positions).values.to(out_dtype)
-
+    key_width = config.key_width or max(len(seq) for seq in tokens)
+    stop = stop_layer(model, sites) if stop_early else None
     device = model_device(model)
     pad_id = _pad_id(model, config)
+    side = safe_padding_side(model, config.padding_side)
     batches = iter_batches(
-        tokens, batch_size=config.batch_size, pad_id=pad_id, side=config.padding_side, start=start
+        tokens, batch_size=config.batch_size, pad_id=pad_id, side=side, start=start
     )
     total = -(-(len(tokens) - start) // config.batch_size)
     bar = progress_bar(desc="capture", total=total, unit="batch", enabled=config.progress)
-    with contextlib.closing(bar), capture(model, sites) as recorder, torch.inference_mode():
-        recorder.transform = transform
+    with contextlib.closing(bar):
         for batch in batches:
             batch = batch.to(device)
-            current["batch"] = batch
-            kwargs: dict[str, Any] = {}
-            if batch.is_padded:
-                kwargs["attention_mask"] = batch.attention_mask
-            if stop is not None:
-                kwargs["stop_at_layer"] = stop
-            recorder.clear()
-            model(batch.input_ids, **kwargs)
+            out: dict[Site, Tensor] = {}
+            hooks = [
+                (site, partial(_select, site=site, batch=batch, config=config, key_width=key_width,
+                               out=out))
+                for site in sites
+            ]
+            run_batch(model, batch, hooks, grad=grad, stop_at_layer=stop)
+            acts = {site: out[site] for site in sites}
+            check_finite(acts, batch, model)
             ref = select_positions(  # provenance is the same for every site
                 torch.zeros(batch.input_ids.shape + (1,), device=batch.input_ids.device),
                 batch,
                 config.positions,
             )
             bar.update(1)
-            yield CapturedBatch(
-                batch, {site: recorder[site] for site in sites}, ref.example.cpu(), ref.position.cpu()
-            )
+            yield CapturedBatch(batch, acts, ref.example.cpu(), ref.position.cpu())
 
 
 def collect_activations(
-    model: Any,
+    model: HookedModel,
     tokens: Sequence[Sequence[int]],
     sites: Sequence[Site | str],
     **options: Any,
@@ -174,7 +221,7 @@ def collect_activations(
 
 
 def _write_range(
-    model: Any,
+    model: HookedModel,
     tokens: Sequence[Sequence[int]],
     config: CaptureConfig,
     writer: StoreWriter,
@@ -192,7 +239,7 @@ def _write_range(
 
     def flush(end_example: int) -> None:
         writer.write_shard(
-            {s.name: torch.cat(v) for s, v in buffer.items()},
+            {s.key: torch.cat(v) for s, v in buffer.items()},
             torch.cat(ex_buf),
             torch.cat(pos_buf),
             metadata,
@@ -219,7 +266,7 @@ def _write_range(
 
 
 def capture_to_store(
-    model: Any,
+    model: HookedModel,
     tokens: Sequence[Sequence[int]],
     directory: str | Path,
     sites: Sequence[Site | str],
@@ -252,7 +299,7 @@ def capture_to_store(
     template = Manifest(
         model_id=model_id(model),
         model_fingerprint=model_fingerprint(model),
-        sites=[s.name for s in config.sites],
+        sites=[s.key for s in config.sites],
         positions=config.positions.describe(),
         dtype=config.dtype,
         dataset_fingerprint=dataset_fingerprint(tokens, {"metadata": metadata}),

@@ -36,9 +36,11 @@ class LastToken:
     per_example: bool = field(default=True, init=False)
 
     def describe(self) -> dict[str, Any]:
+        """JSON description of the rule (stored in manifests)."""
         return {"rule": "last_token"}
 
     def token_index(self, batch: TokenBatch) -> Int[Tensor, " batch"]:
+        """The unpadded token index of each row of ``batch``."""
         return batch.lengths - 1
 
 
@@ -50,12 +52,15 @@ class TokenIndex:
     per_example: bool = field(default=True, init=False)
 
     def __init__(self, indices: Sequence[int]) -> None:
+        """One index per example of the dataset (by example id)."""
         object.__setattr__(self, "indices", tuple(int(i) for i in indices))
 
     def describe(self) -> dict[str, Any]:
+        """JSON description of the rule (stored in manifests)."""
         return {"rule": "token_index", "indices": list(self.indices)}
 
     def token_index(self, batch: TokenBatch) -> Int[Tensor, " batch"]:
+        """The unpadded token index of each row of ``batch``."""
         idx = _take(self.indices, batch, "TokenIndex.indices")
         idx = torch.where(idx < 0, batch.lengths + idx, idx)
         bad = (idx < 0) | (idx >= batch.lengths)
@@ -76,9 +81,11 @@ class SpanMean:
     per_example: bool = field(default=True, init=False)
 
     def __init__(self, spans: Sequence[tuple[int, int]]) -> None:
+        """One ``(start, end)`` span per example of the dataset (by example id)."""
         object.__setattr__(self, "spans", tuple((int(a), int(b)) for a, b in spans))
 
     def describe(self) -> dict[str, Any]:
+        """JSON description of the rule (stored in manifests)."""
         return {"rule": "span_mean", "spans": [list(s) for s in self.spans]}
 
 
@@ -89,6 +96,7 @@ class AllTokens:
     per_example: bool = field(default=False, init=False)
 
     def describe(self) -> dict[str, Any]:
+        """JSON description of the rule (stored in manifests)."""
         return {"rule": "all_tokens"}
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..capture.sites import SITE_KINDS, Site
 from ..errors import ConfigError, StoreError
 from ..models.protocol import HookedModel
+from ..sites import SITE_KINDS, Site
 from ..util.io import sha256_file
 from .manifest import Manifest, ShardInfo, StoreMismatchError
 from .safetensors_mmap import _REPAIR, CorruptShardError, mmap_tensor, read_header
@@ -99,10 +99,10 @@ class ActivationStore:
         return self.n_rows
 
     def _site_key(self, site: Site | str) -> str:
-        key = site.name if isinstance(site, Site) else str(site)
+        key = site.key if isinstance(site, Site) else str(site)
         if key not in self.manifest.sites:
             with contextlib.suppress(ValueError):
-                key = Site.parse(key).name
+                key = Site.parse(key).key
         if key not in self.manifest.sites:
             raise UnknownStoreSiteError(
                 f"store {self.directory} has no site {key!r}; it holds {self.sites}"
@@ -131,7 +131,7 @@ class ActivationStore:
     def sites_of_kind(self, kind: str) -> list[str]:
         """The store's sites of hook ``kind`` (e.g. ``"resid_post"``), in layer order."""
         parsed = [Site.parse(s) for s in self.sites]
-        return [s.name for s in sorted(parsed, key=lambda s: (s.layer is not None, s.layer or 0))
+        return [s.key for s in sorted(parsed, key=lambda s: (s.layer is not None, s.layer or 0))
                 if s.kind == kind]
 
     def load_layers(self, sites: Sequence[Site | str] | str | None = None) -> torch.Tensor:
@@ -198,7 +198,7 @@ class ActivationStore:
 
     def check_model(self, model: HookedModel) -> None:
         """Raise if ``model`` is not the model this store was captured from."""
-        from ..capture.fingerprint import model_fingerprint
+        from ..fingerprint import model_fingerprint
 
         got = model_fingerprint(model)
         if got != self.manifest.model_fingerprint:

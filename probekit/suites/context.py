@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from ..capture import Site, all_layers, capture_to_store
-from ..capture.fingerprint import dataset_fingerprint, model_fingerprint, model_id
 from ..capture.positions import parse_position_rule
 from ..executor import Executor, InProcessExecutor, get_executor
+from ..fingerprint import dataset_fingerprint, model_fingerprint, model_id
 from ..store import ActivationStore
 from ..util.cache import cache_dir as default_cache_dir
 from ..util.device import resolve_device
@@ -170,7 +170,7 @@ class AnalysisContext:
         key = _key({
             "model": self.model_fingerprint,
             "data": dataset_fingerprint(ex.tokens),
-            "sites": [s.name for s in sites],
+            "sites": [s.key for s in sites],
             "positions": cap.positions,
             "position_values": self._position_column(),
             "padding_side": cap.padding_side,

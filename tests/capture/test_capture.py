@@ -12,6 +12,7 @@ from probekit.capture import (
     collect_activations,
     count_hooks,
 )
+from probekit.errors import ConfigError
 from tests.conftest import random_sequences
 
 SITE_KINDS_TO_CHECK = ["resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "mlp_post", "attn_z", "attn_k"]
@@ -105,7 +106,7 @@ def test_unknown_site_lists_valid_kinds_and_layers(small_model):
         Site(0, "resid_pots")
     with pytest.raises(ValueError, match="did you mean \\['resid_post'"):
         Site(0, "resid_pots")
-    with pytest.raises(KeyError, match="out of range, model has 2 layers"):
+    with pytest.raises(ConfigError, match="out of range, model has 2 layers"):
         collect_activations(small_model, [[1, 2]], [Site(5, "resid_post")], progress=False)
     assert count_hooks(small_model) == 0
 

@@ -72,3 +72,22 @@ def test_smollm2_cached_greedy_matches_recompute(smol_runs):
             with torch.inference_mode():
                 ids.append(int(model(torch.tensor([ids]))[0, -1].argmax()))
         assert cont == ids[len(prompt):]
+
+
+@pytest.mark.slow
+def test_smollm2_float64_left_padding_falls_back_to_right():
+    """HF eager attention: float64 mask min -> float32 softmax -> -inf -> NaN at left-pad queries."""
+    from probekit.capture import pad_batch
+    from probekit.models import load_model
+
+    model = load_model("smollm2-135m", dtype=torch.float64)
+    tokens = [model.to_tokens(p, prepend_bos=False)[0].tolist() for p in PROMPTS[:2]]
+    batch = pad_batch(tokens, pad_id=0, side="left")
+    with torch.inference_mode():  # the upstream behaviour probekit works around
+        raw = model(batch.input_ids, attention_mask=batch.attention_mask)
+    assert bool(torch.isnan(raw[1]).any())
+    with pytest.warns(UserWarning, match="running right-padded instead"):
+        left = collect_activations(model, tokens, ["resid_post@29"], padding_side="left", progress=False)
+    right = collect_activations(model, tokens, ["resid_post@29"], padding_side="right", progress=False)
+    assert bool(torch.isfinite(left["resid_post@29"]).all())
+    torch.testing.assert_close(left["resid_post@29"], right["resid_post@29"], atol=0, rtol=0)

@@ -1,0 +1,58 @@
+"""The one batch runner: a forward pass over a :class:`TokenBatch` with hooks attached.
+
+Capture and interventions both run batches through :func:`run_batch`: hooks are attached for the
+one forward (through :func:`~probekit.capture.hooks.hook_scope`, so they are always removed),
+gradients are on or off (``grad``; off runs under ``torch.inference_mode``), and the forward runs
+to the logits or stops after block ``stop_at_layer - 1`` (:func:`stop_layer`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..models.protocol import HookedModel
+from ..sites import Site
+from .batching import TokenBatch
+from .hooks import HookFn, hook_scope
+
+
+def stop_layer(model: HookedModel, sites: Iterable[Site]) -> int | None:
+    """Blocks after the last one ``sites`` touch need not run (``None``: the whole model must).
+
+    ``ln_final``/``ln_final_scale`` need every block; a model-level site before the blocks
+    (``embed``, ``pos_embed``) needs none but block 0 is run so the forward stays well-formed.
+    """
+    sites = list(sites)
+    if any(s.layer is None and s.kind.startswith("ln_final") for s in sites):
+        return None
+    layers = [s.layer for s in sites if s.layer is not None]
+    return (max(layers) + 1) if layers else 1
+
+
+def run_batch(
+    model: HookedModel,
+    batch: TokenBatch,
+    hooks: Sequence[tuple[Site, HookFn]] = (),
+    *,
+    grad: bool = False,
+    stop_at_layer: int | None = None,
+) -> Tensor:
+    """Run ``model`` on ``batch`` with ``hooks``; return its output.
+
+    The output is the logits ``(batch, pos, d_vocab)`` in *padded* layout, or with
+    ``stop_at_layer`` the residual stream entering that block. The attention mask is passed
+    whenever the batch is padded. ``grad=False`` runs under ``torch.inference_mode`` (outputs
+    cannot enter autograd later); ``grad=True`` keeps the graph for a backward pass.
+    """
+    kwargs: dict[str, Any] = {}
+    if batch.is_padded:
+        kwargs["attention_mask"] = batch.attention_mask
+    if stop_at_layer is not None:
+        kwargs["stop_at_layer"] = stop_at_layer
+    mode = torch.enable_grad() if grad else torch.inference_mode()
+    with hook_scope(model, hooks), mode:
+        return model(batch.input_ids, **kwargs)

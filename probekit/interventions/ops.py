@@ -1,0 +1,160 @@
+"""Intervention operations: frozen specs of what to do at one :class:`~probekit.sites.Site`.
+
+Every op names a ``site`` (with an optional head) and, for writes, *where*: ``positions`` is a
+position rule (:class:`~probekit.capture.LastToken`, ``TokenIndex``, ``SpanMean`` = every token
+of the span, ``AllTokens``) or a boolean mask ``(batch, pos)`` / ``(batch, pos, head)`` in
+unpadded coordinates; ``rows`` restricts a write to some batch rows; ``features`` to some indices
+of the last axis (e.g. MLP neurons). Tensors handed in or out are *aligned*: index ``t`` on the
+position axis is unpadded token ``t`` (:mod:`probekit.capture.layout`), so a cache read from one
+padding layout patches a run with another.
+
+Ops at the same site run in the order given; a :class:`Read` sees the value as left by the ops
+before it, a :class:`Grad` is taken with respect to the value the site finally passes on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torch import Tensor
+
+from ..capture.positions import AllTokens, PositionRule
+from ..errors import ConfigError
+from ..sites import Site
+
+Positions = PositionRule | Tensor
+
+
+def _check_site(site: Site) -> None:
+    if not isinstance(site, Site):
+        raise ConfigError(f"op site must be a probekit Site, got {site!r}; use Site.parse(text)")
+
+
+def _check_features(features: tuple[int, ...] | None) -> None:
+    if features is not None and (not features or min(features) < 0):
+        raise ConfigError(f"features must be a non-empty tuple of indices >= 0, got {features!r}")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Read:
+    """Record the site's activation (detached).
+
+    ``positions=None`` keeps the whole aligned tensor ``(batch, pos, *feat)`` (pad entries 0); a
+    position rule keeps the selected rows ``(row, *feat)`` as
+    :func:`~probekit.capture.select_positions` does.
+    """
+
+    site: Site
+    positions: PositionRule | None = None
+
+    def __post_init__(self) -> None:
+        """Validate the site."""
+        _check_site(self.site)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Replace:
+    """Overwrite the selected cells with ``values`` (aligned ``(batch, pos, *feat)``), e.g. a cache.
+
+    Patching from a clean cache: ``Replace(site=s, values=clean.reads[s])``.
+    """
+
+    site: Site
+    values: Tensor
+    positions: Positions = field(default_factory=AllTokens)
+    rows: tuple[int, ...] | None = None
+    features: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        """Validate the site and features."""
+        _check_site(self.site)
+        _check_features(self.features)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ReplaceFromRows:
+    """Patch row ``i`` with row ``source_rows[i]`` of the same batch (same unpadded positions).
+
+    ``source_rows[i] = -1`` leaves row ``i`` alone. A selected position must exist in the source
+    row (e.g. ``LastToken`` of rows of equal length, or a ``TokenIndex`` within both).
+    """
+
+    site: Site
+    source_rows: tuple[int, ...]
+    positions: Positions = field(default_factory=AllTokens)
+    features: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        """Validate the site and features."""
+        _check_site(self.site)
+        _check_features(self.features)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Ablate:
+    """Zero-, mean- or resample-ablate the selected cells.
+
+    ``zero``: 0. ``mean``: ``mean`` (``(*feat)`` or per position ``(pos, *feat)``, aligned); by
+    default the mean over every real token of this batch. ``resample``: each row takes a random
+    row of ``pool`` (aligned ``(n, pos, *feat)``, e.g. a reference-data :class:`Read`) drawn with
+    ``seed``; without a pool, another row of this batch (a random derangement).
+    """
+
+    site: Site
+    method: str = "zero"  # "zero" | "mean" | "resample" (validated: a clear error, not a type error)
+    positions: Positions = field(default_factory=AllTokens)
+    rows: tuple[int, ...] | None = None
+    features: tuple[int, ...] | None = None
+    mean: Tensor | None = None
+    pool: Tensor | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        """Validate method, site and features."""
+        _check_site(self.site)
+        _check_features(self.features)
+        if self.method not in ("zero", "mean", "resample"):
+            raise ConfigError(
+                f"ablation method {self.method!r} unknown; use 'zero', 'mean' or 'resample'"
+            )
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Add:
+    """Add ``scale * vector`` at the selected cells (steering).
+
+    ``vector`` is ``(*feat)`` (the same at every cell) or aligned ``(batch, pos, *feat)``.
+    """
+
+    site: Site
+    vector: Tensor
+    scale: float = 1.0
+    positions: Positions = field(default_factory=AllTokens)
+    rows: tuple[int, ...] | None = None
+    features: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        """Validate the site and features."""
+        _check_site(self.site)
+        _check_features(self.features)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Grad:
+    """Record d(objective)/d(activation) at the site, aligned ``(batch, pos, *feat)`` or rows.
+
+    The run must have gradients on; the objective is given to
+    :func:`~probekit.interventions.run_with_interventions` or
+    :meth:`~probekit.interventions.InterventionResult.backward`.
+    """
+
+    site: Site
+    positions: PositionRule | None = None
+
+    def __post_init__(self) -> None:
+        """Validate the site."""
+        _check_site(self.site)
+
+
+Op = Read | Replace | ReplaceFromRows | Ablate | Add | Grad
+WRITE_OPS = (Replace, ReplaceFromRows, Ablate, Add)
