@@ -190,6 +190,27 @@ def _corr(x: list[float], y: list[float]) -> dict[str, Any]:
     }
 
 
+def _partial(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ours: Pearson of modifier HE and OOD accuracy after regressing both on ID accuracy."""
+    if len(rows) < 4:
+        return {"n": len(rows), "note": "too few models"}
+    z = np.array([r["id_token_acc"] for r in rows])
+    if np.ptp(z) == 0:
+        return {"n": len(rows), "note": "constant ID accuracy"}
+    Z = np.stack([np.ones_like(z), z], 1)
+
+    def resid(v: list[float]) -> np.ndarray:
+        y = np.asarray(v)
+        return y - Z @ np.linalg.lstsq(Z, y, rcond=None)[0]
+
+    out = _corr(
+        resid([r["modifier_he"] for r in rows]).tolist(),
+        resid([r["ood_token_acc"] for r in rows]).tolist(),
+    )
+    out["note"] = "residuals after a linear fit on ID token accuracy (p-value ignores that fit)"
+    return out
+
+
 def analyse(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Noise-sweep R^2 over level means, single-model correlations, regularisation tests."""
     from probekit.stats import paired_ttest
@@ -230,6 +251,7 @@ def analyse(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "noise_vs_modifier_he": _corr(
             [r["spec"]["noise"] for r in sweep], [r["modifier_he"] for r in sweep]
         ),
+        "modifier_he_vs_ood_given_id_acc": _partial(plain),
     }
     cov: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in plain:
@@ -285,7 +307,7 @@ def scatter(rows: list[dict[str, Any]], analysis: dict[str, Any], path: Path) ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
     for ax, metric in zip(axes, ("modifier_he", "sequence_he")):
         for lam, marker in ((0.0, "o"), (None, "^")):
             sel = [
