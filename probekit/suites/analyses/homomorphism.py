@@ -1,0 +1,158 @@
+"""``[[homomorphism]]``: modifier and sequence homomorphism error per layer (An & Du 2026).
+
+Reads the whole inputs of a SCAN-style split (``[data] prompt_only = false``) with their parse
+columns, captures every block's states in one pass (:func:`probekit.homomorphism.capture_states`;
+all tokens, so not the context's one-row-per-example store) and reports, per layer and
+composition kind, [C]'s HE (mean over operator families of held-out MSE, bootstrap CI) and the
+normalised ``1 - R^2`` (ours).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ...capture import Site
+from ...errors import ConfigError, DataError
+from ...homomorphism import (
+    HEConfig,
+    HEResult,
+    capture_states,
+    modifier_he,
+    modifier_pairs,
+    sequence_he,
+    sequence_pairs,
+)
+from ...report.blocks import Column, LinePlot, Series, Table, Text
+from ...report.labels import site_label
+from ...testbeds.base import TaskDataset
+from ..registry import register_analysis
+from ..result import AnalysisResult
+
+PARSE_COLUMNS = ("prim_positions", "mod_positions", "modifiers", "part_spans")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HomomorphismSpec:
+    """``[[homomorphism]]`` keys (defaults = the authors' choices [C]).
+
+    Attributes:
+        split: examples whose inputs give the pairs ([C]: the training inputs).
+        kinds: ``modifier`` (primitive + adjacent modifier) and/or ``sequence`` (``then``).
+        families: operator families averaged into HE.
+        solver: ``ridge`` (closed form) or ``adam`` ([C]'s 50-epoch fit) for affine/bilinear.
+        pooling: span pooling, ``mean`` [C] or ``last``.
+        site: hook kind read at every block.
+        train_fraction, shuffle, seed: operator fit/score split and seeds.
+    """
+
+    split: str = "train"
+    kinds: tuple[Literal["modifier", "sequence"], ...] = ("modifier", "sequence")
+    families: tuple[Literal["affine", "bilinear", "mlp"], ...] = ("affine", "bilinear", "mlp")
+    solver: Literal["ridge", "adam"] = "ridge"
+    pooling: Literal["mean", "last"] = "mean"
+    site: str = "resid_post"
+    train_fraction: float = 0.8
+    shuffle: bool = False
+    seed: int = 0
+
+
+def _dataset(ctx: Any, split: str) -> TaskDataset:
+    if ctx.suite.data.prompt_only:
+        raise ConfigError(
+            f"{ctx.suite.source}: [[homomorphism]] reads whole inputs but [data] prompt_only = "
+            "true keeps only each prompt; set [data] prompt_only = false"
+        )
+    ex = ctx.examples
+    missing = [c for c in PARSE_COLUMNS if c not in ex.columns]
+    if missing:
+        raise DataError(
+            f"{ctx.suite.source}: [[homomorphism]] needs the parse columns {missing} (have "
+            f"{sorted(ex.columns)}); use a SCAN-style testbed ([data] task = \"scan\")"
+        )
+    idx = ex.split(split)
+    n = len(idx)
+    return TaskDataset(
+        name=split, tokens=[ex.tokens[i] for i in idx], targets=[[] for _ in range(n)],
+        target_positions=[[] for _ in range(n)],
+        metadata={c: [ex.columns[c][i] for i in idx] for c in PARSE_COLUMNS},
+    )
+
+
+def _rows(res: HEResult, labels: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for i, _ in enumerate(res.layers):
+        row: dict[str, Any] = {
+            "kind": res.kind, "site": labels[i], "he": float(res.he[i]),
+            "ci": f"[{res.he_low[i]:.3g}, {res.he_high[i]:.3g}]",
+            "norm": float(res.he_normalised[i]),
+        }
+        row.update({f: float(v) for f, v in zip(res.families, res.mse[i])})
+        rows.append(row)
+    return rows
+
+
+@register_analysis("homomorphism", spec=HomomorphismSpec)
+def run_homomorphism(spec: HomomorphismSpec, ctx: Any) -> AnalysisResult:
+    """Modifier / sequence HE per layer with bootstrap CIs (An & Du 2026)."""
+    ds = _dataset(ctx, spec.split)
+    vocab = ctx.examples.vocab
+    cfg = HEConfig(
+        families=tuple(spec.families), solver=spec.solver, pooling=spec.pooling, site=spec.site,
+        train_fraction=spec.train_fraction, shuffle=spec.shuffle, seed=spec.seed,
+    )
+    states = capture_states(
+        ctx.model, ds.tokens, site=spec.site, pad_id=vocab.pad_id if vocab is not None else 0
+    )
+    ctx.forward_passes += 1
+    results: dict[str, HEResult] = {}
+    for kind in spec.kinds:
+        if kind == "modifier":
+            results[kind] = modifier_he(states=states, pairs=modifier_pairs(ds), config=cfg)
+        else:
+            results[kind] = sequence_he(states=states, pairs=sequence_pairs(ds), config=cfg)
+    labels = [site_label(Site(layer, spec.site)) for layer in states.layers]
+    rows = [r for res in results.values() for r in _rows(res, labels)]
+    fam_cols = tuple(Column(key=f, header=f"{f} MSE", fmt=".4g") for f in spec.families)
+    blocks = (
+        Text(text=(
+            f"Operators fit on the first {spec.train_fraction:.0%} of the {spec.split!r} pairs, "
+            "scored on the rest. HE [C] = mean over families of held-out MSE (95% bootstrap CI "
+            "over scored pairs); 1 - R^2 (ours) does not scale with the hidden states. "
+            + ", ".join(f"{k}: {r.n_pairs} pairs" for k, r in results.items())
+        )),
+        LinePlot(
+            title="HE [C] by layer", x_labels=tuple(labels), ylabel="held-out MSE",
+            series=tuple(
+                Series(name=k, values=tuple(map(float, r.he)), low=tuple(map(float, r.he_low)),
+                       high=tuple(map(float, r.he_high)))
+                for k, r in results.items()
+            ),
+        ),
+        LinePlot(
+            title="1 - R^2 (ours) by layer", x_labels=tuple(labels), ylabel="1 - R^2",
+            series=tuple(
+                Series(name=k, values=tuple(map(float, r.he_normalised)),
+                       low=tuple(map(float, r.he_normalised_low)),
+                       high=tuple(map(float, r.he_normalised_high)))
+                for k, r in results.items()
+            ),
+        ),
+        Table(
+            columns=(
+                Column(key="kind", header="kind", fmt="", align="left"),
+                Column(key="site", header="site", fmt="", align="left"),
+                Column(key="he", header="HE [C]", fmt=".4g"),
+                Column(key="ci", header="95% CI", fmt=""),
+                Column(key="norm", header="1 - R^2 (ours)", fmt=".4g"),
+                *fam_cols,
+            ),
+            rows=tuple(rows),
+        ),
+    )
+    return AnalysisResult(
+        section="homomorphism",
+        title="Homomorphism error (An & Du 2026)",
+        data={k: r.to_dict() for k, r in results.items()},
+        blocks=blocks,
+    )
