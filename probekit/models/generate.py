@@ -22,6 +22,7 @@ _IDK = ("i don't know", "i do not know", "unknown", "not sure")
 
 
 def normalise(text: str) -> str:
+    """First line, lower-cased, punctuation replaced by spaces, whitespace collapsed."""
     text = text.strip().split("\n", 1)[0].lower()
     text = re.sub(r"[^\w\s]", " ", text)
     return " ".join(text.split())
@@ -66,8 +67,11 @@ def greedy_continuations(
 
 
 def _greedy_batch(model: Any, ids: torch.Tensor, mask: torch.Tensor, steps: int) -> list[list[int]]:
-    """Greedy decoding of one left-padded batch; uses the bridge's HF KV cache when the model
-    supports it (``return_type="logits_and_cache"``), else re-runs the growing sequence."""
+    """Greedy decoding of one left-padded batch.
+
+    Uses the bridge's HF KV cache when the model supports it (``return_type="logits_and_cache"``),
+    else re-runs the growing sequence.
+    """
     new: list[torch.Tensor] = []
     try:
         logits, past = model(ids, attention_mask=mask, return_type="logits_and_cache")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..capture import Site
+    from ..sites import Site
 
 __all__ = ["site_label"]
 
@@ -19,7 +19,7 @@ def site_label(site: Site | str | None) -> str:
     if site is None:
         return "-"
     if isinstance(site, str):
-        from ..capture import Site
+        from ..sites import Site
 
         try:
             site = Site.parse(site)

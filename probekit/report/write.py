@@ -59,6 +59,16 @@ def format_cell(value: Any, fmt: str) -> str:
     return str(value)
 
 
+def class_summary(counts: dict[str, int], limit: int = 8) -> str:
+    """``"a 12, b 10"`` for few classes, ``"53 classes, 5-18 each (n=600)"`` for many."""
+    if not counts:
+        return "no examples"
+    if len(counts) <= limit:
+        return ", ".join(f"{k} {v}" for k, v in counts.items())
+    values = list(counts.values())
+    return f"{len(values)} classes, {min(values)}-{max(values)} each (n={sum(values)})"
+
+
 def _render_block(block: dict[str, Any]) -> dict[str, Any]:
     """Add what the template needs: the PNG of plot blocks, formatted cells of tables."""
     out = dict(block)
@@ -96,6 +106,7 @@ def render_html(report: dict[str, Any]) -> str:
     return env.get_template("report.html.j2").render(
         name=report["suite"]["name"], description=report["suite"]["description"],
         model=report["model"], data=report["data"], hypotheses=report["hypotheses"],
+        class_counts={k: class_summary(v) for k, v in report["data"].get("class_counts", {}).items()},
         analyses=analyses, versions=report.get("versions", {}),
         provenance=report.get("provenance", {}),
         config_json=json.dumps(report["suite"], indent=2),

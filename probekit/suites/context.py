@@ -1,5 +1,4 @@
-"""What an analysis gets: the suite, its model (loaded lazily), the examples and activations
-captured once into a cached store.
+"""What an analysis gets: suite, model (loaded lazily), examples, cached activations.
 
 Activations live in an :class:`~probekit.store.ActivationStore` under
 ``<cache>/activations/<key>``, keyed by (model fingerprint, dataset fingerprint, sites,
@@ -33,6 +32,14 @@ from .spec import Suite, SuiteError
 __all__ = ["AnalysisContext"]
 
 
+def _counts(values: list[Any]) -> dict[str, int]:
+    """Occurrences of each value (as text), most frequent first."""
+    counts: dict[str, int] = {}
+    for v in values:
+        counts[str(v)] = counts.get(str(v), 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def _key(payload: dict[str, Any]) -> str:
     return sha256_bytes(json.dumps(payload, sort_keys=True, default=str).encode())[:20]
 
@@ -57,6 +64,7 @@ class AnalysisContext:
         self, suite: Suite, *, model: Any = None, progress: bool = True,
         executor: str | Executor | None = None, cache_dir: str | Path | None = None,
     ) -> None:
+        """Hold the inputs; nothing is loaded or captured until first asked for."""
         self.suite = suite
         self.stats = suite.stats
         self.progress = progress
@@ -106,7 +114,40 @@ class AnalysisContext:
             "n_layers": int(m.cfg.n_layers),
             "d_model": int(m.cfg.d_model),
             "compatibility_mode": bool(getattr(m, "probekit_compatibility_mode", False)),
+            "source": str(getattr(m, "probekit_provenance", "") or model_id(m)),
         }
+
+    def data_info(self) -> dict[str, Any]:
+        """Data provenance and summaries for the report: source, sha256, class counts, answers."""
+        from ..util.io import sha256_file
+
+        data = self.suite.data
+        ex = self.examples
+        if data.file is not None:
+            path = self.suite.resolve(data.file)
+            source = {"file": str(data.file), "sha256": sha256_file(path)}
+        else:
+            source = {"task": data.task or "(the model's training task)",
+                      "task_options": dict(data.task_options)}
+        out: dict[str, Any] = {"source": source}
+        labels = ex.columns.get(data.label)
+        if labels is not None:
+            out["class_counts"] = {
+                split: _counts([labels[i] for i in idx]) for split, idx in ex.splits.items()
+            }
+        if data.answer_column is not None and "correct" in ex.columns:
+            correct = ex.columns["correct"]
+            out["answer_accuracy"] = {
+                split: float(np.mean([correct[i] for i in idx])) if len(idx) else None
+                for split, idx in ex.splits.items()
+            }
+            split_of = {int(i): split for split, idx in ex.splits.items() for i in idx}
+            out["greedy_answers"] = [
+                {"split": split_of.get(i), "gold": ex.columns[data.answer_column][i],
+                 "answer": ex.columns["greedy_answer"][i], "correct": int(correct[i])}
+                for i in range(len(ex))
+            ]
+        return out
 
     # -- data -------------------------------------------------------------------------------
     @property
@@ -155,8 +196,10 @@ class AnalysisContext:
         return sites
 
     def activations(self, sites: Sequence[Site] | None = None) -> dict[Site, torch.Tensor]:
-        """``site -> (example, d)`` float32 activations at ``[capture] positions`` (one row per
-        example), from the cached store; captures only what is not cached yet."""
+        """``site -> (example, d)`` float32 activations at ``[capture] positions``.
+
+        One row per example, read from the cached store; only sites not cached yet are captured.
+        """
         sites = list(sites) if sites is not None else self.default_sites()
         missing = [s for s in sites if s not in self._acts]
         if missing:

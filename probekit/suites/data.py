@@ -1,5 +1,7 @@
-"""A suite's examples: token sequences, per-example columns and named splits (the dataset view
-analyses read), built from a testbed task or a JSONL file."""
+"""A suite's examples: token sequences, per-example columns and named splits.
+
+This is the dataset view analyses read; it is built from a testbed task or a JSONL file.
+"""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ class Examples:
     vocab: Any = None
 
     def __len__(self) -> int:
+        """Number of examples."""
         return len(self.tokens)
 
     def column(self, name: str) -> list[Any]:

@@ -12,7 +12,7 @@ from ..report.labels import site_label
 from ..stats.result import StatTestResult
 
 if TYPE_CHECKING:
-    from ..capture import Site
+    from ..sites import Site
 
 __all__ = ["AnalysisResult", "Hypothesis"]
 
@@ -37,8 +37,11 @@ class Hypothesis(StatTestResult):
 
     @classmethod
     def from_test(cls, test: StatTestResult, **context: Any) -> Hypothesis:
-        """Attach ``context`` (name, site, metric, alpha, outcome; or overrides such as
-        ``statistic=``/``effect_size=``) to a test result."""
+        """Attach ``context`` to a test result.
+
+        ``context``: name, site, metric, alpha, outcome; or overrides of the test's fields such
+        as ``statistic=``/``effect_size=``.
+        """
         values = {f.name: getattr(test, f.name) for f in dataclasses.fields(StatTestResult)}
         return cls(**{**values, **context})
 

@@ -104,6 +104,7 @@ def run_suite(
             "sites": [s.name for s in sites],
             "positions": suite.capture.positions,
             "probe_device": ctx.device,
+            **ctx.data_info(),
         },
         analyses=tuple(results),
         provenance={

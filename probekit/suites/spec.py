@@ -92,6 +92,8 @@ class CaptureSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class StatsSpec:
+    """``[stats]``: permutation and bootstrap sizes, CI level, alpha, multiplicity correction."""
+
     n_permutations: int = 200
     n_bootstrap: int = 1000
     confidence_level: float = 0.95
@@ -103,6 +105,8 @@ class StatsSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Suite:
+    """A validated suite: fixed sections plus the analysis specs in file order."""
+
     name: str
     model: ModelSpec
     data: DataSpec
@@ -147,8 +151,10 @@ _HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.]+)\s*\]\]?")
 
 
 def _line_of(text: str, section: str, key: str | None, index: int = 0) -> int | None:
-    """1-based line of ``key`` inside the ``index``-th ``[section]`` / ``[[section]]`` table
-    (or of that table's header when ``key`` is None)."""
+    """1-based line of ``key`` in the ``index``-th ``[section]`` / ``[[section]]`` table.
+
+    With ``key=None``: the line of that table's header.
+    """
     current, seen = None, -1
     for lineno, line in enumerate(text.splitlines(), 1):
         m = _HEADER.match(line)
@@ -243,8 +249,10 @@ def _check_type(value: Any, annotation: Any, where: str) -> Any:
 def _build(
     cls: type, table: dict[str, Any], path: Path, text: str, section: str, *, index: int = 0
 ) -> Any:
-    """Instantiate the dataclass ``cls`` from a TOML table, checking every key against its
-    fields: unknown keys (with a close match), types, ``Literal`` choices, required keys."""
+    """Instantiate the dataclass ``cls`` from a TOML table, checking it against the fields.
+
+    Unknown keys (with a close match), types, ``Literal`` choices and required keys are checked.
+    """
     if not isinstance(table, dict):
         raise SuiteError(f"{_where(path, text, section, index=index)}: expected a table")
     hints = typing.get_type_hints(cls)

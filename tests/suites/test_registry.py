@@ -3,6 +3,7 @@ activations are captured once into the cache, sites are labelled by their own la
 
 import json
 import re
+import types
 from dataclasses import dataclass
 from typing import Literal
 
@@ -181,6 +182,8 @@ def test_correctness_rows_carry_site_layers_and_strict_json(suite_dir, tmp_path)
     rows = result.probes[0]["sweep"]["rows"]
     assert [r["layer"] for r in rows] == [0, 1]
     assert result.hypotheses[0].site == Site(int(np.argmax([r["val"] for r in rows])), "resid_post")
+    for r in rows:  # mean +- 1.96 SE of an AUROC, clipped to [0, 1]
+        assert 0.0 <= r["test_ci"][0] <= r["val"] <= r["test_ci"][1] <= 1.0
     raw = write_report(result, tmp_path / "rep")["json"].read_text()
     assert "NaN" not in raw and json.loads(raw)["probes"][0]["sweep"]["rows"][0]["train"] is None
 
@@ -195,3 +198,32 @@ def test_examples_pairs():
         ex.pairs()
     with pytest.raises(SuiteError, match="no split 'val'; splits are \\['train'\\]"):
         ex.split("val")
+
+
+def test_report_provenance_counts_answers_and_floor_warning(suite_dir, tmp_path):
+    from probekit.util.io import sha256_file
+
+    text = HEAD.replace("n_permutations = 19", 'n_permutations = 9\npermutation_sites = "best"')
+    text = text.replace('label = "planted"', 'label = "planted"\nanswer_column = "last"\nmax_new_tokens = 1')
+    path = tmp_path / "p.toml"
+    path.write_text((text + "[[probe]]\nkind = \"logistic\"\nCs = 2\ncv = 3\n").replace(
+        '"ckpt"', f'"{suite_dir / "ckpt"}"').replace('"data.jsonl"', f'"{suite_dir / "data.jsonl"}"'))
+    model = load_checkpoint(suite_dir / "ckpt")
+    model.tokenizer = types.SimpleNamespace(decode=lambda ids: " ".join(map(str, ids)), pad_token_id=0)
+    result = run_suite(load_suite(path), progress=False, model=model)
+    data = result.data
+    assert data["source"]["sha256"] == sha256_file(suite_dir / "data.jsonl")
+    assert "probekit checkpoint" in result.model["source"]
+    for split, counts in data["class_counts"].items():
+        assert sum(counts.values()) == data["splits"][split]
+    answers = data["greedy_answers"]
+    assert len(answers) == data["n_examples"]
+    for split, acc in data["answer_accuracy"].items():
+        mine = [a["correct"] for a in answers if a["split"] == split]
+        assert acc == pytest.approx(np.mean(mine))
+    (warning,) = [w for w in result.analyses[0].warnings if "smallest possible p-value" in w]
+    assert "0.1 > alpha=0.05" in warning and "n_permutations >= 20" in warning
+    html = write_report(result, tmp_path / "rep")["html"].read_text()
+    h = result.hypotheses[0]
+    assert f"{h.statistic:.3f} ({h.metric})" in html and f"{h.p_value:.3g}" in html
+    assert data["source"]["sha256"][:16] in html and "accuracy of the model's greedy answers" in html

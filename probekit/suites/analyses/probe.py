@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # heavy imports happen inside the run functions: validation s
     import numpy as np
     import torch
 
-    from ...capture import Site
+    from ...sites import Site
     from ...probes.sweep import SweepResult
 
 __all__ = ["PermutationTask", "ProbeResult", "ProbeSpec", "permutation_p_value", "run_probe"]
@@ -185,6 +185,12 @@ def run_probe(spec: ProbeSpec, ctx: Any) -> ProbeResult:
             test_best = tests[best]
         else:
             test_best = tests[0]
+        if 1 / (1 + st.n_permutations) > st.alpha:
+            warnings.append(
+                f"with {st.n_permutations} permutations the smallest possible p-value is "
+                f"{1 / (1 + st.n_permutations):.3g} > alpha={st.alpha}: the test cannot reject; "
+                f"set [stats] n_permutations >= {int(np.ceil(1 / st.alpha))}"
+            )
         # The tested site was chosen by CV on the training split only, so its test-split
         # permutation p-value is a single pre-specified test and needs no correction; the
         # per-site family (entry["permutation"]) is corrected.
@@ -214,7 +220,7 @@ def _sweep_warnings(sweep: SweepResult, chance: float, sites: list[Site]) -> lis
     """Warnings a reader needs: overfitting, ceiling ties, a label readable at the embedding."""
     import numpy as np
 
-    from ...capture import Site
+    from ...sites import Site
 
     out = []
     best = sweep.best_row
@@ -351,7 +357,7 @@ def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
 
     Diff-of-means direction on raw last-token activations, k-fold ID AUROC per site, fold-wise
     OOD AUROC; the JSON keeps the sweep layout (val = test = mean CV AUROC, CI = mean +- 1.96
-    SE over folds) and the report shows it as one CV column.
+    SE over folds, clipped to [0, 1]) and the report shows it as one CV column.
     """
     import numpy as np
     import torch
@@ -377,14 +383,17 @@ def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
     def se(sd: Any) -> np.ndarray:
         return 1.96 * np.asarray(sd) / np.sqrt(spec.cv)
 
+    def band(m: float, s: float) -> list[float]:  # an AUROC interval stays inside [0, 1]
+        return [max(0.0, m - s), min(1.0, m + s)]
+
     rows = []
     for i, site in enumerate(sites):
         m, s = float(res.auroc_mean[i]), float(se(res.auroc_std)[i])
         row = {"site": site.name, "layer": site.layer, "hyperparameter": float("nan"),
-               "train": float("nan"), "val": m, "test": m, "test_ci": [m - s, m + s]}
+               "train": float("nan"), "val": m, "test": m, "test_ci": band(m, s)}
         for k in ood:
             om, os_ = float(res.ood_mean[k][i]), float(se(res.ood_std[k])[i])
-            row[f"ood/{k}"], row[f"ood_ci/{k}"], row[f"gap/{k}"] = om, [om - os_, om + os_], m - om
+            row[f"ood/{k}"], row[f"ood_ci/{k}"], row[f"gap/{k}"] = om, band(om, os_), m - om
         rows.append(row)
     best = int(np.argmax(res.auroc_mean))
     entry = {
