@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # heavy imports happen inside the run functions: validation s
     import numpy as np
     import torch
 
-    from ...sites import Site
     from ...probes.sweep import SweepResult
+    from ...sites import Site
 
 __all__ = ["PermutationTask", "ProbeResult", "ProbeSpec", "permutation_p_value", "run_probe"]
 
