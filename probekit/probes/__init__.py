@@ -4,6 +4,7 @@ from .control import SelectivityResult as SelectivityResult
 from .control import control_labels as control_labels
 from .control import selectivity as selectivity
 from .control import selectivity_sweep as selectivity_sweep
+from .correctness import BaselineComparison as BaselineComparison
 from .correctness import CorrectnessProbeResult as CorrectnessProbeResult
 from .correctness import correctness_probe as correctness_probe
 from .diffmeans import DiffMeansProbe as DiffMeansProbe
@@ -16,6 +17,7 @@ from .logistic import fit_logistic_batched as fit_logistic_batched
 from .metrics import accuracy as accuracy
 from .metrics import auroc as auroc
 from .metrics import r2_score as r2_score
+from .metrics import within_group_auroc as within_group_auroc
 from .permutation import probe_permutation_test as probe_permutation_test
 from .ridge import RidgeProbe as RidgeProbe
 from .ridge import fit_ridge_batched as fit_ridge_batched

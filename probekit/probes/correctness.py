@@ -1,4 +1,4 @@
-"""In-advance correctness probe ("No Answer Needed", arXiv 2509.10625).
+"""In-advance correctness probe ("No Answer Needed", arXiv 2509.10625) with honest controls.
 
 Input: residual stream after each block at the last prompt token (before any generated token),
 raw (no standardisation). Labels: 1 = the model's greedy answer was correct. Per layer::
@@ -6,43 +6,96 @@ raw (no standardisation). Labels: 1 = the model's greedy answer was correct. Per
     w = mu_correct - mu_incorrect,   mu = (mu_correct + mu_incorrect) / 2,
     score(h) = (h - mu) . w / ||w||
 
-Metric AUROC. ID: stratified k-fold CV (3 folds by default). OOD: for fold j, the direction fit
-on the ID data minus fold j is scored on ID fold j and on fold j of every named OOD set (the
-paper uses 5 folds and one fold of each OOD dataset per run), so the fold SD is over disjoint
-OOD subsets. Capture of the activations is not done here.
+Metric AUROC. Folds: stratified k-fold (default), explicit ``folds``, or -- with ``groups``
+(e.g. the relation or dataset a question comes from) -- leave-one-group-out or grouped k-fold.
+Every row gets an out-of-fold score, from which the result reports the fold AUROCs, the pooled
+AUROC and, with groups, the *within-group* AUROC (pairs of the same group only), which a signal
+that merely says which group a question belongs to cannot raise above 0.5.
+
+Controls (issue 19 §3; the paper compares with black-box baselines and tests transfer):
+
+* baselines on the same folds (:mod:`probekit.probes.correctness_baselines`): the group base
+  rate, a TF-IDF + logistic-regression question-text model, the model's own answer confidence;
+  the probe minus each baseline with a paired percentile-bootstrap CI (rows resampled jointly).
+* layer selection: the probe compared with the baselines is the *nested* one (the layer chosen
+  by inner CV on each outer training split, never by the test folds), and the best-of-layers
+  statistic gets a max-statistic permutation p-value (labels shuffled -- within groups when
+  groups are given, so the group base rates are kept -- all layers refit, the maximum taken).
+
+OOD: for fold j, the direction fit on the ID training rows of fold j is scored on fold j of
+every named OOD set. Capture of the activations is not done here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import torch
 from jaxtyping import Float
-from sklearn.model_selection import KFold, StratifiedKFold
+from sklearn.model_selection import GroupKFold, KFold, LeaveOneGroupOut, StratifiedKFold
 from torch import Tensor
 
+from ..errors import DataError
+from ..stats.bootstrap import bootstrap_indices, percentile_interval
+from ..stats.permutation import permutation_result
+from ..stats.result import ConfidenceInterval, StatTestResult
 from ..util.numeric import diff_of_means
-from ._validation import as_float_tensor, check_layer_acts, check_n_labels
-from .metrics import auroc
+from ._validation import as_float_tensor, check_indices, check_layer_acts, check_n_labels
+from .correctness_baselines import group_base_rate_scores, question_text_scores
+from .metrics import auroc, within_group_auroc
 
-__all__ = ["CorrectnessProbeResult", "correctness_probe"]
+__all__ = ["BaselineComparison", "CorrectnessProbeResult", "correctness_probe"]
+
+Folds = list[tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaselineComparison:
+    """A black-box baseline on the probe's folds, and the (nested-selection) probe minus it.
+
+    Attributes:
+        name: ``group_base_rate``, ``question_text`` or ``confidence``.
+        pooled_auroc: AUROC of the baseline's out-of-fold scores over all rows.
+        within_group_auroc: same over same-group pairs (NaN without groups).
+        diff_pooled: probe minus baseline pooled AUROC, paired bootstrap CI.
+        diff_within: probe minus baseline within-group AUROC, paired bootstrap CI (or None).
+    """
+
+    name: str
+    pooled_auroc: float
+    within_group_auroc: float
+    diff_pooled: ConfidenceInterval
+    diff_within: ConfidenceInterval | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class CorrectnessProbeResult:
-    """Per-layer AUROC of the diff-of-means correctness direction.
+    """Per-layer AUROC of the diff-of-means correctness direction, with controls.
 
     Attributes:
         layers: layer label of each row.
-        fold_auroc: ``(layer, fold)`` held-out ID AUROC.
-        auroc_mean, auroc_std: over folds (std with ddof=1).
+        fold_auroc: ``(layer, fold)`` held-out ID AUROC (NaN for a one-class test fold).
+        auroc_mean, auroc_std: over folds (NaN-aware; std with ddof=1).
         ood_fold_auroc, ood_mean, ood_std: per OOD split, same shapes.
-        best_layer: layer with the highest mean ID CV AUROC (first on ties).
+        best_layer: layer with the highest mean ID CV AUROC (first on ties); chosen on the test
+            folds, so its AUROC is optimistic -- see ``max_stat_test`` and ``selected_*``.
         direction: ``(layer, d)`` unit direction fit on all ID examples.
         midpoint: ``(layer, d)`` ``mu`` fit on all ID examples.
         n_correct, n_incorrect: ID label counts.
+        evaluation: how folds were made (``stratified 3-fold``, ``leave-one-group-out``, ...).
+        pooled_auroc: ``(layer,)`` AUROC of the pooled out-of-fold scores.
+        within_group_auroc: ``(layer,)`` pairs of the same group held out in the same fold
+            only (None without groups).
+        oof_scores: ``(layer, n)`` out-of-fold scores (NaN for rows in no test fold).
+        selected_layers: layer chosen by inner CV in each outer fold (nested selection).
+        selected_pooled_auroc, selected_within_group_auroc: of the nested-selection scores.
+        selected_scores: ``(n,)`` out-of-fold scores of the nested-selection probe.
+        baselines: name -> :class:`BaselineComparison`.
+        max_stat_test: permutation test of ``max over layers`` of the selection metric
+            (within-group AUROC with groups, else mean fold AUROC), or None.
     """
 
     layers: tuple[int, ...]
@@ -57,6 +110,16 @@ class CorrectnessProbeResult:
     midpoint: np.ndarray = field(repr=False)
     n_correct: int
     n_incorrect: int
+    evaluation: str = "stratified k-fold"
+    pooled_auroc: np.ndarray | None = None
+    within_group_auroc: np.ndarray | None = None
+    oof_scores: np.ndarray | None = field(default=None, repr=False)
+    selected_layers: tuple[int, ...] = ()
+    selected_pooled_auroc: float = float("nan")
+    selected_within_group_auroc: float = float("nan")
+    selected_scores: np.ndarray | None = field(default=None, repr=False)
+    baselines: Mapping[str, BaselineComparison] = field(default_factory=dict)
+    max_stat_test: StatTestResult | None = None
 
     def score(self, acts: Float[Tensor, "layer n d"]) -> np.ndarray:
         """Scores ``(h - mu) . w / ||w||`` of new activations with the all-ID direction."""
@@ -79,8 +142,90 @@ def _labels(correct: object, n: int, what: str) -> np.ndarray:
     check_n_labels(n, c, what=what)
     u = np.unique(c)
     if not set(u.tolist()) <= {0, 1}:
-        raise ValueError(f"{what} must be boolean / 0-1 (1 = correct), got values {u[:5]}")
+        raise DataError(f"{what} must be boolean / 0-1 (1 = correct), got values {u[:5]}")
     return c.astype(bool)
+
+
+def _oof_batch(X: Tensor, Y: np.ndarray, folds: Folds) -> np.ndarray:
+    """``(layer, labelling, n)`` out-of-fold diff-of-means scores for labellings ``Y`` (B, n)."""
+    L, n, _ = X.shape
+    out = np.full((L, Y.shape[0], n), np.nan)
+    P = torch.as_tensor(Y, dtype=X.dtype, device=X.device)
+    for tr, te in folds:
+        tr_t = torch.as_tensor(tr, device=X.device)
+        w, mu = diff_of_means(X[:, tr_t].unsqueeze(1), P[:, tr_t])  # (L, B, d)
+        Xte = X[:, torch.as_tensor(te, device=X.device)]  # (L, m, d)
+        s = torch.einsum("lmd,lbd->lbm", Xte, w) - (mu * w).sum(-1, keepdim=True)
+        out[:, :, te] = s.double().cpu().numpy()
+    return out
+
+
+def _strata(groups: np.ndarray, folds: Folds) -> np.ndarray:
+    """``(n,)`` id of (test fold, group) per row; -1 for rows in no test fold."""
+    _, codes = np.unique(groups, return_inverse=True)
+    out = np.full(len(groups), -1, dtype=np.int64)
+    for j, (_, te) in enumerate(folds):
+        out[te] = j * (codes.max() + 1) + codes[te]
+    return out
+
+
+def _metric(
+    oof: np.ndarray, Y: np.ndarray, folds: Folds, strata: np.ndarray | None
+) -> np.ndarray:
+    """Selection metric per (layer, labelling): within-group AUROC, else mean fold AUROC."""
+    if strata is not None:
+        cov = np.concatenate([te for _, te in folds])
+        return within_group_auroc(oof[..., cov], Y[:, cov], strata[cov])
+    fa = np.stack([auroc(oof[..., te], Y[:, te]) for _, te in folds], -1)
+    return np.nanmean(fa, -1)
+
+
+def _split(
+    y: np.ndarray,
+    groups: np.ndarray | None,
+    n_folds: int,
+    group_split: str,
+    random_state: int | None,
+    rows: np.ndarray,
+) -> Folds:
+    """Folds over ``rows`` (indices into the full data), returned as full-data indices."""
+    yr = y[rows]
+    if groups is not None:
+        gr = groups[rows]
+        splitter = LeaveOneGroupOut() if group_split == "logo" else GroupKFold(n_folds)
+        parts = splitter.split(np.zeros(len(rows)), yr, gr)
+    else:
+        skf = StratifiedKFold(n_folds, shuffle=random_state is not None, random_state=random_state)
+        parts = skf.split(np.zeros(len(rows)), yr)
+    return [(rows[a], rows[b]) for a, b in parts]
+
+
+def _explicit_folds(folds: object, n: int) -> Folds:
+    arr = None
+    if not isinstance(folds, (list, tuple)):
+        arr = np.asarray(folds.detach().cpu() if isinstance(folds, Tensor) else folds)
+    if arr is not None and arr.ndim == 1 and arr.shape[0] == n:
+        ids = np.unique(arr[arr >= 0]) if arr.dtype.kind in "iu" else np.unique(arr)
+        out = []
+        for f in ids:
+            te = np.flatnonzero(arr == f)
+            tr = np.flatnonzero((arr != f) & (arr >= 0 if arr.dtype.kind in "iu" else True))
+            out.append((tr, te))
+        return out
+    out = [
+        (check_indices(tr, n, name=f"folds[{i}] train"), check_indices(te, n, name=f"folds[{i}] test"))
+        for i, (tr, te) in enumerate(folds)
+    ]
+    seen = np.concatenate([te for _, te in out])
+    if len(np.unique(seen)) != len(seen):
+        raise DataError(
+            "explicit folds have overlapping test sets; each row may be held out at most once "
+            "(pass disjoint test indices or one fold id per row)"
+        )
+    for i, (tr, te) in enumerate(out):
+        if np.intersect1d(tr, te).size:
+            raise DataError(f"folds[{i}] trains on rows it tests on; make train and test disjoint")
+    return out
 
 
 def correctness_probe(
@@ -89,18 +234,35 @@ def correctness_probe(
     *,
     layers: Sequence[int] | None = None,
     n_folds: int = 3,
+    folds: Sequence[tuple[object, object]] | np.ndarray | None = None,
+    groups: Sequence[object] | np.ndarray | None = None,
+    group_split: Literal["logo", "kfold"] = "logo",
     ood: Mapping[str, tuple[Tensor, Sequence[bool] | np.ndarray]] | None = None,
+    texts: Sequence[str] | None = None,
+    confidence: Sequence[float] | np.ndarray | None = None,
+    n_permutations: int = 0,
+    n_bootstrap: int = 1000,
+    confidence_level: float = 0.95,
     random_state: int | None = 0,
 ) -> CorrectnessProbeResult:
-    """Per-layer diff-of-means correctness probe with k-fold ID AUROC and fold-wise OOD AUROC.
+    """Per-layer diff-of-means correctness probe with grouped evaluation, baselines and max-stat p.
 
     Args:
         acts: ``(layer, n, d)`` last-prompt-token activations of the ID questions.
         correct: ``(n,)`` 1 if the greedy answer was correct ("I don't know" counts as 0).
         layers: layer numbers of the rows (default ``0..layer-1``; e.g. every 2nd layer).
-        n_folds: ID CV folds (paper: 3 for the layer sweep, 5 for OOD runs).
+        n_folds: stratified (or grouped) k-fold count (paper: 3 for the layer sweep, 5 for OOD).
+        folds: explicit folds: ``[(train_idx, test_idx), ...]`` or one fold id per row
+            (negative ids: never held out); overrides ``n_folds``/``groups`` splitting.
+        groups: ``(n,)`` group of each question (relation, dataset, ...): enables grouped
+            splits, within-group AUROC, the group-base-rate baseline and within-group shuffles.
+        group_split: ``"logo"`` (leave one group out) or ``"kfold"`` (``GroupKFold(n_folds)``).
         ood: named OOD sets ``name -> (acts (layer, m, d), correct (m,))``.
-        random_state: seed of the (shuffled, stratified) fold split.
+        texts: ``(n,)`` prompt texts for the TF-IDF question-text baseline.
+        confidence: ``(n,)`` the model's answer confidence (e.g. max next-token probability).
+        n_permutations: label shuffles for the max-statistic p-value (0: skip).
+        n_bootstrap, confidence_level: paired bootstrap of probe-minus-baseline differences.
+        random_state: seed of the fold split, permutations and bootstrap.
 
     Returns:
         CorrectnessProbeResult.
@@ -108,54 +270,106 @@ def correctness_probe(
     X = check_layer_acts(as_float_tensor(acts))
     L, n, _ = X.shape
     y = _labels(correct, n, "correctness labels")
-    if y.all() or not y.any() or min(y.sum(), (~y).sum()) < n_folds:
-        raise ValueError(
-            f"need at least {n_folds} correct and {n_folds} incorrect examples for {n_folds}-fold "
-            f"CV, got {int(y.sum())} correct and {int((~y).sum())} incorrect"
-        )
     layer_ids = tuple(range(L)) if layers is None else tuple(int(v) for v in layers)
     if len(layer_ids) != L:
-        raise ValueError(f"got {len(layer_ids)} layer labels for {L} activation layers")
-    yt = torch.as_tensor(y, device=X.device)
-    skf = StratifiedKFold(n_folds, shuffle=random_state is not None, random_state=random_state)
-    folds = list(skf.split(np.zeros(n), y))
-
-    ood_sets = {}
-    for name, (a, c) in (ood or {}).items():
-        Xo = check_layer_acts(as_float_tensor(a, name=f"ood[{name!r}]")).to(X.device)
-        if Xo.shape[0] != L or Xo.shape[2] != X.shape[2]:
-            raise ValueError(
-                f"OOD set {name!r} has shape {tuple(Xo.shape)} but ID activations are "
-                f"(layer={L}, n, d={X.shape[2]}); capture the same layers and site"
+        raise DataError(f"got {len(layer_ids)} layer labels for {L} activation layers")
+    g = None
+    if groups is not None:
+        g = np.asarray(groups.detach().cpu() if isinstance(groups, Tensor) else groups)
+        check_n_labels(n, g, what="groups")
+        if len(np.unique(g)) < 2:
+            raise DataError(
+                f"groups has a single value {np.unique(g)[0]!r}; grouped evaluation needs >= 2 "
+                "groups (or pass groups=None)"
             )
-        yo = _labels(c, Xo.shape[1], f"labels of OOD set {name!r}")
-        if Xo.shape[1] < n_folds:
-            raise ValueError(
-                f"OOD set {name!r} has {Xo.shape[1]} examples, fewer than {n_folds} folds"
+    if group_split not in ("logo", "kfold"):
+        raise DataError(f"group_split must be 'logo' or 'kfold', got {group_split!r}")
+    rows = np.arange(n)
+    if folds is not None:
+        fold_list = _explicit_folds(folds, n)
+        evaluation = f"explicit folds ({len(fold_list)})"
+    elif g is not None:
+        fold_list = _split(y, g, n_folds, group_split, random_state, rows)
+        evaluation = (
+            "leave-one-group-out" if group_split == "logo" else f"group {n_folds}-fold"
+        ) + f" ({len(np.unique(g))} groups)"
+    else:
+        if y.all() or not y.any() or min(y.sum(), (~y).sum()) < n_folds:
+            raise DataError(
+                f"need at least {n_folds} correct and {n_folds} incorrect examples for "
+                f"{n_folds}-fold CV, got {int(y.sum())} correct and {int((~y).sum())} incorrect"
             )
-        splitter = (
-            StratifiedKFold(n_folds, shuffle=random_state is not None, random_state=random_state)
-            if min(yo.sum(), (~yo).sum()) >= n_folds
-            else KFold(n_folds, shuffle=random_state is not None, random_state=random_state)
-        )
-        ood_sets[name] = (Xo, yo, [te for _, te in splitter.split(np.zeros(len(yo)), yo)])
+        fold_list = _split(y, None, n_folds, group_split, random_state, rows)
+        evaluation = f"stratified {n_folds}-fold"
+    for i, (tr, _) in enumerate(fold_list):
+        if y[tr].all() or not y[tr].any():
+            raise DataError(
+                f"fold {i} trains on rows of one class only ({int(y[tr].sum())} correct of "
+                f"{len(tr)}); a diff-of-means direction needs both: use fewer or larger folds"
+            )
+    F = len(fold_list)
+    ood_sets = _ood_sets(ood, X, L, F, random_state)
+    # Within-group pairs are taken within a fold too: rows of one group scored by different
+    # folds' directions are offset by how that group's labels fell into the training splits
+    # (a leave-out bias that pushes pooled within-group AUROC below 0.5 on group-only data).
+    strata = None if g is None else _strata(g, fold_list)
 
-    fold_auc = np.zeros((L, n_folds))
-    ood_auc = {k: np.zeros((L, n_folds)) for k in ood_sets}
-    for j, (tr, te) in enumerate(folds):
-        tr_t = torch.as_tensor(tr, device=X.device)
-        w, mu = _fit(X[:, tr_t], yt[tr_t])
-        fold_auc[:, j] = auroc(_scores(X[:, torch.as_tensor(te, device=X.device)], w, mu), y[te])
-        for k, (Xo, yo, ofolds) in ood_sets.items():
-            idx = ofolds[j]
-            sc = _scores(Xo[:, torch.as_tensor(idx, device=X.device)], w, mu)
-            ood_auc[k][:, j] = auroc(sc, yo[idx])
-    w_all, mu_all = _fit(X, yt)
-    mean = fold_auc.mean(1)
+    Y1 = y[None].astype(np.float64)
+    oof = _oof_batch(X, Y1, fold_list)[:, 0]  # (L, n)
+    fold_auc = np.stack([auroc(oof[:, te], y[te]) for _, te in fold_list], 1)
+    cov = np.concatenate([te for _, te in fold_list])
+    pooled = auroc(oof[:, cov], y[cov])
+    within = within_group_auroc(oof[:, cov], y[cov], strata[cov]) if g is not None else None
+
+    ood_auc = {k: np.zeros((L, F)) for k in ood_sets}
+    if ood_sets:
+        for j, (tr, _) in enumerate(fold_list):
+            tr_t = torch.as_tensor(tr, device=X.device)
+            w, mu = _fit(X[:, tr_t], torch.as_tensor(y[tr], device=X.device))
+            for k, (Xo, yo, ofolds) in ood_sets.items():
+                idx = torch.as_tensor(ofolds[j], device=X.device)
+                ood_auc[k][:, j] = auroc(_scores(Xo[:, idx], w, mu), yo[ofolds[j]])
+
+    sel_layers, sel_scores = _nested_selection(X, y, g, fold_list, n_folds, group_split, random_state)
+    sel_pooled = float(auroc(sel_scores[cov], y[cov]))
+    sel_within = (
+        float(within_group_auroc(sel_scores[cov], y[cov], strata[cov])) if g is not None else np.nan
+    )
+    base_scores: dict[str, np.ndarray] = {}
+    if g is not None:
+        base_scores["group_base_rate"] = group_base_rate_scores(y, g, fold_list)
+    if texts is not None:
+        if len(texts) != n:
+            raise DataError(f"got {len(texts)} texts for {n} activation rows; pass one per row")
+        base_scores["question_text"] = question_text_scores(texts, y, fold_list)
+    if confidence is not None:
+        conf = np.asarray(confidence, dtype=np.float64)
+        check_n_labels(n, conf, what="confidence values")
+        if not np.isfinite(conf).all():
+            raise DataError("confidence has NaN/inf values; pass a finite confidence per row")
+        base_scores["confidence"] = conf
+    baselines = {
+        name: _compare(name, sel_scores[cov], s[cov], y[cov], None if g is None else strata[cov],
+                       n_bootstrap, confidence_level, random_state)
+        for name, s in base_scores.items()
+    }  # fmt: skip
+
+    max_test = None
+    if n_permutations > 0:
+        max_test = _max_stat_test(X, y, g, strata, fold_list, n_permutations, random_state)
+
+    w_all, mu_all = _fit(X, torch.as_tensor(y, device=X.device))
+    mean = np.nanmean(fold_auc, 1) if np.isfinite(fold_auc).any() else np.full(L, np.nan)
 
     def sd(a: np.ndarray) -> np.ndarray:
-        return a.std(1, ddof=1) if a.shape[1] > 1 else np.zeros(a.shape[0])
+        ok = np.isfinite(a).sum(1) > 1
+        out = np.zeros(a.shape[0])
+        if ok.any():
+            out[ok] = np.nanstd(a[ok], 1, ddof=1)
+        return out
 
+    sel_metric = within if within is not None else mean
+    best = int(np.nanargmax(sel_metric)) if np.isfinite(sel_metric).any() else 0
     return CorrectnessProbeResult(
         layers=layer_ids,
         fold_auroc=fold_auc,
@@ -164,9 +378,150 @@ def correctness_probe(
         ood_fold_auroc=ood_auc,
         ood_mean={k: v.mean(1) for k, v in ood_auc.items()},
         ood_std={k: sd(v) for k, v in ood_auc.items()},
-        best_layer=layer_ids[int(np.argmax(mean))],
+        best_layer=layer_ids[best],
         direction=w_all.double().cpu().numpy(),
         midpoint=mu_all.double().cpu().numpy(),
         n_correct=int(y.sum()),
         n_incorrect=int((~y).sum()),
+        evaluation=evaluation,
+        pooled_auroc=pooled,
+        within_group_auroc=within,
+        oof_scores=oof,
+        selected_layers=tuple(layer_ids[i] for i in sel_layers),
+        selected_pooled_auroc=sel_pooled,
+        selected_within_group_auroc=sel_within,
+        selected_scores=sel_scores,
+        baselines=baselines,
+        max_stat_test=max_test,
     )
+
+
+def _ood_sets(
+    ood: Mapping[str, tuple[Tensor, object]] | None, X: Tensor, L: int, F: int, random_state: int | None
+) -> dict[str, tuple[Tensor, np.ndarray, list[np.ndarray]]]:
+    out = {}
+    for name, (a, c) in (ood or {}).items():
+        Xo = check_layer_acts(as_float_tensor(a, name=f"ood[{name!r}]")).to(X.device)
+        if Xo.shape[0] != L or Xo.shape[2] != X.shape[2]:
+            raise DataError(
+                f"OOD set {name!r} has shape {tuple(Xo.shape)} but ID activations are "
+                f"(layer={L}, n, d={X.shape[2]}); capture the same layers and site"
+            )
+        yo = _labels(c, Xo.shape[1], f"labels of OOD set {name!r}")
+        if Xo.shape[1] < F:
+            raise DataError(f"OOD set {name!r} has {Xo.shape[1]} examples, fewer than {F} folds")
+        shuffle = random_state is not None
+        splitter = (
+            StratifiedKFold(F, shuffle=shuffle, random_state=random_state)
+            if min(yo.sum(), (~yo).sum()) >= F
+            else KFold(F, shuffle=shuffle, random_state=random_state)
+        )
+        out[name] = (Xo, yo, [te for _, te in splitter.split(np.zeros(len(yo)), yo)])
+    return out
+
+
+def _nested_selection(
+    X: Tensor,
+    y: np.ndarray,
+    g: np.ndarray | None,
+    folds: Folds,
+    n_folds: int,
+    group_split: str,
+    random_state: int | None,
+) -> tuple[list[int], np.ndarray]:
+    """Per outer fold: choose the layer by inner CV on its training rows, score its test rows."""
+    scores = np.full(X.shape[1], np.nan)
+    chosen = []
+    for tr, te in folds:
+        gi = g if g is not None and len(np.unique(g[tr])) >= 2 else None
+        k = min(n_folds, int(min(y[tr].sum(), (~y[tr]).sum())))
+        try:
+            inner = _split(y, gi, max(k, 2), group_split, random_state, tr)
+            inner = [(a, b) for a, b in inner if y[a].any() and not y[a].all()]
+        except ValueError:
+            inner = []
+        if inner:
+            oof = _oof_batch(X, y[None].astype(np.float64), inner)
+            m = _metric(oof, y[None], inner, None if gi is None else _strata(gi, inner))[:, 0]
+            ell = int(np.nanargmax(m)) if np.isfinite(m).any() else 0
+        else:
+            ell = 0
+        chosen.append(ell)
+        s = _oof_batch(X[ell : ell + 1], y[None].astype(np.float64), [(tr, te)])
+        scores[te] = s[0, 0, te]
+    return chosen, scores
+
+
+def _compare(
+    name: str,
+    probe: np.ndarray,
+    base: np.ndarray,
+    y: np.ndarray,
+    strata: np.ndarray | None,
+    n_bootstrap: int,
+    level: float,
+    seed: int | None,
+) -> BaselineComparison:
+    """Baseline AUROCs and probe-minus-baseline paired percentile-bootstrap CIs (rows resampled)."""
+    idx = bootstrap_indices(len(y), n_bootstrap, seed)  # (B, n), shared by both scores
+
+    def ci(stat: Callable[..., np.ndarray], *arrays: np.ndarray) -> ConfidenceInterval:
+        est = float(stat(*arrays))
+        lo, hi = percentile_interval(stat(*[a[idx] for a in arrays]), level)
+        return ConfidenceInterval(
+            estimate=est, low=float(lo), high=float(hi), confidence_level=level,
+            n_resamples=n_bootstrap, n=len(y),
+        )  # fmt: skip
+
+    def d_pooled(yy: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return auroc(a, yy) - auroc(b, yy)
+
+    def d_within(yy: np.ndarray, a: np.ndarray, b: np.ndarray, gg: np.ndarray) -> np.ndarray:
+        return within_group_auroc(a, yy, gg) - within_group_auroc(b, yy, gg)
+
+    return BaselineComparison(
+        name=name,
+        pooled_auroc=float(auroc(base, y)),
+        within_group_auroc=float(within_group_auroc(base, y, strata))
+        if strata is not None
+        else np.nan,
+        diff_pooled=ci(d_pooled, y, probe, base),
+        diff_within=None if strata is None else ci(d_within, y, probe, base, strata),
+    )
+
+
+def _max_stat_test(
+    X: Tensor,
+    y: np.ndarray,
+    g: np.ndarray | None,
+    strata: np.ndarray | None,
+    folds: Folds,
+    n_permutations: int,
+    random_state: int | None,
+    batch: int = 100,
+) -> StatTestResult:
+    """Max over layers of the selection metric vs the same maximum under shuffled labels."""
+    rng = np.random.default_rng(random_state)
+    observed = float(np.nanmax(_metric(_oof_batch(X, y[None] * 1.0, folds), y[None], folds, strata)))
+    null = np.empty(n_permutations)
+    if g is not None:
+        members = [np.flatnonzero(g == v) for v in np.unique(g)]
+    for s in range(0, n_permutations, batch):
+        B = min(batch, n_permutations - s)
+        Y = np.empty((B, len(y)), dtype=bool)
+        for b in range(B):
+            if g is None:
+                Y[b] = rng.permutation(y)
+            else:  # shuffle within groups: keeps every group's base rate
+                Y[b] = y
+                for idx in members:
+                    Y[b, idx] = rng.permutation(y[idx])
+        m = _metric(_oof_batch(X, Y * 1.0, folds), Y, folds, strata)  # (L, B)
+        null[s : s + B] = np.nanmax(m, 0)
+    what = "within-group AUROC" if g is not None else "mean fold AUROC"
+    how = "within groups" if g is not None else "globally"
+    return permutation_result(
+        observed, null, len(y),
+        f"max-statistic permutation test (best of {X.shape[0]} layers, {what}; labels shuffled "
+        f"{how}, {n_permutations} permutations, all layers refit)",
+    )  # fmt: skip

@@ -3,8 +3,8 @@
 Same objective and stopping rule as :mod:`probekit.probes.batched_logistic` (scikit-learn's
 ``LogisticRegression(C=C)``, mean loss ``sum CE / n + ||W||^2 / (2 C n)``, converged when
 ``max |grad| <= tol``) but without torch's per-operation overhead, which dominates a single small
-problem. When ``n > d`` and the problem is badly conditioned (``beta * C * ||X_c||_F^2 / d > 1``:
-the curvature bound of an average direction exceeds the ridge term), L-BFGS runs in
+problem. When ``n > d`` and the problem is badly enough conditioned that the iterations saved
+pay for an eigendecomposition (see the cost model in the code), L-BFGS runs in
 coordinates whitened by the inverse square root of Böhning's curvature bound
 (``W = V diag((beta lam + 1/C)^{-1/2}) U``), in which the Hessian is close to the identity; the
 stopping rule is still evaluated on the gradient with respect to ``W``.
@@ -104,10 +104,13 @@ def fit_logistic_scipy(
     beta = 0.25 if binary else 0.5
     Xc = X - X.mean(0)
     if whiten is None:
-        # Mean eigenvalue of the centred Gram, ||Xc||_F^2 / d: whiten when the curvature bound
-        # beta * C * lambda exceeds the ridge 1/C term on average (condition number > 2); for
-        # d >= n the iterations do not drop (the loss saturates), so stay in plain coordinates.
-        whiten = n > d and beta * C * float(np.vdot(Xc, Xc)) / d > 1.0
+        # Whiten when the iterations it saves pay for it. Plain L-BFGS needs about
+        # 4 sqrt(kappa) iterations, kappa = 1 + beta C lambda_mean (the curvature bound over the
+        # ridge in an average direction, lambda_mean = ||X_c||_F^2 / d); whitened, ~7. The
+        # Gram matrix, its eigendecomposition and X T cost ~3 n d^2 flops, i.e. ~0.75 d / k
+        # iterations of 4 n d k. For d >= n the iterations do not drop (the loss saturates).
+        kappa = 1.0 + beta * C * float(np.vdot(Xc, Xc)) / d
+        whiten = n > d and 4.0 * np.sqrt(kappa) - 7.0 > 0.75 * d / max(K, 2)
     if whiten:
         ev, V = np.linalg.eigh(Xc.T @ Xc)
         s = 1.0 / np.sqrt(beta * np.clip(ev, 0.0, None) / n + lam)  # per eigen-direction
