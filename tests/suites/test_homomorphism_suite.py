@@ -13,7 +13,7 @@ from probekit.suites import load_suite, run_suite
 from probekit.testbeds import get_task
 
 ROOT = Path(__file__).resolve().parents[2]
-TASK = dict(n_noise=1, max_samples=80, ood_lengths=[5], n_ood_per_length=10, n_ood_combo=10)
+TASK = dict(n_noise=1, max_samples=80, n_ood_per_length=10, n_ood_combo=10)
 
 SUITE = """
 [suite]
@@ -25,7 +25,7 @@ checkpoint = "ckpt"
 
 [data]
 task = "scan"
-task_options = {{ n_noise = 1, max_samples = 80, ood_lengths = [5], n_ood_per_length = 10, n_ood_combo = 10 }}
+task_options = {{ n_noise = 1, max_samples = 80, n_ood_per_length = 10, n_ood_combo = 10 }}
 label = "n_clauses"
 train_split = "train"
 test_split = "test_id"
@@ -39,7 +39,7 @@ families = ["affine", "bilinear"]
 @pytest.fixture(scope="module")
 def tiny_suite_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("he_suite")
-    task = get_task("scan", **{**TASK, "ood_lengths": (5,)})
+    task = get_task("scan", **TASK)
     cfg = task.model_config(n_layers=2, d_model=16, n_heads=2, d_head=8, d_mlp=32, seed=0)
     save_checkpoint(build_model(cfg), cfg, d / "ckpt")
     return d, task

@@ -10,24 +10,17 @@ normalised ``1 - R^2`` (ours).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ...capture import Site
 from ...errors import ConfigError, DataError
-from ...homomorphism import (
-    HEConfig,
-    HEResult,
-    capture_states,
-    modifier_he,
-    modifier_pairs,
-    sequence_he,
-    sequence_pairs,
-)
 from ...report.blocks import Column, LinePlot, Series, Table, Text
 from ...report.labels import site_label
-from ...testbeds.base import TaskDataset
 from ..registry import register_analysis
 from ..result import AnalysisResult
+
+if TYPE_CHECKING:  # heavy imports happen inside the run function: validation stays fast
+    from ...homomorphism import HEResult
+    from ...testbeds.base import TaskDataset
 
 PARSE_COLUMNS = ("prim_positions", "mod_positions", "modifiers", "part_spans")
 
@@ -58,6 +51,8 @@ class HomomorphismSpec:
 
 
 def _dataset(ctx: Any, split: str) -> TaskDataset:
+    from ...testbeds.base import TaskDataset
+
     if ctx.suite.data.prompt_only:
         raise ConfigError(
             f"{ctx.suite.source}: [[homomorphism]] reads whole inputs but [data] prompt_only = "
@@ -95,6 +90,16 @@ def _rows(res: HEResult, labels: list[str]) -> list[dict[str, Any]]:
 @register_analysis("homomorphism", spec=HomomorphismSpec)
 def run_homomorphism(spec: HomomorphismSpec, ctx: Any) -> AnalysisResult:
     """Modifier / sequence HE per layer with bootstrap CIs (An & Du 2026)."""
+    from ...homomorphism import (
+        HEConfig,
+        capture_states,
+        modifier_he,
+        modifier_pairs,
+        sequence_he,
+        sequence_pairs,
+    )
+    from ...sites import Site
+
     ds = _dataset(ctx, spec.split)
     vocab = ctx.examples.vocab
     cfg = HEConfig(
