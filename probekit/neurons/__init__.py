@@ -1,0 +1,11 @@
+"""Relation-specific neurons (Liu et al. 2025): selection statistics and deactivation experiments."""
+
+from .ranking import average_precision as average_precision
+from .ranking import roc_auc as roc_auc
+from .selection import NeuronSet as NeuronSet
+from .selection import jaccard_matrix as jaccard_matrix
+from .selection import random_like as random_like
+from .selection import select_neurons as select_neurons
+from .statistics import NeuronStatistics as NeuronStatistics
+from .statistics import neuron_statistics as neuron_statistics
+from .statistics import statistics_from_responses as statistics_from_responses
