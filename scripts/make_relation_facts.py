@@ -1,5 +1,7 @@
 """Write probes/data/relation_facts.jsonl: hand-written facts for relation-neuron experiments."""
-import json, random, sys
+import json
+import random
+import sys
 
 COUNTRIES = [  # country, capital, language, currency, continent
     ("France", "Paris", "French", "euro", "Europe"),
@@ -122,4 +124,5 @@ def main(out):
             f.write(json.dumps(r) + "\n")
     print(len(rows), "rows")
 
-main(sys.argv[1])
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "probes/data/relation_facts.jsonl")

@@ -28,7 +28,6 @@ from torch import Tensor
 from ..capture import LastToken, Site, SpanMean, capture_to_store
 from ..capture.sites import as_sites
 from ..errors import ConfigError, DataError, NonFiniteError
-from ..store import ActivationStore
 from .ranking import average_precision, roc_auc
 
 RESPONSES = ("mean", "last")

@@ -110,8 +110,7 @@ def test_streaming_statistics_independent_of_batch_and_padding(modadd, tmp_path,
         torch.testing.assert_close(ref.ap[s], other.ap[s], atol=1e-6, rtol=0)
         torch.testing.assert_close(ref.mean[s], other.mean[s], atol=1e-5, rtol=0)
     # brute force: one prompt at a time, sklearn AP per unit
-    from probekit.capture import collect_activations
-    from probekit.capture import LastToken, SpanMean
+    from probekit.capture import LastToken, SpanMean, collect_activations
 
     rows = []
     for p in prompts:
