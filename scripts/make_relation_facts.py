@@ -55,6 +55,15 @@ COUNTRIES = [  # country, capital, language, currency, continent
     ("Australia", "Canberra", "English", "dollar", "Oceania"),
     ("New Zealand", "Wellington", "English", "dollar", "Oceania"),
 ]
+DEMONYM = {"Netherlands": "Dutch", "Austria": "Austrian", "Ireland": "Irish",
+    "United Kingdom": "British", "India": "Indian", "Pakistan": "Pakistani", "Iran": "Iranian",
+    "Israel": "Israeli", "Saudi Arabia": "Saudi", "Egypt": "Egyptian", "Kenya": "Kenyan",
+    "Nigeria": "Nigerian", "South Africa": "South African", "Ethiopia": "Ethiopian",
+    "Morocco": "Moroccan", "Ghana": "Ghanaian", "United States": "US", "Canada": "Canadian",
+    "Mexico": "Mexican", "Cuba": "Cuban", "Brazil": "Brazilian", "Argentina": "Argentine",
+    "Chile": "Chilean", "Peru": "Peruvian", "Colombia": "Colombian", "Venezuela": "Venezuelan",
+    "Australia": "Australian", "New Zealand": "New Zealand", "South Korea": "South Korean",
+    "Czech Republic": "Czech", "Indonesia": "Indonesian", "Vietnam": "Vietnamese"}
 ELEMENTS = [("hydrogen", "H"), ("helium", "He"), ("lithium", "Li"), ("carbon", "C"), ("nitrogen", "N"),
     ("oxygen", "O"), ("fluorine", "F"), ("neon", "Ne"), ("sodium", "Na"), ("magnesium", "Mg"),
     ("aluminium", "Al"), ("silicon", "Si"), ("phosphorus", "P"), ("sulfur", "S"), ("chlorine", "Cl"),
@@ -89,18 +98,19 @@ LANDMARKS = [("the Eiffel Tower", "Paris"), ("the Colosseum", "Rome"), ("Big Ben
     ("Tokyo Tower", "Tokyo"), ("Central Park", "New York")]
 
 TEMPLATES = {
-    "capital": ["The capital of {s} is", "{s}'s capital city is"],
-    "language": ["The official language of {s} is", "In {s}, people speak"],
-    "currency": ["The currency of {s} is the", "In {s}, people pay with the"],
-    "continent": ["{s} is a country in", "{s} is located on the continent of"],
-    "element_symbol": ["The chemical symbol for {s} is", "The symbol of the element {s} is"],
+    "capital": ["The capital of {s} is", "The capital city of {s} is"],
+    "language": ["The official language of {s} is", "The main language spoken in {s} is"],
+    "currency": ["The currency of {s} is the", "The official currency of {s} is the"],
+    "continent": ["{s} is a country in", "{s} is located in the continent of"],
+    "element_symbol": ["The chemical symbol for {s} is", "In chemistry, the symbol for {s} is"],
     "antonym": ["The opposite of {s} is", "The antonym of \"{s}\" is \""],
     "landmark_city": ["{S} is located in the city of", "{S} is a famous landmark in"],
 }
 FACTS = {
     "capital": [(c[0], c[1]) for c in COUNTRIES],
     "language": [(c[0], c[2]) for c in COUNTRIES],
-    "currency": [(c[0], c[3]) for c in COUNTRIES],
+    # the model often names the currency with its country's adjective ("Polish zloty")
+    "currency": [(c[0], f"{c[3]}|{DEMONYM.get(c[0], c[2])} {c[3]}") for c in COUNTRIES],
     "continent": [(c[0], c[4]) for c in COUNTRIES],
     "element_symbol": ELEMENTS,
     "antonym": ANTONYMS,
