@@ -1,0 +1,188 @@
+"""Deactivation experiments on relation neurons (Liu et al. 2025, EMNLP), through the intervention layer.
+
+A unit set is "deactivated" by overwriting its coordinates with a constant at every position of
+the prompt and of the generated tokens (the lineage code's forward hook; constant 0 by default,
+or each unit's mean response). Factual recall is scored two ways:
+
+- ``generation``: greedy decoding of up to ``max_new_tokens`` tokens; a fact is correct if the
+  normalised continuation starts with the gold object (or one of its ``|``-separated aliases);
+- ``first_token``: the gold object's first token is the argmax of the next-token distribution
+  (one forward pass; used for the many random-set controls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from jaxtyping import Bool
+from torch import Tensor
+
+from ..capture import AllTokens
+from ..errors import ConfigError, DataError
+from ..interventions import Ablate, run_with_interventions
+from ..models.generate import is_correct
+from .selection import NeuronSet
+
+METHODS = ("zero", "mean")
+
+
+@dataclass(frozen=True)
+class FactSet:
+    """Prompts with their relation and gold object (``|``-separated aliases).
+
+    Attributes:
+        tokens: prompt token ids, one list per fact.
+        relations: relation name of each fact.
+        golds: gold object of each fact.
+        gold_first_token: the first token id of ``" " + gold`` (first alias) per fact.
+    """
+
+    tokens: tuple[tuple[int, ...], ...]
+    relations: tuple[str, ...]
+    golds: tuple[str, ...]
+    gold_first_token: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        """Check that every per-fact field has one entry per prompt."""
+        n = len(self.tokens)
+        for name in ("relations", "golds", "gold_first_token"):
+            if len(getattr(self, name)) != n:
+                raise DataError(
+                    f"FactSet.{name} has {len(getattr(self, name))} entries for {n} prompts"
+                )
+
+    @classmethod
+    def from_texts(
+        cls, model: object, texts: Sequence[str], relations: Sequence[str], golds: Sequence[str]
+    ) -> FactSet:
+        """Tokenise prompts (no BOS) and gold objects with the model's tokenizer."""
+        tok = model.tokenizer  # type: ignore[attr-defined]
+        tokens = tuple(tuple(tok(t, add_special_tokens=False)["input_ids"]) for t in texts)
+        first = tuple(
+            int(tok(" " + g.split("|")[0], add_special_tokens=False)["input_ids"][0])
+            for g in golds
+        )
+        return cls(tokens, tuple(map(str, relations)), tuple(map(str, golds)), first)
+
+    def subset(self, mask: Sequence[bool] | np.ndarray) -> FactSet:
+        """The facts where ``mask`` is true."""
+        idx = np.flatnonzero(np.asarray(mask, dtype=bool))
+        return FactSet(
+            tuple(self.tokens[i] for i in idx),
+            tuple(self.relations[i] for i in idx),
+            tuple(self.golds[i] for i in idx),
+            tuple(self.gold_first_token[i] for i in idx),
+        )
+
+    def relation_mask(self, relation: str) -> np.ndarray:
+        """Boolean mask of the facts of ``relation``."""
+        return np.array([r == relation for r in self.relations])
+
+
+def deactivation_ops(
+    neuron_set: NeuronSet | None,
+    *,
+    method: str = "zero",
+    means: dict | None = None,
+) -> list[Ablate]:
+    """The intervention ops that deactivate ``neuron_set`` at every position.
+
+    ``method="mean"`` needs ``means[site]``, a ``(width,)`` tensor of each unit's mean response.
+    """
+    if method not in METHODS:
+        raise ConfigError(f"unknown deactivation method {method!r}; use one of {list(METHODS)}")
+    if neuron_set is None:
+        return []
+    ops = []
+    for site, units in neuron_set.units.items():
+        if units.numel() == 0:
+            continue
+        if method == "mean":
+            if means is None or site not in means:
+                raise ConfigError(f"method='mean' needs the mean response of site {site}")
+            ops.append(
+                Ablate(site=site, method="mean", mean=means[site], features=tuple(units.tolist()),
+                       positions=AllTokens())
+            )
+        else:
+            ops.append(Ablate(site=site, features=tuple(units.tolist()), positions=AllTokens()))
+    return ops
+
+
+def _batches(n: int, size: int) -> list[range]:
+    return [range(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+@torch.inference_mode()
+def first_token_correct(
+    model: object, facts: FactSet, ops: Sequence[Ablate] = (), *, batch_size: int = 32
+) -> Bool[np.ndarray, " fact"]:
+    """Whether the gold object's first token is the argmax next token, under ``ops``."""
+    out = np.zeros(len(facts.tokens), dtype=bool)
+    for rows in _batches(len(facts.tokens), batch_size):
+        seqs = [list(facts.tokens[i]) for i in rows]
+        logits = run_with_interventions(model, seqs, list(ops)).output
+        last = torch.tensor([len(s) - 1 for s in seqs])
+        pred = logits[torch.arange(len(seqs)), last].argmax(-1).cpu().numpy()
+        out[rows.start : rows.stop] = pred == np.array([facts.gold_first_token[i] for i in rows])
+    return out
+
+
+@torch.inference_mode()
+def greedy_under(
+    model: object,
+    tokens: Sequence[Sequence[int]],
+    ops: Sequence[Ablate] = (),
+    *,
+    max_new_tokens: int = 8,
+    batch_size: int = 32,
+) -> list[list[int]]:
+    """Greedy continuation ids with ``ops`` applied at every position, generated tokens included.
+
+    Re-runs the growing sequence each step (no KV cache), so the ops see every token exactly as
+    in one forward pass over prompt + continuation.
+    """
+    if max_new_tokens < 1:
+        raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    out: list[list[int]] = []
+    for rows in _batches(len(tokens), batch_size):
+        seqs = [list(tokens[i]) for i in rows]
+        new: list[list[int]] = [[] for _ in rows]
+        for _ in range(max_new_tokens):
+            logits = run_with_interventions(model, seqs, list(ops)).output
+            last = torch.tensor([len(s) - 1 for s in seqs])
+            nxt = logits[torch.arange(len(seqs)), last].argmax(-1).tolist()
+            for s, n, t in zip(seqs, new, nxt, strict=True):
+                s.append(int(t))
+                n.append(int(t))
+        out.extend(new)
+    return out
+
+
+def generation_correct(
+    model: object,
+    facts: FactSet,
+    ops: Sequence[Ablate] = (),
+    *,
+    max_new_tokens: int = 8,
+    batch_size: int = 32,
+) -> tuple[list[str], Bool[np.ndarray, " fact"]]:
+    """Greedy answers under ``ops`` and whether each starts with its gold object."""
+    conts = greedy_under(
+        model, facts.tokens, ops, max_new_tokens=max_new_tokens, batch_size=batch_size
+    )
+    texts = [model.tokenizer.decode(c) for c in conts]  # type: ignore[attr-defined]
+    ok = np.array([is_correct(t, g) for t, g in zip(texts, facts.golds, strict=True)], dtype=bool)
+    return texts, ok
+
+
+def accuracy_by_relation(correct: np.ndarray, facts: FactSet, relations: Sequence[str]) -> Tensor:
+    """Mean of ``correct`` over the facts of each relation (NaN where a relation has none)."""
+    rel = np.asarray(facts.relations)
+    return torch.tensor(
+        [float(correct[rel == r].mean()) if (rel == r).any() else float("nan") for r in relations],
+        dtype=torch.float64,
+    )
