@@ -39,6 +39,7 @@ _BLOCK_SUFFIX: dict[str, str] = {
     "mlp_out": "hook_mlp_out",
     "mlp_in": "hook_mlp_in",
     "mlp_pre": "mlp.hook_pre",
+    "mlp_pre_linear": "mlp.hook_pre_linear",  # gated MLPs (Llama up_proj); absent otherwise
     "mlp_post": "mlp.hook_post",
     "attn_z": "attn.hook_z",
     "attn_q": "attn.hook_q",

@@ -1,5 +1,13 @@
 """Relation-specific neurons (Liu et al. 2025): selection statistics and deactivation experiments."""
 
+from .deactivation import FactSet as FactSet
+from .deactivation import deactivation_ops as deactivation_ops
+from .deactivation import first_token_correct as first_token_correct
+from .deactivation import generation_correct as generation_correct
+from .deactivation import greedy_under as greedy_under
+from .experiments import DeactivationConfig as DeactivationConfig
+from .experiments import RelationNeuronResult as RelationNeuronResult
+from .experiments import relation_neuron_experiments as relation_neuron_experiments
 from .ranking import average_precision as average_precision
 from .ranking import roc_auc as roc_auc
 from .selection import NeuronSet as NeuronSet

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..capture import Site
 from ..errors import ConfigError
+from ..sites import Site
 from .statistics import NeuronStatistics
 
 

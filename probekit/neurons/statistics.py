@@ -25,9 +25,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ..capture import LastToken, Site, SpanMean, capture_to_store
-from ..capture.sites import as_sites
+from ..capture import LastToken, SpanMean, capture_to_store
 from ..errors import ConfigError, DataError, NonFiniteError
+from ..sites import Site, as_sites
 from .ranking import average_precision, roc_auc
 
 RESPONSES = ("mean", "last")

@@ -1,0 +1,96 @@
+import numpy as np
+import pytest
+import torch
+
+from probekit.errors import ConfigError, DataError
+from probekit.neurons import (
+    DeactivationConfig,
+    FactSet,
+    deactivation_ops,
+    first_token_correct,
+    greedy_under,
+    neuron_statistics,
+    relation_neuron_experiments,
+    select_neurons,
+)
+from probekit.sites import Site
+
+from .planted import RED, planted_model
+
+SITES = [Site(0, "mlp_post"), Site(1, "mlp_post")]
+
+
+@pytest.fixture(scope="module")
+def planted():
+    model, facts = planted_model()
+    tokens = [f[0] for f in facts]
+    rels = [f[1] for f in facts]
+    fs = FactSet(tuple(map(tuple, tokens)), tuple(rels), tuple(str(f[2]) for f in facts),
+                 tuple(f[2] for f in facts))
+    stats = neuron_statistics(model, tokens, rels, SITES)
+    return model, fs, stats
+
+
+def test_selection_recovers_planted_relation_units(planted):
+    _, _, stats = planted
+    for r, name in enumerate(stats.relations):
+        chosen = select_neurons(stats, name, k=RED)
+        truth = {(SITES[0], r * RED + j) for j in range(RED)}
+        assert chosen.keys() == truth  # precision 1, recall 1
+        assert float(stats.ap[SITES[0]][r * RED, r]) == 1.0
+
+
+def test_experiments_show_intra_not_inter_and_beat_random_sets(planted):
+    model, fs, stats = planted
+    cfg = DeactivationConfig(k=RED, fraction=None, n_random=39, shares=(0.25, 0.5, 1.0),
+                             n_single=2, generation=False)
+    res = relation_neuron_experiments(model, stats, fs, cfg)
+    assert res.baseline_first.tolist() == [1.0, 1.0, 1.0]
+    np.testing.assert_array_equal(res.change_first.numpy(), -np.eye(3))
+    np.testing.assert_array_equal(res.change_first_correct.numpy(), -np.eye(3))
+    # cumulativity: one of four redundant units (25%) removes nothing, half removes every fact
+    np.testing.assert_array_equal(res.cumulative.numpy(), [[0, 1, 1]] * 3)
+    np.testing.assert_array_equal(res.single.numpy(), np.zeros((3, 2)))
+    # the lowest-AP units belong to other relations: r itself is untouched
+    np.testing.assert_array_equal(np.diag(res.lowest_change.numpy()), np.zeros(3))
+    for t in res.tests:
+        assert t.statistic == 1.0 and t.p_value <= 0.05
+    assert max(res.p_holm) <= 0.15
+    assert res.interference == ()  # no relation gains
+    np.testing.assert_allclose(res.jaccard, np.eye(3))
+    d = res.to_dict()
+    assert d["set_sizes"] == {"rel0": RED, "rel1": RED, "rel2": RED}
+    assert d["baseline_generation"] == [None, None, None]
+
+
+def test_greedy_under_ablation_equals_stepwise_reference(planted):
+    model, fs, stats = planted
+    ops = deactivation_ops(select_neurons(stats, "rel0", k=RED))
+    got = greedy_under(model, fs.tokens[:5], ops, max_new_tokens=1)
+    ok = first_token_correct(model, fs.subset(np.arange(len(fs.tokens)) < 5), ops)
+    assert [g[0] for g in got] != list(fs.gold_first_token[:5])
+    assert not ok.any()
+    base = greedy_under(model, fs.tokens[:5], max_new_tokens=1)
+    assert [b[0] for b in base] == list(fs.gold_first_token[:5])
+
+
+def test_mean_ablation_and_bad_input(planted):
+    model, fs, stats = planted
+    s = select_neurons(stats, "rel1", k=RED)
+    with pytest.raises(ConfigError, match="needs the mean response"):
+        deactivation_ops(s, method="mean")
+    means = {site: torch.zeros(stats.ap[site].shape[0]) for site in SITES}
+    zero = first_token_correct(model, fs, deactivation_ops(s))
+    mean0 = first_token_correct(model, fs, deactivation_ops(s, method="mean", means=means))
+    np.testing.assert_array_equal(zero, mean0)  # mean 0 == zero ablation
+    with pytest.raises(ConfigError, match="unknown deactivation method"):
+        deactivation_ops(s, method="max")
+    with pytest.raises(ConfigError, match="n_random=2"):
+        DeactivationConfig(n_random=2)
+    with pytest.raises(DataError, match="no test facts for relation 'rel2'"):
+        relation_neuron_experiments(
+            model, stats, fs.subset(np.array(fs.relations) != "rel2"),
+            DeactivationConfig(k=RED, fraction=None, n_random=5, generation=False),
+        )
+    with pytest.raises(DataError, match="relation_mask|entries for"):
+        FactSet(((1, 2),), ("a", "b"), ("x",), (1,))
