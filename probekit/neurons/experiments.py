@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from ..errors import ConfigError, DataError
 from ..stats import StatTestResult, adjust_pvalues
@@ -163,6 +164,7 @@ def relation_neuron_experiments(
     config: DeactivationConfig | None = None,
     *,
     relations: Sequence[str] | None = None,
+    progress: bool = True,
 ) -> RelationNeuronResult:
     """Run the deactivation experiments on held-out ``facts`` for every relation of ``stats``.
 
@@ -178,8 +180,12 @@ def relation_neuron_experiments(
     means = _mean_responses(stats) if cfg.method == "mean" else None
     widths = {s: int(stats.ap[s].shape[0]) for s in stats.sites}
 
+    n_passes = 1 + len(rels) * (2 + cfg.n_random + len(cfg.shares) + cfg.n_single + cfg.generation)
+    bar = tqdm(total=n_passes, desc="deactivation passes", disable=not progress)
+
     def first(neurons: NeuronSet | None) -> np.ndarray:
         ops = deactivation_ops(neurons, method=cfg.method, means=means)
+        bar.update(1)
         return first_token_correct(model, facts, ops, batch_size=cfg.batch_size)
 
     def acc(correct: np.ndarray) -> Tensor:
@@ -233,6 +239,8 @@ def relation_neuron_experiments(
                 model, facts, ops, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size
             )
             gen_change[i] = acc(ok) - gen_base
+            bar.update(1)
+    bar.close()
     n_test = tuple(int(facts.relation_mask(r).sum()) for r in rels)
     tests = tuple(
         permutation_result(
