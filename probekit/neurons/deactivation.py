@@ -23,7 +23,7 @@ from torch import Tensor
 from ..capture import AllTokens
 from ..errors import ConfigError, DataError
 from ..interventions import Ablate, run_with_interventions
-from ..probes.answers import is_correct
+from ..models.generate import is_correct
 from .selection import NeuronSet
 
 METHODS = ("zero", "mean")
