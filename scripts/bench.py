@@ -224,6 +224,7 @@ OPTIONAL = {
     "homomorphism": ("scripts.bench_homomorphism", "bench_homomorphism"),
     "similarity": ("scripts.bench_similarity", "bench_similarity"),
     "patching": ("scripts.bench_patching", "bench_patching"),
+    "neurons": ("scripts.bench_neurons", "run"),
 }
 
 
@@ -244,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="SCAN checkpoint for the homomorphism section (default: untrained)")
     parser.add_argument("--sim-n", type=int, default=20000,
                         help="stimuli of the similarity section (d=576, 12 layers; smaller on a busy box)")
+    parser.add_argument("--neurons-n", type=int, default=1000,
+                        help="prompts of the neurons section (SmolLM2, all 30 layers)")
     args = parser.parse_args(argv)
     results: dict = {}
     for section in args.sections.split(","):
@@ -262,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs = {"checkpoint": args.he_checkpoint}
             if section == "similarity":
                 kwargs = {"n": args.sim_n}
+            if section == "neurons":
+                kwargs = {"model": args.model, "n_prompts": args.neurons_n}
             if section == "patching":
                 kwargs = {"device": args.device}
             results[section] = getattr(importlib.import_module(module), fn)(**kwargs)

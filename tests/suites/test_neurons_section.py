@@ -32,7 +32,8 @@ def smollm2():
 
 
 def test_neurons_section_matches_api_and_renders(tmp_path, smollm2):
-    rows = [json.loads(line) for line in open("probes/data/relation_facts.jsonl")]
+    with open("probes/data/relation_facts.jsonl") as fh:
+        rows = [json.loads(line) for line in fh]
     keep = [r for r in rows if r["relation"] in ("capital", "antonym") and r["template"] == 0]
     picked = [r for rel in ("capital", "antonym") for split in ("identify", "test")
               for r in [x for x in keep if x["relation"] == rel and x["split"] == split][:6]]
@@ -46,8 +47,12 @@ def test_neurons_section_matches_api_and_renders(tmp_path, smollm2):
     assert exp["set_sizes"] == {"capital": 12, "antonym": 12}
     assert len(section.hypotheses) == 2
     # direct API on the same prompts gives the same matrix
-    from probekit.neurons import DeactivationConfig, FactSet, neuron_statistics
-    from probekit.neurons import relation_neuron_experiments
+    from probekit.neurons import (
+        DeactivationConfig,
+        FactSet,
+        neuron_statistics,
+        relation_neuron_experiments,
+    )
     from probekit.sites import Site
 
     def facts(split):
