@@ -11,17 +11,26 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable
-from typing import Any, TextIO
+from typing import Any, Protocol, runtime_checkable
 
 from tqdm.auto import tqdm
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-class _LineWriter:
-    """A file-like sink turning tqdm's ``\\r`` redraws into newline-terminated log lines."""
+@runtime_checkable
+class _TextSink(Protocol):
+    """What :class:`_LineWriter` writes to: ``sys.stderr``, a log file, pytest's capture."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
+class _LineWriter:
+    r"""A file-like sink turning tqdm's ``\r`` redraws into newline-terminated log lines."""
+
+    def __init__(self, stream: _TextSink) -> None:
         self.stream = stream
         self.last = ""
 
@@ -45,7 +54,7 @@ def progress_bar(
     enabled: bool = True,
     initial: int = 0,
     leave: bool = True,
-    log_interval: float = 10.0,
+    log_interval: float | int = 10.0,
 ) -> tqdm:
     """A ``tqdm`` over ``iterable`` (or a manual bar): a live bar on a TTY, log lines otherwise.
 

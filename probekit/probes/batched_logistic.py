@@ -50,7 +50,7 @@ __all__ = [
 _F_NOISE = 1e2
 
 
-def c_grid(Cs: int | Sequence[float]) -> np.ndarray:
+def c_grid(Cs: int | Sequence[float] | np.ndarray) -> np.ndarray:
     """The inverse-regularisation grid: an int ``k`` means ``np.logspace(-4, 4, k)`` (sklearn)."""
     if isinstance(Cs, (int, np.integer)):
         if Cs < 1:
@@ -399,7 +399,7 @@ def cv_logistic_batched(
     y: Int[Tensor, " n"],
     n_classes: int,
     *,
-    Cs: int | Sequence[float],
+    Cs: int | Sequence[float] | np.ndarray,
     folds: Sequence[tuple[np.ndarray, np.ndarray]],
     max_iter: int = 200,
     tol: float = 1e-5,

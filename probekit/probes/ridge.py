@@ -27,7 +27,7 @@ from ._validation import validate_finite
 __all__ = ["RidgeProbe", "alpha_grid", "fit_ridge_batched"]
 
 
-def alpha_grid(alphas: int | Sequence[float]) -> np.ndarray:
+def alpha_grid(alphas: int | Sequence[float] | np.ndarray) -> np.ndarray:
     """Ridge grid: an int ``k`` means ``np.logspace(-3, 5, k)``."""
     if isinstance(alphas, (int, np.integer)):
         if alphas < 1:
