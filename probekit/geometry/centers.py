@@ -1,0 +1,141 @@
+"""Common centre subspace of a set of manifolds (Cohen, Chung, Lee & Sompolinsky, Nat. Commun. 2020).
+
+Manifold centres often share a low-rank structure (e.g. a common offset direction) that inflates
+capacity estimates. Following ``fun_FA`` of the reference code (schung039/neural_manifolds_replicaMFT),
+the centres are globally centred, written in a ``(P-1)``-dim orthonormal basis ``X`` (rows = centres),
+and for ``K = 1, 2, ...`` a ``K``-dim subspace ``V`` is fitted by minimising
+
+    F(V) = 1/2 sum_{m,n} (C_mn - c_m.c_n)^2 / (c0_m c0_n),   C = X X^T, c = X V, c0_m = C_mm - |c_m|^2,
+
+the squared correlation left between centres after removing ``V``. Each ``K`` uses ``n_reps``
+random starts; the start whose residual centres keep the largest minimum norm ratio ("stability")
+wins. ``K`` is the argmin of the residual mean absolute centre correlation; the loop stops after
+three consecutive increases. The reference optimises on the Stiefel manifold with pymanopt's
+conjugate gradient; here the cost (which depends only on span(V)) is minimised with L-BFGS over an
+unconstrained ``W`` with ``V = qr(W).Q``, all starts at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from scipy.optimize import minimize
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class CenterSubspace:
+    """Result of the common-centre subspace fit.
+
+    Attributes:
+        basis: ``(n, k)`` orthonormal basis of the removed subspace in the ambient space.
+        n_common: ``K``, its dimension.
+        center_correlation: mean ``|cos|`` over pairs of globally centred centres (``res_coeff0``).
+        residual_correlation: mean ``|cos|`` left after removing the best ``K``-dim subspace,
+            for each ``K`` tried (``res_coeff``).
+    """
+
+    basis: Float[Tensor, "n k"]
+    n_common: int
+    center_correlation: float
+    residual_correlation: tuple[float, ...]
+
+
+def mean_abs_correlation(x: Float[Tensor, "p d"]) -> float:
+    """Mean ``|cos|`` between distinct rows: ``(sum |C| - P) / (P (P - 1))``, C = cosine matrix."""
+    norms = x.norm(dim=1, keepdim=True)
+    cos = (x @ x.T) / (norms @ norms.T)
+    p = x.shape[0]
+    return float((cos.abs().sum() - p) / (p * (p - 1)))
+
+
+def max_common_dim(centers: Float[Tensor, "n p"]) -> int:
+    """The reference's cap on ``K``: 11 + index of the last PC with cumulative variance < 0.95."""
+    sv = torch.linalg.svdvals(centers - centers.mean(dim=1, keepdim=True))
+    total = torch.cumsum(sv**2 / (sv**2).sum(), dim=0)
+    below = torch.where(total < 0.95, total, torch.zeros_like(total))
+    return int(torch.argmax(below)) + 11
+
+
+def _residual_cost(w: Float[Tensor, "r b k"], x: Float[Tensor, "p b"]) -> Float[Tensor, ""]:
+    """Sum over starts of F(V), V = qr(W).Q."""
+    v = torch.linalg.qr(w).Q
+    c = torch.einsum("pb,rbk->rpk", x, v)
+    gram = x @ x.T
+    c0 = torch.diagonal(gram) - (c**2).sum(dim=2)  # (r, p)
+    resid = gram - c @ c.transpose(1, 2)
+    return ((resid**2) / (c0.unsqueeze(2) * c0.unsqueeze(1))).sum() / 2
+
+
+def _fit_subspaces(
+    x: Float[Tensor, "p b"], k: int, n_reps: int, gen: torch.Generator, max_iter: int
+) -> Float[Tensor, "r b k"]:
+    """Minimise F from ``n_reps`` random starts at once; returns each start's orthonormal V."""
+    shape = (n_reps, x.shape[1], k)
+    w0 = torch.randn(shape, generator=gen, dtype=x.dtype)
+
+    def fun(flat: np.ndarray) -> tuple[float, np.ndarray]:
+        w = torch.from_numpy(flat).reshape(shape).requires_grad_(True)
+        cost = _residual_cost(w, x)
+        (grad,) = torch.autograd.grad(cost, w)
+        return float(cost.detach()), grad.reshape(-1).numpy().astype(np.float64)
+
+    res = minimize(fun, w0.reshape(-1).numpy(), jac=True, method="L-BFGS-B",
+                   options={"maxiter": max_iter, "gtol": 1e-8, "ftol": 1e-12})
+    return torch.linalg.qr(torch.from_numpy(res.x).reshape(shape)).Q
+
+
+def common_center_subspace(
+    centers: Float[Tensor, "n p"],
+    *,
+    max_k: int | None = None,
+    n_reps: int = 10,
+    generator: torch.Generator | None = None,
+    max_iter: int = 1000,
+) -> CenterSubspace:
+    """Fit the common centre subspace as the reference's ``fun_FA``.
+
+    Args:
+        centers: ``(n, p)`` manifold centres as columns (after global centring or not: the
+            centres' mean is removed here).
+        max_k: largest ``K`` tried (default :func:`max_common_dim`); capped at ``P - 2``.
+        n_reps: random starts per ``K``.
+        generator: torch generator for the starts.
+        max_iter: L-BFGS iterations per ``K``.
+
+    Returns:
+        CenterSubspace with the ambient basis of the chosen ``K``.
+    """
+    gen = generator if generator is not None else torch.Generator().manual_seed(0)
+    centers = centers.to(torch.float64)
+    n, p = centers.shape
+    xb = (centers - centers.mean(dim=1, keepdim=True)).T  # (p, n)
+    q = torch.linalg.qr(xb.T).Q[:, : p - 1]  # (n, <= p-1)
+    x = xb @ q  # (p, b)
+    res0 = mean_abs_correlation(x)
+    k_cap = min(max_k if max_k is not None else max_common_dim(centers), x.shape[1] - 1)
+    xnorm = x.norm(dim=1)
+    bases: list[Tensor] = []
+    res: list[float] = []
+    for k in range(1, k_cap + 1):
+        vs = _fit_subspaces(x, k, n_reps, gen, max_iter)  # (r, b, k)
+        resid = x - torch.einsum("pb,rbk,rck->rpc", x, vs, vs)
+        stability = (resid.norm(dim=2) / xnorm).amin(dim=1)
+        v = vs[int(torch.argmax(stability))]
+        bases.append(v)
+        res.append(mean_abs_correlation(x - x @ v @ v.T))
+        if k > 4 and res[-1] > res[-2] > res[-3] > res[-4]:
+            break
+    best = int(np.argmin(res)) if res else -1
+    if best < 0:
+        return CenterSubspace(basis=torch.zeros(n, 0, dtype=centers.dtype), n_common=0,
+                              center_correlation=res0, residual_correlation=())
+    return CenterSubspace(
+        basis=q @ bases[best],
+        n_common=best + 1,
+        center_correlation=res0,
+        residual_correlation=tuple(res),
+    )
