@@ -5,7 +5,8 @@ forward pass over the same batches (goal <= 1.15x) and vs ``run_with_cache`` + i
 store_read: loading every site of a store with the sha256-on-first-read check vs without.
 cli: ``probekit --help`` / ``probekit models`` wall time and peak RSS vs ``python -c pass``.
 Other sections (probe sweep vs sklearn loop, grokking time, similarity: 12 x 12 layer CKA
-matrix vs a pairwise loop) run when their modules exist.
+matrix vs a pairwise loop, geometry: batched MFTMA anchors vs a per-sample QP loop) run when
+their modules exist.
 
     python scripts/bench.py --out out/bench.json [--model smollm2-135m] [--sections capture,probes]
         [--device cuda] [--sklearn-threads 4]   # probe sweep on the GPU; sklearn on 4 CPU threads
@@ -225,6 +226,7 @@ OPTIONAL = {
     "similarity": ("scripts.bench_similarity", "bench_similarity"),
     "patching": ("scripts.bench_patching", "bench_patching"),
     "neurons": ("scripts.bench_neurons", "run"),
+    "geometry": ("scripts.bench_geometry", "bench_geometry"),
 }
 
 
@@ -234,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
     parser.add_argument("--sections", default="capture,store_memory,store_read,cli,probes",
-                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,patching")
+                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,patching,neurons,geometry")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
@@ -267,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs = {"n": args.sim_n}
             if section == "neurons":
                 kwargs = {"model": args.model, "n_prompts": args.neurons_n}
-            if section == "patching":
+            if section in ("patching", "geometry"):
                 kwargs = {"device": args.device}
             results[section] = getattr(importlib.import_module(module), fn)(**kwargs)
         else:

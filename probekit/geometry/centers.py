@@ -60,14 +60,26 @@ def max_common_dim(centers: Float[Tensor, "n p"]) -> int:
     return int(torch.argmax(below)) + 11
 
 
-def _residual_cost(w: Float[Tensor, "r b k"], x: Float[Tensor, "p b"]) -> Float[Tensor, ""]:
-    """Sum over starts of F(V), V = qr(W).Q."""
-    v = torch.linalg.qr(w).Q
+def _residual_cost(
+    w: Float[Tensor, "r b k"], x: Float[Tensor, "p b"]
+) -> tuple[Float[Tensor, ""], Float[Tensor, "r b k"]]:
+    """Sum over starts of F(V), V = qr(W).Q, and its gradient in W (analytic).
+
+    With ``A = H / (c0 c0^T)``, ``E = H * A``: ``dF/dc = -2 A c + 2 diag(rowsum(E) / c0) c``,
+    ``G = X^T dF/dc``; F depends on span(V) only, so ``dF/dW = (I - V V^T) G R^{-T}``.
+    """
+    v, r = torch.linalg.qr(w)
     c = torch.einsum("pb,rbk->rpk", x, v)
     gram = x @ x.T
     c0 = torch.diagonal(gram) - (c**2).sum(dim=2)  # (r, p)
-    resid = gram - c @ c.transpose(1, 2)
-    return ((resid**2) / (c0.unsqueeze(2) * c0.unsqueeze(1))).sum() / 2
+    h = gram - c @ c.transpose(1, 2)
+    a = h / (c0.unsqueeze(2) * c0.unsqueeze(1))
+    e = h * a
+    grad_c = -2 * a @ c + 2 * (e.sum(dim=2) / c0).unsqueeze(2) * c
+    g = torch.einsum("pb,rpk->rbk", x, grad_c)
+    g = g - v @ (v.transpose(1, 2) @ g)
+    grad_w = torch.linalg.solve_triangular(r, g.transpose(1, 2), upper=True).transpose(1, 2)
+    return e.sum() / 2, grad_w
 
 
 def _fit_subspaces(
@@ -78,13 +90,11 @@ def _fit_subspaces(
     w0 = torch.randn(shape, generator=gen, dtype=x.dtype)
 
     def fun(flat: np.ndarray) -> tuple[float, np.ndarray]:
-        w = torch.from_numpy(flat).reshape(shape).requires_grad_(True)
-        cost = _residual_cost(w, x)
-        (grad,) = torch.autograd.grad(cost, w)
-        return float(cost.detach()), grad.reshape(-1).numpy().astype(np.float64)
+        cost, grad = _residual_cost(torch.from_numpy(flat).reshape(shape), x)
+        return float(cost), grad.reshape(-1).numpy()
 
     res = minimize(fun, w0.reshape(-1).numpy(), jac=True, method="L-BFGS-B",
-                   options={"maxiter": max_iter, "gtol": 1e-8, "ftol": 1e-12})
+                   options={"maxiter": max_iter, "gtol": 1e-6, "ftol": 1e-10})
     return torch.linalg.qr(torch.from_numpy(res.x).reshape(shape)).Q
 
 

@@ -1,0 +1,58 @@
+"""Concept factorization on constructed additive / interacting representations."""
+
+import numpy as np
+import pytest
+import torch
+
+from probekit.errors import DataError
+from probekit.geometry.factorization import concept_factorization
+
+
+def _grid(na=6, nb=5, d=12, ra=2, rb=3, interaction=0.0, angle_overlap=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
+    ba = q[:, :ra]
+    bb = q[:, :rb] if angle_overlap else q[:, ra : ra + rb]
+    u = torch.randn(na, ra, generator=g, dtype=torch.float64) @ ba.T
+    v = torch.randn(nb, rb, generator=g, dtype=torch.float64) @ bb.T
+    a, b = np.meshgrid(np.arange(na), np.arange(nb), indexing="ij")
+    a, b = np.repeat(a.ravel(), 3), np.repeat(b.ravel(), 3)  # 3 rows per combination
+    inter = torch.randn(na, nb, d, generator=g, dtype=torch.float64)
+    z = 1.5 + u[a] + v[b] + interaction * inter[a, b]
+    train = (a + b) % 4 != 0  # hold out a diagonal band of combinations
+    return z, a, b, train
+
+
+def test_additive_representation_generalizes_exactly():
+    z, a, b, train = _grid()
+    res = concept_factorization(z, a, b, train=train)
+    assert res.n_heldout_combinations > 0
+    assert float(res.r2_train[0]) == pytest.approx(1.0, abs=1e-12)
+    assert float(res.r2_heldout[0]) == pytest.approx(1.0, abs=1e-12)
+    assert int(res.rank_a[0]) == 2 and int(res.rank_b[0]) == 3
+    np.testing.assert_allclose(res.principal_angles[0].numpy(), 90.0, atol=1e-6)
+
+
+def test_overlapping_spans_give_zero_angles():
+    z, a, b, train = _grid(ra=2, rb=2, angle_overlap=True)
+    res = concept_factorization(z, a, b, train=train)
+    np.testing.assert_allclose(res.principal_angles[0].numpy(), 0.0, atol=1e-4)
+
+
+def test_interaction_breaks_heldout_r2_and_layers_at_once():
+    z0, a, b, train = _grid()
+    z1, *_ = _grid(interaction=3.0)
+    res = concept_factorization(torch.stack([z0, z1]), a, b, train=train)
+    assert float(res.r2_heldout[0]) == pytest.approx(1.0, abs=1e-12)
+    assert float(res.r2_heldout[1]) < 0.5
+    # rotation + translation invariance
+    q, _ = torch.linalg.qr(torch.randn(12, 12, dtype=torch.float64))
+    moved = concept_factorization(torch.stack([z0, z1]) @ q + 4.0, a, b, train=train)
+    torch.testing.assert_close(moved.r2_heldout, res.r2_heldout)
+    torch.testing.assert_close(moved.principal_angles, res.principal_angles, atol=1e-5, rtol=0)
+
+
+def test_unidentified_factor_raises():
+    z, a, b, _ = _grid()
+    with pytest.raises(DataError, match="never occurs"):
+        concept_factorization(z, a, b, train=a != 0)
