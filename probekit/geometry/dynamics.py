@@ -1,0 +1,141 @@
+"""Training-dynamics markers over a checkpoint series.
+
+* Layer rotation (Carbonnelle & De Vleeschouwer, arXiv 1806.01603; ispgroupucl/layer-rotation-tools):
+  ``1 - cos(w_t, w_0)`` between the flattened weight matrix at step ``t`` and at initialisation,
+  per weight tensor with >= 2 dims (biases and norm gains excluded). Larger final rotation in all
+  layers went with better test accuracy there.
+* Condition number ``s_max / s_min`` of each >= 2-D weight, reshaped to ``(shape[0], -1)`` as in
+  KappaTune (Ludwig, arXiv 2506.16289), and of each layer's activation covariance
+  ``l_max / l_min``. KappaTune uses weight condition numbers to pick tensors to fine-tune; reading
+  either as a generalization/OOD marker is OUR EXTENSION, not a published result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from probekit.errors import DataError
+
+from .dimension import covariance_spectrum
+
+_SKIP = ("b_", "bias", "ln", "norm", ".w", "IGNORE", "mask")
+
+
+def weight_matrices(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """The >= 2-D float weights of a state dict (no biases, norm gains, buffers), float64."""
+    out = {}
+    for name, w in state.items():
+        leaf = name.rsplit(".", 1)[-1]
+        if w.ndim < 2 or not w.is_floating_point() or any(leaf.startswith(s) for s in _SKIP):
+            continue
+        out[name] = w.detach().to(torch.float64)
+    return out
+
+
+@dataclass(frozen=True)
+class DynamicsMarkers:
+    """Markers per weight tensor over a checkpoint series.
+
+    Attributes:
+        steps: training step of each checkpoint.
+        rotation: weight name -> ``(n_ckpt,)`` layer rotation ``1 - cos(w_t, w_0)``.
+        condition: weight name -> ``(n_ckpt,)`` condition number ``s_max / s_min`` (our extension
+            as a marker).
+    """
+
+    steps: tuple[int, ...]
+    rotation: dict[str, Float[Tensor, " ckpt"]]
+    condition: dict[str, Float[Tensor, " ckpt"]]
+
+
+def layer_rotation(states: Sequence[Mapping[str, Tensor]]) -> dict[str, Float[Tensor, " ckpt"]]:
+    """``1 - cos(w_t, w_0)`` per weight matrix; ``states[0]`` is the initial checkpoint."""
+    if len(states) < 1:
+        raise DataError("got no checkpoints; pass the initial state first, then later ones")
+    ref = weight_matrices(states[0])
+    out: dict[str, list[float]] = {k: [] for k in ref}
+    for i, st in enumerate(states):
+        cur = weight_matrices(st)
+        for k, w0 in ref.items():
+            if k not in cur or cur[k].shape != w0.shape:
+                raise DataError(
+                    f"checkpoint {i} lacks weight {k!r} of shape {tuple(w0.shape)}; all "
+                    "checkpoints must come from the same architecture"
+                )
+            a, b = w0.reshape(-1), cur[k].reshape(-1)
+            out[k].append(float(1.0 - (a @ b) / (a.norm() * b.norm())))
+    return {k: torch.tensor(v, dtype=torch.float64) for k, v in out.items()}
+
+
+def weight_condition_numbers(state: Mapping[str, Tensor]) -> dict[str, float]:
+    """``s_max / s_min`` of every >= 2-D weight reshaped to ``(shape[0], -1)`` (inf if singular)."""
+    out = {}
+    for k, w in weight_matrices(state).items():
+        s = torch.linalg.svdvals(w.reshape(w.shape[0], -1))
+        out[k] = float(s[0] / s[-1]) if s[-1] > 0 else float("inf")
+    return out
+
+
+def activation_condition_number(
+    acts: Float[Tensor, "*lay n d"],
+) -> Float[Tensor, " layer"]:
+    """``l_max / l_min`` of each layer's activation covariance (our extension; inf if singular).
+
+    Uses the ``min(n, d)`` eigenvalues of the smaller Gram matrix, so with ``n <= d`` the
+    covariance is always singular in ``R^d``: this is the conditioning of the occupied span.
+    """
+    ev = covariance_spectrum(acts)
+    return ev[:, 0] / ev[:, -1]
+
+
+def checkpoint_dynamics(
+    checkpoints: Sequence[str | Path] | Sequence[Mapping[str, Tensor]],
+    steps: Sequence[int] | None = None,
+) -> DynamicsMarkers:
+    """Layer rotation and weight condition numbers over a series (first = initial weights).
+
+    Args:
+        checkpoints: probekit checkpoint directories (``model.safetensors``) or state dicts.
+        steps: step of each checkpoint (default 0, 1, 2, ...).
+
+    Returns:
+        DynamicsMarkers.
+    """
+    from safetensors.torch import load_file
+
+    states = [load_file(str(Path(c) / "model.safetensors")) if isinstance(c, str | Path) else c
+              for c in checkpoints]
+    conds = [weight_condition_numbers(s) for s in states]
+    condition = {k: torch.tensor([c[k] for c in conds], dtype=torch.float64) for k in conds[0]}
+    st = tuple(range(len(states))) if steps is None else tuple(int(s) for s in steps)
+    return DynamicsMarkers(steps=st, rotation=layer_rotation(states), condition=condition)
+
+
+def plot_dynamics(markers: DynamicsMarkers, path: str | Path) -> Path:
+    """Two panels (layer rotation, log condition number) vs step, one line per weight; PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for k, v in markers.rotation.items():
+        axes[0].plot(markers.steps, v.numpy(), label=k)
+    for k, v in markers.condition.items():
+        axes[1].plot(markers.steps, v.numpy(), label=k)
+    axes[0].set(xlabel="step", ylabel="1 - cos(w_t, w_0)", title="layer rotation")
+    axes[1].set(xlabel="step", ylabel="s_max / s_min", yscale="log",
+                title="weight condition number (our extension)")
+    axes[0].legend(fontsize=6)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
