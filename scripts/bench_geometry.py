@@ -36,7 +36,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "geometry"))
 
 from probekit.geometry import anchor_points, manifold_capacity  # noqa: E402
-from probekit.geometry.capacity import _metrics, _pad_t, _prepare  # noqa: E402
+from probekit.geometry.capacity import (  # noqa: E402
+    anchor_geometry,
+    gaussian_samples,
+    normalize_manifolds,
+)
 
 
 def _anchor_loop(points: np.ndarray, t: np.ndarray, kappa: float, solver: str) -> np.ndarray:
@@ -81,9 +85,9 @@ def bench_geometry(device: str = "cpu", slsqp_manifolds: int = 4) -> dict:
 
     gen = torch.Generator().manual_seed(0)
     t1 = time.perf_counter()
-    prep = _prepare([torch.as_tensor(x, dtype=torch.float64) for x in xs], n_reps=10, gen=gen)
+    prep = normalize_manifolds([torch.as_tensor(x, dtype=torch.float64) for x in xs], n_reps=10, gen=gen)
     t_prep = time.perf_counter() - t1
-    t = _pad_t(t_vecs, prep.dims, case["n_t"], gen)
+    t = gaussian_samples(t_vecs, prep.dims, case["n_t"], gen)
     pts_dev, t_dev = prep.points.to(device), t.to(device)
     anchor_points(pts_dev, t_dev)  # warm-up
     times = []
@@ -104,7 +108,7 @@ def bench_geometry(device: str = "cpu", slsqp_manifolds: int = 4) -> dict:
     slsqp_anchors = np.stack([_anchor_loop(pts[i], tn[i], 0.0, "slsqp") for i in range(k)])
     t_slsqp = (time.perf_counter() - t4) * len(xs) / k
 
-    alpha_nnls, r_nnls, d_nnls = _metrics(torch.from_numpy(nnls_anchors), t, prep.dims, 0.0)
+    alpha_nnls, r_nnls, d_nnls = anchor_geometry(torch.from_numpy(nnls_anchors), t, prep.dims, 0.0)
     ref_json = ROOT / "tests" / "geometry" / "mftma_reference.json"
     ref = json.loads(ref_json.read_text())["cases"].get("bench_p100_m50_n5000", {})
     return {

@@ -47,7 +47,17 @@ def run_reference(ref: str, acts: str | None, out: str, slow: bool) -> None:
     from mftma_cases import CASES, make_manifolds, make_t_vecs  # noqa: PLC0415
 
     sys.path.insert(0, ref)
-    from manifold_analysis_correlation import manifold_analysis_corr  # noqa: PLC0415
+    import manifold_analysis_correlation as mac  # noqa: PLC0415
+
+    captured: dict = {}
+    fun_fa = mac.fun_FA
+
+    def recording_fun_fa(*args, **kwargs):  # keep the reference's V11 and res_coeff per K
+        out = fun_fa(*args, **kwargs)
+        captured.update(proj=out[2], v1=out[3], res=out[4])
+        return out
+
+    mac.fun_FA = recording_fun_fa
 
     cases = {k: v for k, v in CASES.items() if slow or not v.get("slow")}
     result: dict = {"reference": "schung039/neural_manifolds_replicaMFT@24ea716 "
@@ -62,15 +72,19 @@ def run_reference(ref: str, acts: str | None, out: str, slow: bool) -> None:
         t_vecs = make_t_vecs(case, xs)
         np.random.seed(0)
         t0 = time.perf_counter()
-        a, r, d, res0, k = manifold_analysis_corr(xs, case.get("kappa", 0.0), case["n_t"],
-                                                  t_vecs=t_vecs)
+        a, r, d, res0, k = mac.manifold_analysis_corr(xs, case.get("kappa", 0.0), case["n_t"],
+                                                      t_vecs=t_vecs)
         elapsed = time.perf_counter() - t0
         result["cases"][name] = {
             "case": case, "capacity": float(1 / np.mean(1 / a)), "radius": float(np.mean(r)),
             "dimension": float(np.mean(d)), "capacity_m": a.tolist(), "radius_m": r.tolist(),
             "dimension_m": d.tolist(), "center_correlation": float(res0), "n_common": int(k),
             "seconds": round(elapsed, 2),
+            "residual_correlation": [float(v) for v in captured["res"]],
         }
+        if case["kind"] == "modadd":  # real data: K and V11 vary with the restarts; keep V11
+            basis = captured["proj"] @ captured["v1"][k - 1]
+            result["cases"][name]["center_basis"] = np.round(basis, 12).tolist()
         print(name, result["cases"][name]["capacity"], result["cases"][name]["radius"],
               result["cases"][name]["dimension"], int(k), f"{elapsed:.1f}s", flush=True)
     Path(out).write_text(json.dumps(result, indent=1) + "\n")

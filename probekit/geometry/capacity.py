@@ -23,14 +23,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from probekit.errors import DataError
 
 from ._validation import as_tensor64, check_manifolds, check_positive
 from .anchors import anchor_points
-from .centers import common_center_subspace, max_common_dim
+from .centers import common_center_subspace, fixed_center_subspace, max_common_dim
 
 
 @dataclass(frozen=True)
@@ -114,33 +114,66 @@ def manifolds_from_labels(
 
 
 @dataclass(frozen=True)
-class _Prepared:
-    """Normalised manifolds in the padded ``(p, D+1, M)`` layout, ready for the QP."""
+class NormalizedManifolds:
+    """Steps 1-3 done: manifolds in the padded ``(p, D+1, M)`` layout, ready for the QP.
 
-    points: Tensor
-    dims: Tensor
+    Attributes:
+        points: ``(p, Dmax+1, Mmax)`` normalised points (axis rows, zero padding, a row of ones);
+            a manifold with fewer points repeats its first one.
+        dims: ``(p,)`` each manifold's ``D`` (``M_i`` if ``N > M_i`` else ``N``).
+        center_correlation: mean ``|cos|`` between centred class centres.
+        n_common: dimension ``K`` of the removed common centre subspace.
+        residual_correlation: residual centre correlation for each ``K`` tried.
+    """
+
+    points: Float[Tensor, "p d1 m"]
+    dims: Int[Tensor, " p"]
     center_correlation: float
     n_common: int
     residual_correlation: tuple[float, ...]
 
 
-def _prepare(xs: list[Tensor], *, n_reps: int, gen: torch.Generator) -> _Prepared:
-    """Steps 1-3: global centring, common-centre removal, normalisation, M-dim frame."""
+def normalize_manifolds(
+    xs: list[Tensor],
+    *,
+    n_reps: int,
+    gen: torch.Generator,
+    center_basis: Float[Tensor, "n k"] | None = None,
+) -> NormalizedManifolds:
+    """Steps 1-3: global centring, common-centre removal, normalisation, M-dim frame.
+
+    Args:
+        xs: validated ``(N, M_i)`` float64 point clouds.
+        n_reps: restarts of the centre-subspace fit.
+        gen: generator of those restarts.
+        center_basis: ``(N, K)`` orthonormal common-centre basis to use instead of fitting one.
+
+    Returns:
+        NormalizedManifolds.
+    """
     origin = torch.cat(xs, dim=1).mean(dim=1, keepdim=True)
     centers = torch.stack([x.mean(dim=1) for x in xs], dim=1)
-    sub = common_center_subspace(centers, max_k=max_common_dim(centers), n_reps=n_reps,
-                                 generator=gen)
+    if center_basis is None:
+        sub = common_center_subspace(centers, max_k=max_common_dim(centers), n_reps=n_reps,
+                                     generator=gen)
+    else:
+        sub = fixed_center_subspace(centers, center_basis)
     v = sub.basis
-    frames = []
-    for x in xs:
-        xr = x - origin
-        xr = xr - v @ (v.T @ xr)
-        c = xr.mean(dim=1, keepdim=True)
-        s = (xr - c) / c.norm()
-        if s.shape[0] > s.shape[1]:
+    frames: list[Tensor] = [torch.empty(0)] * len(xs)
+    by_m: dict[int, list[int]] = {}
+    for i, x in enumerate(xs):
+        by_m.setdefault(x.shape[1], []).append(i)
+    for idx in by_m.values():  # manifolds with the same M are processed as one batch
+        xr = torch.stack([xs[i] for i in idx]) - origin  # (g, N, M)
+        if v.shape[1]:
+            xr = xr - v @ (v.T @ xr)
+        c = xr.mean(dim=2, keepdim=True)
+        s = (xr - c) / c.norm(dim=1, keepdim=True)
+        if s.shape[1] > s.shape[2]:
             q = torch.linalg.qr(s).Q  # LAPACK geqrf, the same frame as scipy.linalg.qr
-            s = q.T @ s
-        frames.append(s)
+            s = q.transpose(1, 2) @ s
+        for j, i in enumerate(idx):
+            frames[i] = s[j]
     dmax = max(s.shape[0] for s in frames)
     mmax = max(s.shape[1] for s in frames)
     points = torch.zeros(len(xs), dmax + 1, mmax, dtype=torch.float64)
@@ -150,13 +183,24 @@ def _prepare(xs: list[Tensor], *, n_reps: int, gen: torch.Generator) -> _Prepare
         points[i, :d, m:] = s[:, :1]  # repeat a point: the cone (and the anchors) are unchanged
     points[:, -1, :] = 1.0
     dims = torch.tensor([s.shape[0] for s in frames])
-    return _Prepared(points=points, dims=dims, center_correlation=sub.center_correlation,
+    return NormalizedManifolds(points=points, dims=dims, center_correlation=sub.center_correlation,
                      n_common=sub.n_common, residual_correlation=sub.residual_correlation)
 
 
-def _pad_t(t_vecs: Sequence[object] | None, dims: Tensor, n_t: int, gen: torch.Generator
-           ) -> Tensor:
-    """Samples in the padded layout: axis rows, zero rows, centre row last."""
+def gaussian_samples(
+    t_vecs: Sequence[object] | None, dims: Int[Tensor, " p"], n_t: int, gen: torch.Generator
+) -> Float[Tensor, "p d1 t"]:
+    """Samples ``t`` in the padded layout (axis rows, zero rows, centre row last).
+
+    Args:
+        t_vecs: the reference's ``(D_i + 1, n_t)`` arrays, or None to draw them from ``gen``.
+        dims: each manifold's ``D``.
+        n_t: samples per manifold.
+        gen: generator used when ``t_vecs`` is None.
+
+    Returns:
+        ``(p, Dmax + 1, n_t)`` samples.
+    """
     p, dmax = len(dims), int(dims.max())
     out = torch.zeros(p, dmax + 1, n_t, dtype=torch.float64)
     for i, d in enumerate(dims.tolist()):
@@ -174,8 +218,20 @@ def _pad_t(t_vecs: Sequence[object] | None, dims: Tensor, n_t: int, gen: torch.G
     return out
 
 
-def _metrics(s: Tensor, t: Tensor, dims: Tensor, kappa: float) -> tuple[Tensor, Tensor, Tensor]:
-    """Step 5: per-manifold capacity, radius and dimension from anchors (reference formulas)."""
+def anchor_geometry(
+    s: Float[Tensor, "p d1 t"], t: Float[Tensor, "p d1 t"], dims: Int[Tensor, " p"], kappa: float
+) -> tuple[Float[Tensor, " p"], Float[Tensor, " p"], Float[Tensor, " p"]]:
+    """Step 5: per-manifold capacity, radius and dimension from anchors (reference formulas).
+
+    Args:
+        s: anchor points.
+        t: the samples they came from.
+        dims: each manifold's ``D``.
+        kappa: margin.
+
+    Returns:
+        ``alpha_M``, ``R_M``, ``D_M``.
+    """
     max_ts = torch.clamp((t * s).sum(dim=1) + kappa, min=0.0)
     s_sum = (s**2).sum(dim=1)
     lamb = torch.where(s_sum > 0, max_ts / torch.where(s_sum > 0, s_sum, 1.0), 0.0)
@@ -197,6 +253,7 @@ def manifold_capacity(
     seed: int | None = None,
     n_reps: int = 10,
     allow_m_ge_n: bool = False,
+    center_basis: object | None = None,
     device: str | torch.device = "cpu",
 ) -> ManifoldCapacityResult:
     """Mean-field manifold capacity, radius and dimension, as the reference code computes them.
@@ -212,6 +269,9 @@ def manifold_capacity(
         seed: seeds the samples and the centre-subspace restarts (None: nondeterministic).
         n_reps: random restarts per ``K`` in the centre-subspace step (reference: 10).
         allow_m_ge_n: run manifolds with ``M_i >= N`` in the ``N``-dim space (no projection).
+        center_basis: optional ``(N, K)`` orthonormal basis of the common centre subspace (e.g.
+            the reference's ``V11``): pins step 2, whose random restarts can otherwise pick a
+            different ``K`` or subspace on real data.
         device: where the QPs run (``"cuda"`` batches them on the GPU).
 
     Returns:
@@ -227,11 +287,19 @@ def manifold_capacity(
         gen.seed()
     else:
         gen.manual_seed(seed)
-    prep = _prepare(xs, n_reps=n_reps, gen=gen)
-    t = _pad_t(t_vecs, prep.dims, n_t, gen)
+    basis = None
+    if center_basis is not None:
+        basis = as_tensor64(center_basis, name="center_basis")
+        if basis.ndim != 2 or basis.shape[0] != xs[0].shape[0]:
+            raise DataError(
+                f"center_basis has shape {tuple(basis.shape)}; expected (N, K) with "
+                f"N={xs[0].shape[0]} orthonormal columns"
+            )
+    prep = normalize_manifolds(xs, n_reps=n_reps, gen=gen, center_basis=basis)
+    t = gaussian_samples(t_vecs, prep.dims, n_t, gen)
     dev = torch.device(device)
     sol = anchor_points(prep.points.to(dev), t.to(dev), kappa=float(kappa))
-    alpha, radius, dim = (v.cpu() for v in _metrics(sol.anchors, t.to(dev), prep.dims.to(dev),
+    alpha, radius, dim = (v.cpu() for v in anchor_geometry(sol.anchors, t.to(dev), prep.dims.to(dev),
                                                     float(kappa)))
     return ManifoldCapacityResult(
         capacity=float(1.0 / (1.0 / alpha).mean()),

@@ -61,7 +61,7 @@ def max_common_dim(centers: Float[Tensor, "n p"]) -> int:
 
 
 def _residual_cost(
-    w: Float[Tensor, "r b k"], x: Float[Tensor, "p b"]
+    w: Float[Tensor, "r b k"], x: Float[Tensor, "p b"], gram: Float[Tensor, "p p"]
 ) -> tuple[Float[Tensor, ""], Float[Tensor, "r b k"]]:
     """Sum over starts of F(V), V = qr(W).Q, and its gradient in W (analytic).
 
@@ -70,7 +70,6 @@ def _residual_cost(
     """
     v, r = torch.linalg.qr(w)
     c = torch.einsum("pb,rbk->rpk", x, v)
-    gram = x @ x.T
     c0 = torch.diagonal(gram) - (c**2).sum(dim=2)  # (r, p)
     h = gram - c @ c.transpose(1, 2)
     a = h / (c0.unsqueeze(2) * c0.unsqueeze(1))
@@ -88,9 +87,10 @@ def _fit_subspaces(
     """Minimise F from ``n_reps`` random starts at once; returns each start's orthonormal V."""
     shape = (n_reps, x.shape[1], k)
     w0 = torch.randn(shape, generator=gen, dtype=x.dtype)
+    gram = x @ x.T
 
     def fun(flat: np.ndarray) -> tuple[float, np.ndarray]:
-        cost, grad = _residual_cost(torch.from_numpy(flat).reshape(shape), x)
+        cost, grad = _residual_cost(torch.from_numpy(flat).reshape(shape), x, gram)
         return float(cost), grad.reshape(-1).numpy()
 
     res = minimize(fun, w0.reshape(-1).numpy(), jac=True, method="L-BFGS-B",
@@ -149,3 +149,15 @@ def common_center_subspace(
         center_correlation=res0,
         residual_correlation=tuple(res),
     )
+
+
+def fixed_center_subspace(
+    centers: Float[Tensor, "n p"], basis: Float[Tensor, "n k"]
+) -> CenterSubspace:
+    """A given ``(n, k)`` common-centre basis with its correlations (no fit)."""
+    centers = centers.to(torch.float64)
+    xb = (centers - centers.mean(dim=1, keepdim=True)).T
+    resid = xb - (xb @ basis) @ basis.T
+    return CenterSubspace(basis=basis, n_common=int(basis.shape[1]),
+                          center_correlation=mean_abs_correlation(xb),
+                          residual_correlation=(mean_abs_correlation(resid),))

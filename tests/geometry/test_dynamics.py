@@ -17,9 +17,8 @@ from probekit.geometry.dynamics import (
 
 
 def _state(w, b=None):
-    st = {"blocks.0.attn.W_Q": w, "blocks.0.attn.b_Q": torch.zeros(3) if b is None else b,
-          "blocks.0.ln1.w": torch.ones(3)}
-    return st
+    return {"blocks.0.attn.W_Q": w, "blocks.0.attn.b_Q": torch.zeros(3) if b is None else b,
+            "blocks.0.ln1.w": torch.ones(3)}
 
 
 def test_rotation_of_a_planar_rotation_is_one_minus_cos():
@@ -48,7 +47,6 @@ def test_condition_numbers_known_values():
 
 
 def test_checkpoint_series_and_plot(tmp_path):
-    from probekit.models.checkpoint import load_checkpoint  # noqa: F401  (same format)
     from safetensors.torch import save_file
 
     g = torch.Generator().manual_seed(0)
