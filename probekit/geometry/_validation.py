@@ -24,7 +24,9 @@ def as_tensor64(x: object, *, name: str) -> Tensor:
     return t
 
 
-def check_manifolds(manifolds: Sequence[object], *, need_m_lt_n: bool = True) -> list[Tensor]:
+def check_manifolds(
+    manifolds: Sequence[object] | np.ndarray | Tensor, *, need_m_lt_n: bool = True
+) -> list[Tensor]:
     """Validate a list of ``(N, M_i)`` point clouds (reference layout: points are columns)."""
     if isinstance(manifolds, Tensor | np.ndarray):
         raise DataError(

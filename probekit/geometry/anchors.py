@@ -46,7 +46,7 @@ def anchor_points(
     *,
     kappa: float = 0.0,
     eps: float = 1e-8,
-    max_iter: int = 200,
+    max_iter: int = 30,
     chunk: int = 4096,
 ) -> AnchorSolution:
     """Anchor points of the max-margin QP for all manifolds and samples at once.
@@ -99,12 +99,20 @@ def anchor_points(
         order_k = torch.argsort(k)
         for start in range(0, order_k.numel(), chunk):
             sel = order_k[start : start + chunk]
-            a[pi[sel], ti[sel]] = _solve_free(gram_flat, b, pi[sel], ti[sel], fsub[sel], k[sel])
+            a[pi[sel], ti[sel]] = _solve_free(gram_flat, b[pi[sel], ti[sel]], pi[sel], fsub[sel],
+                                              k[sel])
         grad = torch.bmm(a, gram) - b  # (p, t, m), gram symmetric
         new_free = (free & (a > 0)) | (~free & (grad < -tol.unsqueeze(2)))
         changed = (new_free != free).any(dim=2) & active
         free = torch.where(active.unsqueeze(2), new_free, free)
         active = changed
+    if bool(active.any()):  # PDAS can cycle on ill-conditioned problems: finish them monotonely
+        idx = active.nonzero()
+        for start in range(0, idx.shape[0], chunk):
+            pi, ti = idx[start : start + chunk, 0], idx[start : start + chunk, 1]
+            sol_lh, ok = _lawson_hanson(gram, gram_flat, b[pi, ti], tol[pi, ti], pi, 3 * m + 10)
+            a[pi, ti] = sol_lh
+            active[pi[ok], ti[ok]] = False
     n_unconverged = int(active.sum())
 
     w = torch.bmm(points, a.transpose(1, 2))  # (p, d1, t) = t - v
@@ -119,9 +127,8 @@ def anchor_points(
 
 def _solve_free(
     gram_flat: Float[Tensor, " n"],
-    b: Float[Tensor, "p t m"],
+    b: Float[Tensor, "nb m"],
     pi: Tensor,
-    ti: Tensor,
     free: Bool[Tensor, "nb m"],
     k: Tensor,
 ) -> Float[Tensor, "nb m"]:
@@ -141,7 +148,7 @@ def _solve_free(
     var = torch.where(valid, order, m + slot)  # (nb, kmax) indices into the extended system
     flat = (pi * (4 * m * m)).view(-1, 1, 1) + var.unsqueeze(2) * (2 * m) + var.unsqueeze(1)
     sub = gram_flat[flat]  # (nb, kmax, kmax)
-    rhs = torch.where(valid, b[pi, ti].gather(1, order), 0.0)
+    rhs = torch.where(valid, b.gather(1, order), 0.0)
     chol, info = torch.linalg.cholesky_ex(sub)
     y = torch.linalg.solve_triangular(chol, rhs.unsqueeze(2), upper=False)
     x = torch.linalg.solve_triangular(chol.mT, y, upper=True).squeeze(2)
@@ -149,3 +156,50 @@ def _solve_free(
     if bool(bad.any()):  # numerically indefinite (near-duplicate points): least squares
         x[bad] = torch.linalg.lstsq(sub[bad], rhs[bad].unsqueeze(2)).solution.squeeze(2)
     return out.scatter(1, order, torch.where(valid, x, 0.0))
+
+
+def _lawson_hanson(
+    gram: Float[Tensor, "p m m"],
+    gram_flat: Float[Tensor, " n"],
+    b: Float[Tensor, "nb m"],
+    tol: Float[Tensor, " nb"],
+    pi: Tensor,
+    max_iter: int,
+) -> tuple[Float[Tensor, "nb m"], Bool[Tensor, " nb"]]:
+    """Batched Lawson-Hanson for ``min 1/2 a^T G a - b^T a, a >= 0`` (one step per round).
+
+    Each round, a problem either adds the variable of largest negative gradient to its passive
+    set (after an accepted solve) or steps back along the segment to the infeasible solve and
+    drops the variables that hit zero. Returns the solutions and a converged flag.
+    """
+    nb, m = b.shape
+    g = gram[pi]  # (nb, m, m)
+    a = torch.zeros_like(b)
+    passive = torch.zeros_like(b, dtype=torch.bool)
+    adding = torch.ones(nb, dtype=torch.bool, device=b.device)
+    done = torch.zeros(nb, dtype=torch.bool, device=b.device)
+    for _ in range(max_iter):
+        grad = b - (g @ a.unsqueeze(2)).squeeze(2)  # minus the gradient
+        best, j = torch.where(passive, float("-inf"), grad).max(dim=1)
+        done |= adding & (best <= tol)
+        add = adding & ~done
+        passive[add.nonzero().squeeze(1), j[add]] = True
+        live = ~done
+        if not bool(live.any()):
+            break
+        k = passive.sum(dim=1)
+        z = torch.zeros_like(b)
+        lv = live.nonzero().squeeze(1)
+        z[lv] = _solve_free(gram_flat, b[lv], pi[lv], passive[lv], k[lv])
+        feasible = ((z > 0) | ~passive).all(dim=1)
+        accept = live & feasible
+        a = torch.where(accept.unsqueeze(1), z, a)
+        back = live & ~feasible
+        ratio = torch.where(passive & (z <= 0), a / (a - z).clamp(min=1e-300), float("inf"))
+        step = ratio.min(dim=1).values.clamp(max=1.0).unsqueeze(1)
+        stepped = a + step * (z - a)
+        passive = torch.where(back.unsqueeze(1), passive & (stepped > 1e-14 * stepped.abs().amax(
+            dim=1, keepdim=True)), passive)
+        a = torch.where(back.unsqueeze(1), torch.where(passive, stepped, 0.0), a)
+        adding = accept
+    return a, done

@@ -245,7 +245,7 @@ def anchor_geometry(
 
 
 def manifold_capacity(
-    manifolds: Sequence[object],
+    manifolds: Sequence[object] | np.ndarray | Tensor,
     *,
     kappa: float = 0.0,
     n_t: int = 200,

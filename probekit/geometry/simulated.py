@@ -47,9 +47,9 @@ def is_separable(points: np.ndarray, signs: np.ndarray) -> bool:
 
 
 def simulated_capacity(
-    manifolds: Sequence[object],
+    manifolds: Sequence[object] | np.ndarray | Tensor,
     *,
-    n_dims: Sequence[int] | None = None,
+    n_dims: Sequence[int] | np.ndarray | None = None,
     n_dichotomies: int = 50,
     seed: int = 0,
 ) -> SimulatedCapacityResult:

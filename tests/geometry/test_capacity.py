@@ -16,7 +16,7 @@ FIXTURE = Path(__file__).parent / "mftma_reference.json"
 REF = json.loads(FIXTURE.read_text())["cases"]
 FAST = [k for k, v in REF.items() if not v["case"].get("slow") and v["case"]["kind"] != "modadd"]
 SLOW = [k for k, v in REF.items() if v["case"].get("slow")]
-REAL = [k for k, v in REF.items() if v["case"]["kind"] == "modadd"]
+REAL = [k for k, v in REF.items() if v["case"]["kind"] == "modadd" and "center_basis" in v]
 
 
 def _ours(case: dict, xs: list) -> object:
@@ -101,11 +101,16 @@ def test_iid_clouds_give_two_over_m():
 
 
 def test_points_limit_gives_two():
+    # radius -> 0: every anchor is the centre (0, ..., 0, 1), so alpha_M = 1/mean(max(t_c, 0)^2)
+    # with t_c the centre coordinate of the samples, whose expectation is 2
     rs = np.random.RandomState(0)
-    xs = [rs.randn(300, 1) + 1e-4 * rs.randn(300, 10) for _ in range(20)]
-    res = manifold_capacity(xs, seed=0)
-    assert res.capacity == pytest.approx(2.0, rel=0.01)
-    assert res.radius < 1e-3
+    xs = [rs.randn(300, 1) + 1e-6 * rs.randn(300, 10) for _ in range(20)]
+    t_vecs = [np.random.RandomState(i).randn(11, 4000) for i in range(20)]
+    res = manifold_capacity(xs, n_t=4000, t_vecs=t_vecs, seed=0)
+    expect = [1 / np.mean(np.maximum(t[-1], 0) ** 2) for t in t_vecs]
+    np.testing.assert_allclose(res.capacity_m.numpy(), expect, rtol=1e-4)
+    assert res.capacity == pytest.approx(2.0, rel=0.03)
+    assert res.radius < 1e-4
 
 
 def test_capacity_matches_simulated_separability():
