@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch import Tensor
 from scipy.optimize import linprog
 
 from probekit.errors import DataError
