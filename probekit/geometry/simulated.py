@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import Tensor
 from scipy.optimize import linprog
+from torch import Tensor
 
 from probekit.errors import DataError
 
