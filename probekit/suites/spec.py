@@ -7,7 +7,6 @@ Every section and key is checked: an unknown key, a wrong type or a missing file
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 import tomllib
 import types
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ConfigError
+from ..util.config import close_match_hint
 
 
 class SuiteError(ConfigError):
@@ -260,8 +260,7 @@ def _build(
     kwargs: dict[str, Any] = {}
     for key, value in table.items():
         if key not in fields:
-            close = difflib.get_close_matches(key, list(fields), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = close_match_hint(key, fields)
             raise SuiteError(
                 f"{_where(path, text, section, key, index)}: unknown key{hint}; valid keys are "
                 f"{sorted(fields)}"

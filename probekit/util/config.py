@@ -7,7 +7,13 @@ from collections.abc import Iterable
 
 from ..errors import ConfigError
 
-__all__ = ["check_keys", "unknown_key_message"]
+__all__ = ["check_keys", "close_match_hint", "unknown_key_message"]
+
+
+def close_match_hint(key: str, valid: Iterable[str]) -> str:
+    """``" (did you mean 'steps'?)"`` for the closest valid key (difflib), or ``""`` if none is close."""
+    close = difflib.get_close_matches(key, sorted(valid), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def unknown_key_message(unknown: Iterable[str], valid: Iterable[str], *, what: str) -> str:

@@ -114,3 +114,8 @@ def test_diff_of_means_batches_labelings_and_refuses_one_class():
         np.testing.assert_allclose(w[i], X[P[i]].mean(0) - X[~P[i]].mean(0), atol=1e-14)
     with pytest.raises(DataError, match="both classes"):
         numeric.diff_of_means(X, np.ones(25, dtype=bool))
+
+
+def test_close_match_hint():
+    assert config.close_match_hint("splt", ["scale", "split"]) == " (did you mean 'split'?)"
+    assert config.close_match_hint("zzz", ["scale", "split"]) == ""
