@@ -38,6 +38,11 @@ class ProbeSpec:
         Cs, alphas: sizes of the logistic C / ridge alpha grids; cv: CV folds.
         control: also fit a control task (labels re-drawn per ``[data] control_column`` type).
         permutation_test: test decodability at the selected site (logistic, diffmeans).
+        group_column: ``correctness``: a ``[data]`` column grouping the questions (relation,
+            region, dataset): grouped folds, within-group AUROC, the group-base-rate baseline.
+        group_split: ``"logo"`` (leave one group out) or ``"kfold"`` (group k-fold, ``cv``).
+        baselines: ``correctness``: also score the question-text (TF-IDF + logistic, on the
+            ``text`` column) and answer-confidence (max next-token probability) baselines.
     """
 
     kind: Literal["logistic", "ridge", "diffmeans", "correctness"]
@@ -47,6 +52,9 @@ class ProbeSpec:
     cv: int = 5
     control: bool = False
     permutation_test: bool = True
+    group_column: str | None = None
+    group_split: Literal["logo", "kfold"] = "logo"
+    baselines: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -352,17 +360,40 @@ def _sweep_blocks(
     return blocks
 
 
-def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
-    """In-advance correctness probe (No Answer Needed, arXiv 2509.10625).
+def answer_confidence(model: Any, tokens: list[list[int]], batch_size: int = 16) -> np.ndarray:
+    """Max next-token probability after each prompt: the model's confidence in its first answer
+    token (a black-box baseline of "No Answer Needed"); one batched forward pass, no hooks."""
+    import numpy as np
+    import torch
 
-    Diff-of-means direction on raw last-token activations, k-fold ID AUROC per site, fold-wise
-    OOD AUROC; the JSON keeps the sweep layout (val = test = mean CV AUROC, CI = mean +- 1.96
-    SE over folds, clipped to [0, 1]) and the report shows it as one CV column.
+    from ...capture.batching import iter_batches, model_device
+
+    tok = getattr(model, "tokenizer", None)
+    pad = getattr(tok, "pad_token_id", None) if tok is not None else None
+    out = []
+    with torch.inference_mode():
+        for batch in iter_batches(tokens, batch_size=batch_size, pad_id=int(pad or 0), side="left"):
+            batch = batch.to(model_device(model))
+            logits = model(batch.input_ids, attention_mask=batch.attention_mask)
+            out.append(torch.softmax(logits[:, -1].double(), -1).amax(-1).cpu().numpy())
+    return np.concatenate(out)
+
+
+def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
+    """In-advance correctness probe (No Answer Needed, arXiv 2509.10625) with its controls.
+
+    Diff-of-means direction on raw last-token activations, per-site CV AUROC on the ID questions
+    (stratified k-fold, or grouped folds with ``group_column``), fold-wise OOD AUROC, baselines
+    on the same folds (group base rate, question text, answer confidence) compared with the
+    nested-selection probe (site chosen by inner CV) by paired bootstrap CIs, and the
+    best-of-sites statistic tested by max-statistic permutation (all sites refit per shuffle).
+    The JSON keeps the sweep layout (val = test = mean CV AUROC, CI = mean +- 1.96 SE over
+    folds, clipped to [0, 1]).
     """
     import numpy as np
     import torch
 
-    from ...probes import correctness_probe, probe_permutation_test
+    from ...probes import correctness_probe
 
     suite, st, ex = ctx.suite, ctx.stats, ctx.examples
     label = spec.label or suite.data.label
@@ -377,11 +408,29 @@ def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
     y_all = np.asarray(ex.column(label)).astype(int).astype(bool)
     ids = np.concatenate([ex.splits["train"], ex.splits["test"]])
     ood = {k: (stack[:, v], y_all[v]) for k, v in ex.ood_splits.items()}
-    res = correctness_probe(stack[:, ids], y_all[ids], n_folds=spec.cv, ood=ood,
-                            random_state=st.seed)
+    groups = None
+    if spec.group_column is not None:
+        if spec.group_column not in ex.columns:
+            raise SuiteError(
+                f"{suite.source}: [[probe]] group_column {spec.group_column!r} is not a data "
+                f"column; have {sorted(ex.columns)}"
+            )
+        groups = np.asarray([str(v) for v in ex.column(spec.group_column)])[ids]
+    texts = conf = None
+    if spec.baselines:
+        if "text" in ex.columns:
+            texts = [str(t) for t in np.asarray(ex.column("text"), dtype=object)[ids]]
+        conf = answer_confidence(ctx.model, [ex.tokens[i] for i in ids])
+    res = correctness_probe(
+        stack[:, ids], y_all[ids], n_folds=spec.cv, groups=groups, group_split=spec.group_split,
+        ood=ood, texts=texts, confidence=conf, n_permutations=st.n_permutations,
+        n_bootstrap=max(st.n_bootstrap, 1000), confidence_level=st.confidence_level,
+        random_state=st.seed,
+    )  # fmt: skip
+    n_folds = res.fold_auroc.shape[1]
 
     def se(sd: Any) -> np.ndarray:
-        return 1.96 * np.asarray(sd) / np.sqrt(spec.cv)
+        return 1.96 * np.asarray(sd) / np.sqrt(n_folds)
 
     def band(m: float, s: float) -> list[float]:  # an AUROC interval stays inside [0, 1]
         return [max(0.0, m - s), min(1.0, m + s)]
@@ -390,48 +439,91 @@ def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
     for i, site in enumerate(sites):
         m, s = float(res.auroc_mean[i]), float(se(res.auroc_std)[i])
         row = {"site": site.name, "layer": site.layer, "hyperparameter": float("nan"),
-               "train": float("nan"), "val": m, "test": m, "test_ci": band(m, s)}
+               "train": float("nan"), "val": m, "test": m, "test_ci": band(m, s),
+               "pooled": float(res.pooled_auroc[i])}
+        if res.within_group_auroc is not None:
+            row["within_group"] = float(res.within_group_auroc[i])
         for k in ood:
             om, os_ = float(res.ood_mean[k][i]), float(se(res.ood_std[k])[i])
             row[f"ood/{k}"], row[f"ood_ci/{k}"], row[f"gap/{k}"] = om, band(om, os_), m - om
         rows.append(row)
-    best = int(np.argmax(res.auroc_mean))
+    best = sites.index(next(s for s, lay in zip(sites, res.layers) if lay == res.best_layer))
+    grouped = res.within_group_auroc is not None
+    metric_name = "within-group AUROC" if grouped else "mean CV AUROC"
+    base_rows = []
+    for b in res.baselines.values():
+        r = {"baseline": b.name, "pooled": b.pooled_auroc,
+             "diff_pooled": b.diff_pooled.estimate,
+             "diff_pooled_ci": [b.diff_pooled.low, b.diff_pooled.high]}
+        if grouped and b.diff_within is not None:
+            r.update(within=b.within_group_auroc, diff_within=b.diff_within.estimate,
+                     diff_within_ci=[b.diff_within.low, b.diff_within.high])
+        base_rows.append(r)
+    key = "diff_within_ci" if grouped else "diff_pooled_ci"
+    beats_all = bool(base_rows) and all(r[key][0] > 0 for r in base_rows)
+    mx = res.max_stat_test
+    significant = mx is not None and mx.p_value <= st.alpha
     entry = {
         "kind": "correctness", "label": label, "chance": 0.5,
         "n_correct": int(res.n_correct), "n_incorrect": int(res.n_incorrect),
+        "evaluation": res.evaluation, "group_column": spec.group_column,
         "sweep": {"probe": "correctness", "metric": "auroc", "confidence_level": 0.95,
                   "n_bootstrap": 0, "rows": rows,
                   "best": {"site": sites[best].name, "layer": sites[best].layer,
                            "test": rows[best]["test"]}},
         "ood_gap_at_best": {k: rows[best][f"gap/{k}"] for k in ood},
+        "nested_selection": {
+            "sites": [sites[res.layers.index(lay)].name for lay in res.selected_layers],
+            "pooled_auroc": res.selected_pooled_auroc,
+            "within_group_auroc": res.selected_within_group_auroc if grouped else None,
+        },
+        "baselines": base_rows,
+        "max_statistic": None if mx is None else {
+            "statistic": mx.statistic, "p_value": mx.p_value, "method": mx.method},
+        "survives_controls": bool(significant and beats_all),
     }
-    test = probe_permutation_test(
-        acts[sites[best]], y_all.astype(int), train_idx=ex.splits["train"],
-        test_idx=ex.splits["test"], probe="diffmeans", n_permutations=st.n_permutations,
-        random_state=st.seed,
-    )
-    hypothesis = Hypothesis.from_test(
-        test, name="the answer's correctness is predictable from the question alone",
-        site=sites[best], metric="auroc (train->test)",
-        effect_size=float(test.statistic) - 0.5, effect_size_name="AUROC - 0.5",
-        method=f"permutation test, {st.n_permutations} shuffles, diff-of-means refit",
-        alpha=st.alpha, outcome="predictable",
-    )
+    hypotheses = ()
+    if mx is not None:
+        hypotheses = (Hypothesis.from_test(
+            mx, name="the answer's correctness is predictable from the question alone "
+                     f"(best of {len(sites)} sites, {metric_name})",
+            site=sites[best], metric=f"max over sites of {metric_name}",
+            effect_size=float(mx.statistic) - 0.5, effect_size_name="AUROC - 0.5",
+            alpha=st.alpha, outcome="predictable",
+        ),)  # fmt: skip
     labels = tuple(site_label(s) for s in sites)
+    sel = res.selected_within_group_auroc if grouped else res.selected_pooled_auroc
     text = (
-        f"Best site by {spec.cv}-fold CV AUROC on ID questions: {labels[best]} "
-        f"({rows[best]['val']:.3f}); chance 0.5. {entry['n_correct']} correct and "
-        f"{entry['n_incorrect']} incorrect ID answers. The hypothesis test refits the direction "
-        f"on the train split and scores the test split at that site (AUROC "
-        f"{float(test.statistic):.3f})."
+        f"Evaluation: {res.evaluation} on the ID questions ({entry['n_correct']} correct, "
+        f"{entry['n_incorrect']} incorrect). Best site by {metric_name}: {labels[best]}; the "
+        f"site is chosen on the same folds, so its value is optimistic: the p-value below is "
+        f"for the best-of-{len(sites)}-sites statistic (max-statistic permutation, every site "
+        f"refit per shuffle), and the baselines are compared with the nested-selection probe "
+        f"(site chosen by inner CV in each training split; {metric_name} {sel:.3f})."
     )
-    series = [Series(name=f"CV AUROC (ID, mean of {spec.cv} folds, +-1.96 SE)",
+    verdict = (
+        "The effect survives the controls: significant after layer selection and above every "
+        "baseline (CI of the difference above 0)."
+        if entry["survives_controls"]
+        else "The effect does NOT survive the controls: "
+        + ("the best-of-sites statistic is not significant" if not significant else "")
+        + (" and " if not significant and not beats_all else "")
+        + ("the probe does not beat every baseline (a difference CI reaches 0)"
+           if not beats_all else "")
+        + "."
+    )
+    series = [Series(name=f"CV AUROC (ID, mean of {n_folds} folds, +-1.96 SE)",
                      values=tuple(r["val"] for r in rows),
                      low=tuple(r["test_ci"][0] for r in rows),
                      high=tuple(r["test_ci"][1] for r in rows), color="tab:blue")]
     columns = [Column(key="site", header="site", fmt="", align="left"),
-               Column(key="val", header=f"CV AUROC (ID, {spec.cv} folds)"),
-               Column(key="test_ci", header="+-1.96 SE", fmt="ci")]
+               Column(key="val", header=f"CV AUROC (ID, {n_folds} folds)"),
+               Column(key="test_ci", header="+-1.96 SE", fmt="ci"),
+               Column(key="pooled", header="pooled out-of-fold AUROC")]
+    if grouped:
+        series.append(Series(name="within-group AUROC",
+                             values=tuple(r["within_group"] for r in rows), color="tab:red"))
+        columns.append(Column(key="within_group", header="within-group AUROC"))
     for k in ood:
         series.append(Series(name=f"OOD {k} (fold-wise)", values=tuple(r[f"ood/{k}"] for r in rows),
                              low=tuple(r[f"ood_ci/{k}"][0] for r in rows),
@@ -439,15 +531,28 @@ def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
         columns += [Column(key=f"ood/{k}", header=f"OOD {k} AUROC"),
                     Column(key=f"ood_ci/{k}", header=f"OOD {k} +-1.96 SE", fmt="ci"),
                     Column(key=f"gap/{k}", header=f"gap {k}", fmt="+.3f")]
-    blocks = (
+    blocks: list[Any] = [
         Text(text=text),
+        Text(text=verdict, level="info" if entry["survives_controls"] else "warning"),
         LinePlot(title=f"correctness probe for {label!r}", x_labels=labels, series=tuple(series),
                  ylabel="AUROC", hlines=((0.5, "chance"),), marker=best,
-                 marker_label="best CV site"),
+                 marker_label=f"best site ({metric_name})"),
         Table(columns=tuple(columns), rows=tuple(dict(r, site=labels[i]) for i, r in enumerate(rows)),
-              highlight=(best,), caption="Highlighted: the best site by ID CV AUROC."),
-    )
+              highlight=(best,), caption=f"Highlighted: the best site by {metric_name}."),
+    ]
+    if base_rows:
+        bcols = [Column(key="baseline", header="baseline (same folds)", fmt="", align="left"),
+                 Column(key="pooled", header="baseline pooled AUROC"),
+                 Column(key="diff_pooled", header="probe - baseline (pooled)", fmt="+.3f"),
+                 Column(key="diff_pooled_ci", header="95% CI", fmt="ci")]
+        if grouped:
+            bcols += [Column(key="within", header="baseline within-group AUROC"),
+                      Column(key="diff_within", header="probe - baseline (within)", fmt="+.3f"),
+                      Column(key="diff_within_ci", header="95% CI", fmt="ci")]
+        blocks.append(Table(columns=tuple(bcols), rows=tuple(base_rows), caption=(
+            "Probe = nested-selection probe; differences with paired percentile-bootstrap CIs "
+            "(rows resampled jointly).")))
     return ProbeResult(
         section="probe", title=f"correctness probe: {label}", data=entry,
-        hypotheses=(hypothesis,), blocks=blocks,
+        hypotheses=hypotheses, blocks=tuple(blocks),
     )
