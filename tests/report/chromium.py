@@ -23,7 +23,12 @@ window.addEventListener("load", () => {
   const broken = [...document.images]
       .filter((i) => !i.complete || i.naturalWidth === 0).map(describe);
   const clipped = [];
+  if (document.documentElement.scrollWidth > width + 1)
+    clipped.push("the page is wider than the window (" + document.documentElement.scrollWidth +
+                 " > " + width + " px)");
   for (const e of document.body.querySelectorAll("*")) {
+    if (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1 && e.id !== "probekit-render-check")
+      clipped.push("content wider than its box: " + describe(e));
     const r = e.getBoundingClientRect();
     if (r.width > 0 && r.right > width + 1) clipped.push("past the page edge: " + describe(e));
     const style = getComputedStyle(e);

@@ -56,6 +56,8 @@ def _shots(tmp_path: Path) -> Path:
 
 
 def _check(report: Path, shot: Path) -> None:
+    if "PROBEKIT_SCREENSHOTS" in os.environ:  # keep the page beside its screenshot
+        shot.with_suffix(".html").write_text(report.read_text())
     result = render_report(report, shot)
     assert result["images"] >= 1 and result["broken"] == [], result
     assert result["clipped"] == [], result
