@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..errors import ConfigError
 from ..models.protocol import HookedModel
 from ..sites import Site
 from .batching import TokenBatch
@@ -33,6 +34,19 @@ def stop_layer(model: HookedModel, sites: Iterable[Site]) -> int | None:
     return (max(layers) + 1) if layers else 1
 
 
+class _FinalResidual(Exception):  # noqa: N818 (control flow, like TL's StopAtLayerException)
+    """Raised by the stop hook after the last block; carries the residual stream."""
+
+    def __init__(self, resid: Tensor) -> None:
+        """Keep ``resid``."""
+        super().__init__("final residual")
+        self.resid = resid
+
+
+def _raise_final(activation: Tensor) -> None:
+    raise _FinalResidual(activation)
+
+
 def run_batch(
     model: HookedModel,
     batch: TokenBatch,
@@ -40,19 +54,37 @@ def run_batch(
     *,
     grad: bool = False,
     stop_at_layer: int | None = None,
+    start_at_layer: int | None = None,
+    start_resid: Tensor | None = None,
 ) -> Tensor:
     """Run ``model`` on ``batch`` with ``hooks``; return its output.
 
     The output is the logits ``(batch, pos, d_vocab)`` in *padded* layout, or with
-    ``stop_at_layer`` the residual stream entering that block. The attention mask is passed
+    ``stop_at_layer`` the residual stream entering that block (``stop_at_layer = n_layers``:
+    the residual after the last block, before the final norm and unembedding, which are then
+    skipped). ``start_at_layer`` with ``start_resid`` (padded ``(batch, pos, d_model)``, the
+    residual entering that block) skips the blocks before it. The attention mask is passed
     whenever the batch is padded. ``grad=False`` runs under ``torch.inference_mode`` (outputs
     cannot enter autograd later); ``grad=True`` keeps the graph for a backward pass.
     """
     kwargs: dict[str, Any] = {}
     if batch.is_padded:
         kwargs["attention_mask"] = batch.attention_mask
-    if stop_at_layer is not None:
+    n_layers = int(model.cfg.n_layers)
+    final = stop_at_layer is not None and stop_at_layer >= n_layers
+    if stop_at_layer is not None and not final:
         kwargs["stop_at_layer"] = stop_at_layer
+    if final:  # TL runs the unembedding for stop_at_layer >= n_layers: stop after the last block
+        hooks = [*hooks, (Site(n_layers - 1, "resid_post"), _raise_final)]
+    inputs = batch.input_ids
+    if start_at_layer is not None:
+        if start_resid is None:
+            raise ConfigError("start_at_layer needs start_resid, the residual entering that block")
+        kwargs["start_at_layer"] = start_at_layer
+        inputs = start_resid
     mode = torch.enable_grad() if grad else torch.inference_mode()
     with hook_scope(model, hooks), mode:
-        return model(batch.input_ids, **kwargs)
+        try:
+            return model(inputs, **kwargs)
+        except _FinalResidual as stop:
+            return stop.resid

@@ -4,6 +4,13 @@ Built only on :mod:`probekit.interventions` (no hooks of its own). Definitions:
 ``shared/methods/circuits.md``; reference: ``transformer_lens.patching``.
 """
 
+from .attribution import attribution_patching as attribution_patching
+from .attribution import patching_correlation as patching_correlation
+from .lens import DirectLogitAttribution as DirectLogitAttribution
+from .lens import LogitLensResult as LogitLensResult
+from .lens import direct_logit_attribution as direct_logit_attribution
+from .lens import logit_lens as logit_lens
+from .lens import weight_processing as weight_processing
 from .metrics import answer_logprob as answer_logprob
 from .metrics import last_token_logits as last_token_logits
 from .metrics import logit_diff as logit_diff

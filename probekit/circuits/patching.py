@@ -9,7 +9,9 @@ behaviour, 0 = no effect.
 
 Unlike ``transformer_lens.patching`` (one forward per cell) many cells run in one forward: each
 batch row is (pair, cell) and carries its own patch mask, built only from
-:mod:`probekit.interventions` ops. The source activations come from one cached run. Pairs may
+:mod:`probekit.interventions` ops. The source activations come from one cached run; rows start
+at the first patched block from the base run's cached residual (earlier blocks are unchanged by
+the patch) and the unembedding runs on the last token only. Pairs may
 have different lengths (padding; cells past a pair's length are NaN); within a pair, clean and
 corrupt must have equal length so positions correspond.
 """
@@ -29,7 +31,6 @@ from ..errors import ConfigError, DataError
 from ..interventions import Read, Replace, run_with_interventions
 from ..models.protocol import HookedModel
 from ..sites import HEAD_KINDS, Site
-from .metrics import last_token_logits
 
 Metric = Callable[[Tensor, Tensor], Tensor]
 RESID_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "mlp_post")
@@ -98,13 +99,14 @@ def check_pairs(clean: list[list[int]], corrupt: list[list[int]]) -> None:
             )
 
 
-def run_metric(metric: Metric, logits: Tensor, lengths: Tensor, pair: Tensor) -> Tensor:
-    """Apply ``metric`` to each row's last-token logits and check it returns one value per row."""
-    value = metric(last_token_logits(logits, lengths), pair)
-    if not isinstance(value, Tensor) or value.shape != (logits.shape[0],):
+def run_metric(metric: Metric, last_logits: Tensor, pair: Tensor) -> Tensor:
+    """Apply ``metric`` to last-token logits ``(row, d_vocab)``; check one value per row."""
+    value = metric(last_logits, pair)
+    n = last_logits.shape[0]
+    if not isinstance(value, Tensor) or value.shape != (n,):
         shape = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
         raise DataError(
-            f"metric returned {shape}, expected one value per prompt ({logits.shape[0]},): "
+            f"metric returned {shape}, expected one value per prompt ({n},): "
             "metrics map (row, d_vocab) last-token logits and (row,) pair indices to (row,)"
         )
     return value.detach().float()
@@ -163,11 +165,14 @@ def activation_patching(
         raise ConfigError(f"layers {bad} out of range; the model has {n_layers} layers")
     base_toks, src_toks = (corrupt, clean) if direction == "denoise" else (clean, corrupt)
     sites = [Site(layer, kind) for layer in layer_list]
-    src = run_with_interventions(model, src_toks, [Read(site=s) for s in sites], padding_side=padding_side)
-    base = run_with_interventions(model, base_toks, [], padding_side=padding_side)
+    src = run_with_interventions(model, src_toks, [Read(site=s) for s in sites],
+                                 padding_side=padding_side, logits="last")
+    starts = [Site(layer, "resid_pre") for layer in sorted(set(layer_list)) if layer > 0]
+    base = run_with_interventions(model, base_toks, [Read(site=s) for s in starts],
+                                  padding_side=padding_side, logits="last")
     every = torch.arange(len(base_toks))
-    m_src = run_metric(metric, src.output, src.batch.lengths, every)
-    m_base = run_metric(metric, base.output, base.batch.lengths, every)
+    m_src = run_metric(metric, src.output, every)
+    m_base = run_metric(metric, base.output, every)
 
     lengths = [len(t) for t in base_toks]
     n_pos = max(lengths)
@@ -181,10 +186,14 @@ def activation_patching(
     for lo in range(0, len(rows), batch_size):
         chunk = rows[lo : lo + batch_size]
         ops = _chunk_ops(chunk, by, sites, src.reads, lengths, n_heads)
+        pairs = torch.tensor([p for p, _ in chunk])
+        first = min(sites[c[0]].layer for _, c in chunk)  # blocks before it are the base run's
+        start = (first, base.reads[Site(first, "resid_pre")][pairs]) if first > 0 else None
         out = run_with_interventions(
-            model, [base_toks[p] for p, _ in chunk], ops, padding_side=padding_side
+            model, [base_toks[p] for p, _ in chunk], ops, padding_side=padding_side,
+            logits="last", start=start,
         )
-        values = run_metric(metric, out.output, out.batch.lengths, torch.tensor([p for p, _ in chunk]))
+        values = run_metric(metric, out.output, pairs)
         for (p, c), v in zip(chunk, values.cpu()):
             per_pair[(p, *c)] = v
     values = per_pair.nanmean(0)

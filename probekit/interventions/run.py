@@ -12,7 +12,7 @@ from torch import Tensor
 from ..capture.batching import PaddingSide, TokenBatch, model_device, pad_batch, safe_padding_side
 from ..capture.collect import check_finite
 from ..capture.hooks import hook_scope
-from ..capture.layout import to_aligned, to_probekit_layout
+from ..capture.layout import to_aligned, to_padded, to_probekit_layout
 from ..capture.positions import select_positions
 from ..capture.runner import run_batch, stop_layer
 from ..errors import ConfigError, DataError
@@ -143,33 +143,62 @@ def run_with_interventions(
     pad_id: int | None = None,
     grad: bool | None = None,
     objective: Objective | None = None,
-    stop_early: bool = False,
+    logits: str = "all",
+    start: tuple[int, Tensor] | None = None,
 ) -> InterventionResult:
     """One forward pass of ``tokens`` with ``ops`` applied; reads, output and gradients.
 
-    ``objective(logits_aligned, batch) -> (batch,)`` is evaluated on the aligned logits and
+    ``logits`` picks the output: ``"all"`` -> aligned logits ``(batch, pos, d_vocab)``;
+    ``"last"`` -> ``(batch, d_vocab)`` at each row's last token only (the final norm and
+    unembedding run on those tokens alone: much cheaper for large vocabularies); ``"none"`` ->
+    stop after the last block an op touches (output: the aligned residual entering the next
+    block, or the final residual). ``start=(k, resid)`` starts at block ``k`` from the aligned
+    residual ``resid (batch, pos, d_model)`` entering it (e.g. a ``resid_pre@k`` Read of an
+    earlier run), skipping blocks ``0..k-1``. ``objective(output, batch) -> (batch,)`` is
     differentiated into every :class:`Grad` site (``grad`` defaults to on iff there are Grad
-    ops). ``stop_early`` skips the blocks after the last op's site (no logits then).
+    ops).
 
     Example:
         >>> clean = run_with_interventions(model, clean_toks, [Read(site=s)])
         >>> patched = run_with_interventions(model, corrupt_toks,
         ...                                  [Replace(site=s, values=clean[s], positions=LastToken())])
     """
+    if logits not in ("all", "last", "none"):
+        raise ConfigError(f"logits={logits!r} unknown; use 'all', 'last' or 'none'")
     batch = as_batch(model, tokens, padding_side=padding_side, pad_id=pad_id)
     has_grad = any(isinstance(op, Grad) for op in ops)
     grad = has_grad if grad is None else grad
     if objective is not None and not has_grad:
         raise ConfigError("an objective is only used for Grad ops; add Grad(site=...) ops")
-    if stop_early and objective is not None:
-        raise ConfigError("stop_early skips the logits the objective needs; drop one of them")
+    if logits == "none" and objective is not None:
+        raise ConfigError("logits='none' skips the logits the objective needs; use 'all' or 'last'")
+    n_layers = int(model.cfg.n_layers)
+    stop = {"all": None, "last": n_layers,
+            "none": stop_layer(model, [op.site for op in ops]) if ops else 1}[logits]
+    start_at, start_resid = (None, None)
+    if start is not None:
+        start_at, resid = start
+        if not 0 <= start_at < n_layers or (stop is not None and stop <= start_at):
+            raise ConfigError(f"start layer {start_at} must be in 0..{n_layers - 1} and before the stop")
+        bad = [op.site.short for op in ops if op.site.layer is None or op.site.layer < start_at]
+        if bad:
+            raise ConfigError(f"ops at {bad} lie before start layer {start_at}; they would not run")
+        width = batch.input_ids.shape[1]
+        start_resid = to_padded(resid.to(model_device(model)), batch, width)
     records = Records()
-    stop = stop_layer(model, [op.site for op in ops]) if stop_early and ops else None
-    out = run_batch(model, batch, _hooks(ops, batch, records, grad), grad=grad, stop_at_layer=stop)
+    out = run_batch(model, batch, _hooks(ops, batch, records, grad), grad=grad, stop_at_layer=stop,
+                    start_at_layer=start_at, start_resid=start_resid)
     check_finite(records.reads, batch, model)
-    output = to_aligned(out, batch) if out is not None and out.ndim == 3 else out
+    if logits == "last":
+        rows = torch.arange(out.shape[0], device=out.device)
+        last = out[rows, batch.offsets.to(out.device) + batch.lengths.to(out.device) - 1]
+        mode = torch.enable_grad() if grad else torch.inference_mode()
+        with mode:
+            output = model.unembed(model.ln_final(last[:, None]))[:, 0]
+    else:
+        output = to_aligned(out, batch)
     result = InterventionResult(batch, output, records.reads, _records=records, _ops=tuple(ops))
-    if objective is not None and output is not None:
+    if objective is not None:
         value = objective(output, batch)
         if value.ndim != 1 or value.shape[0] != batch.input_ids.shape[0]:
             raise DataError(

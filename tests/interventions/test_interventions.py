@@ -303,7 +303,7 @@ def test_bad_inputs_raise_one_clear_error(small_model):
 
 def test_stop_early_skips_later_blocks(small_model):
     toks = _tokens(small_model)
-    res = run_with_interventions(small_model, toks, [Read(site=Site(0, "resid_post"))], stop_early=True)
+    res = run_with_interventions(small_model, toks, [Read(site=Site(0, "resid_post"))], logits="none")
     _, ref = small_model.run_with_cache(toks)
     assert res.output.shape[-1] == small_model.cfg.d_model  # residual, not logits
     torch.testing.assert_close(res[Site(0, "resid_post")], ref["blocks.0.hook_resid_post"])
@@ -314,3 +314,21 @@ def test_all_tokens_read_rows(small_model):
     res = run_with_interventions(small_model, seqs, [Read(site=Site(0, "resid_post"), positions=AllTokens())], padding_side="left")
     single = [small_model.run_with_cache(torch.tensor([s]))[1]["blocks.0.hook_resid_post"][0] for s in seqs]
     torch.testing.assert_close(res[Site(0, "resid_post")], torch.cat(single), atol=ATOL, rtol=1e-5)
+
+
+def test_last_logits_and_start_layer_match_full_run(tiny_model):
+    model = tiny_model
+    k = model.cfg.n_layers - 1
+    seqs = random_sequences(4, model.cfg.d_vocab, lo=2, hi=8, seed=9)
+    for side in ["left", "right"]:
+        full = run_with_interventions(model, seqs, [Read(site=Site(k, "resid_pre"))], padding_side=side)
+        lengths = full.batch.lengths
+        last = run_with_interventions(model, seqs, [], padding_side=side, logits="last")
+        torch.testing.assert_close(last.output, full.output[torch.arange(4), lengths - 1], atol=ATOL, rtol=1e-5)
+        # starting at block 1 from the cached residual, with a patch at block 1, equals the full patched run
+        op = Ablate(site=Site(k, "attn_out"), positions=LastToken())
+        want = run_with_interventions(model, seqs, [op], padding_side=side)
+        got = run_with_interventions(model, seqs, [op], padding_side=side, start=(k, full[Site(k, "resid_pre")]))
+        torch.testing.assert_close(got.output, want.output, atol=ATOL, rtol=1e-5)
+    with pytest.raises(ConfigError, match=f"lie before start layer {k}"):
+        run_with_interventions(model, seqs, [Read(site=Site(None, "embed"))], start=(k, full[Site(k, "resid_pre")]))
