@@ -16,3 +16,4 @@ from .metrics import last_token_logits as last_token_logits
 from .metrics import logit_diff as logit_diff
 from .patching import PatchingResult as PatchingResult
 from .patching import activation_patching as activation_patching
+from .tracing import causal_tracing as causal_tracing

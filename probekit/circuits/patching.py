@@ -28,7 +28,7 @@ from torch import Tensor
 
 from ..capture.batching import PaddingSide
 from ..errors import ConfigError, DataError
-from ..interventions import Read, Replace, run_with_interventions
+from ..interventions import Op, Read, Replace, run_with_interventions
 from ..models.protocol import HookedModel
 from ..sites import HEAD_KINDS, Site
 
@@ -164,13 +164,38 @@ def activation_patching(
     if bad:
         raise ConfigError(f"layers {bad} out of range; the model has {n_layers} layers")
     base_toks, src_toks = (corrupt, clean) if direction == "denoise" else (clean, corrupt)
+    return patch_grid(model, base_toks, src_toks, metric, kind=kind, by=by, direction=direction,
+                      layers=layer_list, batch_size=batch_size, padding_side=padding_side)
+
+
+def patch_grid(
+    model: HookedModel,
+    base_toks: list[list[int]],
+    src_toks: list[list[int]],
+    metric: Metric,
+    *,
+    kind: str,
+    by: tuple[str, ...],
+    direction: str,
+    layers: list[int],
+    batch_size: int,
+    padding_side: PaddingSide,
+    base_ops: Callable[[Tensor], list[Op]] | None = None,
+) -> PatchingResult:
+    """Run the grid (validated arguments): patch ``src`` activations into ``base`` runs.
+
+    ``base_ops(pairs)`` gives extra model-level ops (e.g. embedding noise) for base rows of
+    those pairs; they run only in rows that start from the embeddings.
+    """
+    layer_list = layers
+    extra = base_ops or (lambda pairs: [])
     sites = [Site(layer, kind) for layer in layer_list]
     src = run_with_interventions(model, src_toks, [Read(site=s) for s in sites],
                                  padding_side=padding_side, logits="last")
     starts = [Site(layer, "resid_pre") for layer in sorted(set(layer_list)) if layer > 0]
-    base = run_with_interventions(model, base_toks, [Read(site=s) for s in starts],
-                                  padding_side=padding_side, logits="last")
     every = torch.arange(len(base_toks))
+    base = run_with_interventions(model, base_toks, extra(every) + [Read(site=s) for s in starts],
+                                  padding_side=padding_side, logits="last")
     m_src = run_metric(metric, src.output, every)
     m_base = run_metric(metric, base.output, every)
 
@@ -190,8 +215,8 @@ def activation_patching(
         first = min(sites[c[0]].layer for _, c in chunk)  # blocks before it are the base run's
         start = (first, base.reads[Site(first, "resid_pre")][pairs]) if first > 0 else None
         out = run_with_interventions(
-            model, [base_toks[p] for p, _ in chunk], ops, padding_side=padding_side,
-            logits="last", start=start,
+            model, [base_toks[p] for p, _ in chunk], (extra(pairs) if start is None else []) + ops,
+            padding_side=padding_side, logits="last", start=start,
         )
         values = run_metric(metric, out.output, pairs)
         for (p, c), v in zip(chunk, values.cpu()):
