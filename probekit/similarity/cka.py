@@ -14,7 +14,6 @@ Gram form (``O(n^2 d)``), whichever is cheaper.
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import numpy as np
 import torch
@@ -38,8 +37,6 @@ __all__ = [
     "rbf_gram",
 ]
 
-Kernel = Literal["linear", "rbf"]
-Space = Literal["auto", "feature", "gram"]
 DEFAULT_BANDWIDTH = 0.8  # Kornblith et al. try 0.2, 0.4, 0.8 x the median distance
 
 
@@ -179,11 +176,11 @@ def _gram(Xc: Tensor, kernel: str, bandwidth: float) -> Tensor:
 def cka(
     X: Float[Tensor, "n1 d1"] | Float[np.ndarray, "n1 d1"],
     Y: Float[Tensor, "n2 d2"] | Float[np.ndarray, "n2 d2"],
-    kernel: Kernel = "linear",
+    kernel: str = "linear",
     debiased: bool = False,
     *,
     bandwidth: float = DEFAULT_BANDWIDTH,
-    space: Space = "auto",
+    space: str = "auto",
 ) -> float:
     """CKA between two representations of the same ``n`` stimuli (rows aligned), in ``[0, 1]``.
 
@@ -234,7 +231,7 @@ class MinibatchCKA:
         >>> acc.value()
     """
 
-    def __init__(self, *, kernel: Kernel = "linear", bandwidth: float = DEFAULT_BANDWIDTH) -> None:
+    def __init__(self, *, kernel: str = "linear", bandwidth: float = DEFAULT_BANDWIDTH) -> None:
         """Start an empty accumulator for ``kernel`` (``"linear"`` or ``"rbf"``)."""
         check_choice(kernel, ("linear", "rbf"), name="kernel")
         self.kernel = kernel
@@ -271,7 +268,7 @@ def minibatch_cka(
     Y: Float[Tensor, "n2 d2"] | Float[np.ndarray, "n2 d2"],
     *,
     batch_size: int = 1024,
-    kernel: Kernel = "linear",
+    kernel: str = "linear",
     bandwidth: float = DEFAULT_BANDWIDTH,
     random_state: int | None = 0,
 ) -> float:

@@ -20,7 +20,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -54,7 +54,6 @@ __all__ = [
     "store_reps",
 ]
 
-Measure = Literal["cka", "procrustes", "svcca", "pwcca"]
 MEASURES = ("cka", "procrustes", "svcca", "pwcca")
 
 
@@ -174,13 +173,18 @@ def _moments(
 
 
 def _moment_values(
-    m: _Moments, pairs: Sequence[tuple[int, int]], measure: str, debiased: bool
+    m: _Moments, pairs: Sequence[tuple[int, int]], measure: str, debiased: bool,
+    labels: Sequence[str],
 ) -> dict[tuple[int, int], float]:
     tr = {i: float(torch.trace(m.cross[(i, i)])) for i, j in m.cross if i == j}
     sq = {key: float(c.square().sum()) for key, c in m.cross.items()}
     for i, t in tr.items():
         if t <= 0:
-            raise DataError(f"layer {i} is constant over all {m.n} stimuli; its similarity is undefined")
+            raise DataError(
+                f"representation {labels[i]!r} is constant over all {m.n} stimuli (every feature "
+                "takes one value, e.g. the embedding of a fixed token at a fixed position), so "
+                "its similarity is undefined; leave that site out"
+            )
     out = {}
     for i, j in pairs:
         if measure == "procrustes":
@@ -245,7 +249,7 @@ def _pair_values(
     if measure in ("cka", "procrustes") and (kernel == "linear" or measure == "procrustes"):
         need = sorted(set(pairs) | {(k, k) for p in pairs for k in p})
         m = _moments(reps, labels, need, chunk_size, dtype)
-        return _moment_values(m, pairs, measure, debiased), m.n
+        return _moment_values(m, pairs, measure, debiased, labels), m.n
     return _memory_values(reps, labels, pairs, measure, kernel, debiased, bandwidth, keep, max_gram_n, chunk_size)
 
 
@@ -372,8 +376,8 @@ def layer_similarity(
     reps_a: Sequence[Rep],
     reps_b: Sequence[Rep] | None = None,
     *,
-    measure: Measure = "cka",
-    kernel: Literal["linear", "rbf"] = "linear",
+    measure: str = "cka",
+    kernel: str = "linear",
     debiased: bool = False,
     bandwidth: float = DEFAULT_BANDWIDTH,
     keep: int | float | None = None,
@@ -437,8 +441,8 @@ def checkpoint_drift(
     reps: Sequence[Rep],
     *,
     labels: Sequence[str] | None = None,
-    measure: Measure = "cka",
-    kernel: Literal["linear", "rbf"] = "linear",
+    measure: str = "cka",
+    kernel: str = "linear",
     debiased: bool = False,
     bandwidth: float = DEFAULT_BANDWIDTH,
     keep: int | float | None = None,
@@ -478,8 +482,8 @@ def checkpoint_drift(
 def seed_similarity(
     models: Sequence[Sequence[Rep]],
     *,
-    measure: Measure = "cka",
-    kernel: Literal["linear", "rbf"] = "linear",
+    measure: str = "cka",
+    kernel: str = "linear",
     debiased: bool = False,
     bandwidth: float = DEFAULT_BANDWIDTH,
     keep: int | float | None = None,

@@ -49,8 +49,8 @@ def layer_heatmap(res: LayerSimilarity, *, title: str | None = None) -> bytes:
 def drift_curve(
     drifts: Sequence[tuple[str, CheckpointDrift]],
     *,
-    steps: Sequence[float] | None = None,
-    accuracy: dict[str, Sequence[float]] | None = None,
+    steps: Sequence[int | float] | None = None,
+    accuracy: dict[str, Sequence[int | float]] | None = None,
     title: str | None = None,
 ) -> bytes:
     """Similarity to the final and to the previous checkpoint per site, optional accuracy curves.

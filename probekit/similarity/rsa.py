@@ -12,7 +12,6 @@ of one RDM (:func:`rsa_test`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
 
 import numpy as np
 import torch
@@ -28,14 +27,12 @@ from ._validation import as_rep, check_choice, check_finite
 
 __all__ = ["compare_vectors", "rdm", "rsa", "rsa_test", "upper_triangle"]
 
-Metric = Literal["correlation", "cosine", "euclidean", "sqeuclidean"]
-Method = Literal["spearman", "kendall_tau_a", "cosine"]
 METRICS = ("correlation", "cosine", "euclidean", "sqeuclidean")
 METHODS = ("spearman", "kendall_tau_a", "cosine")
 
 
 def rdm(
-    X: Float[Tensor, "n d"] | Float[np.ndarray, "n d"], metric: Metric = "correlation"
+    X: Float[Tensor, "n d"] | Float[np.ndarray, "n d"], metric: str = "correlation"
 ) -> Float[Tensor, "n n"]:
     """Pairwise dissimilarity of the ``n`` stimuli (rows) of ``X``; zero diagonal.
 
@@ -99,7 +96,7 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (na * nb)) if na > 0 and nb > 0 else 0.0
 
 
-def compare_vectors(a: Float[np.ndarray, " pair"], b: Float[np.ndarray, " pair"], method: Method = "spearman") -> float:
+def compare_vectors(a: Float[np.ndarray, " pair"], b: Float[np.ndarray, " pair"], method: str = "spearman") -> float:
     """Compare two vectors of pairwise dissimilarities with ``method`` (see :func:`rsa`)."""
     if method == "spearman":
         ra, rb = sps.rankdata(a), sps.rankdata(b)
@@ -134,7 +131,7 @@ def _pair(rdm_a: object, rdm_b: object) -> tuple[np.ndarray, np.ndarray]:
 def rsa(
     rdm_a: Float[Tensor, "n1 n1"] | Float[np.ndarray, "n1 n1"],
     rdm_b: Float[Tensor, "n2 n2"] | Float[np.ndarray, "n2 n2"],
-    method: Method = "spearman",
+    method: str = "spearman",
 ) -> float:
     """Similarity of two RDMs over their upper triangles.
 
@@ -151,7 +148,7 @@ def rsa(
 def rsa_test(
     rdm_a: Float[Tensor, "n1 n1"] | Float[np.ndarray, "n1 n1"],
     rdm_b: Float[Tensor, "n2 n2"] | Float[np.ndarray, "n2 n2"],
-    method: Method = "spearman",
+    method: str = "spearman",
     *,
     n_bootstrap: int = 1000,
     n_permutations: int = 1000,

@@ -9,7 +9,6 @@ Sohl-Dickstein, NeurIPS 2017. PWCCA: Morcos, Raghu & Bengio, NeurIPS 2018. Defin
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import numpy as np
 import torch
@@ -112,7 +111,7 @@ def canonical_correlations(
 def cca_similarity(
     X: Float[Tensor, "n1 d1"] | Float[np.ndarray, "n1 d1"],
     Y: Float[Tensor, "n2 d2"] | Float[np.ndarray, "n2 d2"],
-    kind: Literal["svcca", "pwcca"] = "svcca",
+    kind: str = "svcca",
     *,
     keep: Keep = None,
 ) -> float:

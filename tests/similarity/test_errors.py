@@ -44,7 +44,7 @@ def test_constant_feature_columns_are_harmless_for_cka():
 
 def test_option_and_rdm_errors():
     X = randn(2, 20, 3)
-    with pytest.raises((ConfigError, TypeError), match="kernel='cosine'|cosine"):
+    with pytest.raises(ConfigError, match="kernel='cosine' is not supported"):
         cka(X, X, kernel="cosine")
     with pytest.raises(ConfigError, match="space='feature' needs kernel='linear'"):
         cka(X, X, "rbf", space="feature")
@@ -60,5 +60,5 @@ def test_option_and_rdm_errors():
         rsa(rdm(X), rdm(X[:19]))
     with pytest.raises(DataError, match="not symmetric"):
         rsa(np.triu(rdm(X).numpy()), rdm(X))
-    with pytest.raises((ConfigError, TypeError), match="method='pearson'|pearson"):
+    with pytest.raises(ConfigError, match="method='pearson' is not supported"):
         rsa(rdm(X), rdm(X), "pearson")
