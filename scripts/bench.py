@@ -224,6 +224,7 @@ OPTIONAL = {
     "grokking": ("scripts.bench_grokking", "bench_grokking"),
     "homomorphism": ("scripts.bench_homomorphism", "bench_homomorphism"),
     "similarity": ("scripts.bench_similarity", "bench_similarity"),
+    "similarity_memory": ("scripts.bench_similarity", "bench_similarity_memory"),
     "patching": ("scripts.bench_patching", "bench_patching"),
     "neurons": ("scripts.bench_neurons", "run"),
     "geometry": ("scripts.bench_geometry", "bench_geometry"),
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
     parser.add_argument("--sections", default="capture,store_memory,store_read,cli,probes",
-                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,patching,neurons,geometry")
+                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,neurons,geometry")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)

@@ -135,6 +135,38 @@ def bench_similarity(n: int = 20000, d: int = 576, layers: int = 12, shard: int 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+_MEM_CHILD = """
+import resource, sys, tempfile, time, torch
+from pathlib import Path
+from scripts.bench_similarity import _write_store
+from probekit.similarity import layer_similarity, store_reps
+torch.set_num_threads(1)
+n = int(sys.argv[1])
+with tempfile.TemporaryDirectory() as tmp:
+    store = _write_store(Path(tmp) / "s", n, 576, 12, 4096, 0)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    layer_similarity(store_reps(store))
+    print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def bench_similarity_memory(ns: tuple[int, ...] = (20000, 40000)) -> dict:
+    """Peak RSS of a streamed 12 x 12 layer CKA (d=576) at each n, one process per n."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    out: dict = {"d": 576, "layers": 12, "shard_rows": 4096}
+    for n in ns:
+        res = subprocess.run([sys.executable, "-c", _MEM_CHILD, str(n)], capture_output=True,
+                             text=True, check=True, cwd=root)
+        before, peak = map(int, res.stdout.split()[-2:])
+        out[f"peak_rss_mb_n{n}"] = peak / 1024
+        out[f"peak_rss_before_mb_n{n}"] = before / 1024
+        out[f"activations_mb_n{n}"] = n * 576 * 12 * 4 / 2**20
+    out["goal"] = "peak RSS independent of n (streamed shard by shard)"
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point: run the benchmark and write JSON to ``--out``."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -142,9 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--d", type=int, default=576)
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--memory", action="store_true", help="peak RSS at n=20k and 40k instead")
     p.add_argument("--out", default="out/bench_similarity.json")
     a = p.parse_args(argv)
-    res = bench_similarity(n=a.n, d=a.d, layers=a.layers, threads=a.threads)
+    if a.memory:
+        res = bench_similarity_memory()
+    else:
+        res = bench_similarity(n=a.n, d=a.d, layers=a.layers, threads=a.threads)
     for k, v in res.items():
         print(f"  {k:28s} {v:.4g}" if isinstance(v, float) else f"  {k:28s} {v}")
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
