@@ -3,6 +3,7 @@ independently captured activations; bad checkpoint patterns are named; the repor
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -86,3 +87,25 @@ def test_bad_checkpoint_patterns_are_named(suite_dir, series, tmp_path):
         run_suite(suite, progress=False, cache_dir=tmp_path / "cache")
     with pytest.raises(SuiteError, match="measure"):
         _suite(suite_dir, tmp_path, '[[similarity]]\nmeasure = "cosine"\n')
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "probes" / "modadd_similarity.toml"
+
+
+def test_shipped_similarity_suite_validates_and_finds_its_series():
+    from probekit.suites.analyses.similarity import SimilaritySpec, _resolve_checkpoints
+
+    suite = load_suite(SHIPPED)
+    (spec,) = suite.analyses
+    assert isinstance(spec, SimilaritySpec) and spec.split == "test"
+    found = _resolve_checkpoints(suite, spec.checkpoints)
+    assert [Path(p).name for p in found] == [f"step_{s:07d}" for s in (0, 50, 100, 200, 1000)]
+
+
+@pytest.mark.slow
+def test_shipped_similarity_suite_shows_drift_towards_the_final_checkpoint(tmp_path):
+    result = run_suite(load_suite(SHIPPED), progress=False, cache_dir=tmp_path / "cache")
+    data = result.analyses[0].data
+    for curve in data["drift"]["sites"].values():
+        assert np.all(np.diff(curve["to_final"]) > 0) and curve["to_final"][-1] == pytest.approx(1.0)
+    assert min(np.diag(data["compare"]["matrix"])) > 0.9  # a second run of the same recipe
