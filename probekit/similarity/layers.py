@@ -12,6 +12,8 @@ calling a pairwise measure on raw activations ``L^2`` times:
   ``arccos(||C_ij||_* / sqrt(tr C_ii tr C_jj))``.
 * RBF CKA: one centred ``n x n`` Gram per layer (``n <= max_gram_n``).
 * SVCCA / PWCCA: one truncated principal basis per layer, then ``svd(Qx_i^T Qx_j)`` per pair.
+* minibatch CKA (``batch_size``, Nguyen et al. 2021): one ``batch x batch`` Gram per layer and
+  batch, unbiased HSIC of every pair, streamed for either kernel.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from .cka import (
     centre,
     centre_gram,
     linear_cka_from_moments,
+    linear_gram,
     rbf_gram,
 )
 from .shape import _basis
@@ -237,15 +240,70 @@ def _memory_values(
     return out, n
 
 
+def _batches(reps: Sequence[Rep], labels: Sequence[str], size: int, chunk: int) -> Iterator[list[Tensor]]:
+    """Consecutive batches of exactly ``size`` aligned rows (a last one of >= 4 rows kept)."""
+    held: list[list[Tensor]] = [[] for _ in reps]
+    have = 0
+    for block in _aligned(reps, labels, chunk):
+        for k, b in enumerate(block):
+            held[k].append(b)
+        have += block[0].shape[0]
+        while have >= size:
+            cat = [torch.cat(h) for h in held]
+            yield [c[:size] for c in cat]
+            held = [[c[size:]] for c in cat]
+            have -= size
+    if have >= 4:
+        yield [torch.cat(h) for h in held]
+
+
+def _minibatch_values(
+    reps: Sequence[Rep], labels: Sequence[str], pairs: Sequence[tuple[int, int]], kernel: str,
+    bandwidth: float, batch_size: int, chunk_size: int,
+) -> tuple[dict[tuple[int, int], float], int]:
+    """Minibatch CKA (Nguyen et al. 2021) of every pair: per batch one Gram per layer, the
+    unbiased HSIC of each needed pair, averaged over batches, then the CKA ratio."""
+    used = sorted({k for p in pairs for k in p})
+    need = sorted(set(pairs) | {(k, k) for k in used})
+    sums = dict.fromkeys(need, 0.0)
+    n, n_batches = 0, 0
+    for batch in _batches(reps, labels, batch_size, chunk_size):
+        b = batch[0].shape[0]
+        terms = {}
+        for k in used:
+            x = batch[k].to(torch.float64)
+            check_finite(x, name=f"representation {labels[k]!r}")
+            K = linear_gram(centre(x)) if kernel == "linear" else rbf_gram(x, bandwidth)
+            K.fill_diagonal_(0.0)  # K~ of the unbiased estimator (Song et al. 2012)
+            terms[k] = (K, K.sum(1), float(K.sum()))
+        for i, j in need:
+            (Ki, ri, si), (Kj, rj, sj) = terms[i], terms[j]
+            val = float((Ki * Kj).sum()) + si * sj / ((b - 1) * (b - 2)) - 2.0 / (b - 2) * float(ri @ rj)
+            sums[(i, j)] += val / (b * (b - 3))
+        n += b
+        n_batches += 1
+    if n_batches == 0:
+        raise DataError(f"minibatch CKA got fewer than 4 rows in total (batch_size={batch_size})")
+    mean = {key: v / n_batches for key, v in sums.items()}
+    return {(i, j): _ratio(mean[(i, j)], mean[(i, i)], mean[(j, j)]) for i, j in pairs}, n
+
+
 def _pair_values(
     reps: Sequence[Rep], labels: Sequence[str], pairs: Sequence[tuple[int, int]], *, measure: str,
     kernel: str, debiased: bool, bandwidth: float, keep: Any, chunk_size: int, dtype: torch.dtype,
-    max_gram_n: int,
+    max_gram_n: int, batch_size: int | None = None,
 ) -> tuple[dict[tuple[int, int], float], int]:
     check_choice(measure, MEASURES, name="measure")
     check_choice(kernel, ("linear", "rbf"), name="kernel")
     if chunk_size < 1:
         raise ConfigError(f"chunk_size={chunk_size} must be >= 1 rows")
+    if batch_size is not None:
+        if measure != "cka" or batch_size < 4:
+            raise ConfigError(
+                f"batch_size={batch_size} (minibatch CKA) needs measure='cka' and batch_size >= 4, "
+                f"got measure={measure!r}"
+            )
+        return _minibatch_values(reps, labels, pairs, kernel, bandwidth, batch_size, chunk_size)
     if measure in ("cka", "procrustes") and (kernel == "linear" or measure == "procrustes"):
         need = sorted(set(pairs) | {(k, k) for p in pairs for k in p})
         m = _moments(reps, labels, need, chunk_size, dtype)
@@ -253,7 +311,9 @@ def _pair_values(
     return _memory_values(reps, labels, pairs, measure, kernel, debiased, bandwidth, keep, max_gram_n, chunk_size)
 
 
-def _measure_name(measure: str, kernel: str, debiased: bool, keep: Any) -> str:
+def _measure_name(measure: str, kernel: str, debiased: bool, keep: Any, batch: int | None = None) -> str:
+    if measure == "cka" and batch is not None:
+        return f"minibatch {kernel} CKA (batch {batch})"
     if measure == "cka":
         return f"{'debiased ' if debiased else ''}{kernel} CKA"
     if measure == "procrustes":
@@ -386,6 +446,7 @@ def layer_similarity(
     chunk_size: int = 4096,
     dtype: torch.dtype = torch.float64,
     max_gram_n: int = 4096,
+    batch_size: int | None = None,
 ) -> LayerSimilarity:
     """Layer x layer similarity within one model (``reps_b=None``) or between two models.
 
@@ -405,6 +466,10 @@ def layer_similarity(
         dtype: dtype of the per-block products for linear CKA / Procrustes (accumulated in
             float64); ``torch.float32`` is ~2x faster at ~1e-6 relative error.
         max_gram_n: largest ``n`` for which the RBF kernel builds ``n x n`` Grams.
+        batch_size: minibatch CKA (Nguyen et al. 2021; unbiased HSIC per batch of this many
+            consecutive rows, averaged, then the ratio; ``debiased`` is implied): streams with
+            ``batch x batch`` Grams for either kernel. Rows are taken in stream order, so
+            shuffle stimuli that are sorted (e.g. by class) before capturing.
 
     Linear CKA and Procrustes stream (two passes) with memory ``O(sum_ij d_i d_j)``; the other
     measures hold every layer in memory.
@@ -415,7 +480,7 @@ def layer_similarity(
         raise DataError("layer_similarity needs at least one layer in each model")
     la = tuple(labels_a) if labels_a is not None else tuple(_label(r, i) for i, r in enumerate(A))
     opts = _opts(measure=measure, kernel=kernel, debiased=debiased, bandwidth=bandwidth, keep=keep,
-                 chunk_size=chunk_size, dtype=dtype, max_gram_n=max_gram_n)
+                 chunk_size=chunk_size, dtype=dtype, max_gram_n=max_gram_n, batch_size=batch_size)
     if B is None:
         pairs = [(i, j) for i in range(len(A)) for j in range(i, len(A))]
         vals, n = _pair_values(A, la, pairs, **opts)
@@ -428,13 +493,13 @@ def layer_similarity(
             low = [(j, i) for i, j in pairs if i != j]
             for (i, j), v in _pair_values(A, la, low, **opts)[0].items():
                 M[i, j] = v
-        return LayerSimilarity(values=M, labels_a=la, labels_b=la, measure=_measure_name(measure, kernel, debiased, keep), n=n)
+        return LayerSimilarity(values=M, labels_a=la, labels_b=la, measure=_measure_name(measure, kernel, debiased, keep, batch_size), n=n)
     lb = tuple(labels_b) if labels_b is not None else tuple(_label(r, i) for i, r in enumerate(B))
     off = len(A)
     pairs = [(i, off + j) for i in range(len(A)) for j in range(len(B))]
     vals, n = _pair_values(A + B, la + lb, pairs, **opts)
     M = np.array([[vals[(i, off + j)] for j in range(len(B))] for i in range(len(A))])
-    return LayerSimilarity(values=M, labels_a=la, labels_b=lb, measure=_measure_name(measure, kernel, debiased, keep), n=n)
+    return LayerSimilarity(values=M, labels_a=la, labels_b=lb, measure=_measure_name(measure, kernel, debiased, keep, batch_size), n=n)
 
 
 def checkpoint_drift(
@@ -449,6 +514,7 @@ def checkpoint_drift(
     chunk_size: int = 4096,
     dtype: torch.dtype = torch.float64,
     max_gram_n: int = 4096,
+    batch_size: int | None = None,
 ) -> CheckpointDrift:
     """Similarity of each checkpoint's representation (one site) to the final and the previous.
 
@@ -465,16 +531,16 @@ def checkpoint_drift(
     pairs = sorted({(t, T) for t in range(T + 1)} | {(t - 1, t) for t in range(1, T + 1)})
     vals, n = _pair_values(R, lab, pairs, measure=measure, kernel=kernel, debiased=debiased,
                            bandwidth=bandwidth, keep=keep, chunk_size=chunk_size, dtype=dtype,
-                           max_gram_n=max_gram_n)
+                           max_gram_n=max_gram_n, batch_size=batch_size)
     if (T, T) not in vals:  # self-similarity of the final checkpoint (1 for CKA, 0 for Procrustes)
         vals[(T, T)] = _pair_values(R, lab, [(T, T)], measure=measure, kernel=kernel, debiased=debiased,
                                     bandwidth=bandwidth, keep=keep, chunk_size=chunk_size, dtype=dtype,
-                                    max_gram_n=max_gram_n)[0][(T, T)]
+                                    max_gram_n=max_gram_n, batch_size=batch_size)[0][(T, T)]
     return CheckpointDrift(
         labels=lab,
         to_final=np.array([vals[(t, T)] for t in range(T + 1)]),
         to_previous=np.array([math.nan] + [vals[(t - 1, t)] for t in range(1, T + 1)]),
-        measure=_measure_name(measure, kernel, debiased, keep),
+        measure=_measure_name(measure, kernel, debiased, keep, batch_size),
         n=n,
     )
 
@@ -491,6 +557,7 @@ def seed_similarity(
     chunk_size: int = 4096,
     dtype: torch.dtype = torch.float64,
     max_gram_n: int = 4096,
+    batch_size: int | None = None,
 ) -> PopulationSimilarity:
     """Layer x layer similarity between every pair of models of a population, with its spread.
 
@@ -511,8 +578,8 @@ def seed_similarity(
     pairs = [(a * L + i, b * L + j) for a, b in model_pairs for i in range(L) for j in range(L)]
     vals, n = _pair_values(flat, flat_labels, pairs, measure=measure, kernel=kernel, debiased=debiased,
                            bandwidth=bandwidth, keep=keep, chunk_size=chunk_size, dtype=dtype,
-                           max_gram_n=max_gram_n)
+                           max_gram_n=max_gram_n, batch_size=batch_size)
     V = np.array([[[vals[(a * L + i, b * L + j)] for j in range(L)] for i in range(L)] for a, b in model_pairs])
     std = V.std(0, ddof=1) if len(model_pairs) > 1 else np.full((L, L), math.nan)
     return PopulationSimilarity(values=V, mean=V.mean(0), std=std, pairs=model_pairs, labels=lab,
-                                measure=_measure_name(measure, kernel, debiased, keep), n=n)
+                                measure=_measure_name(measure, kernel, debiased, keep, batch_size), n=n)

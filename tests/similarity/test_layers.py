@@ -130,3 +130,22 @@ def test_bad_inputs_are_named():
         layer_similarity([A[0], torch.ones(120, 3, dtype=torch.float64)], labels_a=["x", "dead"])
     with pytest.raises(DataError, match="at least 2 checkpoints"):
         checkpoint_drift(A[:1])
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_minibatch_layer_matrix_equals_pairwise_minibatch_cka(kernel):
+    from probekit.similarity import MinibatchCKA
+
+    A = _layers(4, n=130)
+    res = layer_similarity(A, batch_size=40, kernel=kernel, chunk_size=17)  # re-batched 17 -> 40
+    assert res.measure == f"minibatch {kernel} CKA (batch 40)" and res.n == 130
+    for i in range(4):
+        for j in range(4):
+            acc = MinibatchCKA(kernel=kernel)
+            for s in (0, 40, 80, 120):  # the last batch has 10 rows
+                acc.update(A[i][s : s + 40], A[j][s : s + 40])
+            assert res.values[i, j] == pytest.approx(acc.value(), abs=1e-10)
+    one = layer_similarity(A, batch_size=1000, kernel=kernel)  # one batch = debiased CKA
+    np.testing.assert_allclose(one.values, _pairwise(lambda a, b: cka(a, b, kernel, True), A, A), atol=1e-10)
+    with pytest.raises(ConfigError, match="needs measure='cka'"):
+        layer_similarity(A, measure="procrustes", batch_size=40)

@@ -37,7 +37,8 @@ class SimilaritySpec:
 
     Attributes:
         measure: ``"cka"``, ``"procrustes"`` (angular distance), ``"svcca"`` or ``"pwcca"``.
-        kernel: CKA kernel, ``"linear"`` or ``"rbf"`` (RBF needs at most 4096 examples).
+        kernel: CKA kernel, ``"linear"`` or ``"rbf"`` (RBF: at most 4096 examples unless
+            ``batch_size`` is set).
         debiased: CKA with the unbiased HSIC estimator (Nguyen et al. 2021).
         split: examples compared: ``"all"``, ``"train"``, ``"test"`` or an OOD split name.
         sites: sites of the heatmap (default: the ``[capture]`` sites).
@@ -46,6 +47,8 @@ class SimilaritySpec:
         checkpoints: checkpoint directories or globs (``"runs/x/checkpoints/step_*"``, sorted)
             in training order for the drift curve; the last one is "final".
         drift_sites: sites of the drift curve (default: ``sites``).
+        batch_size: minibatch CKA over consecutive batches of this many examples (Nguyen et
+            al. 2021; for RBF on more than 4096 examples).
     """
 
     measure: Literal["cka", "procrustes", "svcca", "pwcca"] = "cka"
@@ -56,6 +59,7 @@ class SimilaritySpec:
     compare_checkpoint: str | None = None
     checkpoints: tuple[str, ...] = ()
     drift_sites: tuple[str, ...] = ()
+    batch_size: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,7 +140,8 @@ def run_similarity(spec: SimilaritySpec, ctx: Any) -> AnalysisResult:
     suite, ex = ctx.suite, ctx.examples
     idx = np.arange(len(ex.tokens)) if spec.split == "all" else ex.split(spec.split)
     sites = _sites(spec.sites, ctx.default_sites())
-    opts = {"measure": spec.measure, "kernel": spec.kernel, "debiased": spec.debiased}
+    opts = {"measure": spec.measure, "kernel": spec.kernel, "debiased": spec.debiased,
+            "batch_size": spec.batch_size}
     acts = ctx.activations(sites)
     names = [s.name for s in sites]
     within = layer_similarity([acts[s][idx] for s in sites], labels_a=names, **opts)
