@@ -84,8 +84,9 @@ def test_own_centre_subspace_on_modadd_is_as_good_as_the_reference(name):
     c = ref["case"]
     xs = _modadd(name)
     got = manifold_capacity(xs, n_t=c["n_t"], t_vecs=make_t_vecs(c, xs), seed=0)
-    # our fit reaches residual centre correlations at least as low as the reference's per K
-    k = min(len(got.residual_correlation), len(ref["residual_correlation"]))
+    # our fit reaches residual centre correlations at least as low as the reference's for every
+    # K up to the reference's choice (past it, both stop after three increases)
+    k = ref["n_common"]
     assert np.all(np.asarray(got.residual_correlation[:k])
                   <= np.asarray(ref["residual_correlation"][:k]) + 2e-3)
     assert abs(got.n_common - ref["n_common"]) <= 1
