@@ -20,7 +20,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from probekit.errors import DataError
-from probekit.executor import get_executor
+from probekit.executor import Executor, get_executor
 
 from ._validation import as_tensor64
 from .capacity import manifold_capacity, manifolds_from_labels
@@ -102,7 +102,7 @@ def geometry_by_layer(
     kappa: float = 0.0,
     seed: int = 0,
     n_reps: int = 10,
-    executor: str | None = None,
+    executor: str | Executor | None = None,
 ) -> GeometryCurves:
     """Geometry curves of the label-class manifolds across layers.
 
