@@ -69,7 +69,7 @@ def composition_he(
     layers = tuple(int(x) for x in layers) if layers is not None else tuple(range(L))
     if len(layers) != L:
         raise DataError(f"layers lists {len(layers)} blocks but the states hold {L}")
-    head = layers[cfg.layer] if cfg.layer < 0 else cfg.layer
+    head = layers[cfg.layer] if -len(layers) <= cfg.layer < 0 else cfg.layer
     if head not in layers:
         raise DataError(f"HEConfig.layer={cfg.layer} is not among the measured layers {layers}")
 

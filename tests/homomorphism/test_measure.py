@@ -87,3 +87,6 @@ def test_too_few_pairs_and_mismatched_labels():
     a, b, t = planted(n=20)
     with pytest.raises(DataError, match="3 labels for 20 pairs"):
         composition_he(a, b, t, labels=["x"] * 3)
+    for layer in (-4, 3):
+        with pytest.raises(DataError, match=f"HEConfig.layer={layer} is not among"):
+            composition_he(a, b, t, config=HEConfig(layer=layer))
