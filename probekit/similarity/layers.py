@@ -10,6 +10,8 @@ calling a pairwise measure on raw activations ``L^2`` times:
   memory is bounded by the ``d x d`` accumulators, not by ``n``. Linear CKA is
   ``||C_ij||_F^2 / (||C_ii||_F ||C_jj||_F)``; the angular Procrustes distance is
   ``arccos(||C_ij||_* / sqrt(tr C_ii tr C_jj))``.
+  When ``n`` is small against the widths (``layers * n^2 < sum d_i d_j``), the same two
+  measures use one ``n x n`` Gram (CKA) or SVD factor ``U S`` (Procrustes) per layer instead.
 * RBF CKA: one centred ``n x n`` Gram per layer (``n <= max_gram_n``).
 * SVCCA / PWCCA: one truncated principal basis per layer, then ``svd(Qx_i^T Qx_j)`` per pair.
 * minibatch CKA (``batch_size``, Nguyen et al. 2021): one ``batch x batch`` Gram per layer and
@@ -206,15 +208,9 @@ def _memory_values(
     kernel: str, debiased: bool, bandwidth: float, keep: Any, max_gram_n: int, chunk_size: int,
 ) -> tuple[dict[tuple[int, int], float], int]:
     used = sorted({k for p in pairs for k in p})
-    X = {}
-    for k in used:
-        parts = [c.to(torch.float64) for c in _iter_chunks(reps[k], chunk_size)]
-        X[k] = centre(as_rep(torch.cat(parts), name=f"representation {labels[k]!r}", min_n=4))
-    ns = {k: x.shape[0] for k, x in X.items()}
-    if len(set(ns.values())) > 1:
-        raise DataError(f"the representations have different row counts {ns}; pass the same stimuli to all")
+    X = _load_centred(reps, labels, used, chunk_size)
     out: dict[tuple[int, int], float] = {}
-    n = next(iter(ns.values()))
+    n = next(iter(X.values())).shape[0]
     if measure == "cka":  # RBF kernel: one centred (or raw, for debiased) Gram per layer
         if n > max_gram_n:
             raise ConfigError(
@@ -238,6 +234,74 @@ def _memory_values(
             alpha = ((Q[i] @ U).T @ X[i]).abs().sum(1)
             out[(i, j)] = float((alpha / alpha.sum() * rho.clamp(0.0, 1.0)).sum())
     return out, n
+
+
+def _u_terms(K: Tensor) -> tuple[Tensor, Tensor, float]:
+    """``(K~, K~ 1, 1^T K~ 1)`` with the diagonal zeroed (Song et al. 2012), in place."""
+    K.fill_diagonal_(0.0)
+    return K, K.sum(1), float(K.sum())
+
+
+def _hsic_u_terms(a: tuple[Tensor, Tensor, float], b: tuple[Tensor, Tensor, float], n: int) -> float:
+    """Unbiased HSIC from :func:`_u_terms` of two Grams (the formula of :func:`~.cka.hsic`)."""
+    (Ka, ra, sa), (Kb, rb, sb) = a, b
+    val = float((Ka * Kb).sum()) + sa * sb / ((n - 1) * (n - 2)) - 2.0 / (n - 2) * float(ra @ rb)
+    return val / (n * (n - 3))
+
+
+def _shape(rep: Rep, chunk_size: int) -> tuple[int, int]:
+    """``(rows, width)`` of a representation (store shards: from their headers, no data read)."""
+    if not isinstance(rep, StreamedRep):
+        t = rep if isinstance(rep, Tensor) else np.asarray(rep)
+        return int(t.shape[0]), int(t.shape[1]) if len(t.shape) == 2 else -1
+    n, d = 0, -1
+    for c in _iter_chunks(rep, chunk_size):
+        n += int(c.shape[0])
+        d = int(c.shape[1]) if c.ndim == 2 else -1
+    return n, d
+
+
+def _load_centred(reps: Sequence[Rep], labels: Sequence[str], used: Sequence[int], chunk_size: int) -> dict[int, Tensor]:
+    X = {}
+    for k in used:
+        parts = [c.to(torch.float64) for c in _iter_chunks(reps[k], chunk_size)]
+        X[k] = centre(as_rep(torch.cat(parts), name=f"representation {labels[k]!r}", min_n=4))
+    ns = {labels[k]: x.shape[0] for k, x in X.items()}
+    if len(set(ns.values())) > 1:
+        raise DataError(f"the representations have different row counts {ns}; pass the same stimuli to all")
+    return X
+
+
+def _gram_values(
+    reps: Sequence[Rep], labels: Sequence[str], pairs: Sequence[tuple[int, int]], measure: str,
+    debiased: bool, chunk_size: int,
+) -> tuple[dict[tuple[int, int], float], int]:
+    """Linear CKA / Procrustes in Gram space (``n x n`` per layer), cheaper when ``n < d``.
+
+    CKA: ``<K_i, K_j>`` of centred Grams (or the unbiased HSIC of zero-diagonal Grams);
+    Procrustes: ``||Xc_i^T Xc_j||_* = ||P_i^T P_j||_*`` with ``P = U S`` from each layer's SVD.
+    """
+    used = sorted({k for p in pairs for k in p})
+    X = _load_centred(reps, labels, used, chunk_size)
+    n = next(iter(X.values())).shape[0]
+    for k, x in X.items():
+        if float(x.square().sum()) <= 0.0:
+            raise DataError(f"representation {labels[k]!r} is constant over all {n} stimuli, so its "
+                            "similarity is undefined; leave that site out")
+    if measure == "procrustes":
+        P, tr = {}, {}
+        for k, x in X.items():
+            U, S, _ = torch.linalg.svd(x, full_matrices=False)
+            P[k], tr[k] = U * S, float(S.square().sum())
+        return {(i, j): math.acos(min(1.0, max(-1.0, float(torch.linalg.svdvals(P[i].T @ P[j]).sum())
+                                               / math.sqrt(tr[i] * tr[j])))) for i, j in pairs}, n
+    G = {k: linear_gram(x) for k, x in X.items()}
+    if debiased:
+        T = {k: _u_terms(g) for k, g in G.items()}
+        h = {k: _hsic_u_terms(t, t, n) for k, t in T.items()}
+        return {(i, j): _ratio(_hsic_u_terms(T[i], T[j], n), h[i], h[j]) for i, j in pairs}, n
+    h = {k: float(g.square().sum()) for k, g in G.items()}
+    return {(i, j): _ratio(float((G[i] * G[j]).sum()), h[i], h[j]) for i, j in pairs}, n
 
 
 def _batches(reps: Sequence[Rep], labels: Sequence[str], size: int, chunk: int) -> Iterator[list[Tensor]]:
@@ -273,13 +337,9 @@ def _minibatch_values(
         for k in used:
             x = batch[k].to(torch.float64)
             check_finite(x, name=f"representation {labels[k]!r}")
-            K = linear_gram(centre(x)) if kernel == "linear" else rbf_gram(x, bandwidth)
-            K.fill_diagonal_(0.0)  # K~ of the unbiased estimator (Song et al. 2012)
-            terms[k] = (K, K.sum(1), float(K.sum()))
+            terms[k] = _u_terms(linear_gram(centre(x)) if kernel == "linear" else rbf_gram(x, bandwidth))
         for i, j in need:
-            (Ki, ri, si), (Kj, rj, sj) = terms[i], terms[j]
-            val = float((Ki * Kj).sum()) + si * sj / ((b - 1) * (b - 2)) - 2.0 / (b - 2) * float(ri @ rj)
-            sums[(i, j)] += val / (b * (b - 3))
+            sums[(i, j)] += _hsic_u_terms(terms[i], terms[j], b)
         n += b
         n_batches += 1
     if n_batches == 0:
@@ -291,7 +351,7 @@ def _minibatch_values(
 def _pair_values(
     reps: Sequence[Rep], labels: Sequence[str], pairs: Sequence[tuple[int, int]], *, measure: str,
     kernel: str, debiased: bool, bandwidth: float, keep: Any, chunk_size: int, dtype: torch.dtype,
-    max_gram_n: int, batch_size: int | None = None,
+    max_gram_n: int, batch_size: int | None = None, space: str = "auto",
 ) -> tuple[dict[tuple[int, int], float], int]:
     check_choice(measure, MEASURES, name="measure")
     check_choice(kernel, ("linear", "rbf"), name="kernel")
@@ -306,6 +366,14 @@ def _pair_values(
         return _minibatch_values(reps, labels, pairs, kernel, bandwidth, batch_size, chunk_size)
     if measure in ("cka", "procrustes") and (kernel == "linear" or measure == "procrustes"):
         need = sorted(set(pairs) | {(k, k) for p in pairs for k in p})
+        check_choice(space, ("auto", "feature", "gram"), name="space")
+        if space == "auto":
+            shapes = {k: _shape(reps[k], chunk_size) for k in {k for p in need for k in p}}
+            n = max(s[0] for s in shapes.values())
+            feature = sum(shapes[i][1] * shapes[j][1] for i, j in need)
+            space = "gram" if n * n * len(shapes) < feature else "feature"
+        if space == "gram":
+            return _gram_values(reps, labels, pairs, measure, debiased, chunk_size)
         m = _moments(reps, labels, need, chunk_size, dtype)
         return _moment_values(m, pairs, measure, debiased, labels), m.n
     return _memory_values(reps, labels, pairs, measure, kernel, debiased, bandwidth, keep, max_gram_n, chunk_size)
@@ -447,6 +515,7 @@ def layer_similarity(
     dtype: torch.dtype = torch.float64,
     max_gram_n: int = 4096,
     batch_size: int | None = None,
+    space: str = "auto",
 ) -> LayerSimilarity:
     """Layer x layer similarity within one model (``reps_b=None``) or between two models.
 
@@ -470,6 +539,9 @@ def layer_similarity(
             consecutive rows, averaged, then the ratio; ``debiased`` is implied): streams with
             ``batch x batch`` Grams for either kernel. Rows are taken in stream order, so
             shuffle stimuli that are sorted (e.g. by class) before capturing.
+        space: linear CKA / Procrustes in ``"feature"`` space (``d_i x d_j`` cross-products,
+            streamed), ``"gram"`` space (one ``n x n`` Gram or SVD factor per layer, in
+            memory) or ``"auto"``: Gram when ``layers * n^2`` is below the summed ``d_i d_j``.
 
     Linear CKA and Procrustes stream (two passes) with memory ``O(sum_ij d_i d_j)``; the other
     measures hold every layer in memory.
@@ -480,7 +552,7 @@ def layer_similarity(
         raise DataError("layer_similarity needs at least one layer in each model")
     la = tuple(labels_a) if labels_a is not None else tuple(_label(r, i) for i, r in enumerate(A))
     opts = _opts(measure=measure, kernel=kernel, debiased=debiased, bandwidth=bandwidth, keep=keep,
-                 chunk_size=chunk_size, dtype=dtype, max_gram_n=max_gram_n, batch_size=batch_size)
+                 chunk_size=chunk_size, dtype=dtype, max_gram_n=max_gram_n, batch_size=batch_size, space=space)
     if B is None:
         pairs = [(i, j) for i in range(len(A)) for j in range(i, len(A))]
         vals, n = _pair_values(A, la, pairs, **opts)
@@ -515,6 +587,7 @@ def checkpoint_drift(
     dtype: torch.dtype = torch.float64,
     max_gram_n: int = 4096,
     batch_size: int | None = None,
+    space: str = "auto",
 ) -> CheckpointDrift:
     """Similarity of each checkpoint's representation (one site) to the final and the previous.
 
@@ -531,11 +604,11 @@ def checkpoint_drift(
     pairs = sorted({(t, T) for t in range(T + 1)} | {(t - 1, t) for t in range(1, T + 1)})
     vals, n = _pair_values(R, lab, pairs, measure=measure, kernel=kernel, debiased=debiased,
                            bandwidth=bandwidth, keep=keep, chunk_size=chunk_size, dtype=dtype,
-                           max_gram_n=max_gram_n, batch_size=batch_size)
+                           max_gram_n=max_gram_n, batch_size=batch_size, space=space)
     if (T, T) not in vals:  # self-similarity of the final checkpoint (1 for CKA, 0 for Procrustes)
         vals[(T, T)] = _pair_values(R, lab, [(T, T)], measure=measure, kernel=kernel, debiased=debiased,
                                     bandwidth=bandwidth, keep=keep, chunk_size=chunk_size, dtype=dtype,
-                                    max_gram_n=max_gram_n, batch_size=batch_size)[0][(T, T)]
+                                    max_gram_n=max_gram_n, batch_size=batch_size, space=space)[0][(T, T)]
     return CheckpointDrift(
         labels=lab,
         to_final=np.array([vals[(t, T)] for t in range(T + 1)]),
@@ -558,6 +631,7 @@ def seed_similarity(
     dtype: torch.dtype = torch.float64,
     max_gram_n: int = 4096,
     batch_size: int | None = None,
+    space: str = "auto",
 ) -> PopulationSimilarity:
     """Layer x layer similarity between every pair of models of a population, with its spread.
 
@@ -578,7 +652,7 @@ def seed_similarity(
     pairs = [(a * L + i, b * L + j) for a, b in model_pairs for i in range(L) for j in range(L)]
     vals, n = _pair_values(flat, flat_labels, pairs, measure=measure, kernel=kernel, debiased=debiased,
                            bandwidth=bandwidth, keep=keep, chunk_size=chunk_size, dtype=dtype,
-                           max_gram_n=max_gram_n, batch_size=batch_size)
+                           max_gram_n=max_gram_n, batch_size=batch_size, space=space)
     V = np.array([[[vals[(a * L + i, b * L + j)] for j in range(L)] for i in range(L)] for a, b in model_pairs])
     std = V.std(0, ddof=1) if len(model_pairs) > 1 else np.full((L, L), math.nan)
     return PopulationSimilarity(values=V, mean=V.mean(0), std=std, pairs=model_pairs, labels=lab,

@@ -149,3 +149,13 @@ def test_minibatch_layer_matrix_equals_pairwise_minibatch_cka(kernel):
     np.testing.assert_allclose(one.values, _pairwise(lambda a, b: cka(a, b, kernel, True), A, A), atol=1e-10)
     with pytest.raises(ConfigError, match="needs measure='cka'"):
         layer_similarity(A, measure="procrustes", batch_size=40)
+
+
+@pytest.mark.parametrize("space", ["gram", "feature"])
+def test_gram_and_feature_space_layer_matrices_agree_when_d_exceeds_n(space):
+    A = _layers(6, n=25, widths=(40, 60, 30))  # n < d: "auto" picks the n x n Gram route
+    for opts, fn in [({"measure": "cka"}, cka), ({"measure": "cka", "debiased": True},
+                     lambda a, b: cka(a, b, debiased=True)), ({"measure": "procrustes"}, procrustes_distance)]:
+        got = layer_similarity(A, space=space, **opts).values
+        np.testing.assert_allclose(got, _pairwise(fn, A, A), atol=1e-7)
+        np.testing.assert_allclose(layer_similarity(A, **opts).values, got, atol=1e-7)
