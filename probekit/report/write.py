@@ -60,11 +60,11 @@ def format_cell(value: Any, fmt: str) -> str:
 
 
 def class_summary(counts: dict[str, int], limit: int = 8) -> str:
-    """``"a 12, b 10"`` for few classes, ``"53 classes, 5-18 each (n=600)"`` for many."""
+    """``"a: 12, b: 10"`` for few classes, ``"53 classes, 5-18 each (n=600)"`` for many."""
     if not counts:
         return "no examples"
     if len(counts) <= limit:
-        return ", ".join(f"{k} {v}" for k, v in counts.items())
+        return ", ".join(f"{k}: {v}" for k, v in counts.items())
     values = list(counts.values())
     return f"{len(values)} classes, {min(values)}-{max(values)} each (n={sum(values)})"
 

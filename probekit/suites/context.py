@@ -109,7 +109,7 @@ class AnalysisContext:
         """Model provenance for the report."""
         m = self.model
         return {
-            "id": model_id(m),
+            "id": str(getattr(m, "probekit_source", "") or model_id(m)),  # a name, not a cache path
             "fingerprint": self.model_fingerprint,
             "n_layers": int(m.cfg.n_layers),
             "d_model": int(m.cfg.d_model),

@@ -227,3 +227,21 @@ def test_report_provenance_counts_answers_and_floor_warning(suite_dir, tmp_path)
     h = result.hypotheses[0]
     assert f"{h.statistic:.3f} ({h.metric})" in html and f"{h.p_value:.3g}" in html
     assert data["source"]["sha256"][:16] in html and "accuracy of the model's greedy answers" in html
+
+
+def test_validating_a_suite_imports_no_torch():
+    """Every analysis module is imported by load_suite: their heavy imports must be deferred."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = ("import sys; from probekit.suites import load_suite, registered; "
+            f"load_suite({str(root / 'probes' / 'modadd_grokked.toml')!r}); "
+            "print(sorted(registered())); "
+            "print(sorted(m for m in ('torch', 'sklearn', 'scipy', 'matplotlib') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=env).stdout.splitlines()
+    assert "'probe'" in out[0] and out[1] == "[]"
