@@ -12,14 +12,14 @@ from .cka import hsic as hsic
 from .cka import linear_gram as linear_gram
 from .cka import minibatch_cka as minibatch_cka
 from .cka import rbf_gram as rbf_gram
-from .layers import CheckpointDrift as CheckpointDrift
-from .layers import LayerSimilarity as LayerSimilarity
-from .layers import PopulationSimilarity as PopulationSimilarity
 from .layers import StreamedRep as StreamedRep
 from .layers import checkpoint_drift as checkpoint_drift
 from .layers import layer_similarity as layer_similarity
 from .layers import seed_similarity as seed_similarity
 from .layers import store_reps as store_reps
+from .results import CheckpointDrift as CheckpointDrift
+from .results import LayerSimilarity as LayerSimilarity
+from .results import PopulationSimilarity as PopulationSimilarity
 from .rsa import rdm as rdm
 from .rsa import rsa as rsa
 from .rsa import rsa_test as rsa_test

@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .layers import CheckpointDrift, LayerSimilarity  # noqa: E402
+from .results import CheckpointDrift, LayerSimilarity  # noqa: E402
 
 __all__ = ["drift_curve", "layer_heatmap"]
 
