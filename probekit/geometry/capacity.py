@@ -151,7 +151,8 @@ def normalize_manifolds(
     Returns:
         NormalizedManifolds.
     """
-    origin = torch.cat(xs, dim=1).mean(dim=1, keepdim=True)
+    total = sum(x.shape[1] for x in xs)
+    origin = sum(x.sum(dim=1, keepdim=True) for x in xs) / total  # global mean of all points
     centers = torch.stack([x.mean(dim=1) for x in xs], dim=1)
     if center_basis is None:
         sub = common_center_subspace(centers, max_k=max_common_dim(centers), n_reps=n_reps,
@@ -159,19 +160,23 @@ def normalize_manifolds(
     else:
         sub = fixed_center_subspace(centers, center_basis)
     v = sub.basis
+    # P = I - V V^T; P(x - origin) - mean = P(x - mean(x)): only the centre norm needs origin
+    c_proj = centers - origin
+    c_proj = c_proj - v @ (v.T @ c_proj)
+    c_norm = c_proj.norm(dim=0)  # (P,)
     frames: list[Tensor] = [torch.empty(0)] * len(xs)
     by_m: dict[int, list[int]] = {}
     for i, x in enumerate(xs):
         by_m.setdefault(x.shape[1], []).append(i)
     for idx in by_m.values():  # manifolds with the same M are processed as one batch
-        xr = torch.stack([xs[i] for i in idx]) - origin  # (g, N, M)
+        s = torch.stack([xs[i] for i in idx])  # (g, N, M)
+        s -= s.mean(dim=2, keepdim=True)
         if v.shape[1]:
-            xr = xr - v @ (v.T @ xr)
-        c = xr.mean(dim=2, keepdim=True)
-        s = (xr - c) / c.norm(dim=1, keepdim=True)
+            s -= v @ (v.T @ s)
         if s.shape[1] > s.shape[2]:
-            q = torch.linalg.qr(s).Q  # LAPACK geqrf, the same frame as scipy.linalg.qr
-            s = q.transpose(1, 2) @ s
+            # Q^T s = R: the M-dim frame of the reference's scipy qr (same LAPACK Householder)
+            s = torch.linalg.qr(s, mode="r").R
+        s = s / c_norm[idx].view(-1, 1, 1)
         for j, i in enumerate(idx):
             frames[i] = s[j]
     dmax = max(s.shape[0] for s in frames)

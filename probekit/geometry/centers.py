@@ -12,7 +12,7 @@ random starts; the start whose residual centres keep the largest minimum norm ra
 wins. ``K`` is the argmin of the residual mean absolute centre correlation; the loop stops after
 three consecutive increases. The reference optimises on the Stiefel manifold with pymanopt's
 conjugate gradient; here the cost (which depends only on span(V)) is minimised with L-BFGS over an
-unconstrained ``W`` with ``V = qr(W).Q``, all starts at once.
+unconstrained ``W`` with ``V`` an orthonormal basis of span(W), all starts at once.
 """
 
 from __future__ import annotations
@@ -63,12 +63,14 @@ def max_common_dim(centers: Float[Tensor, "n p"]) -> int:
 def _residual_cost(
     w: Float[Tensor, "r b k"], x: Float[Tensor, "p b"], gram: Float[Tensor, "p p"]
 ) -> tuple[Float[Tensor, ""], Float[Tensor, "r b k"]]:
-    """Sum over starts of F(V), V = qr(W).Q, and its gradient in W (analytic).
+    """Sum over starts of F(V), V an orthonormal basis of span(W), and its W-gradient.
 
+    ``V = W R^{-1}`` with ``R^T R = W^T W`` (Cholesky: an orthonormal basis of span(W)).
     With ``A = H / (c0 c0^T)``, ``E = H * A``: ``dF/dc = -2 A c + 2 diag(rowsum(E) / c0) c``,
     ``G = X^T dF/dc``; F depends on span(V) only, so ``dF/dW = (I - V V^T) G R^{-T}``.
     """
-    v, r = torch.linalg.qr(w)
+    r = torch.linalg.cholesky(w.transpose(1, 2) @ w).transpose(1, 2)  # W = V R, R upper
+    v = torch.linalg.solve_triangular(r, w, upper=True, left=False)
     c = torch.einsum("pb,rbk->rpk", x, v)
     c0 = torch.diagonal(gram) - (c**2).sum(dim=2)  # (r, p)
     h = gram - c @ c.transpose(1, 2)
