@@ -405,3 +405,11 @@ def test_progress_in_a_log_file_has_no_escape_codes(capsys):
     err = capsys.readouterr().err  # pytest's capture is not a TTY
     assert err and "\r" not in err and "\x1b" not in err
     assert err.splitlines()[-1].startswith("capture: 100%") and "50/50" in err.splitlines()[-1]
+
+
+def test_suite_stats_sizes_are_checked_before_the_model(ckpt, tmp_path, capsys, no_model_load):
+    rows = [{"tokens": [1, 2], "y": 0, "split": "train"}, {"tokens": [3], "y": 1, "split": "test"}]
+    path = _suite(tmp_path, ckpt, rows)
+    path.write_text(path.read_text() + "[stats]\nn_bootstrap = 200\n")
+    line = cli_error(capsys, ["report", str(path), "--check"])
+    assert "[stats]" in line and "n_bootstrap = 200: percentile intervals need >= 1000" in line

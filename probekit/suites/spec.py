@@ -102,6 +102,18 @@ class StatsSpec:
     permutation_sites: Literal["all", "best"] = "all"  # "best": only the CV-selected site
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        """Refuse sizes the statistics cannot use, before any model loads."""
+        if self.n_permutations < 1:
+            raise ValueError(f"n_permutations = {self.n_permutations}: must be >= 1")
+        if self.n_bootstrap < 1000:
+            raise ValueError(
+                f"n_bootstrap = {self.n_bootstrap}: percentile intervals need >= 1000 resamples"
+            )
+        for name in ("confidence_level", "alpha"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ValueError(f"{name} = {getattr(self, name)}: must be in (0, 1)")
+
 
 @dataclass(frozen=True, kw_only=True)
 class Suite:
