@@ -60,9 +60,15 @@ def format_cell(value: Any, fmt: str) -> str:
 
 
 def class_summary(counts: dict[str, int], limit: int = 8) -> str:
-    """``"a: 12, b: 10"`` for few classes, ``"53 classes, 5-18 each (n=600)"`` for many."""
+    """``"a: 12, b: 10"`` for few classes, ``"53 classes, 5-18 each (n=600)"`` for many.
+
+    A single class says so: a constant label is worth a reader's notice.
+    """
     if not counts:
         return "no examples"
+    if len(counts) == 1:
+        ((k, v),) = counts.items()
+        return f"{k}: {v} (one class only)"
     if len(counts) <= limit:
         return ", ".join(f"{k}: {v}" for k, v in counts.items())
     values = list(counts.values())

@@ -54,6 +54,7 @@ def test_site_labels_are_one_function():
 
 def test_class_summary():
     assert class_summary({"a": 3, "b": 1}) == "a: 3, b: 1"
+    assert class_summary({"2": 900}) == "2: 900 (one class only)"
     many = {str(i): i + 1 for i in range(20)}
     assert class_summary(many) == "20 classes, 1-20 each (n=210)"
 
