@@ -29,8 +29,12 @@ def model_fingerprint(model: Any) -> str:
 
 
 def model_id(model: Any) -> str:
-    """A human-readable id: checkpoint path, HF name/path, or ``cfg.model_name``."""
-    for attr in ("probekit_name", "probekit_checkpoint"):
+    """A human-readable id: registered name, checkpoint path, HF dir, or ``cfg.model_name``.
+
+    ``probekit_source`` (set by :func:`probekit.models.load_model`) comes before the config's
+    ``model_name``, which for a named model is its cache path.
+    """
+    for attr in ("probekit_name", "probekit_checkpoint", "probekit_source"):
         if getattr(model, attr, None):
             return str(getattr(model, attr))
     return str(getattr(model.cfg, "model_name", type(model).__name__))

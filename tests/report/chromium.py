@@ -57,7 +57,7 @@ def find_chromium() -> str | None:
     return None
 
 
-def _run(binary: str, args: list[str], timeout: float = 120) -> str:
+def _run(binary: str, args: list[str], timeout: float = 600) -> str:
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
              "--virtual-time-budget=10000", "--run-all-compositor-stages-before-draw"]
     res = subprocess.run([binary, *flags, *args], capture_output=True, text=True,

@@ -169,6 +169,13 @@ def run_probe(spec: ProbeSpec, ctx: Any) -> ProbeResult:
         ]
         tests = ctx.executor.map(permutation_test_of, tasks, desc="permutation tests")
         pvals = [float(t.p_value) for t in tests]
+        at_floor = 1.0 / (1 + st.n_permutations)
+        if len(pvals) > 1 and all(p <= at_floor * (1 + 1e-9) for p in pvals):
+            warnings.append(
+                f"every site's permutation p-value is at its floor 1/(1+{st.n_permutations}) = "
+                f"{at_floor:.3g}: the tests cannot rank the sites (each p <= {at_floor:.3g}); "
+                "raise [stats] n_permutations to resolve them"
+            )
         if st.permutation_sites == "all":
             adj = adjust_pvalues(np.asarray(pvals), method=st.correction, alpha=st.alpha).p_adjusted
             floor = float(
