@@ -172,9 +172,10 @@ def run_probe(spec: ProbeSpec, ctx: Any) -> ProbeResult:
         at_floor = 1.0 / (1 + st.n_permutations)
         if len(pvals) > 1 and all(p <= at_floor * (1 + 1e-9) for p in pvals):
             warnings.append(
-                f"every site's permutation p-value is at its floor 1/(1+{st.n_permutations}) = "
-                f"{at_floor:.3g}: the tests cannot rank the sites (each p <= {at_floor:.3g}); "
-                "raise [stats] n_permutations to resolve them"
+                f"every site's p-value is at its floor 1/(1+{st.n_permutations}) = "
+                f"{at_floor:.3g} (the permutation test's smallest): the tests cannot rank the "
+                f"sites (each p <= {at_floor:.3g}); a larger [stats] permutation count resolves "
+                "them"
             )
         if st.permutation_sites == "all":
             adj = adjust_pvalues(np.asarray(pvals), method=st.correction, alpha=st.alpha).p_adjusted
