@@ -15,6 +15,7 @@ from .centers import CenterSubspace as CenterSubspace
 from .centers import common_center_subspace as common_center_subspace
 from .curves import GeometryCurves as GeometryCurves
 from .curves import geometry_by_layer as geometry_by_layer
+from .curves import geometry_from_store as geometry_from_store
 from .dimension import covariance_spectrum as covariance_spectrum
 from .dimension import fisher_ratio as fisher_ratio
 from .dimension import n_components_for_variance as n_components_for_variance

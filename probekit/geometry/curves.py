@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from jaxtyping import Float
@@ -21,6 +23,7 @@ from torch import Tensor
 
 from probekit.errors import DataError
 from probekit.executor import Executor, get_executor
+from probekit.store import ActivationStore
 
 from ._validation import as_tensor64
 from .capacity import manifold_capacity, manifolds_from_labels
@@ -151,3 +154,36 @@ def geometry_by_layer(
         nc1=nc1(x, lab).tolist(),
         fisher_ratio=fisher_ratio(x, lab).tolist(),
     )
+
+
+def geometry_from_store(
+    store: str | Path | ActivationStore,
+    label: str,
+    *,
+    sites: Sequence[str] | str | None = "resid_post",
+    **options: Any,
+) -> GeometryCurves:
+    """:func:`geometry_by_layer` on an activation store: sites of equal width, label column.
+
+    Args:
+        store: an :class:`~probekit.store.ActivationStore` or its directory.
+        label: metadata column whose values define the classes.
+        sites: a site kind (every layer of it), a list of site names, or None (all sites).
+        **options: passed to :func:`geometry_by_layer` (max_points, n_t, kappa, seed ...).
+
+    Returns:
+        GeometryCurves with the store's site names as layers.
+    """
+    st = store if isinstance(store, ActivationStore) else ActivationStore(store)
+    meta = st.metadata()
+    if label not in meta:
+        raise DataError(
+            f"store {st.directory} has no metadata column {label!r}; columns: {sorted(meta)}"
+        )
+    if isinstance(sites, str):
+        names = st.sites_of_kind(sites)
+    else:
+        names = list(sites) if sites is not None else st.sites
+    acts = st.load_layers(names)
+    return geometry_by_layer(acts, np.asarray(meta[label]), layer_names=[str(n) for n in names],
+                             **options)

@@ -29,3 +29,24 @@ def test_curves_order_layers_and_match_single_calls():
     r2 = single.radius**2
     assert single.utility == pytest.approx(single.capacity * single.dimension * r2 / (1 + r2))
     assert set(cur.to_dict()) >= {"capacity", "nc1", "participation_ratio", "n_pcs_90"}
+
+
+def test_geometry_from_store_equals_tensors(tmp_path):
+    from probekit.capture import Site, all_layers, capture_to_store
+    from probekit.geometry import geometry_from_store
+    from probekit.models import ModelConfig, build_model
+    from probekit.store import ActivationStore
+
+    model = build_model(ModelConfig(n_layers=2, d_model=24, n_heads=2, d_head=12, d_vocab=13,
+                                    n_ctx=8, act_fn="gelu"))
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 13, (60, 5), generator=g).tolist()
+    labels = [t[-1] % 3 for t in tokens]
+    capture_to_store(model, tokens, tmp_path / "s", all_layers(model, "resid_post"),
+                     metadata={"cls": labels}, progress=False)
+    cur = geometry_from_store(tmp_path / "s", "cls", max_points=10, n_t=50)
+    acts = ActivationStore(tmp_path / "s").load_layers("resid_post")
+    ref = geometry_by_layer(acts, np.asarray(labels), max_points=10, n_t=50)
+    assert cur.layers == [Site(0, "resid_post").name, Site(1, "resid_post").name]
+    np.testing.assert_allclose(cur.capacity, ref.capacity)
+    np.testing.assert_allclose(cur.nc1, ref.nc1)
