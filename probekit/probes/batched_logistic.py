@@ -173,16 +173,30 @@ class _LogisticObjective:
         self.inv_curv = 1.0 / (beta * lam.view(L, d, 1) * frac + self.invC.view(1, 1, P))
         self.inv_curv_b = 1.0 / (beta * self.n_p)  # (P,)
 
-    def _hull(self, idx: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _hull(self, idx: Tensor) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+        """Layers and problems covering ``idx``, and each pair's place in that rectangle
+        (``None, None``: ``idx`` is every pair in order, the rectangle itself)."""
+        if idx.numel() == self.L * self.P and (idx.numel() == 1 or bool((idx.diff() == 1).all())):
+            ar = torch.arange
+            return ar(self.L, device=idx.device), ar(self.P, device=idx.device), None, None
         lays, li = torch.unique(idx // self.P, return_inverse=True)
         cols, ci = torch.unique(idx % self.P, return_inverse=True)
         return lays, cols, li, ci
 
-    def _grid(self, x: Tensor, lays: Tensor, cols: Tensor, li: Tensor, ci: Tensor) -> Tensor:
+    def _grid(
+        self, x: Tensor, lays: Tensor, cols: Tensor, li: Tensor | None, ci: Tensor | None
+    ) -> Tensor:
         """Scatter ``(b, d+1, k)`` pair parameters into a ``(layer, problem, d+1, k)`` grid."""
+        if li is None:
+            return x.view(lays.numel(), cols.numel(), *x.shape[1:])
         out = x.new_zeros(lays.numel(), cols.numel(), *x.shape[1:])
         out[li, ci] = x
         return out
+
+    @staticmethod
+    def _pairs(t: Tensor, li: Tensor | None, ci: Tensor | None) -> Tensor:
+        """Inverse of :meth:`_grid`: the ``(layer, problem, ...)`` entries of the pairs."""
+        return t.reshape(-1, *t.shape[2:]) if li is None else t[li, ci]
 
     def __call__(self, x: Tensor, idx: Tensor) -> tuple[Tensor, Tensor]:
         """Objective and gradient of pairs ``idx`` at parameters ``x`` ``(b, d+1, k)``."""
@@ -209,7 +223,7 @@ class _LogisticObjective:
         G = torch.bmm(Xl.transpose(1, 2), R.reshape(nl, n, K * nc)).view(nl, D1, K, nc)
         G = G.to(torch.float64)
         G[:, : self.d] += w * ic
-        return f[li, ci], G.permute(0, 3, 1, 2)[li, ci]
+        return self._pairs(f, li, ci), self._pairs(G.permute(0, 3, 1, 2), li, ci)
 
     def precondition(self, q: Tensor, idx: Tensor) -> Tensor:
         """Inverse Böhning bound ``(beta (I - 11'/K) (x) X'X + I/C)^{-1} q`` (pseudo-inverse)."""
@@ -226,7 +240,7 @@ class _LogisticObjective:
         ow = torch.bmm(_sub(self.V, lays, 0), t.reshape(nl, d, nc * K)).view(nl, d, nc, K)
         ob = qb * _sub(self.inv_curv_b, cols, 0).view(1, nc, 1)
         out = torch.cat([ow.permute(0, 2, 1, 3), ob.unsqueeze(2)], dim=2)
-        return out[li, ci]
+        return self._pairs(out, li, ci)
 
 
 def _check_batch(X: Tensor, y: Tensor, n_classes: int, train_mask: Tensor, C: Tensor) -> None:
