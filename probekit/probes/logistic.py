@@ -67,7 +67,7 @@ class LogisticProbe(ClassifierMixin, BaseEstimator):
     Attributes:
         classes_, coef_ (``(1, d)`` binary or ``(K, d)``), intercept_, C_, Cs_, cv_scores_
         (mean CV accuracy per C, or ``None`` with fixed C), mean_, scale_, n_iter_,
-        n_features_in_.
+        converged_ (the final fit reached ``tol``), n_features_in_.
     """
 
     def __init__(  # types in the class docstring; sklearn checks pass bad values
@@ -117,8 +117,6 @@ class LogisticProbe(ClassifierMixin, BaseEstimator):
         n = X.shape[0]
         self.mean_, self.scale_ = standardization(X)
         Xn = standardize(X, self.mean_, self.scale_)
-        Xs = torch.as_tensor(Xn, dtype=cdt, device=dev).unsqueeze(0)
-        yt = torch.as_tensor(codes, device=dev)
         if self.C is not None:
             if not float(self.C) > 0:
                 raise ValueError(f"C must be > 0, got {self.C}")
@@ -146,10 +144,12 @@ class LogisticProbe(ClassifierMixin, BaseEstimator):
                     )
                 self._set_coef(single.coef.T, single.intercept)
                 self.n_iter_ = single.n_iter
+                self.converged_ = single.converged
                 return self
+            Xs = torch.as_tensor(Xn, dtype=cdt, device=dev).unsqueeze(0)
             fit = fit_logistic_batched(
                 Xs,
-                yt,
+                torch.as_tensor(codes, device=dev),
                 K,
                 train_mask=torch.ones(1, n, dtype=torch.bool, device=dev),
                 C=torch.tensor([self.C_], dtype=torch.float64),
@@ -163,8 +163,9 @@ class LogisticProbe(ClassifierMixin, BaseEstimator):
                 random_state=self.random_state,
             )
             folds = list(splitter.split(np.zeros(n), codes))
+            Xs = torch.as_tensor(Xn, dtype=cdt, device=dev).unsqueeze(0)
             res = cv_logistic_batched(
-                Xs, yt, K, Cs=self.Cs, folds=folds, max_iter=self.max_iter, tol=self.tol
+                Xs, torch.as_tensor(codes, device=dev), K, Cs=self.Cs, folds=folds, max_iter=self.max_iter, tol=self.tol
             )
             fit = res.fit
             self.Cs_ = res.Cs
@@ -172,6 +173,7 @@ class LogisticProbe(ClassifierMixin, BaseEstimator):
             self.cv_scores_ = res.cv_scores[0].cpu().numpy()
         self._set_coef(fit.coef[0, :, 0, :].T.cpu().numpy(), fit.intercept[0, 0, :].cpu().numpy())
         self.n_iter_ = int(fit.n_iter[0, 0])
+        self.converged_ = bool(fit.converged[0, 0])
         return self
 
     def _set_coef(self, w: np.ndarray, b: np.ndarray) -> None:

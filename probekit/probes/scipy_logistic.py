@@ -102,16 +102,17 @@ def fit_logistic_scipy(
     Y = (codes == 1).astype(np.float64)[:, None] if binary else np.eye(K)[codes]
     lam = 1.0 / (C * n)
     beta = 0.25 if binary else 0.5
-    Xc = X - X.mean(0)
     if whiten is None:
         # Whiten when the iterations it saves pay for it. Plain L-BFGS needs about
         # 4 sqrt(kappa) iterations, kappa = 1 + beta C lambda_mean (the curvature bound over the
         # ridge in an average direction, lambda_mean = ||X_c||_F^2 / d); whitened, ~7. The
         # Gram matrix, its eigendecomposition and X T cost ~3 n d^2 flops, i.e. ~0.75 d / k
         # iterations of 4 n d k. For d >= n the iterations do not drop (the loss saturates).
-        kappa = 1.0 + beta * C * float(np.vdot(Xc, Xc)) / d
+        mean = X.mean(0)
+        kappa = 1.0 + beta * C * (float(np.vdot(X, X)) - n * float(mean @ mean)) / d
         whiten = n > d and 4.0 * np.sqrt(kappa) - 7.0 > 0.75 * d / max(K, 2)
     if whiten:
+        Xc = X - X.mean(0)
         ev, V = np.linalg.eigh(Xc.T @ Xc)
         s = 1.0 / np.sqrt(beta * np.clip(ev, 0.0, None) / n + lam)  # per eigen-direction
         T = V * s  # W = T U

@@ -62,6 +62,8 @@ class SweepResult:
         ood, ood_ci_low, ood_ci_high: per named OOD split.
         ood_gap: ``test - ood`` per OOD split.
         hyperparameter: selected C (logistic) / alpha (ridge) per row; NaN for diffmeans.
+        converged: logistic: the final fit of the row reached ``max|grad|/n <= tol`` (closed-form
+            probes: always True); unconverged fits also raise a ``ConvergenceWarning``.
         best_row: argmax of ``val`` (first on ties).
         test_predictions: ``(row, n_test)`` predicted labels (logistic), values (ridge) or
             scores (diffmeans).
@@ -86,6 +88,7 @@ class SweepResult:
     test_predictions: np.ndarray = field(repr=False)
     confidence_level: float = 0.95
     n_bootstrap: int = 1000
+    converged: np.ndarray | None = None
 
     @property
     def best_layer(self) -> int | None:
@@ -261,6 +264,7 @@ def sweep_layers(
     train_m = np.zeros(R)
     val_m = np.zeros(R)
     hyper = np.full(R, np.nan)
+    conv = np.ones(R, dtype=bool)
     split_out: dict[str, np.ndarray] = {}
     for ids in groups.values():
         X = torch.stack([rows[i][2] for i in ids])  # (G, n, d)
@@ -278,6 +282,7 @@ def sweep_layers(
             tol=tol,
         )
         train_m[ids], val_m[ids], hyper[ids] = res["train"], res["val"], res["hyper"]
+        conv[ids] = res.get("converged", True)
         for k, v in res["pred"].items():
             if k not in split_out:
                 split_out[k] = np.zeros((R, len(splits[k])), dtype=v.dtype)
@@ -314,6 +319,7 @@ def sweep_layers(
         hyperparameter=hyper,
         best_row=best,
         test_predictions=split_out["test"],
+        converged=conv,
         confidence_level=confidence_level,
         n_bootstrap=n_bootstrap,
     )
@@ -430,5 +436,6 @@ def _run_group(
         "train": train,
         "val": res.cv_scores.max(1).values.cpu().numpy(),
         "hyper": res.best_C.cpu().numpy(),
+        "converged": res.fit.converged[:, 0].cpu().numpy(),
         "pred": preds,
     }

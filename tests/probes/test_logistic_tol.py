@@ -110,3 +110,11 @@ def test_single_problem_route_matches_sklearn_at_equal_tol(k, C):
         W = W - W.mean(0)
     assert np.abs(W - ref.coef_).max() <= 1e-4 * np.abs(ref.coef_).max()
     assert (probe.predict(X[0]) == ref.predict((X[0] - probe.mean_) / probe.scale_)).mean() == 1.0
+
+
+def test_convergence_is_reported_per_row_and_per_estimator():
+    X, y = _heavy_tailed_acts(2, 200, 8, 2, seed=4)
+    res = sweep_layers(torch.from_numpy(X), y, train_idx=np.arange(150), test_idx=np.arange(150, 200))
+    assert res.converged.tolist() == [True, True]
+    assert LogisticProbe(C=1.0).fit(X[0], y).converged_ is True
+    assert LogisticProbe(Cs=3, cv=3).fit(X[0], y).converged_ is True
