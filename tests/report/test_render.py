@@ -44,7 +44,7 @@ control = true
 [[probe]]
 kind = "diffmeans"
 [stats]
-n_permutations = 49
+n_permutations = 19
 n_bootstrap = 1000
 """
 
@@ -69,8 +69,8 @@ def test_tiny_report_renders(tmp_path):
     save_checkpoint(build_model(cfg), cfg, tmp_path / "ckpt")
     rng = np.random.default_rng(0)
     rows = []
-    for i, s in enumerate(random_sequences(120, cfg.d_vocab, lo=3, hi=10, seed=11)):
-        split = "ood" if i >= 100 else ("test" if i % 3 == 0 else "train")
+    for i, s in enumerate(random_sequences(60, cfg.d_vocab, lo=3, hi=8, seed=11)):
+        split = "ood" if i >= 48 else ("test" if i % 3 == 0 else "train")
         rows.append({"tokens": s, "planted": int(s[-1] % 2), "last": int(s[-1]), "split": split,
                      "null": int(rng.integers(0, 2))})
     (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
