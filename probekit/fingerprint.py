@@ -9,13 +9,15 @@ from typing import Any
 
 import torch
 
+from .models.protocol import HookedModel
+
 _CFG_KEYS = (
     "n_layers", "d_model", "n_heads", "d_head", "d_mlp", "d_vocab", "n_ctx", "act_fn",
     "normalization_type", "architecture", "n_key_value_heads", "positional_embedding_type",
 )
 
 
-def model_fingerprint(model: Any) -> str:
+def model_fingerprint(model: HookedModel) -> str:
     """blake2b over the architecture fields and every parameter/buffer byte (16 hex digits)."""
     digest = hashlib.blake2b(digest_size=8)
     cfg = {k: str(getattr(model.cfg, k, None)) for k in _CFG_KEYS}
@@ -28,7 +30,7 @@ def model_fingerprint(model: Any) -> str:
     return digest.hexdigest()
 
 
-def model_id(model: Any) -> str:
+def model_id(model: HookedModel) -> str:
     """A human-readable id: registered name, checkpoint path, HF dir, or ``cfg.model_name``.
 
     ``probekit_source`` (set by :func:`probekit.models.load_model`) comes before the config's

@@ -26,9 +26,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .errors import ConfigError
+from .models.protocol import HookedModel
 
 # Per-block kinds: kind -> hook-name suffix after "blocks.{layer}.".
 _BLOCK_SUFFIX: dict[str, str] = {
@@ -199,14 +199,14 @@ class Site:
             f"kind {list(_GLOBAL_NAME)}"
         )
 
-    def n_heads(self, model: Any) -> int:
+    def n_heads(self, model: HookedModel) -> int:
         """Heads on this site's head axis: query heads, or KV heads for :data:`KV_HEAD_KINDS`."""
         cfg = model.cfg
         if self.kind in KV_HEAD_KINDS:
             return int(getattr(cfg, "n_key_value_heads", None) or cfg.n_heads)
         return int(cfg.n_heads)
 
-    def validate(self, model: Any) -> None:
+    def validate(self, model: HookedModel) -> None:
         """Raise :class:`~probekit.errors.ConfigError` if ``model`` has no such hook point/head."""
         n_layers = model.cfg.n_layers
         if self.layer is not None and self.layer >= n_layers:
@@ -235,7 +235,7 @@ class Site:
                 )
 
 
-def kv_head_of(model: Any, query_head: int) -> int:
+def kv_head_of(model: HookedModel, query_head: int) -> int:
     """Return the key/value head that query head ``query_head`` reads (grouped-query attention)."""
     n_heads = int(model.cfg.n_heads)
     n_kv = int(getattr(model.cfg, "n_key_value_heads", None) or n_heads)
@@ -251,12 +251,12 @@ def _parse_layer(text: str, whole: str) -> int:
         raise ConfigError(f"site {whole!r}: layer {text!r} is not an integer") from None
 
 
-def all_layers(model: Any, kind: str = "resid_post") -> tuple[Site, ...]:
+def all_layers(model: HookedModel, kind: str = "resid_post") -> tuple[Site, ...]:
     """One site of ``kind`` per block of ``model``."""
     return tuple(Site(layer, kind) for layer in range(model.cfg.n_layers))
 
 
-def all_heads(model: Any, kind: str = "attn_z", layers: Iterable[int] | None = None) -> tuple[Site, ...]:
+def all_heads(model: HookedModel, kind: str = "attn_z", layers: Iterable[int] | None = None) -> tuple[Site, ...]:
     """One head site of ``kind`` per (layer, head) of ``model`` (KV heads for K/V kinds)."""
     layer_list = range(model.cfg.n_layers) if layers is None else list(layers)
     n = Site(0, kind).n_heads(model)
@@ -274,7 +274,7 @@ def as_sites(sites: Iterable[Site | str]) -> tuple[Site, ...]:
     return out
 
 
-def validate_sites(model: Any, sites: Sequence[Site]) -> None:
+def validate_sites(model: HookedModel, sites: Sequence[Site]) -> None:
     """Validate every site against ``model`` (before any hook is attached)."""
     for site in sites:
         site.validate(model)

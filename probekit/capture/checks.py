@@ -9,10 +9,10 @@ left behind.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ..errors import DataError
 from ..inputs import check_vocab
+from ..models.protocol import HookedModel
 from ..sites import Site
 from .positions import PositionRule, SpanMean, TokenIndex, check_rule_matches
 
@@ -22,7 +22,7 @@ class PositionOutOfRangeError(DataError, IndexError):
 
 
 def check_capture_inputs(
-    model: Any, tokens: Sequence[Sequence[int]], sites: Sequence[Site], rule: PositionRule
+    model: HookedModel, tokens: Sequence[Sequence[int]], sites: Sequence[Site], rule: PositionRule
 ) -> None:
     """Token ids within ``d_vocab``, lengths within ``n_ctx``, positions inside each example,
     and every site a hook point of ``model``.

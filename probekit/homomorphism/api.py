@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError, DataError
+from ..models.protocol import HookedModel
 from ..testbeds.base import TaskDataset
 from .config import HEConfig
 from .measure import composition_he
@@ -39,7 +40,7 @@ def _resolve_dataset(dataset: Any, cfg: HEConfig) -> TaskDataset:
 
 def _he(
     kind: str,
-    model: Any,
+    model: HookedModel | None,
     dataset: Any,
     states: TokenStates | None,
     pairs: PairIndex | None,
@@ -69,7 +70,7 @@ def _he(
 
 
 def modifier_he(
-    model: Any = None,
+    model: HookedModel | None = None,
     dataset: Any = None,
     *,
     states: TokenStates | None = None,
@@ -89,7 +90,7 @@ def modifier_he(
 
 
 def sequence_he(
-    model: Any = None,
+    model: HookedModel | None = None,
     dataset: Any = None,
     *,
     states: TokenStates | None = None,

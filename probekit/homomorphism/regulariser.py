@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -23,6 +22,7 @@ from torch import Tensor, nn
 
 from ..capture import Site, record_with_grad
 from ..errors import ConfigError, DataError
+from ..models.protocol import HookedModel
 from ..testbeds.base import TaskDataset
 from .pairs import modifier_pairs
 
@@ -106,7 +106,7 @@ class HERegulariser(nn.Module):
 
 
 def he_regulariser_loss(
-    model: Any,
+    model: HookedModel,
     regulariser: HERegulariser,
     tokens: Sequence[Sequence[int]],
     pool: PairPool,

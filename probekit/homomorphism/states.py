@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import torch
@@ -18,6 +18,7 @@ from torch import Tensor
 
 from ..capture import AllTokens, Site, all_layers, collect_activations
 from ..errors import DataError, NonFiniteError
+from ..models.protocol import HookedModel
 from .pairs import PairIndex
 
 Pooling = Literal["mean", "last"]
@@ -61,7 +62,7 @@ class TokenStates:
 
 
 def capture_states(
-    model: Any,
+    model: HookedModel,
     tokens: Sequence[Sequence[int]],
     *,
     site: str = "resid_post",

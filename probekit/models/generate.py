@@ -17,6 +17,7 @@ import torch
 
 from ..capture.batching import iter_batches, model_device
 from ..progress import progress_bar
+from .protocol import HookedModel
 
 _IDK = ("i don't know", "i do not know", "unknown", "not sure")
 
@@ -42,7 +43,7 @@ def is_correct(answer: str, gold: str) -> bool:
 
 @torch.inference_mode()
 def greedy_continuations(
-    model: Any,
+    model: HookedModel,
     tokens: Sequence[Sequence[int]],
     *,
     max_new_tokens: int = 8,
@@ -95,7 +96,7 @@ def _greedy_batch(model: Any, ids: torch.Tensor, mask: torch.Tensor, steps: int)
 
 
 def answer_correctness(
-    model: Any,
+    model: HookedModel,
     tokens: Sequence[Sequence[int]],
     golds: Sequence[str],
     *,

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import DataError
 from ..inputs import read_jsonl
+from ..models.protocol import HookedModel
 from ..sites import Site
 from ..util.io import atomic_write_json, sha256_file
 from .deactivation import FactSet
@@ -41,7 +42,7 @@ def read_facts(path: str | Path) -> list[dict[str, Any]]:
     return [r.data for r in rows]
 
 
-def candidate_sites(model: Any) -> tuple[Site, ...]:
+def candidate_sites(model: HookedModel) -> tuple[Site, ...]:
     """``mlp_pre`` (+ ``mlp_pre_linear`` where the MLP is gated) of every layer."""
     kinds = ["mlp_pre"]
     if "blocks.0.mlp.hook_pre_linear" in model.hook_dict:
@@ -106,7 +107,7 @@ def _plot(result: RelationNeuronResult, stats: NeuronStatistics, out: Path) -> l
 
 
 def run_relation_neuron_study(
-    model: Any,
+    model: HookedModel,
     facts_path: str | Path,
     out: str | Path,
     *,

@@ -473,10 +473,10 @@ def _compare(
             n_resamples=n_bootstrap, n=len(y),
         )  # fmt: skip
 
-    def d_pooled(yy: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def d_pooled(yy: np.ndarray, a: np.ndarray, b: np.ndarray) -> float | np.ndarray:
         return auroc(a, yy) - auroc(b, yy)
 
-    def d_within(yy: np.ndarray, a: np.ndarray, b: np.ndarray, gg: np.ndarray) -> np.ndarray:
+    def d_within(yy: np.ndarray, a: np.ndarray, b: np.ndarray, gg: np.ndarray) -> float | np.ndarray:
         return within_group_auroc(a, yy, gg) - within_group_auroc(b, yy, gg)
 
     return BaselineComparison(

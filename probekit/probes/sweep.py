@@ -206,15 +206,19 @@ def sweep_layers(
         acts: ``(layer, n, d)`` or ``(n, d)`` activations, or a mapping site -> such tensors
             (keys: names or ``Site`` objects; rows with equal ``d`` are batched together). Rows are examples of every split.
         labels: ``(n,)`` class labels (logistic, diffmeans: binary) or targets (ridge).
-        train_idx, test_idx: example indices (or boolean masks) of the ID splits.
+        train_idx: example indices (or a boolean mask) of the ID training split.
+        test_idx: example indices (or a boolean mask) of the ID test split.
         ood_idx: named OOD splits, scored with the probe fit on ``train_idx``.
         probe: ``"logistic"``, ``"ridge"`` or ``"diffmeans"``.
-        Cs, alphas: hyper-parameter grids (int = log-spaced grid size).
+        Cs: logistic inverse-regularisation grid (int = log-spaced grid size).
+        alphas: ridge penalty grid (int = log-spaced grid size).
         cv: folds of the training split (stratified for classifiers, in data order).
-        n_bootstrap, confidence_level: percentile bootstrap over test/OOD examples.
+        n_bootstrap: resamples of the percentile bootstrap over test/OOD examples.
+        confidence_level: coverage of the bootstrap intervals.
         random_state: seed of the bootstrap resamples.
         dtype: compute dtype of the logistic GEMMs (ridge always uses float64).
-        max_iter, tol: logistic solver settings (``tol`` as sklearn's, default equal to it).
+        max_iter: logistic solver iteration cap.
+        tol: logistic solver tolerance (as sklearn's, default equal to it).
         device: where to solve (``"cuda"``, ``"cpu"``, ``"auto"`` = CUDA when available);
             ``None`` solves each site on the device its activations are on.
 

@@ -41,8 +41,11 @@ def bootstrap_indices(
 
 def percentile_interval(
     samples: Float[np.ndarray, "*batch resample"], confidence_level: float = 0.95
-) -> tuple[Float[np.ndarray, "*batch"], Float[np.ndarray, "*batch"]]:
-    """``(low, high)`` = the ``(1-level)/2`` and ``(1+level)/2`` quantiles over the last axis."""
+) -> tuple[Float[np.ndarray, "*batch"] | float, Float[np.ndarray, "*batch"] | float]:
+    """``(low, high)`` = the ``(1-level)/2`` and ``(1+level)/2`` quantiles over the last axis.
+
+    Arrays of shape ``batch``; numpy float scalars when ``samples`` is 1-D.
+    """
     _check_level(confidence_level)
     a = (1.0 - confidence_level) / 2.0
     lo, hi = np.nanquantile(samples, [a, 1.0 - a], axis=-1)

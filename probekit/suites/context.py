@@ -21,6 +21,7 @@ from ..capture import Site, all_layers, capture_to_store
 from ..capture.positions import parse_position_rule
 from ..executor import Executor, InProcessExecutor, get_executor
 from ..fingerprint import dataset_fingerprint, model_fingerprint, model_id
+from ..models.protocol import HookedModel
 from ..store import ActivationStore
 from ..util.cache import cache_dir as default_cache_dir
 from ..util.device import resolve_device
@@ -61,7 +62,7 @@ class AnalysisContext:
     """
 
     def __init__(
-        self, suite: Suite, *, model: Any = None, progress: bool = True,
+        self, suite: Suite, *, model: HookedModel | None = None, progress: bool = True,
         executor: str | Executor | None = None, cache_dir: str | Path | None = None,
     ) -> None:
         """Hold the inputs; nothing is loaded or captured until first asked for."""

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..models.protocol import HookedModel
 from .check import check_suite_data
 from .model import training_task
 from .spec import Suite, SuiteError
@@ -122,7 +123,7 @@ def _subsample(n: int, cap: int | None, rng: np.random.Generator) -> np.ndarray:
 
 
 def build_examples(
-    suite: Suite, model: Any, *, answers: AnswerFn | None = None,
+    suite: Suite, model: HookedModel, *, answers: AnswerFn | None = None,
     required_columns: Sequence[str] = (), progress: bool = False,
 ) -> Examples:
     """Collect the examples of every split the suite names, with labels and metadata.

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..executor import Executor
+from ..models.protocol import HookedModel
 from ..report.blocks import strict_json
 from .check import check_suite_data
 from .context import AnalysisContext
@@ -73,7 +74,7 @@ def run_analysis(task: AnalysisTask) -> AnalysisResult:
 
 
 def run_suite(
-    suite: Suite, *, progress: bool = True, model: Any = None,
+    suite: Suite, *, progress: bool = True, model: HookedModel | None = None,
     executor: str | Executor | None = None, cache_dir: str | Path | None = None,
 ) -> SuiteResult:
     """Run every analysis of ``suite``; returns numbers and report blocks, writes no report.

@@ -35,6 +35,7 @@ from ..errors import ConfigError
 from ..models.checkpoint import load_checkpoint, save_checkpoint
 from ..models.config import ModelConfig
 from ..models.native import build_model
+from ..models.protocol import HookedModel
 from ..progress import progress_bar
 from ..testbeds.base import IGNORE_INDEX, PaddedBatch, Task
 from ..util.device import resolve_device
@@ -86,7 +87,7 @@ def masked_loss_and_correct(
 
 
 @torch.no_grad()
-def evaluate(model: Any, batch: PaddedBatch, *, batch_size: int = 4096) -> dict[str, float]:
+def evaluate(model: HookedModel, batch: PaddedBatch, *, batch_size: int = 4096) -> dict[str, float]:
     """``loss`` (mean CE per scored token), ``acc`` (exact match per example), ``token_acc``."""
     was_training = model.training
     model.eval()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from jaxtyping import Bool, Float, Int, Shaped
+from jaxtyping import Float, Shaped
 from torch import Tensor
 
 from ..errors import DataError
@@ -46,7 +46,7 @@ def standardize(
 
 def diff_of_means(
     X: Float[np.ndarray, "*batch n d"] | Float[Tensor, "*batch n d"],
-    positive: Shaped[np.ndarray, "*labelings n"] | Bool[Tensor, "*labelings n"] | Int[Tensor, "*labelings n"],
+    positive: Shaped[np.ndarray, "*labelings n"] | Shaped[Tensor, "*labelings n"],
 ) -> tuple[Array, Array]:
     """``(w, mu)``: ``w = mean(X[positive]) - mean(X[~positive])``, ``mu`` the midpoint of the two means.
 
