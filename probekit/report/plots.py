@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["heatmap", "line_plot"]
+__all__ = ["heatmap", "line_plot", "series_colors"]
 
 _STYLE = {"line": "o-", "dashed": "--", "dotted": ":"}
 _COLORS = ["tab:red", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
@@ -29,6 +29,13 @@ def _arr(values: list[Any] | None) -> np.ndarray:
     return np.array([np.nan if v is None else float(v) for v in (values or [])], dtype=float)
 
 
+def series_colors(series: list[dict[str, Any]]) -> list[str]:
+    """One colour per series: its own ``color``, else the next palette colour no series fixed."""
+    taken = {s.get("color") for s in series}
+    free = iter([c for c in _COLORS if c not in taken])
+    return [s.get("color") or next(free, "black") for s in series]
+
+
 def line_plot(block: dict[str, Any]) -> bytes:
     """A ``lineplot`` block: series over the x labels, CI bands, reference lines, a marker.
 
@@ -40,12 +47,10 @@ def line_plot(block: dict[str, Any]) -> bytes:
     fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(labels) + 3), 3.8))
     bars = [s for s in block["series"] if s["style"] == "bar"]
     width = 0.8 / max(len(bars), 1)
-    colors = iter(_COLORS)
-    for s in block["series"]:
+    for s, color in zip(block["series"], series_colors(block["series"]), strict=True):
         y = _arr(s["values"])
         if not np.isfinite(y).any():
             continue
-        color = s.get("color") or next(colors, "black")
         if s["style"] == "bar":
             k = bars.index(s)
             ax.bar(x + (k - (len(bars) - 1) / 2) * width, np.nan_to_num(y), width,

@@ -81,3 +81,12 @@ def test_generic_rendering_of_tables_text_and_plots():
     assert "Warning: careful" in html and "<td>0.12</td>" in html and "<td>-</td>" in html
     assert '<tr class="best"><td class="l">embed</td>' in html
     assert html.count("data:image/png;base64,") == 1
+
+
+def test_automatic_series_colours_never_repeat_a_fixed_one():
+    from probekit.report.plots import series_colors
+
+    series = [{"color": "tab:blue"}, {"color": "tab:red"}, {"color": None}, {}]
+    colors = series_colors(series)
+    assert colors[:2] == ["tab:blue", "tab:red"]
+    assert len(set(colors)) == 4
