@@ -34,17 +34,21 @@ CAPITALS = [("France", "Paris"), ("Italy", "Rome"), ("Japan", "Tokyo"), ("Spain"
             ("Poland", "Warsaw"), ("Austria", "Vienna"), ("Canada", "Ottawa"), ("China", "Beijing")]
 
 
+def _ids(model, text: str) -> list[int]:
+    """Token ids without BOS (SmolLM2's tokenizer.encode prepends <|im_start|>)."""
+    return model.to_tokens(text, prepend_bos=False)[0].tolist()
+
+
 def _pairs(model, n_pairs: int):
     """``n_pairs`` (clean, corrupt) capital prompts of equal token length, answers and foils."""
-    tok = model.tokenizer
     out = []
     for i in range(len(CAPITALS)):
         c, a = CAPITALS[i]
         r, f = CAPITALS[(i + 1) % len(CAPITALS)]
-        clean = tok.encode(f"The capital city of {c} is the city of")
-        corrupt = tok.encode(f"The capital city of {r} is the city of")
+        clean = _ids(model, f"The capital city of {c} is the city of")
+        corrupt = _ids(model, f"The capital city of {r} is the city of")
         if len(clean) == len(corrupt):
-            out.append((clean, corrupt, tok.encode(" " + a)[0], tok.encode(" " + f)[0]))
+            out.append((clean, corrupt, _ids(model, " " + a)[0], _ids(model, " " + f)[0]))
     while len(out) < n_pairs:
         out = out + out
     return out[:n_pairs]
@@ -64,9 +68,8 @@ def bench_patching(device: str = "cpu", n_pairs: int = 16, skip_tl_batch: bool =
     torch.manual_seed(0)
     model = load_model("smollm2-135m", device=device)
     results: dict = {"device": device, "threads": torch.get_num_threads(), "batch_size": batch_size}
-    tok = model.tokenizer
     clean_t, corrupt_t, ans, foil = PROMPTS[0]
-    single = [(tok.encode(clean_t), tok.encode(corrupt_t), tok.encode(ans)[0], tok.encode(foil)[0])]
+    single = [(_ids(model, clean_t), _ids(model, corrupt_t), _ids(model, ans)[0], _ids(model, foil)[0])]
     cases = {"single_pair": single, f"batch_{n_pairs}_pairs": _pairs(model, n_pairs)}
     for name, pairs in cases.items():
         clean = torch.tensor([p[0] for p in pairs], device=device)
@@ -76,7 +79,8 @@ def bench_patching(device: str = "cpu", n_pairs: int = 16, skip_tl_batch: bool =
         ours, t_ours = _time(lambda clean=clean, corrupt=corrupt, metric=metric: activation_patching(
             model, clean, corrupt, metric, kind="resid_pre", batch_size=batch_size))
         entry = {"pairs": len(pairs), "tokens": clean.shape[1], "cells": int(ours.values.numel()),
-                 "probekit_s": t_ours}
+                 "probekit_s": t_ours, "clean_logit_diff": float(ours.clean.mean()),
+                 "corrupt_logit_diff": float(ours.corrupt.mean())}
         if not (skip_tl_batch and len(pairs) > 1):
             def tl(clean=clean, corrupt=corrupt, metric=metric):
                 _, cache = model.run_with_cache(clean)

@@ -9,9 +9,10 @@ behaviour, 0 = no effect.
 
 Unlike ``transformer_lens.patching`` (one forward per cell) many cells run in one forward: each
 batch row is (pair, cell) and carries its own patch mask, built only from
-:mod:`probekit.interventions` ops. The source activations come from one cached run; rows start
-at the first patched block from the base run's cached residual (earlier blocks are unchanged by
-the patch) and the unembedding runs on the last token only. Pairs may
+:mod:`probekit.interventions` ops. The source activations come from one cached run and the
+unembedding runs on the last token only. Every row still runs every block: the work is the
+same row-forwards as TL's, so the speedup comes from batching (large for one pair, small for a
+batch of pairs; see ``scripts/bench_patching.py``). Pairs may
 have different lengths (padding; cells past a pair's length are NaN); within a pair, clean and
 corrupt must have equal length so positions correspond.
 """
@@ -185,17 +186,16 @@ def patch_grid(
     """Run the grid (validated arguments): patch ``src`` activations into ``base`` runs.
 
     ``base_ops(pairs)`` gives extra model-level ops (e.g. embedding noise) for base rows of
-    those pairs; they run only in rows that start from the embeddings.
+    those pairs.
     """
     layer_list = layers
     extra = base_ops or (lambda pairs: [])
     sites = [Site(layer, kind) for layer in layer_list]
     src = run_with_interventions(model, src_toks, [Read(site=s) for s in sites],
                                  padding_side=padding_side, logits="last")
-    starts = [Site(layer, "resid_pre") for layer in sorted(set(layer_list)) if layer > 0]
     every = torch.arange(len(base_toks))
-    base = run_with_interventions(model, base_toks, extra(every) + [Read(site=s) for s in starts],
-                                  padding_side=padding_side, logits="last")
+    base = run_with_interventions(model, base_toks, extra(every), padding_side=padding_side,
+                                  logits="last")
     m_src = run_metric(metric, src.output, every)
     m_base = run_metric(metric, base.output, every)
 
@@ -212,11 +212,11 @@ def patch_grid(
         chunk = rows[lo : lo + batch_size]
         ops = _chunk_ops(chunk, by, sites, src.reads, lengths, n_heads)
         pairs = torch.tensor([p for p, _ in chunk])
-        first = min(sites[c[0]].layer for _, c in chunk)  # blocks before it are the base run's
-        start = (first, base.reads[Site(first, "resid_pre")][pairs]) if first > 0 else None
+        # No start_at_layer: the TransformerBridge (TL 4.x) still runs blocks 0..k-1 and
+        # discards them (measured 7% slower than a plain forward), so rows run from the embeddings.
         out = run_with_interventions(
-            model, [base_toks[p] for p, _ in chunk], (extra(pairs) if start is None else []) + ops,
-            padding_side=padding_side, logits="last", start=start,
+            model, [base_toks[p] for p, _ in chunk], extra(pairs) + ops,
+            padding_side=padding_side, logits="last",
         )
         values = run_metric(metric, out.output, pairs)
         for (p, c), v in zip(chunk, values.cpu()):
