@@ -208,11 +208,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _plugin_registrars() -> list[Any]:
-    """Subcommands contributed by other modules (train, report)."""
+    """Subcommands contributed by other modules (train, report, test)."""
+    from .hypotheses.cli import add_test_parser
     from .suites.cli import add_report_parser
     from .train.cli import add_train_parser
 
-    return [add_train_parser, add_report_parser]
+    return [add_train_parser, add_report_parser, add_test_parser]
 
 
 def _package_of(filename: str) -> str:

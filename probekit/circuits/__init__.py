@@ -17,3 +17,7 @@ from .metrics import logit_diff as logit_diff
 from .patching import PatchingResult as PatchingResult
 from .patching import activation_patching as activation_patching
 from .tracing import causal_tracing as causal_tracing
+from .fourier import fourier_basis as fourier_basis
+from .fourier import frequency_power as frequency_power
+from .fourier import key_frequencies as key_frequencies
+from .fourier import key_frequency_share as key_frequency_share

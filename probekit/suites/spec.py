@@ -301,16 +301,22 @@ def _build(
         raise SuiteError(f"{_where(path, text, section, index=index)}: {err}") from None
 
 
-def load_suite(path: str | Path) -> Suite:
-    """Parse and validate a probe-suite TOML file."""
+def read_toml(path: str | Path, what: str = "suite") -> tuple[Path, str, dict[str, Any]]:
+    """``(path, text, table)`` of a TOML file; a missing file or bad TOML is a :class:`SuiteError`."""
     path = Path(path)
     if not path.is_file():
-        raise SuiteError(f"suite file {path} not found")
+        raise SuiteError(f"{what} file {path} not found")
     text = path.read_text()
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise SuiteError(f"{path}: invalid TOML: {err}") from None
+    return path, text, raw
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Parse and validate a probe-suite TOML file."""
+    path, text, raw = read_toml(path)
     from .registry import registered
 
     analyses = registered()
@@ -320,6 +326,26 @@ def load_suite(path: str | Path) -> Suite:
             f"{_where(path, text, unknown[0])}: unknown section; valid sections are "
             f"{sorted(_SECTIONS)} and the analyses {sorted(analyses)}"
         )
+    if not any(name in raw for name in analyses):
+        raise SuiteError(
+            f"{path}: no analysis section; add at least one of "
+            + ", ".join(f"[[{name}]]" for name in analyses)
+        )
+    specs: list[Any] = []
+    for name, i in _sections_in_order(text, raw, analyses):
+        tables = raw[name] if isinstance(raw[name], list) else [raw[name]]
+        specs.append(_build(analyses[name].spec, tables[i], path, text, name, index=i))
+    return build_suite(path, text, raw, analyses=tuple(specs))
+
+
+def build_suite(
+    path: Path, text: str, raw: dict[str, Any], *, analyses: tuple[Any, ...] = ()
+) -> Suite:
+    """Validate the fixed sections (``[suite]``, model, data, capture, stats) of a parsed file.
+
+    Shared by suites and hypothesis files (:mod:`probekit.hypotheses`); ``analyses`` are the
+    already built analysis specs. Other top-level tables of ``raw`` are the caller's to check.
+    """
     meta = raw.get("suite", {})
     for key in meta:
         if key not in ("name", "description", "device"):
@@ -335,15 +361,6 @@ def load_suite(path: str | Path) -> Suite:
     for required in ("model", "data"):
         if required not in raw:
             raise SuiteError(f"{path}: missing section [{required}]")
-    if not any(name in raw for name in analyses):
-        raise SuiteError(
-            f"{path}: no analysis section; add at least one of "
-            + ", ".join(f"[[{name}]]" for name in analyses)
-        )
-    specs: list[Any] = []
-    for name, i in _sections_in_order(text, raw, analyses):
-        tables = raw[name] if isinstance(raw[name], list) else [raw[name]]
-        specs.append(_build(analyses[name].spec, tables[i], path, text, name, index=i))
     model = _build(ModelSpec, raw["model"], path, text, "model")
     given = [k for k in ("name", "checkpoint", "train") if getattr(model, k) is not None]
     if len(given) != 1:
@@ -368,7 +385,7 @@ def load_suite(path: str | Path) -> Suite:
         model=model,
         data=data,
         capture=_build(CaptureSpec, raw.get("capture", {}), path, text, "capture"),
-        analyses=tuple(specs),
+        analyses=analyses,
         stats=_build(StatsSpec, raw.get("stats", {}), path, text, "stats"),
         source=str(path),
     )
@@ -383,3 +400,19 @@ def load_suite(path: str | Path) -> Suite:
             "'last', 'all' or 'column:NAME'"
         )
     return suite
+
+
+def build_table(
+    cls: type, table: dict[str, Any], path: Path, text: str, section: str, *, index: int = 0
+) -> Any:
+    """The dataclass ``cls`` from the ``index``-th ``[section]`` table, checked field by field.
+
+    Public entry to the suite validator for other TOML formats (hypothesis files): unknown keys,
+    types, ``Literal`` choices and required keys raise ``FILE:LINE: [section] key`` errors.
+    """
+    return _build(cls, table, path, text, section, index=index)
+
+
+def location(path: Path, text: str, section: str, key: str | None = None, index: int = 0) -> str:
+    """``FILE:LINE: [section] key`` prefix of an error about the ``index``-th ``[section]``."""
+    return _where(path, text, section, key, index)

@@ -1,0 +1,65 @@
+"""``probekit test FILE.toml [...]``: run hypothesis files; exit 0 iff every claim passes.
+
+Exit status: 0 all PASS, 1 any FAIL or INCONCLUSIVE, 2 a spec error (one line, from the
+top-level CLI). Every file is validated before any model loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+_HELP = """\
+Run hypothesis files (circuits/*.toml): one line per claim (PASS / FAIL / INCONCLUSIVE with the
+effect, its CI, p-values and n), report.html + report.json in --out.
+Exit status: 0 if every claim passes, 1 on any FAIL or INCONCLUSIVE, 2 on a spec error.
+
+examples:
+  probekit test circuits/modadd_fourier.toml --out out/modadd
+  probekit test circuits/*.toml --out out/claims     # one subfolder per file
+"""
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..suites.check import check_suite_data
+    from .spec import load_hypotheses
+
+    files = [load_hypotheses(p) for p in args.files]  # every spec error before any model loads
+    for spec in files:
+        check_suite_data(spec.suite)
+    if args.check:
+        for path in args.files:
+            print(f"{path}: hypothesis file is valid")
+        return 0
+    from .run import run
+
+    ok = True
+    for path, spec in zip(args.files, files):
+        out = None
+        if args.out is not None:
+            out = Path(args.out) if len(files) == 1 else Path(args.out) / Path(path).stem
+        result = run(spec, progress=not args.quiet, out=out)
+        print(f"{path}:")
+        for line in result.lines():
+            print(f"  {line}")
+        if out is not None:
+            print(f"  wrote {out / 'report.html'} and {out / 'report.json'}")
+        ok &= result.passed
+    return 0 if ok else 1
+
+
+def add_test_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.ArgumentParser:
+    """Add the ``test`` subcommand to an argparse ``subparsers``; handler in ``func``."""
+    parser = subparsers.add_parser(
+        "test", parents=list(parents),
+        help="check hypotheses about a model (circuits/*.toml): PASS / FAIL per claim",
+        description=_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("files", nargs="+", help="hypothesis TOML files")
+    parser.add_argument("--out", help="output directory for report.html + report.json")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--check", action="store_true", help="only validate the files, then exit")
+    parser.set_defaults(func=_run)
+    return parser

@@ -1,0 +1,1 @@
+"""Built-in measurement kinds; every module here registers itself when the registry loads."""

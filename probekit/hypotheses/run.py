@@ -1,0 +1,158 @@
+"""Run a hypothesis file: measure every claim with its registered kind, judge, report."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..report.blocks import Column, Table, Text, blocks_to_dicts, strict_json
+from .measurement import Measurement
+from .registry import get_kind
+from .spec import Claim, HypothesisFile, load_hypotheses
+from .verdict import PASS, ClaimResult, judge_all
+
+__all__ = ["HypothesisResult", "MeasureTask", "measure_claim", "run"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasureTask:
+    """One claim with the shared context: a picklable executor task."""
+
+    claim: Claim
+    context: Any
+
+
+def measure_claim(task: MeasureTask) -> Measurement:
+    """Run the claim's registered kind (with its control when the comparison needs one)."""
+    kind = get_kind(task.claim.measure)
+    if kind.control:
+        return kind.measure(task.claim.spec, task.context,
+                            control=task.claim.compare == "greater_than_control")
+    return kind.measure(task.claim.spec, task.context)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HypothesisResult:
+    """Verdicts of one hypothesis file; ``to_dict()`` is its ``report.json``.
+
+    Attributes:
+        spec: the validated file.
+        claims: one :class:`ClaimResult` per ``[[claim]]``, in file order.
+        model, data: provenance (as suite reports).
+        provenance: timestamp, run time.
+    """
+
+    spec: HypothesisFile
+    claims: tuple[ClaimResult, ...]
+    model: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        """True iff every claim passed."""
+        return all(c.verdict == PASS for c in self.claims)
+
+    def lines(self) -> list[str]:
+        """One terminal line per claim."""
+        return [c.line() for c in self.claims]
+
+    def _blocks(self) -> list[Any]:
+        rows = tuple(
+            {"claim": c.claim.name, "verdict": c.verdict, "effect": c.effect,
+             "ci": [c.ci_low, c.ci_high], "bound": c.claim.describe(), "p": c.p_value,
+             "p_holm": c.p_holm, "n": c.n}
+            for c in self.claims
+        )
+        table = Table(
+            title="claims",
+            columns=(Column(key="claim", header="claim", fmt="", align="left"),
+                     Column(key="verdict", header="verdict", fmt="", align="left"),
+                     Column(key="effect", header="effect"),
+                     Column(key="ci", header=f"{self.claims[0].confidence_level:.0%} CI", fmt="ci")
+                     if self.claims else Column(key="ci", header="CI", fmt="ci"),
+                     Column(key="bound", header="claimed", fmt="", align="left"),
+                     Column(key="p", header="p", fmt=".3g"),
+                     Column(key="p_holm", header="Holm p", fmt=".3g"),
+                     Column(key="n", header="n", fmt="d")),
+            rows=rows,
+            highlight=tuple(i for i, c in enumerate(self.claims) if c.verdict == PASS),
+            caption="PASS: CI entirely on the claimed side and Holm-adjusted p <= alpha; FAIL: CI "
+            "entirely on the other side (or the control test does not reject); INCONCLUSIVE: "
+            "otherwise.",
+        )
+        out: list[Any] = [table]
+        for c in self.claims:
+            out.append(Text(text=f"{c.verdict}: {c.claim.name}. {c.measurement.method}; {c.method}."))
+            out.extend(c.measurement.blocks)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Strict-JSON report: the suite-report layout plus ``claims`` and ``passed``."""
+        hyps = [
+            {"name": c.claim.name, "site": None, "site_label": c.claim.measure,
+             "statistic": c.effect, "metric": c.metric, "effect_size": None,
+             "effect_size_name": "", "p_value": c.p_holm, "n": c.n, "method": c.method,
+             "verdict": f"{c.verdict} ({c.claim.describe()}, CI [{c.ci_low:.3f}, {c.ci_high:.3f}])",
+             "alpha": c.alpha}
+            for c in self.claims
+        ]
+        return strict_json({
+            "suite": self.spec.to_dict(),
+            "model": self.model,
+            "data": self.data,
+            "provenance": self.provenance,
+            "hypotheses": hyps,
+            "claims": [c.to_dict() for c in self.claims],
+            "passed": self.passed,
+            "analyses": [{"section": "claims", "title": "Claims", "data": {},
+                          "warnings": [], "hypotheses": [], "blocks": blocks_to_dicts(self._blocks())}],
+        })
+
+
+def run(
+    path_or_spec: str | Path | HypothesisFile, *, model: Any = None, progress: bool = False,
+    executor: Any = None, cache_dir: str | Path | None = None, out: str | Path | None = None,
+) -> HypothesisResult:
+    """Measure and judge every claim of a hypothesis file; with ``out``, write its report.
+
+    Args:
+        path_or_spec: a ``circuits/*.toml`` path or a loaded :class:`HypothesisFile`.
+        model: an already loaded model (default: from ``[model]``, loaded when first needed).
+        progress: progress bars.
+        executor: runs the claims' measurements (name or executor; default in-process).
+        cache_dir: activation cache root (default ``PROBEKIT_CACHE``).
+        out: directory for ``report.html`` + ``report.json`` (nothing written when None).
+    """
+    from ..suites.context import AnalysisContext
+
+    spec = path_or_spec if isinstance(path_or_spec, HypothesisFile) else load_hypotheses(path_or_spec)
+    start = time.perf_counter()
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    ctx = AnalysisContext(spec.suite, model=model, progress=progress, executor=executor,
+                          cache_dir=cache_dir)
+    tasks = [MeasureTask(claim=c, context=ctx) for c in spec.claims]
+    measured = ctx.executor.map(measure_claim, tasks, desc="claims")
+    st = spec.suite.stats
+    claims = judge_all(
+        list(zip(spec.claims, measured)), n_bootstrap=st.n_bootstrap,
+        n_permutations=max(st.n_permutations, 1000), confidence_level=st.confidence_level,
+        alpha=st.alpha, seed=st.seed,
+    )
+    ex = ctx.examples
+    result = HypothesisResult(
+        spec=spec, claims=tuple(claims), model=ctx.model_info(),
+        data={"n_examples": len(ex.tokens), "splits": {k: int(len(v)) for k, v in ex.splits.items()},
+              "positions": spec.suite.capture.positions, "probe_device": ctx.device,
+              **ctx.data_info()},
+        provenance={"timestamp": stamp, "run_seconds": round(time.perf_counter() - start, 2),
+                    "forward_passes": ctx.forward_passes},
+    )
+    if out is not None:
+        from ..report.write import write_report
+
+        write_report(result, out)
+    return result
