@@ -6,6 +6,10 @@ Built only on :mod:`probekit.interventions` (no hooks of its own). Definitions:
 
 from .attribution import attribution_patching as attribution_patching
 from .attribution import patching_correlation as patching_correlation
+from .fourier import fourier_basis as fourier_basis
+from .fourier import frequency_power as frequency_power
+from .fourier import key_frequencies as key_frequencies
+from .fourier import key_frequency_share as key_frequency_share
 from .lens import DirectLogitAttribution as DirectLogitAttribution
 from .lens import LogitLensResult as LogitLensResult
 from .lens import direct_logit_attribution as direct_logit_attribution
@@ -17,7 +21,3 @@ from .metrics import logit_diff as logit_diff
 from .patching import PatchingResult as PatchingResult
 from .patching import activation_patching as activation_patching
 from .tracing import causal_tracing as causal_tracing
-from .fourier import fourier_basis as fourier_basis
-from .fourier import frequency_power as frequency_power
-from .fourier import key_frequencies as key_frequencies
-from .fourier import key_frequency_share as key_frequency_share

@@ -31,8 +31,8 @@ def fourier_basis(p: int) -> Float[np.ndarray, "p p"]:
 
 
 def frequency_power(
-    x: Float[np.ndarray, "p *rest"], p: int | None = None
-) -> Float[np.ndarray, "freq *rest"]:
+    x: Float[np.ndarray, " p *rest"], p: int | None = None
+) -> Float[np.ndarray, " freq *rest"]:
     """Power per frequency ``k = 0..(p-1)/2`` of ``x`` along its first axis, per trailing index.
 
     ``power[0]`` is the constant term; ``power.sum(0) == (x ** 2).sum(0)`` (Parseval).

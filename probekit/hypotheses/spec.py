@@ -128,11 +128,12 @@ def _claim(table: Any, i: int, path: Path, text: str) -> Claim:
                 f"for measure {measure!r}; valid keys are {valid}"
             )
     compare = table.get("compare")
+    if compare is None:
+        raise SuiteError(f"{head}: missing required key 'compare'; give one of {list(COMPARISONS)}")
     if compare not in COMPARISONS:
         raise SuiteError(
-            f"{location(path, text, 'claim', 'compare' if 'compare' in table else None, i)}"
-            f"{' compare = ' + repr(compare) if compare is not None else ''}: "
-            f"{'must be' if compare is not None else 'missing compare; give'} one of {list(COMPARISONS)}"
+            f"{location(path, text, 'claim', 'compare', i)} = {compare!r}: must be one of "
+            f"{list(COMPARISONS)}"
         )
     if compare == "greater_than_control" and not kind.control:
         with_control = sorted(k for k, v in kinds.items() if v.control)

@@ -1,0 +1,96 @@
+"""probe_accuracy vs scikit-learn; patching_effect vs transformer_lens.patching on the same bridge."""
+
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
+from transformer_lens import patching
+
+import probekit
+from probekit.circuits import logit_diff
+from probekit.hypotheses.kinds.patching_effect import PatchingEffectSpec, patching_effect
+from probekit.hypotheses.kinds.probe_accuracy import ProbeAccuracySpec, probe_accuracy
+from probekit.sites import Site
+from probekit.suites.spec import StatsSpec
+from tests.hypotheses.helpers import FakeContext, examples
+
+CHECKPOINT = Path(__file__).resolve().parents[2] / "probes" / "checkpoints" / "modadd-p53"
+
+
+def _planted(n=300, d=10, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    means = rng.normal(size=(3, d))
+    X = means[y] * 0.8 + rng.normal(size=(n, d))
+    return X, y
+
+
+def test_probe_accuracy_equals_sklearn_logistic_regression():
+    X, y = _planted()
+    train, test = np.arange(200), np.arange(200, 300)
+    site = Site(0, "resid_post")
+    ex = examples([[0]] * 300, {"label": y.tolist()}, {"train": train, "test": test})
+    ctx = FakeContext(examples=ex, acts={site: torch.tensor(X)},
+                      stats=StatsSpec(n_permutations=20))
+    m = probe_accuracy(ProbeAccuracySpec(site="resid_post@0", C=1.0), ctx, control=True)
+    sc = StandardScaler().fit(X[train])
+    ref = LogisticRegression(C=1.0, max_iter=1000).fit(sc.transform(X[train]), y[train])
+    want = ref.score(sc.transform(X[test]), y[test])
+    assert m.estimate == pytest.approx(want, abs=0.011)  # at most one test example differs
+    assert m.n == 100 and m.estimate > 0.6
+    assert m.null.shape == (20,) and abs(m.null.mean() - 1 / 3) < 0.1  # shuffled labels: chance
+
+
+def test_probe_accuracy_on_noise_is_at_chance():
+    X, _ = _planted(seed=1)
+    y = np.random.default_rng(5).integers(0, 2, 300)
+    site = Site(0, "resid_post")
+    ctx = FakeContext(examples=examples([[0]] * 300, {"label": y.tolist()},
+                                        {"train": np.arange(200), "test": np.arange(200, 300)}),
+                      acts={site: torch.tensor(X)})
+    m = probe_accuracy(ProbeAccuracySpec(site="resid_post@0"), ctx)
+    assert abs(m.estimate - 0.5) < 0.15
+
+
+@pytest.fixture(scope="module")
+def modadd_pairs():
+    model = probekit.load_checkpoint(CHECKPOINT)
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 53, 12), rng.integers(0, 53, 12)
+    a2 = (a + rng.integers(1, 53, 12)) % 53  # corrupt the first operand
+    tokens, cols = [], {"pair_id": [], "role": [], "answer": []}
+    for i in range(12):
+        for role, x in (("clean", a[i]), ("corrupt", a2[i])):
+            tokens.append([int(x), int(b[i]), 53])
+            cols["pair_id"].append(i)
+            cols["role"].append(role)
+            cols["answer"].append(int((x + b[i]) % 53))
+    ex = examples(tokens, cols, {"train": np.arange(24), "test": np.arange(24)})
+    return model, ex, a, a2, b
+
+
+@pytest.mark.parametrize("pos", [0, 1, 2])
+def test_patching_effect_equals_transformer_lens(modadd_pairs, pos):
+    model, ex, a, a2, b = modadd_pairs
+    ctx = FakeContext(model=model, examples=ex)
+    m = patching_effect(PatchingEffectSpec(layer=0, position=pos), ctx, control=True)
+    clean = torch.tensor(np.stack([a, b, np.full(12, 53)], 1))
+    corrupt = torch.tensor(np.stack([a2, b, np.full(12, 53)], 1))
+    metric = partial(logit_diff, answer=torch.tensor((a + b) % 53), foil=torch.tensor((a2 + b) % 53))
+    with torch.no_grad():
+        _, cache = model.run_with_cache(clean)
+        grid = patching.get_act_patch_resid_pre(
+            model, corrupt, cache, lambda logits: metric(logits[:, -1], torch.arange(12)).mean())
+        m_clean = metric(model(clean)[:, -1], torch.arange(12)).mean()
+        m_corrupt = metric(model(corrupt)[:, -1], torch.arange(12)).mean()
+    want = float((grid[0, pos] - m_corrupt) / (m_clean - m_corrupt))
+    assert m.estimate == pytest.approx(want, abs=1e-4)
+    assert float(np.mean(m.values)) == pytest.approx(want, abs=1e-4)  # per-pair values average to it
+    if pos == 0:  # patching the corrupted operand restores the clean answer
+        assert m.estimate == pytest.approx(1.0, abs=1e-4)
+    if pos == 1:  # the operand both runs share: no effect
+        assert abs(m.estimate) < 1e-4

@@ -1,0 +1,25 @@
+"""The shipped hypothesis files: modadd_fourier's claims PASS, and its true negative FAILs."""
+
+import json
+from pathlib import Path
+
+from probekit.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_modadd_fourier_verdicts_and_report(tmp_path, capsys):
+    code = main(["test", str(ROOT / "circuits" / "modadd_fourier.toml"), "--out", str(tmp_path),
+                 "--quiet"])
+    assert code == 1  # the shipped true negative fails, so the file does not pass as a whole
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "report.json").read_text())
+    verdicts = {c["name"]: c for c in report["claims"]}
+    assert [c["verdict"] for c in report["claims"]] == ["PASS", "PASS", "PASS", "FAIL"]
+    neg = verdicts["the answer is already decodable at the embedding of '=' (expected FAIL)"]
+    assert neg["ci"][1] < 0.1  # chance is 1/53: the CI lies entirely below the 0.5 bound
+    logits = report["claims"][0]
+    assert logits["effect"] > 0.9 and len(logits["details"]["key_frequencies"]) == 5
+    assert report["passed"] is False and out.count("PASS") == 3 and "FAIL" in out
+    html = (tmp_path / "report.html").read_text()
+    assert "INCONCLUSIVE" in html and "Fourier power of the logits" in html
