@@ -69,6 +69,15 @@ class NeuronStatistics:
         """AP of a random ranking for ``relation``: its share of the prompts."""
         return self.n_prompts[self.relation_index(relation)] / sum(self.n_prompts)
 
+    def max_ap_by_layer(self) -> tuple[list[int], Tensor]:
+        """Layers and the ``(relation, layer)`` maximum AP over every site of each layer."""
+        layers = sorted({s.layer for s in self.sites if s.layer is not None})
+        best = torch.stack([
+            torch.stack([self.ap[s].max(0).values for s in self.sites if s.layer == layer]).amax(0)
+            for layer in layers
+        ], 1)
+        return layers, best
+
     def to_dict(self) -> dict[str, object]:
         """JSON-ready summary (per site and relation: max AP, mean AP; no per-unit tables)."""
         return {

@@ -77,32 +77,26 @@ def _plot(result: RelationNeuronResult, stats: NeuronStatistics, out: Path) -> l
     plt.close(fig)
     files.append("versatility.png")
 
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for i, r in enumerate(rels):
-        ax.plot([100 * s for s in result.shares], 100 * result.cumulative[i].numpy(), "o-", label=r)
-    ax.set_xlabel("share of the relation's neurons deactivated (%)")
-    ax.set_ylabel("accuracy drop on the relation (pts)")
-    ax.set_title("cumulativity")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    fig.savefig(out / "cumulativity.png", dpi=110)
-    plt.close(fig)
-    files.append("cumulativity.png")
-
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    layers = sorted({s.layer for s in stats.sites})
-    for r, name in enumerate(stats.relations):
-        best = [max(float(stats.ap[s][:, r].max()) for s in stats.sites if s.layer == lay)
-                for lay in layers]
-        ax.plot(layers, best, label=name)
-    ax.set_xlabel("layer")
-    ax.set_ylabel("max unit AP (identification prompts)")
-    ax.set_title("where the most relation-specific units are")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    fig.savefig(out / "ap_by_layer.png", dpi=110)
-    plt.close(fig)
-    files.append("ap_by_layer.png")
+    layers, best = stats.max_ap_by_layer()
+    curves = [
+        ("cumulativity.png", rels, [100 * x for x in result.shares], 100 * result.cumulative.numpy(),
+         "share of the relation's neurons deactivated (%)", "accuracy drop on the relation (pts)",
+         "cumulativity"),
+        ("ap_by_layer.png", list(stats.relations), layers, best.numpy(), "layer", "max unit AP (identification prompts)",
+         "where the most relation-specific units are"),
+    ]
+    for name, names, x, ys, xlabel, ylabel, title in curves:
+        fig, ax = plt.subplots(figsize=(6, 3.8))
+        for r, y in zip(names, ys, strict=True):
+            ax.plot(x, y, "o-", label=r, markersize=3)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
     return files
 
 

@@ -160,16 +160,12 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
         xlabel=f"share of r's {n_set} neurons deactivated (ranked by AP)",
         ylabel="accuracy drop on r (points)",
     )
-    layers = sorted({s.layer for s in stats.sites})
+    layers, best = stats.max_ap_by_layer()
     ap_plot = LinePlot(
         title="Most relation-specific unit per layer (max AP on identification prompts)",
         x_labels=tuple(str(layer) for layer in layers),
-        series=tuple(
-            Series(name=r, values=tuple(
-                max(float(stats.ap[s][:, j].max()) for s in stats.sites if s.layer == layer)
-                for layer in layers))
-            for j, r in enumerate(stats.relations)
-        ),
+        series=tuple(Series(name=r, values=tuple(float(v) for v in best[j]))
+                     for j, r in enumerate(stats.relations)),
         xlabel="layer", ylabel="max AP",
     )
     notes = [Text(text=(
