@@ -47,19 +47,21 @@ def _lookup(name: str) -> tuple[type, type]:
 def get_task(name: str, **overrides: Any) -> Task:
     """Task ``name`` with its default config, fields replaced by ``overrides``.
 
+    Lists (from TOML, JSON or ``--set``) become tuples, as the frozen configs declare them.
+
     >>> get_task("modular_addition", p=59, train_fraction=0.4).config.p
     59
     """
     task_cls, cfg_cls = _lookup(name)
     fields = (f.name for f in dataclasses.fields(cfg_cls))
     check_keys(overrides, fields, what=f"{cfg_cls.__name__} (task {name!r})")
-    return task_cls(cfg_cls(**overrides))
+    return task_cls(cfg_cls(**{k: _tuplify(v) for k, v in overrides.items()}))
 
 
 def task_from_dict(name: str, config: dict[str, Any]) -> Task:
     """Rebuild a task from ``name`` and ``dataclasses.asdict(config)`` (JSON lists -> tuples)."""
     _, cfg_cls = _lookup(name)
-    return get_task(name, **{k: _tuplify(v) for k, v in config.items()})
+    return get_task(name, **config)
 
 
 def _tuplify(value: Any) -> Any:

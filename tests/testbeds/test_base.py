@@ -51,3 +51,11 @@ def test_every_task_has_consistent_splits(name):
         b = ds.to_tensors(task.vocab.pad_id)
         assert int(b.tokens.max()) < len(task.vocab)
         assert torch.equal((b.labels != IGNORE_INDEX).sum(1), torch.tensor([len(t) for t in ds.targets]))
+
+
+def test_get_task_turns_toml_lists_into_config_tuples():
+    from probekit.testbeds import get_task
+
+    task = get_task("scan", ood_lengths=[5, 6], train_clauses=[1, 2])
+    assert task.config.ood_lengths == (5, 6) and task.config.train_clauses == (1, 2)
+    assert set(task.splits()) >= {"ood_len_5", "ood_len_6"}
