@@ -143,8 +143,8 @@ class RelationNeuronResult:
             "cumulative": clean(self.cumulative),
             "single": clean(self.single),
             "tests": [
-                {"relation": r, "drop": t.statistic, "p": t.p_value, "p_holm": p,
-                 "z_vs_random": t.effect_size}
+                {"relation": r, "drop": clean(t.statistic), "p": t.p_value, "p_holm": p,
+                 "z_vs_random": clean(t.effect_size)}
                 for r, t, p in zip(self.relations, self.tests, self.p_holm, strict=True)
             ],
             "interference": [list(c) for c in self.interference],

@@ -94,3 +94,16 @@ def test_mean_ablation_and_bad_input(planted):
         )
     with pytest.raises(DataError, match="relation_mask|entries for"):
         FactSet(((1, 2),), ("a", "b"), ("x",), (1,))
+
+
+def test_to_dict_is_strict_json_when_the_random_null_is_degenerate(planted):
+    import json
+
+    model, fs, stats = planted
+    # every random set leaves every relation untouched (silent units): sd of the null is 0
+    cfg = DeactivationConfig(k=1, fraction=None, n_random=5, shares=(1.0,), n_single=1,
+                             generation=False)
+    res = relation_neuron_experiments(model, stats, fs, cfg, progress=False)
+    d = res.to_dict()
+    json.dumps(d, allow_nan=False)
+    assert all(t["z_vs_random"] is None or np.isfinite(t["z_vs_random"]) for t in d["tests"])
