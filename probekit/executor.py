@@ -12,8 +12,10 @@ shared mutable state: results come back only through the return value, in the or
 The default :class:`InProcessExecutor` runs the tasks one after another in this process with a
 tqdm progress bar. Other backends register a factory under a name::
 
-    register_executor("ray", make_ray_executor)   # done by probekit's Ray module, lazily
-    get_executor("ray").map(fit_one, specs, desc="probes")
+    register_executor("ray", make_ray_executor)   # done by probekit.executors.ray
+    get_executor("ray", address="auto").map(fit_one, specs, desc="probes")
+
+``get_executor("ray")`` imports :mod:`probekit.executors.ray` on first use.
 
 This module never imports Ray (or any backend); backends import it.
 """
@@ -114,6 +116,10 @@ def _check_picklable(fn: Callable[..., Any], item: object, index: int, desc: str
 
 _FACTORIES: dict[str, Callable[..., Executor]] = {"inprocess": InProcessExecutor}
 
+# Backends shipped with probekit, imported on first use (their modules call register_executor).
+# Importing them never imports the backend library itself (ray is imported when a task runs).
+_LAZY_BACKENDS: dict[str, str] = {"ray": "probekit.executors.ray"}
+
 
 def register_executor(name: str, factory: Callable[..., Executor]) -> None:
     """Make ``get_executor(name, **options)`` return ``factory(**options)``.
@@ -127,14 +133,15 @@ def register_executor(name: str, factory: Callable[..., Executor]) -> None:
 
 
 def available_executors() -> list[str]:
-    """Names accepted by :func:`get_executor`."""
-    return sorted(_FACTORIES)
+    """Names accepted by :func:`get_executor` (lazily imported backends included)."""
+    return sorted(set(_FACTORIES) | set(_LAZY_BACKENDS))
 
 
 def get_executor(spec: object = None, **options: Any) -> Executor:
     """Resolve an executor spec (a name, an :class:`Executor` or None) to an executor.
 
-    ``None`` -> in-process, a name -> its registered factory, an :class:`Executor` instance ->
+    ``None`` -> in-process, a name -> its registered factory (``"ray"`` imports
+    :mod:`probekit.executors.ray` on first use), an :class:`Executor` instance ->
     itself (``options`` are then not allowed). ``spec`` is typed ``object`` because it comes from
     suite files and CLI options too: anything else is refused here, with a message.
 
@@ -145,10 +152,15 @@ def get_executor(spec: object = None, **options: Any) -> Executor:
     if spec is None:
         spec = "inprocess"
     if isinstance(spec, str):
+        if spec not in _FACTORIES and spec in _LAZY_BACKENDS:
+            import importlib
+
+            importlib.import_module(_LAZY_BACKENDS[spec])  # registers the factory
         if spec not in _FACTORIES:
             raise ConfigError(
                 f"unknown executor {spec!r}; valid executors are {available_executors()} "
-                "(a backend such as 'ray' registers itself with register_executor when imported)"
+                "(for a Ray cluster: `ray start --head`, then executor 'ray' with address "
+                "'auto' or HOST:6379)"
             )
         return _FACTORIES[spec](**options)
     if isinstance(spec, Executor):

@@ -20,7 +20,32 @@ The suite and its data file are checked before the model loads (errors name FILE
 examples:
   probekit report probes/modadd_grokked.toml --out out/demo
   probekit report probes/smollm2_relations.toml --out reports/relations --device cpu
+  probekit report probes/modadd_grokked.toml --out out/demo --executor ray --ray-address auto
 """
+
+
+def _execution(args: argparse.Namespace, suite: Any) -> Any:
+    """The suite's ``[execution]`` with ``--executor`` / ``--ray-address`` applied."""
+    from .spec import ExecutionSpec
+
+    if args.executor is None and args.ray_address is None:
+        return suite.execution
+    executor = args.executor or ("ray" if args.ray_address is not None else "inprocess")
+    if args.ray_address is not None and executor != "ray":
+        raise ConfigError(
+            f"--ray-address {args.ray_address!r} given with --executor {executor!r}; "
+            "use --executor ray (or drop --ray-address)"
+        )
+    keep = suite.execution.executor == executor == "ray"
+    try:
+        return ExecutionSpec(
+            executor=executor,
+            address=args.ray_address if args.ray_address is not None
+            else (suite.execution.address if keep else None),
+            num_cpus=suite.execution.num_cpus if keep and args.ray_address is None else None,
+        )
+    except ValueError as err:
+        raise ConfigError(f"--executor {executor!r}: {err}") from None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -34,6 +59,9 @@ def _run(args: argparse.Namespace) -> int:
 
         resolve_device(args.device)  # a clear error for a bad or unavailable device
         suite = dataclasses.replace(suite, device=args.device)
+    execution = _execution(args, suite)
+    if execution != suite.execution:
+        suite = dataclasses.replace(suite, execution=execution)
     if args.check:
         print(f"{args.suite}: suite and data are valid")
         return 0
@@ -42,7 +70,11 @@ def _run(args: argparse.Namespace) -> int:
     from ..report.write import write_report
     from .run import run_suite
 
-    result = run_suite(suite, progress=not args.quiet)
+    executor = suite.execution.make_executor(progress=not args.quiet)
+    connect = getattr(executor, "connect", None)
+    if connect is not None:
+        connect()  # an unreachable cluster fails here, before the model loads
+    result = run_suite(suite, progress=not args.quiet, executor=executor)
     paths = write_report(result, args.out)
     for analysis in result.analyses:
         for warning in analysis.warnings:
@@ -66,6 +98,16 @@ def add_report_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument(
         "--device", default=None, help="override the suite's [suite] device (auto, cpu, cuda)"
+    )
+    parser.add_argument(
+        "--executor", default=None,
+        help="runs the suite's independent tasks: inprocess (default) or ray; overrides the "
+        "suite's [execution] executor",
+    )
+    parser.add_argument(
+        "--ray-address", default=None, metavar="auto|HOST:PORT",
+        help="Ray cluster to join (implies --executor ray): 'auto' on a node of a cluster started "
+        "with `ray start --head`, or the head's HOST:6379; unset: a local cluster in this process",
     )
     parser.add_argument("--check", action="store_true",
                         help="only validate the suite and its data file, then exit")

@@ -19,7 +19,7 @@ import torch
 
 from ..capture import Site, all_layers, capture_to_store
 from ..capture.positions import parse_position_rule
-from ..executor import Executor, InProcessExecutor, get_executor
+from ..executor import Executor, get_executor
 from ..fingerprint import dataset_fingerprint, model_fingerprint, model_id
 from ..models.protocol import HookedModel
 from ..store import ActivationStore
@@ -52,7 +52,8 @@ class AnalysisContext:
         suite: the validated suite.
         model: an already loaded model (else loaded from ``suite.model`` on first use).
         progress: progress bars for capture and executor tasks.
-        executor: runs independent tasks (name or :class:`~probekit.executor.Executor`).
+        executor: runs independent tasks (name or :class:`~probekit.executor.Executor`);
+            default: the suite's ``[execution]`` table (in-process when absent).
         cache_dir: root of the activation / answer caches (default ``<PROBEKIT_CACHE>``);
             ``False`` keeps captures in a store under ``<cache>/activations`` anyway but never
             reuses one (every run captures).
@@ -71,7 +72,7 @@ class AnalysisContext:
         self.progress = progress
         self.executor = (
             get_executor(executor) if executor is not None
-            else InProcessExecutor(progress=None if progress else False)
+            else suite.execution.make_executor(progress=progress)
         )
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._model = model

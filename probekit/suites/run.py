@@ -84,7 +84,7 @@ def run_suite(
         progress: progress bars (shown only on a terminal).
         model: an already loaded model (default: loaded from ``[model]`` when first needed).
         executor: runs the independent tasks (analyses, per-site permutation tests); a name or
-            :class:`probekit.executor.Executor`, default in-process.
+            :class:`probekit.executor.Executor`, default the suite's ``[execution]`` table (in-process when absent).
         cache_dir: root of the activation cache (default ``PROBEKIT_CACHE``).
     """
     start = time.perf_counter()

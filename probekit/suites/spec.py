@@ -116,6 +116,58 @@ class StatsSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ExecutionSpec:
+    """``[execution]``: which executor runs the suite's independent tasks.
+
+    ``executor``: ``"inprocess"`` (default) or ``"ray"``; ``address`` (Ray only): ``"auto"``,
+    ``"HOST:PORT"`` of a head started with ``ray start --head``, or unset for a local cluster;
+    ``num_cpus``: CPUs of that local cluster. The CLI's ``--executor``/``--ray-address``
+    override the table.
+    """
+
+    executor: str = "inprocess"
+    address: str | None = None
+    num_cpus: int | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse an unknown executor or Ray options given to another executor."""
+        from ..executor import available_executors
+
+        if self.executor not in available_executors():
+            raise ValueError(
+                f"executor = {self.executor!r}: must be one of {available_executors()}"
+            )
+        if self.executor != "ray" and (self.address is not None or self.num_cpus is not None):
+            raise ValueError(
+                f"address/num_cpus are Ray options but executor = {self.executor!r}; "
+                "set executor = \"ray\" or drop them"
+            )
+        if self.address is not None:
+            from ..executors.ray import check_address
+
+            try:
+                check_address(self.address)
+            except ConfigError as err:
+                raise ValueError(str(err)) from None
+        if self.address is not None and self.num_cpus is not None:
+            raise ValueError(
+                "num_cpus sizes a local cluster; with an address the cluster's nodes set their "
+                "CPUs (`ray start --num-cpus N`): drop num_cpus"
+            )
+
+    def make_executor(self, *, progress: bool = True) -> Any:
+        """The configured :class:`~probekit.executor.Executor` (no connection made yet)."""
+        from ..executor import get_executor
+
+        if self.executor == "ray":
+            return get_executor("ray", address=self.address, num_cpus=self.num_cpus,
+                                progress=None if progress else False)
+        if self.executor == "inprocess":
+            return get_executor("inprocess", progress=None if progress else False)
+        return get_executor(self.executor)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Suite:
     """A validated suite: fixed sections plus the analysis specs in file order."""
 
@@ -125,6 +177,7 @@ class Suite:
     capture: CaptureSpec = field(default_factory=CaptureSpec)
     analyses: tuple[Any, ...] = ()  # spec dataclass instances of registered analyses, in order
     stats: StatsSpec = field(default_factory=StatsSpec)
+    execution: ExecutionSpec = field(default_factory=ExecutionSpec)
     description: str = ""
     device: str = "auto"  # model forwards, probe fits, permutation refits ("auto": CUDA if any)
     source: str = ""
@@ -155,7 +208,7 @@ class Suite:
 
 _SECTIONS = {
     "suite": None, "model": ModelSpec, "data": DataSpec, "capture": CaptureSpec,
-    "stats": StatsSpec,
+    "stats": StatsSpec, "execution": ExecutionSpec,
 }
 
 
@@ -387,6 +440,7 @@ def build_suite(
         capture=_build(CaptureSpec, raw.get("capture", {}), path, text, "capture"),
         analyses=analyses,
         stats=_build(StatsSpec, raw.get("stats", {}), path, text, "stats"),
+        execution=_build(ExecutionSpec, raw.get("execution", {}), path, text, "execution"),
         source=str(path),
     )
     for rel, key in ((model.checkpoint, "checkpoint"), (data.file, "file")):

@@ -15,6 +15,9 @@ _EXPORTS = {
     "load_optimizer": ".optim_state",
     "save_optimizer": ".optim_state",
     "plot_history": ".plot",
+    "TrainRun": ".population",
+    "train_population": ".population",
+    "train_run": ".population",
     "PRESETS": ".presets",
     "Preset": ".presets",
     "get_preset": ".presets",
@@ -36,6 +39,9 @@ if TYPE_CHECKING:
     from .optim_state import load_optimizer as load_optimizer
     from .optim_state import save_optimizer as save_optimizer
     from .plot import plot_history as plot_history
+    from .population import TrainRun as TrainRun
+    from .population import train_population as train_population
+    from .population import train_run as train_run
     from .presets import PRESETS as PRESETS
     from .presets import Preset as Preset
     from .presets import get_preset as get_preset
