@@ -104,3 +104,21 @@ def test_get_executor_resolution_and_registration():
 def test_executor_instance_is_picklable():
     ex = InProcessExecutor(progress=False)
     assert pickle.loads(pickle.dumps(ex)) == ex
+
+
+def test_ray_backend_is_lazy_and_says_how_to_install(monkeypatch):
+    import importlib.util
+    import subprocess
+    import sys
+
+    code = ("import sys; from probekit.executor import get_executor; e = get_executor('ray'); "
+            "print(type(e).__name__, 'ray' in sys.modules)")
+    if importlib.util.find_spec("ray") is not None:  # registered on demand, ray not imported
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert out.stdout.split() == ["RayExecutor", "False"]
+    import probekit.executors.ray as backend
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "ray" else real(n, *a))
+    with pytest.raises(ConfigError, match=r"needs the ray package.*pip install 'probekit-interp\[ray\]'"):
+        backend.make_ray_executor(address="auto")

@@ -217,7 +217,9 @@ def _task_error(
     out: BaseException = err
     remote_tb = None
     if isinstance(err, ray.exceptions.RayTaskError):
-        remote_tb = err.traceback_str
+        # ray.get raises a subclass of both RayTaskError and the cause's class; its str() holds
+        # the remote traceback
+        remote_tb = str(err)
         cause = err.cause
         if isinstance(cause, BaseException):
             out = cause
