@@ -63,11 +63,11 @@ def test_lazy_registration_and_config_errors():
     with pytest.raises(ConfigError, match=r"num_cpus=2 with address 'auto'"):
         RayExecutor(address="auto", num_cpus=2)
     # port 1 on localhost: nothing listens, refused at once (checked before ray.init)
-    from probekit.executors.ray import _check_reachable
+    from probekit.executors.ray import check_reachable
 
     with pytest.raises(ConfigError, match=r"no Ray cluster reachable at address '127\.0\.0\.1:1'.*"
                                           r"ray start --head.*--ray-address HEAD:6379"):
-        _check_reachable("127.0.0.1:1", 2.0)
+        check_reachable("127.0.0.1:1", 2.0)
 
 
 def test_results_equal_in_process_and_keep_order(cluster):

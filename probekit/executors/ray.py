@@ -33,7 +33,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..executor import register_executor, task_note
 
-__all__ = ["RayExecutor", "check_address", "make_ray_executor"]
+__all__ = ["RayExecutor", "check_address", "check_reachable", "make_ray_executor"]
 
 START_HINT = (
     "start a cluster with `ray start --head` on the head node (`ray start --address HEAD:6379` "
@@ -68,7 +68,7 @@ def check_address(address: str | None) -> None:
         )
 
 
-def _check_reachable(address: str, timeout_s: float) -> None:
+def check_reachable(address: str, timeout_s: float) -> None:
     """Fail fast (one line) when nothing listens at ``HOST:PORT`` (Ray itself retries ~minutes)."""
     m = _HOST_PORT.match(address)
     if m is None:  # 'auto', 'local', ray://: Ray's own errors are quick
@@ -150,7 +150,7 @@ class RayExecutor:
         if ray.is_initialized():
             return
         if self.address is not None:
-            _check_reachable(self.address, self.connect_timeout_s)
+            check_reachable(self.address, self.connect_timeout_s)
         try:
             ray.init(
                 address=self.address, num_cpus=self.num_cpus, include_dashboard=False,
