@@ -378,7 +378,9 @@ def main(argv: list[str] | None = None, *, executor: Any = None) -> dict[str, An
     ap.add_argument("--n-ood", type=int, default=200, help="commands per OOD length")
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--he-pairs", type=int, default=256, help="regulariser pairs per step")
-    ap.add_argument("--executor", default=None)
+    ap.add_argument("--executor", default=None, help="inprocess (default) or ray")
+    ap.add_argument("--ray-address", default=None,
+                    help="Ray cluster (implies --executor ray): 'auto' or the head's HOST:6379")
     ap.add_argument("--smoke", action="store_true", help="tiny population (tests)")
     ap.add_argument("--analyse-only", action="store_true",
                     help="analyse the models already finished; train nothing")
@@ -392,6 +394,8 @@ def main(argv: list[str] | None = None, *, executor: Any = None) -> dict[str, An
     if args.analyse_only:
         specs = [s for s in specs if (Path(s.out_root) / s.name / RESULT).is_file()]
     t0 = time.perf_counter()
+    if executor is None and args.ray_address is not None:
+        executor = get_executor("ray", address=args.ray_address)
     rows = get_executor(executor or args.executor).map(run_model, specs, desc="he-study models")
     analysis = analyse(rows)
     analysis["wall_s"] = round(time.perf_counter() - t0, 1)

@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -47,3 +48,24 @@ def single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A 2-CPU local Ray cluster for one test module (skips without Ray); shut down after it.
+
+    Workers get this checkout and tests/ on PYTHONPATH (task functions defined in test modules
+    are pickled by reference) and one BLAS/OpenMP thread each.
+    """
+    ray = pytest.importorskip("ray")
+    root = Path(__file__).resolve().parents[1]
+    if ray.is_initialized():
+        ray.shutdown()
+    path = os.pathsep.join([str(root), str(root / "tests"), os.environ.get("PYTHONPATH", "")])
+    ray.init(
+        num_cpus=2, include_dashboard=False, log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1",
+                                  "MKL_NUM_THREADS": "1"}},
+    )
+    yield ray
+    ray.shutdown()

@@ -1,7 +1,7 @@
 """Ray executor: same results as in-process, worker death retried, trainings bit-identical.
 
-A local cluster starts inside this module (``ray.init(num_cpus=2)``, no external service) and
-is shut down after it. Skipped when Ray is not installed (``pip install 'probekit-interp[ray]'``).
+A local cluster starts inside this module (``ray_cluster`` in conftest: ``ray.init(num_cpus=2)``,
+no external service) and is shut down after it. Skipped when Ray is not installed (``pip install 'probekit-interp[ray]'``).
 """
 
 import os
@@ -17,22 +17,9 @@ from probekit.executor import InProcessExecutor, get_executor  # noqa: E402
 from probekit.executors.ray import RayExecutor  # noqa: E402
 from probekit.train.population import TrainRun, train_population  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
 @pytest.fixture(scope="module")
-def cluster():
-    """A 2-CPU local Ray cluster; workers import probekit and this module from the checkout."""
-    if ray.is_initialized():
-        ray.shutdown()
-    path = os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])
-    ray.init(
-        num_cpus=2, include_dashboard=False, log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1",
-                                  "MKL_NUM_THREADS": "1"}},
-    )
-    yield
-    ray.shutdown()
+def cluster(ray_cluster):
+    return ray_cluster
 
 
 @dataclass(frozen=True, kw_only=True)

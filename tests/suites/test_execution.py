@@ -58,3 +58,15 @@ def test_cli_executor_errors_are_one_line(suite_dir, tmp_path, capsys):
     else:
         assert "pip install 'probekit-interp[ray]'" in err[0]
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow  # each Ray worker imports torch + transformer-lens and loads the model
+def test_suite_on_ray_gives_the_same_tables(suite_dir, ray_cluster):
+    from probekit.executors.ray import RayExecutor
+    from probekit.suites import run_suite
+
+    suite = load_suite(suite_dir / "suite.toml")
+    local = run_suite(suite, progress=False).to_dict()
+    remote = run_suite(suite, progress=False, executor=RayExecutor(progress=False)).to_dict()
+    assert [a["sweep"] for a in remote["probes"]] == [a["sweep"] for a in local["probes"]]
+    assert remote["hypotheses"] == local["hypotheses"]  # permutation p-values included
