@@ -17,6 +17,7 @@ from probekit.executor import InProcessExecutor, get_executor  # noqa: E402
 from probekit.executors.ray import RayExecutor  # noqa: E402
 from probekit.train.population import TrainRun, train_population  # noqa: E402
 
+
 @pytest.fixture(scope="module")
 def cluster(ray_cluster):
     return ray_cluster
