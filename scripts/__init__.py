@@ -1,0 +1,1 @@
+"""Benchmark and data-generation scripts (not part of the installed package)."""

@@ -117,7 +117,9 @@ FACTS = {
     "landmark_city": LANDMARKS,
 }
 
+
 def main(out):
+    """Write every fact x template as one JSONL row to the file ``out`` (30% of subjects -> test)."""
     rng = random.Random(0)
     subjects = sorted({s for facts in FACTS.values() for s, _ in facts})
     rng.shuffle(subjects)

@@ -24,8 +24,10 @@ class PositionOutOfRangeError(DataError, IndexError):
 def check_capture_inputs(
     model: HookedModel, tokens: Sequence[Sequence[int]], sites: Sequence[Site], rule: PositionRule
 ) -> None:
-    """Token ids within ``d_vocab``, lengths within ``n_ctx``, positions inside each example,
-    and every site a hook point of ``model``.
+    """Check capture inputs before any forward pass.
+
+    Token ids within ``d_vocab``, lengths within ``n_ctx``, positions inside each example, and
+    every site a hook point of ``model``.
 
     Raises:
         DataError: naming the first bad example; ``ConfigError`` for a site the model lacks.

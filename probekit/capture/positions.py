@@ -179,18 +179,3 @@ def parse_position_rule(text: str, columns: Mapping[str, Sequence[Any]]) -> Posi
         for i, v in enumerate(columns[name])
     ])
 
-
-def rule_from_spec(spec: dict[str, Any]) -> PositionRule:
-    """Inverse of ``rule.describe()``."""
-    kind = spec.get("rule")
-    if kind == "last_token":
-        return LastToken()
-    if kind == "all_tokens":
-        return AllTokens()
-    if kind == "token_index":
-        return TokenIndex(spec["indices"])
-    if kind == "span_mean":
-        return SpanMean([tuple(s) for s in spec["spans"]])
-    raise ValueError(
-        f"unknown position rule {kind!r}; valid: last_token, token_index, span_mean, all_tokens"
-    )

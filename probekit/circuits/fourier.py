@@ -55,8 +55,11 @@ def key_frequencies(power: Float[np.ndarray, " freq"], k: int) -> Int[np.ndarray
     return order[:k]
 
 
-def key_frequency_share(power: Float[np.ndarray, "*batch freq"], keys: Int[np.ndarray, " k"]) -> Float[np.ndarray, "*batch"]:
-    """``sum(power[keys]) / sum(power[1:])``: the key frequencies' share of the non-constant power."""
+def key_frequency_share(power: Float[np.ndarray, "*batch freq"], keys: Int[np.ndarray, " k"]) -> Float[np.ndarray, "*batch"] | float:
+    """``sum(power[keys]) / sum(power[1:])``: the key frequencies' share of the non-constant power.
+
+    A float for one spectrum (``power`` 1-D), else an array over the batch axes.
+    """
     total = power[..., 1:].sum(-1)
     if np.any(total <= 0):
         raise DataError("the signal has no non-constant power; the key-frequency share is undefined")

@@ -122,7 +122,7 @@ class RelationNeuronResult:
     def to_dict(self) -> dict[str, object]:
         """JSON-ready numbers (NaN -> None)."""
 
-        def clean(t: Tensor | np.ndarray) -> object:
+        def clean(t: Tensor | np.ndarray | float) -> object:
             arr = np.asarray(t, dtype=np.float64)
             return np.where(np.isfinite(arr), arr, None).tolist()
 

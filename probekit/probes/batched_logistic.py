@@ -174,8 +174,10 @@ class _LogisticObjective:
         self.inv_curv_b = 1.0 / (beta * self.n_p)  # (P,)
 
     def _hull(self, idx: Tensor) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
-        """Layers and problems covering ``idx``, and each pair's place in that rectangle
-        (``None, None``: ``idx`` is every pair in order, the rectangle itself)."""
+        """Layers and problems covering ``idx``, and each pair's place in that rectangle.
+
+        ``None, None`` for the places: ``idx`` is every pair in order, the rectangle itself.
+        """
         if idx.numel() == self.L * self.P and (idx.numel() == 1 or bool((idx.diff() == 1).all())):
             ar = torch.arange
             return ar(self.L, device=idx.device), ar(self.P, device=idx.device), None, None

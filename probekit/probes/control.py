@@ -1,5 +1,6 @@
-"""Control tasks and selectivity (Hewitt & Liang 2019, "Designing and Interpreting Probes
-with Control Tasks", EMNLP).
+"""Control tasks and selectivity (Hewitt & Liang 2019).
+
+"Designing and Interpreting Probes with Control Tasks", EMNLP 2019.
 
 A control task keeps the inputs and re-labels them by a random but *consistent* map from word
 type to label: every occurrence of a type gets the same control label, and the labels are drawn

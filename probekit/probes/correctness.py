@@ -261,7 +261,8 @@ def correctness_probe(
         texts: ``(n,)`` prompt texts for the TF-IDF question-text baseline.
         confidence: ``(n,)`` the model's answer confidence (e.g. max next-token probability).
         n_permutations: label shuffles for the max-statistic p-value (0: skip).
-        n_bootstrap, confidence_level: paired bootstrap of probe-minus-baseline differences.
+        n_bootstrap: resamples of the paired bootstrap of probe-minus-baseline differences.
+        confidence_level: coverage of those bootstrap intervals.
         random_state: seed of the fold split, permutations and bootstrap.
 
     Returns:

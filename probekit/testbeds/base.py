@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 
 from ..models.config import ModelConfig
@@ -151,7 +152,7 @@ class TaskDataset:
         """Length of the longest sequence (0 for an empty dataset)."""
         return max((len(t) for t in self.tokens), default=0)
 
-    def prompt(self, i: int) -> list[int]:
+    def prompt(self, i: int | np.integer) -> list[int]:
         """Tokens up to and including the first scored position (the query of example ``i``)."""
         return self.tokens[i][: self.target_positions[i][0] + 1]
 

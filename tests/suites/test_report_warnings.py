@@ -1,9 +1,9 @@
 """Report warnings and names a reader needs (issue 27)."""
 
-import types
-
 from probekit.fingerprint import model_id
+from probekit.models import build_model
 from probekit.suites import load_suite, run_suite
+from tests.conftest import TINY_CONFIGS
 
 
 def test_floor_warning_when_every_p_value_is_at_its_floor(suite_dir, tmp_path):
@@ -20,6 +20,8 @@ def test_floor_warning_when_every_p_value_is_at_its_floor(suite_dir, tmp_path):
 
 
 def test_model_id_prefers_the_loaded_name_to_a_cache_path():
-    model = types.SimpleNamespace(cfg=types.SimpleNamespace(model_name="/root/.cache/probekit/models/smol135m-b179"),
-                                  probekit_source="smollm2-135m")
+    model = build_model(TINY_CONFIGS["no_ln"])  # model_id takes a HookedModel (checked in tests)
+    model.cfg.model_name = "/root/.cache/probekit/models/smol135m-b179"
+    assert model_id(model) == "/root/.cache/probekit/models/smol135m-b179"
+    model.probekit_source = "smollm2-135m"
     assert model_id(model) == "smollm2-135m"

@@ -369,8 +369,10 @@ def _sweep_blocks(
 
 
 def answer_confidence(model: Any, tokens: list[list[int]], batch_size: int = 16) -> np.ndarray:
-    """Max next-token probability after each prompt: the model's confidence in its first answer
-    token (a black-box baseline of "No Answer Needed"); one batched forward pass, no hooks."""
+    """Max next-token probability after each prompt: the model's confidence in its first answer.
+
+    A black-box baseline of "No Answer Needed"; one batched forward pass, no hooks.
+    """
     import numpy as np
     import torch
 
