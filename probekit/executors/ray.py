@@ -147,10 +147,10 @@ class RayExecutor:
         Call it up front (the CLI does) to fail before any model loads; :meth:`map` calls it too.
         """
         ray = _import_ray()
+        if self.address is not None:  # even when Ray is up: an explicit dead address is an error
+            check_reachable(self.address, self.connect_timeout_s)
         if ray.is_initialized():
             return
-        if self.address is not None:
-            check_reachable(self.address, self.connect_timeout_s)
         try:
             ray.init(
                 address=self.address, num_cpus=self.num_cpus, include_dashboard=False,
