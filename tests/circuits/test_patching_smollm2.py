@@ -37,7 +37,7 @@ def smol():
     answer = torch.tensor([ids(" Paris")[0], ids(" Madrid")[0]])
     foil = torch.tensor([ids(" Rome")[0], ids(" Cairo")[0]])
     metric = partial(logit_diff, answer=answer, foil=foil)
-    assert float(metric(model(clean)[:, -1], torch.arange(2)).min()) > 1.0  # the metric is not vacuous
+    assert float(metric(model(clean)[:, -1].detach(), torch.arange(2)).min()) > 1.0  # the metric is not vacuous
     _, cache = model.run_with_cache(clean)
     return model, clean, corrupt, metric, cache
 
