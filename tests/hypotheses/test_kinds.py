@@ -94,3 +94,20 @@ def test_patching_effect_equals_transformer_lens(modadd_pairs, pos):
         assert m.estimate == pytest.approx(1.0, abs=1e-4)
     if pos == 1:  # the operand both runs share: no effect
         assert abs(m.estimate) < 1e-4
+
+
+def test_logit_lens_rank_at_the_last_block_is_the_models_accuracy():
+    from probekit.hypotheses.kinds.logit_lens_rank import LogitLensRankSpec, logit_lens_rank
+
+    model = probekit.load_checkpoint(CHECKPOINT)
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(0, 53, 40), rng.integers(0, 53, 40)
+    tokens = [[int(x), int(y), 53] for x, y in zip(a, b)]
+    wrong = rng.random(40) < 0.3  # plant some wrong answers
+    answers = [int((x + y + w) % 53) for x, y, w in zip(a, b, wrong)]
+    ex = examples(tokens, {"label": answers}, {"train": np.arange(40), "test": np.arange(40)})
+    m = logit_lens_rank(LogitLensRankSpec(layer=0), FakeContext(model=model, examples=ex))
+    with torch.no_grad():
+        top = model(torch.tensor(tokens))[:, -1].argmax(-1).numpy()
+    np.testing.assert_array_equal(m.values, (top == np.array(answers)).astype(float))
+    assert m.estimate < 0.8  # the planted wrong answers are not top-1

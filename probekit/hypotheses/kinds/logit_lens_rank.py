@@ -1,0 +1,58 @@
+"""``measure = "logit_lens_rank"``: is the answer top-k under the logit lens at a layer? (nostalgebraist 2020)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..measurement import Measurement
+from ..registry import register_measurement
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogitLensRankSpec:
+    """Keys of a ``logit_lens_rank`` claim.
+
+    ``layer``: the block whose output is decoded (final norm + unembedding) at each example's
+    last token; ``answer_column``: the answer (token id, or text whose first token is used;
+    default ``[data] label``); ``top_k``: a unit scores 1 when the answer's rank is below it.
+    """
+
+    layer: int
+    split: str = "test"
+    answer_column: str | None = None
+    top_k: int = 1
+
+
+@register_measurement("logit_lens_rank", spec=LogitLensRankSpec)
+def logit_lens_rank(spec: LogitLensRankSpec, ctx) -> Measurement:
+    """Share of examples whose answer ranks in the top ``top_k`` under the logit lens at ``layer``."""
+    import numpy as np
+    import torch
+
+    from ...circuits import logit_lens
+    from ...errors import ConfigError
+
+    model = ctx.model
+    if not 0 <= spec.layer < model.cfg.n_layers or spec.top_k < 1:
+        raise ConfigError(f"logit_lens_rank: layer {spec.layer} must be in 0..{model.cfg.n_layers - 1} "
+                          f"and top_k {spec.top_k} >= 1")
+    ex = ctx.examples
+    idx = ex.split(spec.split)
+    tokens = [ex.tokens[i] for i in idx]
+    col = ex.column(spec.answer_column or ctx.suite.data.label)
+
+    def token(v) -> int:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+        return int(model.to_tokens(str(v), prepend_bos=False)[0, 0])
+
+    answers = torch.tensor([token(col[i]) for i in idx])
+    res = logit_lens(model, tokens, answers, layers=[spec.layer])
+    last = torch.tensor([len(t) - 1 for t in tokens])
+    rank = res.rank[torch.arange(len(tokens)), 0, last, 0].numpy()
+    return Measurement(
+        metric=f"top-{spec.top_k} rate", values=(rank < spec.top_k).astype(np.float64),
+        unit=f"{spec.split} examples",
+        method=f"logit lens after block {spec.layer} at the last token",
+        details={"median_rank": float(np.median(rank)), "mean_rank": float(rank.mean())},
+    )
