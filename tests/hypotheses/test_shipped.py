@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from probekit.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,3 +25,13 @@ def test_modadd_fourier_verdicts_and_report(tmp_path, capsys):
     assert report["passed"] is False and out.count("PASS") == 3 and "FAIL" in out
     html = (tmp_path / "report.html").read_text()
     assert "INCONCLUSIVE" in html and "Fourier power of the logits" in html
+
+
+@pytest.mark.slow
+def test_smollm2_recall_subject_restores_and_last_token_does_not(tmp_path):
+    from probekit.hypotheses import run
+
+    res = run(ROOT / "circuits" / "smollm2_recall.toml", out=tmp_path)
+    assert [c.verdict for c in res.claims] == ["PASS", "PASS", "FAIL"]
+    assert res.claims[0].effect > 0.9 and res.claims[2].ci_high < 0.5
+    assert (tmp_path / "report.html").is_file()
