@@ -16,8 +16,8 @@ _EXPORTS = {
     "get_kind": ".registry",
     "register_measurement": ".registry",
     "registered_kinds": ".registry",
-    "HypothesisResult": ".run",
-    "run": ".run",
+    "HypothesisResult": ".runner",
+    "run": ".runner",
     "Claim": ".spec",
     "HypothesisFile": ".spec",
     "load_hypotheses": ".spec",
@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from .registry import get_kind as get_kind
     from .registry import register_measurement as register_measurement
     from .registry import registered_kinds as registered_kinds
-    from .run import HypothesisResult as HypothesisResult
-    from .run import run as run
+    from .runner import HypothesisResult as HypothesisResult
+    from .runner import run as run
     from .spec import Claim as Claim
     from .spec import HypothesisFile as HypothesisFile
     from .spec import load_hypotheses as load_hypotheses

@@ -33,7 +33,7 @@ def _run(args: argparse.Namespace) -> int:
         for path in args.files:
             print(f"{path}: hypothesis file is valid")
         return 0
-    from .run import run
+    from .runner import run
 
     ok = True
     for path, spec in zip(args.files, files):

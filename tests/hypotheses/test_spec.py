@@ -100,3 +100,10 @@ def test_loading_a_hypothesis_file_imports_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+def test_run_is_the_function_even_after_its_module_is_imported():
+    import probekit.hypotheses as h
+    import probekit.hypotheses.runner  # noqa: F401
+
+    assert callable(h.run) and h.run.__module__ == "probekit.hypotheses.runner"
