@@ -25,7 +25,8 @@ class NeuronsSpec:
     """``[[neurons]]`` keys.
 
     Attributes:
-        object_column: gold objects (aliases separated by ``|``).
+        object_column: gold objects (aliases separated by ``|``; the answer's token id for a
+            model without a tokenizer, e.g. a testbed checkpoint).
         fraction / k: neurons per relation, as a share of all candidate units or a count.
         kinds: site kinds ranked together at every layer (default: ``mlp_pre`` and, for gated
             MLPs, ``mlp_pre_linear`` — the lineage code's units).
@@ -81,11 +82,22 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
     rel = [str(v) for v in ex.column(label)]
     gold = [str(v) for v in ex.column(spec.object_column)]
 
+    tok = getattr(model, "tokenizer", None)
+
+    def first_token(g: str) -> int:
+        alias = g.split("|")[0]
+        if tok is None:  # a testbed model: the object column holds the answer's token id
+            if not alias.lstrip("-").isdigit():
+                raise ConfigError(
+                    f"{ctx.suite.source}: the model has no tokenizer, so [[neurons]] needs the "
+                    f"object column {spec.object_column!r} as token ids; got {alias!r}"
+                )
+            return int(alias)
+        return int(tok(" " + alias, add_special_tokens=False)["input_ids"][0])
+
     def facts(split: str) -> FactSet:
         idx = ex.split(split)
-        tok = model.tokenizer
-        first = [int(tok(" " + gold[i].split("|")[0], add_special_tokens=False)["input_ids"][0])
-                 for i in idx]
+        first = [first_token(gold[i]) for i in idx]
         return FactSet(tuple(tuple(ex.tokens[i]) for i in idx), tuple(rel[i] for i in idx),
                        tuple(gold[i] for i in idx), tuple(first))
 
@@ -177,6 +189,14 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
         "random sets with the same number of units per layer and module, and the lowest-AP units."
     ))]
     warnings = []
+    floor = min(1.0, len(rels) / (spec.n_random + 1))
+    if floor > alpha:
+        need = int(np.ceil(len(rels) / alpha)) - 1
+        warnings.append(
+            f"with {spec.n_random} random sets the smallest Holm-adjusted p over {len(rels)} "
+            f"relations is {floor:.3g} > alpha = {alpha}: no relation can be significant; use "
+            f"n_random >= {need} (raw p-values are shown too)"
+        )
     weak = [r for i, r in enumerate(rels) if float(res.baseline_first[i]) < 0.2]
     if weak:
         warnings.append(

@@ -31,6 +31,7 @@ def smollm2():
     return load_model("smollm2-135m")
 
 
+@pytest.mark.slow
 def test_neurons_section_matches_api_and_renders(tmp_path, smollm2):
     with open("probes/data/relation_facts.jsonl") as fh:
         rows = [json.loads(line) for line in fh]

@@ -1,0 +1,66 @@
+"""[[neurons]] on a saved checkpoint of the planted model (fast; no tokenizer: token-id objects)."""
+
+import json
+
+import numpy as np
+
+from probekit.models import ModelConfig, save_checkpoint
+from probekit.suites import load_suite, run_suite
+
+from .planted import D_MLP, RED, E, R, planted_model
+
+SUITE = """
+[suite]
+name = "planted-neurons"
+[model]
+checkpoint = "ckpt"
+[data]
+file = "facts.jsonl"
+label = "relation"
+train_split = "identify"
+test_split = "test"
+[[neurons]]
+k = 4
+kinds = ["mlp_post"]
+n_random = 59
+shares = [0.25, 0.5, 1.0]
+generation = false
+"""
+
+
+def test_neurons_section_on_planted_checkpoint(tmp_path):
+    model, facts = planted_model()
+    cfg = ModelConfig(n_layers=2, d_model=32, n_heads=1, d_head=32, d_mlp=D_MLP, act_fn="relu",
+                      normalization_type=None, d_vocab=E + R, n_ctx=2)
+    save_checkpoint(model, cfg, tmp_path / "ckpt")
+    rows = [{"tokens": t, "relation": r, "object": str(o), "split": split}
+            for split in ("identify", "test") for t, r, o in facts]
+    (tmp_path / "facts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "s.toml").write_text(SUITE)
+    result = run_suite(load_suite(tmp_path / "s.toml"), cache_dir=tmp_path / "cache",
+                       progress=False)
+    (section,) = [a for a in result.analyses if a.section == "neurons"]
+    exp = section.data["experiments"]
+    assert exp["relations"] == ["rel0", "rel1", "rel2"]
+    assert exp["set_sizes"] == {f"rel{r}": RED for r in range(R)}
+    np.testing.assert_array_equal(exp["change_first"], -np.eye(3))
+    np.testing.assert_array_equal(exp["cumulative"], [[0, 1, 1]] * 3)
+    assert [h.decision().startswith("reject") for h in section.hypotheses] == [True] * 3
+    blocks = [b["block"] for b in section.to_dict()["blocks"]]
+    assert blocks.count("heatmap") == 1 and blocks.count("lineplot") == 2
+
+
+def test_too_few_random_sets_for_holm_warns(tmp_path):
+    model, facts = planted_model()
+    cfg = ModelConfig(n_layers=2, d_model=32, n_heads=1, d_head=32, d_mlp=D_MLP, act_fn="relu",
+                      normalization_type=None, d_vocab=E + R, n_ctx=2)
+    save_checkpoint(model, cfg, tmp_path / "ckpt")
+    rows = [{"tokens": t, "relation": r, "object": str(o), "split": split}
+            for split in ("identify", "test") for t, r, o in facts]
+    (tmp_path / "facts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "s.toml").write_text(SUITE.replace("n_random = 59", "n_random = 19"))
+    result = run_suite(load_suite(tmp_path / "s.toml"), cache_dir=tmp_path / "cache",
+                       progress=False)
+    (section,) = [a for a in result.analyses if a.section == "neurons"]
+    assert any("smallest Holm-adjusted p over 3 relations is 0.15" in w and "n_random >= 59" in w
+               for w in section.warnings)
