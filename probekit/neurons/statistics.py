@@ -201,6 +201,7 @@ def neuron_statistics(
             positions=rule,
             batch_size=batch_size,
             padding_side=padding_side,
+            examples_per_shard=256,  # bounds the rows held before a shard is written
         )
         rows = store.examples().numpy()
         order = np.argsort(rows, kind="stable")
