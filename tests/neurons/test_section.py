@@ -28,7 +28,7 @@ generation = false
 """
 
 
-def test_neurons_section_on_planted_checkpoint(tmp_path):
+def _write_checkpoint_and_facts(tmp_path):
     model, facts = planted_model()
     cfg = ModelConfig(n_layers=2, d_model=32, n_heads=1, d_head=32, d_mlp=D_MLP, act_fn="relu",
                       normalization_type=None, d_vocab=E + R, n_ctx=2)
@@ -36,6 +36,10 @@ def test_neurons_section_on_planted_checkpoint(tmp_path):
     rows = [{"tokens": t, "relation": r, "object": str(o), "split": split}
             for split in ("identify", "test") for t, r, o in facts]
     (tmp_path / "facts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_neurons_section_on_planted_checkpoint(tmp_path):
+    _write_checkpoint_and_facts(tmp_path)
     (tmp_path / "s.toml").write_text(SUITE)
     result = run_suite(load_suite(tmp_path / "s.toml"), cache_dir=tmp_path / "cache",
                        progress=False)
@@ -51,13 +55,7 @@ def test_neurons_section_on_planted_checkpoint(tmp_path):
 
 
 def test_too_few_random_sets_for_holm_warns(tmp_path):
-    model, facts = planted_model()
-    cfg = ModelConfig(n_layers=2, d_model=32, n_heads=1, d_head=32, d_mlp=D_MLP, act_fn="relu",
-                      normalization_type=None, d_vocab=E + R, n_ctx=2)
-    save_checkpoint(model, cfg, tmp_path / "ckpt")
-    rows = [{"tokens": t, "relation": r, "object": str(o), "split": split}
-            for split in ("identify", "test") for t, r, o in facts]
-    (tmp_path / "facts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _write_checkpoint_and_facts(tmp_path)
     (tmp_path / "s.toml").write_text(SUITE.replace("n_random = 59", "n_random = 19"))
     result = run_suite(load_suite(tmp_path / "s.toml"), cache_dir=tmp_path / "cache",
                        progress=False)
