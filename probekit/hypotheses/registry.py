@@ -19,13 +19,13 @@ is adding one module there (or registering from your own module before loading a
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
+from ..util.plugins import import_submodules
 
 __all__ = ["MeasurementKind", "get_kind", "register_measurement", "registered_kinds"]
 
@@ -42,7 +42,6 @@ class MeasurementKind:
 
 
 _REGISTRY: dict[str, MeasurementKind] = {}
-_LOADED = False
 
 
 def register_measurement(
@@ -80,16 +79,12 @@ def register_measurement(
     return decorate
 
 
+@functools.cache
 def _load_builtin() -> None:
     """Import every module of :mod:`probekit.hypotheses.kinds` (each registers itself)."""
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
     from . import kinds
 
-    for info in pkgutil.iter_modules(kinds.__path__, prefix=kinds.__name__ + "."):
-        importlib.import_module(info.name)
+    import_submodules(kinds)
 
 
 def registered_kinds() -> dict[str, MeasurementKind]:

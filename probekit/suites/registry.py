@@ -19,13 +19,13 @@ on first use of the registry, so adding an analysis is adding one module there.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
+from ..util.plugins import import_submodules
 
 __all__ = ["Analysis", "analysis_for_spec", "get_analysis", "register_analysis", "registered"]
 
@@ -44,7 +44,6 @@ class Analysis:
 
 
 _REGISTRY: dict[str, Analysis] = {}
-_LOADED = False
 
 
 def register_analysis(section: str, *, spec: type) -> Callable[[Callable], Callable]:
@@ -84,16 +83,12 @@ def register_analysis(section: str, *, spec: type) -> Callable[[Callable], Calla
     return decorate
 
 
+@functools.cache
 def _load_builtin() -> None:
     """Import every module of :mod:`probekit.suites.analyses` (each registers itself)."""
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
     from . import analyses
 
-    for info in pkgutil.iter_modules(analyses.__path__, prefix=analyses.__name__ + "."):
-        importlib.import_module(info.name)
+    import_submodules(analyses)
 
 
 def registered() -> dict[str, Analysis]:
