@@ -223,16 +223,7 @@ def relation_neuron_experiments(
             n = max(1, int(round(share * len(sets[r]))))
             cum[i, s] = base_acc[i] - acc(first(sets[r].top(n)))[i]
         for s in range(min(cfg.n_single, len(sets[r]))):
-            one = sets[r].top(s + 1)
-            one = NeuronSet(
-                units={
-                    site: (u[u == sets[r].ranked[s][1]] if site == sets[r].ranked[s][0] else u[:0])
-                    for site, u in one.units.items()
-                },
-                ranked=(sets[r].ranked[s],),
-                label=f"{r} neuron #{s + 1}",
-            )
-            single[i, s] = base_acc[i] - acc(first(one))[i]
+            single[i, s] = base_acc[i] - acc(first(sets[r].nth(s)))[i]
         if cfg.generation:
             ops = deactivation_ops(sets[r], method=cfg.method, means=means)
             _, ok = generation_correct(

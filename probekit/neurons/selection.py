@@ -50,6 +50,12 @@ class NeuronSet:
             raise ConfigError(f"n={n} is outside 0..{len(self.ranked)} (the set's size)")
         return _from_ranked(self.ranked[:n], list(self.units), f"{self.label} first {n}")
 
+    def nth(self, i: int) -> NeuronSet:
+        """Only the ``i``-th unit of the ranking (single-neuron deactivation)."""
+        if not 0 <= i < len(self.ranked):
+            raise ConfigError(f"i={i} is outside 0..{len(self.ranked) - 1} (the set's ranks)")
+        return _from_ranked(self.ranked[i : i + 1], list(self.units), f"{self.label} #{i + 1}")
+
 
 def _from_ranked(
     ranked: Sequence[tuple[Site, int, float]], sites: Sequence[Site], label: str

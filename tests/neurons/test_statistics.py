@@ -121,3 +121,15 @@ def test_streaming_statistics_independent_of_batch_and_padding(modadd, tmp_path,
     r = ref.relations.index("r1")
     want = [average_precision_score(y, resp[:, i].numpy()) for i in range(resp.shape[1])]
     np.testing.assert_allclose(ref.ap[sites[1]][:, r].numpy(), want, atol=1e-6)
+
+
+def test_nth_is_one_ranked_unit():
+    x, rel = _planted()
+    sites = (Site(0, "mlp_pre"), Site(1, "mlp_pre"))
+    stats = statistics_from_responses({sites[0]: x[:, :30], sites[1]: x[:, 30:]}, rel)
+    top = select_neurons(stats, "b", k=3)
+    for i in range(3):
+        site, unit, _ = top.ranked[i]
+        assert top.nth(i).keys() == {(site, unit)} and set(top.nth(i).units) == set(sites)
+    with pytest.raises(ConfigError, match="outside 0..2"):
+        top.nth(3)
