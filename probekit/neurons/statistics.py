@@ -16,7 +16,7 @@ The response of a unit to a prompt is its activation averaged over all prompt to
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,13 +130,22 @@ def statistics_from_responses(
 
     Exact (no histogram): one sort per unit column. Computed in float64.
     """
+    return _statistics(responses.items(), relation_ids, response)
+
+
+def _statistics(
+    site_responses: Iterable[tuple[Site, Tensor]], relation_ids: Sequence[object], response: str
+) -> NeuronStatistics:
+    """Statistics site by site; ``site_responses`` may load each site only when it is reached."""
     relations, codes = encode_relations(relation_ids)
     codes_t = torch.from_numpy(codes)
+    onehot = torch.nn.functional.one_hot(codes_t, len(relations)).to(torch.float64)
+    counts = onehot.sum(0)
     ap: dict[Site, Tensor] = {}
     auroc: dict[Site, Tensor] = {}
     act_prob: dict[Site, Tensor] = {}
     mean: dict[Site, Tensor] = {}
-    for site, values in responses.items():
+    for site, values in site_responses:
         if values.ndim != 2 or values.shape[0] != len(codes):
             raise DataError(
                 f"{site}: responses of shape {tuple(values.shape)} for {len(codes)} prompts; "
@@ -146,16 +155,14 @@ def statistics_from_responses(
         if not torch.isfinite(x).all():
             rows = torch.nonzero(~torch.isfinite(x).all(1)).flatten()[:5].tolist()
             raise NonFiniteError(f"{site}: non-finite responses at prompts {rows}")
-        onehot = torch.nn.functional.one_hot(codes_t, len(relations)).to(torch.float64)
-        counts = onehot.sum(0)
         mean[site] = (x.T @ onehot) / counts
         act_prob[site] = ((x > 0).to(torch.float64).T @ onehot) / counts
         ap[site] = torch.stack([average_precision(x, codes_t == r) for r in range(len(relations))], 1)
         auroc[site] = torch.stack([roc_auc(x, codes_t == r) for r in range(len(relations))], 1)
     return NeuronStatistics(
-        sites=tuple(responses),
+        sites=tuple(ap),
         relations=relations,
-        n_prompts=tuple(int(c) for c in np.bincount(codes, minlength=len(relations))),
+        n_prompts=tuple(int(c) for c in counts.tolist()),
         response=response,
         ap=ap,
         auroc=auroc,
@@ -203,23 +210,9 @@ def neuron_statistics(
             padding_side=padding_side,
             examples_per_shard=256,  # bounds the rows held before a shard is written
         )
-        rows = store.examples().numpy()
-        order = np.argsort(rows, kind="stable")
-        stats = [
-            statistics_from_responses(
-                {site: torch.as_tensor(np.asarray(store.load(site)))[order]},
-                relation_ids,
-                response=response,
-            )
-            for site in site_list
-        ]
-    return NeuronStatistics(
-        sites=site_list,
-        relations=stats[0].relations,
-        n_prompts=stats[0].n_prompts,
-        response=response,
-        ap={s: st.ap[s] for s, st in zip(site_list, stats, strict=True)},
-        auroc={s: st.auroc[s] for s, st in zip(site_list, stats, strict=True)},
-        act_prob={s: st.act_prob[s] for s, st in zip(site_list, stats, strict=True)},
-        mean={s: st.mean[s] for s, st in zip(site_list, stats, strict=True)},
-    )
+        order = np.argsort(store.examples().numpy(), kind="stable")  # back to prompt order
+        return _statistics(
+            ((site, torch.as_tensor(np.asarray(store.load(site)))[order]) for site in site_list),
+            relation_ids,
+            response,
+        )
