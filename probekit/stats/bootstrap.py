@@ -8,6 +8,8 @@ import numpy as np
 from jaxtyping import Float, Int
 from scipy import stats
 
+from probekit.errors import ConfigError, DataError
+
 from .result import ConfidenceInterval
 
 __all__ = ["bootstrap_ci", "bootstrap_indices", "percentile_interval"]
@@ -17,7 +19,7 @@ MIN_RESAMPLES = 1000
 
 def _check_resamples(n_resamples: int) -> None:
     if n_resamples < MIN_RESAMPLES:
-        raise ValueError(
+        raise ConfigError(
             f"n_resamples={n_resamples} is below the {MIN_RESAMPLES} the methods contract "
             "requires for percentile intervals; pass n_resamples >= 1000"
         )
@@ -25,7 +27,7 @@ def _check_resamples(n_resamples: int) -> None:
 
 def _check_level(confidence_level: float) -> None:
     if not 0.0 < confidence_level < 1.0:
-        raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
+        raise ConfigError(f"confidence_level must be in (0, 1), got {confidence_level}")
 
 
 def bootstrap_indices(
@@ -34,7 +36,7 @@ def bootstrap_indices(
     """Row indices of ``n_resamples`` bootstrap samples (with replacement) of ``n`` items."""
     _check_resamples(n_resamples)
     if n < 1:
-        raise ValueError(f"cannot bootstrap an empty sample (n={n})")
+        raise DataError(f"cannot bootstrap an empty sample (n={n})")
     rng = np.random.default_rng(random_state)
     return rng.integers(0, n, size=(n_resamples, n))
 
@@ -71,12 +73,12 @@ def bootstrap_ci(
     _check_resamples(n_resamples)
     _check_level(confidence_level)
     if not data:
-        raise ValueError("bootstrap_ci needs at least one data array")
+        raise DataError("bootstrap_ci needs at least one data array")
     arrays = [np.asarray(d) for d in data]
     n = len(arrays[0])
     for i, a in enumerate(arrays[1:], start=1):
         if len(a) != n:
-            raise ValueError(
+            raise DataError(
                 f"paired bootstrap needs equal lengths: array 0 has {n} items but array {i} "
                 f"has {len(a)}"
             )

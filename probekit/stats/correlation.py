@@ -8,6 +8,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
+from probekit.errors import DataError, NonFiniteError
+
 from .result import CorrelationResult, LeaveOneOutResult
 
 __all__ = ["loo_linear_error", "pearson", "spearman"]
@@ -19,15 +21,15 @@ def _xy(x: object, y: object, min_n: int = 3) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(x, dtype=np.float64).reshape(-1)
     y = np.asarray(y, dtype=np.float64).reshape(-1)
     if x.size != y.size:
-        raise ValueError(
+        raise DataError(
             f"got {x.size} x values but {y.size} y values; pass one (x, y) pair per unit"
         )
     if x.size < min_n:
-        raise ValueError(f"need at least {min_n} points, got {x.size}")
+        raise NonFiniteError(f"need at least {min_n} points, got {x.size}")
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        raise ValueError("x or y contains NaN/inf; drop incomplete units first")
+        raise NonFiniteError("x or y contains NaN/inf; drop incomplete units first")
     if np.ptp(x) == 0 or np.ptp(y) == 0:
-        raise ValueError("x or y is constant; the correlation is undefined")
+        raise DataError("x or y is constant; the correlation is undefined")
     return x, y
 
 

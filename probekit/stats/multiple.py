@@ -7,6 +7,8 @@ from jaxtyping import Float
 from numpy.typing import ArrayLike
 from scipy import stats
 
+from probekit.errors import ConfigError, DataError
+
 from .result import MultipleTestResult, _check_alpha
 
 __all__ = ["adjust_pvalues", "benjamini_hochberg", "holm"]
@@ -15,11 +17,11 @@ __all__ = ["adjust_pvalues", "benjamini_hochberg", "holm"]
 def _check_p(p: object) -> np.ndarray:
     arr = np.asarray(p, dtype=np.float64).reshape(-1)
     if arr.size == 0:
-        raise ValueError("got no p-values; pass one p-value per hypothesis (e.g. per layer)")
+        raise DataError("got no p-values; pass one p-value per hypothesis (e.g. per layer)")
     bad = ~((arr >= 0) & (arr <= 1))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"p-values must lie in [0, 1]; entry {i} is {arr[i]}")
+        raise DataError(f"p-values must lie in [0, 1]; entry {i} is {arr[i]}")
     return arr
 
 
@@ -57,7 +59,7 @@ def adjust_pvalues(
     elif method == "bh":
         adj = benjamini_hochberg(p)
     else:
-        raise ValueError(f"method must be 'holm' or 'bh', got {method!r}")
+        raise ConfigError(f"method must be 'holm' or 'bh', got {method!r}")
     return MultipleTestResult(
         p_values=p, p_adjusted=adj, reject=adj <= alpha, method=method, alpha=alpha
     )

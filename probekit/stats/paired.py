@@ -8,6 +8,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
+from probekit.errors import DataError, NonFiniteError
+
 from .result import StatTestResult
 
 __all__ = ["paired_ttest", "wilcoxon_signed_rank"]
@@ -19,14 +21,14 @@ def _paired(a: object, b: object) -> tuple[np.ndarray, np.ndarray]:
     a = np.asarray(a, dtype=np.float64).reshape(-1)
     b = np.asarray(b, dtype=np.float64).reshape(-1)
     if a.shape != b.shape:
-        raise ValueError(
+        raise DataError(
             f"paired test needs equal-length samples: got {a.size} values in a but {b.size} in b; "
             "pair each condition's score with the same unit (seed, checkpoint, layer)"
         )
     if a.size < 2:
-        raise ValueError(f"paired test needs at least 2 pairs, got {a.size}")
+        raise NonFiniteError(f"paired test needs at least 2 pairs, got {a.size}")
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
-        raise ValueError("paired test inputs contain NaN/inf; drop incomplete pairs first")
+        raise NonFiniteError("paired test inputs contain NaN/inf; drop incomplete pairs first")
     return a, b
 
 
@@ -80,7 +82,7 @@ def wilcoxon_signed_rank(
     d = a - b
     nz = d[d != 0]
     if nz.size == 0:
-        raise ValueError(
+        raise DataError(
             f"all {d.size} paired differences are zero; the signed-rank test is undefined"
         )
     res = stats.wilcoxon(a, b, alternative=alternative, method=method, zero_method="wilcox")

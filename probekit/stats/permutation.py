@@ -12,6 +12,8 @@ from typing import Literal
 import numpy as np
 from jaxtyping import Float
 
+from probekit.errors import ConfigError, DataError
+
 from .result import StatTestResult
 
 __all__ = ["check_n_permutations", "permutation_pvalue", "permutation_result", "permutation_test"]
@@ -35,7 +37,7 @@ def permutation_pvalue(
         c = null.mean()
         k = np.count_nonzero(np.abs(null - c) >= abs(observed - c))
     else:
-        raise ValueError(
+        raise ConfigError(
             f"alternative must be 'greater', 'less' or 'two-sided', got {alternative!r}"
         )
     return float((1 + k) / (1 + null.size))
@@ -69,7 +71,7 @@ def permutation_result(
 def check_n_permutations(n_permutations: int) -> None:
     """Raise ``ValueError`` unless ``n_permutations >= 1``."""
     if n_permutations < 1:
-        raise ValueError(f"n_permutations must be >= 1, got {n_permutations}")
+        raise ConfigError(f"n_permutations must be >= 1, got {n_permutations}")
 
 
 def permutation_test(
@@ -89,7 +91,7 @@ def permutation_test(
     check_n_permutations(n_permutations)
     y = np.asarray(y)
     if len(X) != len(y):
-        raise ValueError(f"got {len(X)} activations but {len(y)} labels")
+        raise DataError(f"got {len(X)} activations but {len(y)} labels")
     rng = np.random.default_rng(random_state)
     observed = float(score_fn(X, y))
     null = np.array([float(score_fn(X, rng.permutation(y))) for _ in range(n_permutations)])

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from probekit.errors import ConfigError
+
 __all__ = [
     "ConfidenceInterval",
     "CorrelationResult",
@@ -18,7 +20,7 @@ __all__ = [
 
 def _check_alpha(alpha: float) -> None:
     if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}; the usual choice is 0.05")
+        raise ConfigError(f"alpha must be in (0, 1), got {alpha}; the usual choice is 0.05")
 
 
 @dataclass(frozen=True, kw_only=True)

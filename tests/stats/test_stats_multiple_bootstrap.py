@@ -3,6 +3,7 @@ import itertools
 import numpy as np
 import pytest
 
+from probekit.errors import ConfigError, DataError
 from probekit.stats import adjust_pvalues, benjamini_hochberg, bootstrap_ci, holm
 
 
@@ -55,9 +56,9 @@ def test_holm_controls_fwer_bh_fdr_on_null():
 
 
 def test_multiple_errors():
-    with pytest.raises(ValueError, match=r"entry 1 is 1.5"):
+    with pytest.raises(DataError, match=r"entry 1 is 1.5"):
         holm([0.1, 1.5])
-    with pytest.raises(ValueError, match="'holm' or 'bh'"):
+    with pytest.raises(ConfigError, match="'holm' or 'bh'"):
         adjust_pvalues([0.1], method="bonf")
     with pytest.raises(ValueError, match="no p-values"):
         holm([])
@@ -90,7 +91,7 @@ def test_bootstrap_paired_metric_and_percentiles_by_hand():
 
 
 def test_bootstrap_errors():
-    with pytest.raises(ValueError, match="n_resamples=100 is below the 1000"):
+    with pytest.raises(ConfigError, match="n_resamples=100 is below the 1000"):
         bootstrap_ci(np.mean, np.arange(10.0), n_resamples=100)
     with pytest.raises(ValueError, match="array 0 has 5 items but array 1 has 4"):
         bootstrap_ci(lambda a, b: 0.0, np.arange(5), np.arange(4))

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from probekit.errors import DataError
 from probekit.stats import loo_linear_error, paired_ttest, pearson, spearman, wilcoxon_signed_rank
 
 REPS = 1000
@@ -32,7 +33,7 @@ def test_wilcoxon_matches_scipy_and_rank_biserial_by_hand():
     assert res.p_value == pytest.approx(ref.pvalue)
     # Non-zero |d| = .5 2 .5 3 5 2 6 -> ranks 1.5 3.5 1.5 5 6 3.5 7; W- = 1.5 + 3.5 = 5, W+ = 23.
     assert res.effect_size == pytest.approx((23 - 5) / 28)
-    with pytest.raises(ValueError, match="all 3 paired differences are zero"):
+    with pytest.raises(DataError, match="all 3 paired differences are zero"):
         wilcoxon_signed_rank(np.ones(3), np.ones(3))
 
 
@@ -100,3 +101,13 @@ def test_correlation_errors():
         pearson(np.arange(5), np.arange(4))
     with pytest.raises(ValueError, match="constant"):
         spearman(np.ones(5), np.arange(5))
+
+
+def test_nonfinite_inputs_raise_nonfinite_error_a_probekit_error():
+    from probekit.errors import NonFiniteError, ProbekitError
+
+    with pytest.raises(NonFiniteError, match="NaN/inf") as info:
+        paired_ttest(np.array([1.0, np.nan, 2.0]), np.array([1.0, 2.0, 3.0]))
+    assert isinstance(info.value, ProbekitError) and isinstance(info.value, ValueError)
+    with pytest.raises(NonFiniteError, match="NaN/inf"):
+        pearson(np.array([1.0, 2.0, np.inf, 4.0]), np.arange(4.0))

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from probekit.errors import ConfigError, DataError
 from probekit.stats import permutation_pvalue, permutation_test
 
 
@@ -38,7 +39,7 @@ def test_generic_permutation_test_has_power():
 def test_permutation_errors():
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(240, 6)), np.arange(240) % 2
-    with pytest.raises(ValueError, match="got 240 activations but 200 labels"):
+    with pytest.raises(DataError, match="got 240 activations but 200 labels"):
         permutation_test(mean_diff, X[:, 0], y[:200])
-    with pytest.raises(ValueError, match="n_permutations must be >= 1"):
+    with pytest.raises(ConfigError, match="n_permutations must be >= 1"):
         permutation_test(mean_diff, X[:, 0], y, n_permutations=0)
