@@ -27,6 +27,9 @@ def test_grouped_correctness_section_reports_controls(suite_dir, tmp_path):
     best = entry["sweep"]["best"]["site"]
     (row,) = [r for r in entry["sweep"]["rows"] if r["site"] == best]
     assert row["within_group"] > 0.9 and row["pooled"] > 0.9
+    # one CV figure per site, not the same number under "val" and "test"
+    assert {"cv_auroc", "cv_auroc_ci"} <= row.keys() and not {"val", "test", "train"} & row.keys()
+    assert entry["sweep"]["best"]["cv_auroc"] == row["cv_auroc"]
     names = {b["baseline"] for b in entry["baselines"]}
     assert names == {"group_base_rate", "confidence"}  # token data: no prompt text
     base = next(b for b in entry["baselines"] if b["baseline"] == "group_base_rate")

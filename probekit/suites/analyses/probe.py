@@ -448,8 +448,8 @@ def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
     rows = []
     for i, site in enumerate(sites):
         m, s = float(res.auroc_mean[i]), float(se(res.auroc_std)[i])
-        row = {"site": site.name, "layer": site.layer, "hyperparameter": float("nan"),
-               "train": float("nan"), "val": m, "test": m, "test_ci": band(m, s),
+        # one figure per site: the mean over CV folds (no separate validation / test split)
+        row = {"site": site.name, "layer": site.layer, "cv_auroc": m, "cv_auroc_ci": band(m, s),
                "pooled": float(res.pooled_auroc[i])}
         if res.within_group_auroc is not None:
             row["within_group"] = float(res.within_group_auroc[i])
@@ -480,7 +480,7 @@ def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
         "sweep": {"probe": "correctness", "metric": "auroc", "confidence_level": 0.95,
                   "n_bootstrap": 0, "rows": rows,
                   "best": {"site": sites[best].name, "layer": sites[best].layer,
-                           "test": rows[best]["test"]}},
+                           "cv_auroc": rows[best]["cv_auroc"]}},
         "ood_gap_at_best": {k: rows[best][f"gap/{k}"] for k in ood},
         "nested_selection": {
             "sites": [sites[res.layers.index(lay)].name for lay in res.selected_layers],
@@ -523,12 +523,12 @@ def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
         + "."
     )
     series = [Series(name=f"CV AUROC (ID, mean of {n_folds} folds, +-1.96 SE)",
-                     values=tuple(r["val"] for r in rows),
-                     low=tuple(r["test_ci"][0] for r in rows),
-                     high=tuple(r["test_ci"][1] for r in rows), color="tab:blue")]
+                     values=tuple(r["cv_auroc"] for r in rows),
+                     low=tuple(r["cv_auroc_ci"][0] for r in rows),
+                     high=tuple(r["cv_auroc_ci"][1] for r in rows), color="tab:blue")]
     columns = [Column(key="site", header="site", fmt="", align="left"),
-               Column(key="val", header=f"CV AUROC (ID, {n_folds} folds)"),
-               Column(key="test_ci", header="+-1.96 SE", fmt="ci"),
+               Column(key="cv_auroc", header=f"CV AUROC (ID, {n_folds} folds)"),
+               Column(key="cv_auroc_ci", header="+-1.96 SE", fmt="ci"),
                Column(key="pooled", header="pooled out-of-fold AUROC")]
     if grouped:
         series.append(Series(name="within-group AUROC",
