@@ -181,11 +181,11 @@ def test_correctness_rows_carry_site_layers_and_strict_json(suite_dir, tmp_path)
     result = run_suite(load_suite(path), progress=False)
     rows = result.probes[0]["sweep"]["rows"]
     assert [r["layer"] for r in rows] == [0, 1]
-    assert result.hypotheses[0].site == Site(int(np.argmax([r["val"] for r in rows])), "resid_post")
+    assert result.hypotheses[0].site == Site(int(np.argmax([r["cv_auroc"] for r in rows])), "resid_post")
     for r in rows:  # mean +- 1.96 SE of an AUROC, clipped to [0, 1]
-        assert 0.0 <= r["test_ci"][0] <= r["val"] <= r["test_ci"][1] <= 1.0
+        assert 0.0 <= r["cv_auroc_ci"][0] <= r["cv_auroc"] <= r["cv_auroc_ci"][1] <= 1.0
     raw = write_report(result, tmp_path / "rep")["json"].read_text()
-    assert "NaN" not in raw and json.loads(raw)["probes"][0]["sweep"]["rows"][0]["train"] is None
+    assert "NaN" not in raw and json.loads(raw)["probes"][0]["sweep"]["best"]["cv_auroc"] is not None
 
 
 def test_examples_pairs():

@@ -103,7 +103,7 @@ def test_correctness_probe_kind(suite_dir, tmp_path):
     (entry,) = result.probes
     (hyp,) = result.hypotheses
     assert entry["sweep"]["metric"] == "auroc" and entry["n_correct"] + entry["n_incorrect"] == 150
-    assert entry["sweep"]["best"]["test"] > 0.9  # planted parity: diff-of-means recovers it
+    assert entry["sweep"]["best"]["cv_auroc"] > 0.9  # planted parity: diff-of-means recovers it
     assert "ood" in entry["ood_gap_at_best"]
     assert hyp.p_value <= 0.02
     write_report(result, tmp_path / "rep")  # the correctness layout renders too
