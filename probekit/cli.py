@@ -133,7 +133,6 @@ def _cmd_capture(args: argparse.Namespace) -> int:
     metadata: dict[str, list[Any]] = {k: [r.data.get(k) for r in rows] for k in inputs["meta_keys"]}
     if all("text" in r.data for r in rows) and "text" not in metadata:
         metadata["text"] = [r.data["text"] for r in rows]
-    metadata.setdefault("token_ids", tokens)
     spec = inputs["spec"]
     positions = (
         LastToken() if spec == "last" else AllTokens() if spec == "all"

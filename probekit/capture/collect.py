@@ -265,6 +265,22 @@ def _write_range(
                 flush(done)
 
 
+def _with_prompt_columns(
+    model: HookedModel, tokens: Sequence[Sequence[int]], metadata: dict[str, Sequence[Any]]
+) -> dict[str, Sequence[Any]]:
+    """Add ``token_ids`` and (with a tokenizer) the decoded prompt ``text`` unless given.
+
+    A store then says which prompt each row came from, whichever way it was written (CLI or
+    Python); columns the caller passes are kept as they are.
+    """
+    out = dict(metadata)
+    out.setdefault("token_ids", [[int(t) for t in seq] for seq in tokens])
+    tokenizer = getattr(model, "tokenizer", None)
+    if "text" not in out and tokenizer is not None:
+        out["text"] = [tokenizer.decode([int(t) for t in seq]) for seq in tokens]
+    return out
+
+
 def capture_to_store(
     model: HookedModel,
     tokens: Sequence[Sequence[int]],
@@ -286,6 +302,9 @@ def capture_to_store(
     Rerunning the same call after a crash continues after the last complete shard and ends
     with a store identical to an uninterrupted run; a different model, dataset, site list or
     position rule is refused with the differing fields named.
+
+    Besides ``metadata``, the store keeps each row's prompt: ``token_ids`` and, when the model
+    has a tokenizer, the decoded ``text`` (unless the caller passes columns of those names).
     """
     config = CaptureConfig(sites=as_sites(sites), **options)
     check_capture_inputs(model, tokens, config.sites, config.positions)  # before any store write
@@ -296,6 +315,7 @@ def capture_to_store(
                 f"metadata column {name!r} has {len(column)} values but there are "
                 f"{len(tokens)} examples"
             )
+    metadata = _with_prompt_columns(model, tokens, metadata)
     template = Manifest(
         model_id=model_id(model),
         model_fingerprint=model_fingerprint(model),

@@ -57,6 +57,22 @@ def test_all_tokens_rows_carry_metadata(small_model, tmp_path):
     assert store.metadata()["y"].tolist() == [10, 10, 10, 20, 20, 30]
 
 
+def test_python_capture_keeps_prompt_token_ids_and_text(small_model, tmp_path, monkeypatch):
+    class Letters:  # a stub tokenizer: id i -> chr(ord("a") + i)
+        def decode(self, ids):
+            return "".join(chr(ord("a") + i) for i in ids)
+
+    seqs = [[1, 2, 3], [4, 5]]
+    store = capture_to_store(small_model, seqs, tmp_path / "s", ["resid_post@0"], progress=False)
+    assert store.metadata()["token_ids"] == [[1, 2, 3], [4, 5]] and "text" not in store.metadata()
+    monkeypatch.setattr(small_model, "tokenizer", Letters(), raising=False)
+    store = capture_to_store(small_model, seqs, tmp_path / "t", ["resid_post@0"], progress=False)
+    assert list(store.metadata()["text"]) == ["bcd", "ef"]
+    given = capture_to_store(small_model, seqs, tmp_path / "u", ["resid_post@0"],
+                             metadata={"text": ["x", "y"]}, progress=False)
+    assert list(given.metadata()["text"]) == ["x", "y"]  # the caller's column wins
+
+
 def test_rerun_is_noop_and_mismatch_is_refused(small_model, tmp_path):
     seqs = random_sequences(6, small_model.cfg.d_vocab, seed=5)
     capture_to_store(small_model, seqs, tmp_path / "s", ["resid_post@0"], progress=False)
