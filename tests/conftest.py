@@ -36,6 +36,32 @@ def random_sequences(n: int, vocab: int, lo: int = 2, hi: int = 12, seed: int = 
     return [torch.randint(0, vocab, (int(length),), generator=g).tolist() for length in lengths]
 
 
+def write_tiny_suite(root: Path, suite_text: str, *, n: int = 180, hi: int = 10, n_id: int = 150) -> Path:
+    """A tiny random model, labelled data and ``suite_text`` in ``root`` (the suite tests' setup).
+
+    Labels: ``planted`` = parity of the last token id (readable from its embedding at every
+    layer), ``null`` = coin flips, ``last`` = the last token id (control); rows from ``n_id`` on
+    are the ``ood`` split, every third ID row is ``test``.
+    """
+    import json
+
+    import numpy as np
+
+    from probekit.models import save_checkpoint
+
+    cfg = TINY_CONFIGS["ln_mha"]
+    save_checkpoint(build_model(cfg), cfg, root / "ckpt")
+    rng = np.random.default_rng(0)
+    rows = []
+    for i, s in enumerate(random_sequences(n, cfg.d_vocab, lo=3, hi=hi, seed=11)):
+        split = "ood" if i >= n_id else ("test" if i % 3 == 0 else "train")
+        rows.append({"tokens": s, "planted": int(s[-1] % 2), "null": int(rng.integers(0, 2)),
+                     "last": int(s[-1]), "split": split})
+    (root / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    (root / "suite.toml").write_text(suite_text)
+    return root
+
+
 @pytest.fixture
 def single_thread():
     """Run a test single-threaded in torch (restored afterwards).

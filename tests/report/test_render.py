@@ -1,16 +1,13 @@
 """Reports as a reader sees them: each renders in headless Chromium with every image loaded and
 nothing cut off. Screenshots go to ``$PROBEKIT_SCREENSHOTS`` (default: the test's tmp dir)."""
 
-import json
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from probekit.cli import main
-from probekit.models import build_model, save_checkpoint
-from tests.conftest import TINY_CONFIGS, random_sequences
+from tests.conftest import write_tiny_suite
 from tests.report.chromium import find_chromium, render_report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,16 +62,7 @@ def _check(report: Path, shot: Path) -> None:
 
 
 def test_tiny_report_renders(tmp_path):
-    cfg = TINY_CONFIGS["ln_mha"]
-    save_checkpoint(build_model(cfg), cfg, tmp_path / "ckpt")
-    rng = np.random.default_rng(0)
-    rows = []
-    for i, s in enumerate(random_sequences(60, cfg.d_vocab, lo=3, hi=8, seed=11)):
-        split = "ood" if i >= 48 else ("test" if i % 3 == 0 else "train")
-        rows.append({"tokens": s, "planted": int(s[-1] % 2), "last": int(s[-1]), "split": split,
-                     "null": int(rng.integers(0, 2))})
-    (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    (tmp_path / "suite.toml").write_text(SUITE)
+    write_tiny_suite(tmp_path, SUITE, n=60, hi=8, n_id=48)
     assert main(["report", str(tmp_path / "suite.toml"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     _check(tmp_path / "out" / "report.html", _shots(tmp_path) / "tiny.png")
 

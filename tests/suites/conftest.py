@@ -1,11 +1,8 @@
-import json
 import os
 
-import numpy as np
 import pytest
 
-from probekit.models import save_checkpoint
-from tests.conftest import TINY_CONFIGS, random_sequences
+from tests.conftest import write_tiny_suite
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -64,19 +61,4 @@ n_bootstrap = 1000
 
 @pytest.fixture(scope="session")
 def suite_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("suite")
-    cfg = TINY_CONFIGS["ln_mha"]
-    from probekit.models import build_model
-
-    save_checkpoint(build_model(cfg), cfg, root / "ckpt")
-    rng = np.random.default_rng(0)
-    seqs = random_sequences(180, cfg.d_vocab, lo=3, hi=10, seed=11)
-    rows = []
-    for i, s in enumerate(seqs):
-        split = "ood" if i >= 150 else ("test" if i % 3 == 0 else "train")
-        # planted: parity of the last token id (readable from its embedding at every layer)
-        rows.append({"tokens": s, "planted": int(s[-1] % 2), "null": int(rng.integers(0, 2)),
-                     "last": int(s[-1]), "split": split})
-    (root / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    (root / "suite.toml").write_text(SUITE)
-    return root
+    return write_tiny_suite(tmp_path_factory.mktemp("suite"), SUITE)
