@@ -71,6 +71,9 @@ class CheckpointActs:
     sites: tuple[str, ...]
     cache_dir: str
 
+# one colour per drift site (accuracy curves are black / grey)
+_SITE_COLORS = ("tab:red", "tab:blue", "tab:green", "tab:purple", "tab:orange", "tab:cyan", "tab:brown")
+
 
 def capture_checkpoint(task: CheckpointActs) -> dict[str, Any]:
     """Activations ``{site name: (example, d)}`` of ``task.checkpoint`` plus its step/metrics."""
@@ -197,10 +200,11 @@ def run_similarity(spec: SimilaritySpec, ctx: Any) -> AnalysisResult:
         }
         acc_keys = _accuracy_keys([c["metrics"] for c in series])
         lines: list[Series] = []
-        for s in drift_sites:
-            d = drifts[s.name]
-            lines.append(Series(name=f"{site_label(s)} to final", values=tuple(map(float, d.to_final))))
-            lines.append(Series(name=f"{site_label(s)} to previous",
+        for i, s in enumerate(drift_sites):  # a site's two lines share its colour
+            d, color = drifts[s.name], _SITE_COLORS[i % len(_SITE_COLORS)]
+            lines.append(Series(name=f"{site_label(s)} to final", values=tuple(map(float, d.to_final)),
+                                color=color))
+            lines.append(Series(name=f"{site_label(s)} to previous", color=color,
                                 values=tuple(map(float, d.to_previous)), style="dashed"))
         for k in acc_keys:
             lines.append(Series(name=f"{k} (checkpoint)", values=tuple(float(c["metrics"][k]) for c in series),
