@@ -207,12 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _plugin_registrars() -> list[Any]:
-    """Subcommands contributed by other modules (train, report, test)."""
+    """Subcommands contributed by other modules (train, report, test, patch)."""
     from .hypotheses.cli import add_test_parser
     from .suites.cli import add_report_parser
+    from .suites.patch_cli import add_patch_parser
     from .train.cli import add_train_parser
 
-    return [add_train_parser, add_report_parser, add_test_parser]
+    return [add_train_parser, add_report_parser, add_test_parser, add_patch_parser]
 
 
 def _package_of(filename: str) -> str:

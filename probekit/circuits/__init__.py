@@ -6,6 +6,12 @@ Built only on :mod:`probekit.interventions` (no hooks of its own). Definitions:
 
 from .attribution import attribution_patching as attribution_patching
 from .attribution import patching_correlation as patching_correlation
+from .bridge import BridgeEntityAnalysis as BridgeEntityAnalysis
+from .bridge import BridgeEntityLens as BridgeEntityLens
+from .bridge import bridge_entity_analysis as bridge_entity_analysis
+from .bridge import bridge_entity_lens as bridge_entity_lens
+from .bridge import bridge_entity_tracing as bridge_entity_tracing
+from .bridge import counterfactual_queries as counterfactual_queries
 from .fourier import fourier_basis as fourier_basis
 from .fourier import frequency_power as frequency_power
 from .fourier import key_frequencies as key_frequencies

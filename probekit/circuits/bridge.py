@@ -1,0 +1,257 @@
+"""Bridge-entity analysis of two-hop composition (Wang et al. 2024, arXiv 2405.15071).
+
+A two-hop query ``(h, r1, r2) -> t`` composes ``b = r1(h)`` (the *bridge* entity) and
+``t = r2(b)``. Wang et al. find a staged circuit in grokked transformers: lower layers recall the
+first hop, so ``b`` becomes decodable at the ``r1`` position near mid-depth; upper layers recall
+the second hop at the last position. OOD queries (both hops are facts only ever trained as
+one-hop queries) fail because the second hop is not stored in the upper layers.
+
+Two measurements (``methods/circuits.md``):
+
+* logit lens (final norm + unembedding of each block's output): the rank of ``b`` at the ``r1``
+  position and of ``t`` at the last position, per query and layer
+  (:func:`bridge_entity_lens`);
+* causal tracing with a counterfactual query: the head entity is swapped for ``h'`` whose bridge
+  and answer differ; each (layer, position) state of the original query is patched into the
+  counterfactual run, and the normalised recovery of ``logit(t) - logit(t')`` says where the
+  composition happens (:func:`bridge_entity_tracing`, built on
+  :func:`~probekit.circuits.activation_patching`).
+
+Everything works on token ids: ``facts`` maps ``(head token, relation token)`` to the tail token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ..capture.batching import PaddingSide
+from ..errors import ConfigError, DataError
+from ..models.protocol import HookedModel
+from .lens import logit_lens
+from .metrics import logit_diff
+from .patching import PatchingResult, activation_patching, as_token_lists
+
+__all__ = [
+    "BridgeEntityAnalysis",
+    "BridgeEntityLens",
+    "bridge_entity_analysis",
+    "bridge_entity_lens",
+    "bridge_entity_tracing",
+    "counterfactual_queries",
+]
+
+
+@dataclass(frozen=True)
+class BridgeEntityLens:
+    """Logit-lens ranks of the bridge (at ``position``) and of the answer (at the last token).
+
+    ``bridge_rank[q, l]`` is the rank (0 = top-1) of query ``q``'s bridge entity decoded from
+    the output of block ``layers[l]`` at ``position``; ``answer_rank`` the same for the answer
+    at the query's last token (the model's own prediction at the last layer).
+    """
+
+    bridge_rank: Int[Tensor, "query layer"]
+    bridge_prob: Float[Tensor, "query layer"]
+    answer_rank: Int[Tensor, "query layer"]
+    layers: list[int]
+    position: int
+    processing: dict[str, object]
+
+    def bridge_top_k(self, k: int = 1) -> Float[Tensor, " layer"]:
+        """Share of queries whose bridge ranks in the top ``k`` at each layer."""
+        return (self.bridge_rank < k).double().mean(0)
+
+    def answer_top_k(self, k: int = 1) -> Float[Tensor, " layer"]:
+        """Share of queries whose answer ranks in the top ``k`` at each layer (last = accuracy)."""
+        return (self.answer_rank < k).double().mean(0)
+
+    def bridge_mrr(self) -> Float[Tensor, " layer"]:
+        """Mean reciprocal rank of the bridge per layer (Wang et al.'s logit-lens summary)."""
+        return (1.0 / (self.bridge_rank.double() + 1)).mean(0)
+
+
+def _ids(values: Tensor | Sequence[int], n: int, what: str, d_vocab: int) -> Tensor:
+    t = torch.as_tensor(values).long().reshape(-1)
+    if t.shape[0] != n:
+        raise DataError(f"{what} has {t.shape[0]} entries for {n} queries; give one token id per query")
+    if t.numel() and (int(t.min()) < 0 or int(t.max()) >= d_vocab):
+        raise DataError(f"{what} holds a token id outside 0..{d_vocab - 1}")
+    return t
+
+
+def bridge_entity_lens(
+    model: HookedModel,
+    queries: Tensor | Sequence[Sequence[int]],
+    bridges: Tensor | Sequence[int],
+    answers: Tensor | Sequence[int],
+    *,
+    position: int = 1,
+    padding_side: PaddingSide = "right",
+) -> BridgeEntityLens:
+    """Rank of each query's bridge at ``position`` and answer at its last token, per block output.
+
+    ``queries`` are the prompt tokens ``[h, r1, r2]`` (any length > ``position``); ``bridges``
+    and ``answers`` one token id each. Uses :func:`~probekit.circuits.logit_lens` (one forward).
+    """
+    toks = as_token_lists(queries, "queries")
+    n, d_vocab = len(toks), int(model.cfg.d_vocab)
+    b = _ids(bridges, n, "bridges", d_vocab)
+    a = _ids(answers, n, "answers", d_vocab)
+    short = [i for i, t in enumerate(toks) if len(t) <= position]
+    if position < 0 or short:
+        raise DataError(
+            f"position {position} is not inside query {short[0] if short else 0} "
+            f"(length {len(toks[short[0]]) if short else '?'}); give 0 <= position < query length"
+        )
+    lens = logit_lens(model, toks, torch.stack([b, a], 1), padding_side=padding_side)
+    rows = torch.arange(n)
+    last = torch.tensor([len(t) - 1 for t in toks])
+    return BridgeEntityLens(
+        bridge_rank=lens.rank[:, :, position, 0].clone(),
+        bridge_prob=lens.prob[:, :, position, 0].clone(),
+        answer_rank=lens.rank[rows, :, last, 1].clone(),
+        layers=lens.layers, position=position, processing=lens.processing,
+    )
+
+
+def counterfactual_queries(
+    queries: Sequence[Sequence[int]],
+    facts: Mapping[tuple[int, int], int],
+    *,
+    seed: int = 0,
+) -> list[list[int] | None]:
+    """For each ``[h, r1, r2]``, a query ``[h', r1, r2]`` whose bridge and answer both differ.
+
+    ``facts[(h, r)] = t`` in token ids. Candidates ``h'`` need facts ``(h', r1) -> b'`` with
+    ``b' != b`` and ``(b', r2) -> t'`` with ``t' != t``; one is drawn uniformly (``seed``).
+    ``None`` where no candidate exists (or the query's own hops are not in ``facts``).
+    """
+    rng = np.random.default_rng(seed)
+    by_relation: dict[int, list[int]] = {}
+    for h, r in sorted(facts):
+        by_relation.setdefault(r, []).append(h)
+    out: list[list[int] | None] = []
+    for q in queries:
+        if len(q) != 3:
+            raise DataError(f"query {list(q)} is not [h, r1, r2]; composition queries have 3 tokens")
+        h, r1, r2 = (int(x) for x in q)
+        b = facts.get((h, r1))
+        t = None if b is None else facts.get((b, r2))
+        if t is None:
+            out.append(None)
+            continue
+        options = [
+            h2 for h2 in by_relation.get(r1, [])
+            if facts[(h2, r1)] != b and facts.get((facts[(h2, r1)], r2), t) != t
+        ]
+        out.append(None if not options else [int(options[rng.integers(len(options))]), r1, r2])
+    return out
+
+
+def bridge_entity_tracing(
+    model: HookedModel,
+    queries: Sequence[Sequence[int]],
+    counterfactuals: Sequence[Sequence[int]],
+    answers: Tensor | Sequence[int],
+    counterfactual_answers: Tensor | Sequence[int],
+    *,
+    layers: Sequence[int] | None = None,
+    batch_size: int = 64,
+    padding_side: PaddingSide = "right",
+) -> PatchingResult:
+    """Causal tracing of composition: restore each (layer, position) of the query into its counterfactual.
+
+    Denoising :func:`~probekit.circuits.activation_patching` of ``resid_post`` by (layer,
+    position) with metric ``logit(t) - logit(t')``; ``normalized`` = fraction of the query's
+    logit difference that the single restored state brings back (Wang et al. 2024, sec. 5;
+    Meng et al. 2022).
+    """
+    toks = as_token_lists(queries, "queries")
+    d_vocab = int(model.cfg.d_vocab)
+    a = _ids(answers, len(toks), "answers", d_vocab)
+    f = _ids(counterfactual_answers, len(toks), "counterfactual_answers", d_vocab)
+    if bool((a == f).any()):
+        i = int(torch.nonzero(a == f)[0, 0])
+        raise DataError(
+            f"query {i}: the counterfactual has the same answer ({int(a[i])}); pick h' with a "
+            "different answer (counterfactual_queries does)"
+        )
+    metric = partial(logit_diff, answer=a, foil=f)
+    return activation_patching(model, toks, counterfactuals, metric, kind="resid_post",
+                               by=("layer", "pos"), layers=layers, batch_size=batch_size,
+                               padding_side=padding_side)
+
+
+@dataclass(frozen=True)
+class BridgeEntityAnalysis:
+    """Bridge-entity logit lens and causal tracing per query group (e.g. ``"id"``, ``"ood"``).
+
+    ``lens[group]`` holds the per-layer ranks; ``tracing[group]`` the causal-tracing grid over
+    the group's queries that have a counterfactual (absent when ``facts`` was not given or no
+    query had one); ``accuracy[group]`` the model's top-1 answer accuracy.
+    """
+
+    lens: dict[str, BridgeEntityLens]
+    tracing: dict[str, PatchingResult]
+    accuracy: dict[str, float]
+
+    def summary(self, k: int = 1) -> dict[str, dict[str, list[float]]]:
+        """Per group: bridge top-``k`` rate, bridge MRR and answer top-``k`` rate per layer."""
+        return {
+            g: {"layers": [float(x) for x in r.layers],
+                "bridge_top_k": r.bridge_top_k(k).tolist(), "bridge_mrr": r.bridge_mrr().tolist(),
+                "answer_top_k": r.answer_top_k(k).tolist()}
+            for g, r in self.lens.items()
+        }
+
+
+def bridge_entity_analysis(
+    model: HookedModel,
+    queries: Mapping[str, Sequence[Sequence[int]]],
+    bridges: Mapping[str, Sequence[int]],
+    answers: Mapping[str, Sequence[int]],
+    *,
+    facts: Mapping[tuple[int, int], int] | None = None,
+    position: int = 1,
+    max_traced: int = 64,
+    seed: int = 0,
+    batch_size: int = 64,
+) -> BridgeEntityAnalysis:
+    """Logit lens of the bridge and answer, and causal tracing, for each group of queries.
+
+    ``queries[g]``, ``bridges[g]``, ``answers[g]``: token ids of group ``g`` (e.g. ``"id"`` and
+    ``"ood"`` test queries). With ``facts`` (``(head, relation) -> tail`` token ids), up to
+    ``max_traced`` queries per group get a counterfactual (:func:`counterfactual_queries`) and
+    a causal-tracing grid (:func:`bridge_entity_tracing`).
+    """
+    if set(queries) != set(bridges) or set(queries) != set(answers):
+        raise ConfigError(
+            f"queries, bridges and answers name different groups ({sorted(queries)}, "
+            f"{sorted(bridges)}, {sorted(answers)}); give the same keys to all three"
+        )
+    if max_traced < 1:
+        raise ConfigError(f"max_traced must be >= 1, got {max_traced}")
+    lens, tracing, accuracy = {}, {}, {}
+    for g in queries:
+        lens[g] = bridge_entity_lens(model, queries[g], bridges[g], answers[g], position=position)
+        accuracy[g] = float(lens[g].answer_top_k(1)[-1])
+        if facts is None:
+            continue
+        cf = counterfactual_queries(queries[g], facts, seed=seed)
+        keep = [i for i, c in enumerate(cf) if c is not None][:max_traced]
+        if not keep:
+            continue
+        cf_toks = [cf[i] for i in keep]
+        cf_answers = [facts[(facts[(c[0], c[1])], c[2])] for c in cf_toks]
+        tracing[g] = bridge_entity_tracing(
+            model, [list(queries[g][i]) for i in keep], cf_toks,
+            [int(answers[g][i]) for i in keep], cf_answers, batch_size=batch_size,
+        )
+    return BridgeEntityAnalysis(lens=lens, tracing=tracing, accuracy=accuracy)

@@ -1,0 +1,229 @@
+"""``probekit patch MODEL DATA --out DIR``: patching heatmaps of prompt pairs, as HTML + JSON.
+
+The data file holds one prompt per line (``text`` or ``tokens``) with a pair id, a role
+(``clean`` / ``corrupt``) and an answer. Everything that can be checked without the model
+(columns, pairing, token lengths of token rows, the options) is checked first, with
+``FILE:LINE`` errors; the grids are the ``[[patching]]`` suite analysis
+(:mod:`probekit.suites.analyses.patching`), so a suite and this command give the same numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+_HELP = """\
+Patch every (layer, position) / (layer, head) cell of clean-corrupt prompt pairs and write
+report.html (heatmaps: layer x position labelled with the prompt's tokens, layer x head) and
+report.json (every grid's numbers).
+
+DATA is JSONL, one prompt a line: "text" (or "tokens": ids), "pair_id", "role" ("clean" or
+"corrupt") and "answer" (text or a token id; the metric is logit(clean answer) -
+logit(corrupt answer) at the last token). Clean and corrupt prompts of a pair need the same
+number of tokens.
+
+examples:
+  probekit patch smollm2-135m circuits/data/capital_pairs.jsonl --out out/patch
+  probekit patch runs/kg/checkpoints/step_0004000 pairs.jsonl --kinds resid_post,attn_z --method both --out out/kg
+"""
+
+
+def _spec(args: argparse.Namespace) -> Any:
+    from ..errors import ConfigError as CliError
+    from .analyses.patching import PatchingSpec
+
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    try:
+        layers = tuple(int(x) for x in args.layers.split(",")) if args.layers else ()
+    except ValueError:
+        raise CliError(f"--layers {args.layers!r}: expected comma-separated block indices like 0,1,2") from None
+    try:
+        return PatchingSpec(kinds=kinds, method=args.method, metric=args.metric,
+                            direction=args.direction, answer_column=args.answer_column,
+                            pair_column=args.pair_column, role_column=args.role_column,
+                            layers=layers, batch_size=args.batch_size)
+    except ValueError as err:
+        raise CliError(f"--kinds/--batch-size: {err}") from None
+
+
+def _pairs(rows: list[Any], spec: Any) -> tuple[list[Any], list[Any]]:
+    """Clean and corrupt rows in pair order; FILE:LINE errors for a broken pairing."""
+    from ..errors import DataError
+
+    by_pair: dict[Any, dict[str, Any]] = {}
+    for row in rows:
+        for col in (spec.pair_column, spec.role_column, spec.answer_column):
+            if col not in row.data:
+                raise DataError(f"{row.where}: row has no {col!r} column; every row needs "
+                                f"{spec.pair_column!r}, {spec.role_column!r} and {spec.answer_column!r}")
+        role = row.data[spec.role_column]
+        if role not in ("clean", "corrupt"):
+            raise DataError(f"{row.where}: {spec.role_column}={role!r}; expected 'clean' or 'corrupt'")
+        slot = by_pair.setdefault(str(row.data[spec.pair_column]), {})
+        if role in slot:
+            raise DataError(f"{row.where}: a second {role!r} row for {spec.pair_column} "
+                            f"{row.data[spec.pair_column]!r} (first at {slot[role].where})")
+        slot[role] = row
+    for pid, slot in by_pair.items():
+        if len(slot) != 2:
+            have = next(iter(slot.values()))
+            missing = "corrupt" if "clean" in slot else "clean"
+            raise DataError(f"{have.where}: {spec.pair_column} {pid!r} has no {missing!r} row; "
+                            "give every pair one clean and one corrupt prompt")
+    return [s["clean"] for s in by_pair.values()], [s["corrupt"] for s in by_pair.values()]
+
+
+def _check_lengths(clean_rows: list[Any], clean: list[list[int]], corrupt_rows: list[Any],
+                   corrupt: list[list[int]]) -> None:
+    from ..errors import DataError
+
+    for cr, c, rr, r in zip(clean_rows, clean, corrupt_rows, corrupt):
+        if len(c) != len(r):
+            raise DataError(
+                f"{rr.where}: corrupt prompt has {len(r)} tokens but its clean prompt "
+                f"({cr.where}) has {len(c)}; a position grid needs equal lengths: rephrase one"
+            )
+
+
+def _vocab(model_arg: str) -> Any:
+    """The testbed vocabulary recorded in a probekit checkpoint's config.json (None otherwise)."""
+    import json
+
+    from ..testbeds.base import Vocab
+
+    path = Path(model_arg).expanduser() / "config.json"
+    try:
+        config = json.loads(path.read_text())
+        vocab = config["extra"]["vocab"]
+        return Vocab(tokens=tuple(vocab["tokens"]), pad=vocab["pad"])
+    except (OSError, ValueError, KeyError, TypeError):  # a named model or a Hugging Face dir
+        return None
+
+
+def _check_limits(rows: list[Any], seqs: list[list[int]], limits: dict[str, int]) -> None:
+    """Token ids inside the vocabulary and prompts within the context (``FILE:LINE`` errors)."""
+    from ..errors import DataError
+    from ..inputs import check_vocab
+
+    if "d_vocab" in limits:
+        check_vocab(seqs, limits["d_vocab"], [r.where for r in rows])
+    for row, seq in zip(rows, seqs):
+        if "n_ctx" in limits and len(seq) > limits["n_ctx"]:
+            raise DataError(f"{row.where}: {len(seq)} tokens but the model's context is "
+                            f"{limits['n_ctx']}; shorten the prompt")
+
+
+def _run(args: argparse.Namespace) -> int:
+    import time
+    from datetime import UTC, datetime
+
+    from ..errors import DataError
+    from ..inputs import peek_model_limits, read_jsonl, token_ids
+
+    start = time.perf_counter()
+    spec = _spec(args)  # option errors before reading data
+    rows = read_jsonl(args.data)
+    for row in rows:
+        if "tokens" not in row.data and "text" not in row.data:
+            raise DataError(f"{row.where}: row has neither 'tokens' (a list of ids) nor 'text'")
+    clean_rows, corrupt_rows = _pairs(rows, spec)
+    ids = {id(r): token_ids(r) for r in rows if "tokens" in r.data}
+    known = [r for r in rows if id(r) in ids]
+    _check_limits(known, [ids[id(r)] for r in known], peek_model_limits(args.model))
+    if all(id(r) in ids for r in rows):
+        _check_lengths(clean_rows, [ids[id(r)] for r in clean_rows], corrupt_rows,
+                       [ids[id(r)] for r in corrupt_rows])
+
+    from ..fingerprint import model_fingerprint
+    from ..models.loading import load_model
+    from ..report.write import write_report
+    from ..util.device import resolve_device
+    from ..util.io import sha256_file
+    from .analyses.patching import answer_token, patching_grids
+
+    model = load_model(args.model, device=resolve_device(args.device))
+    vocab = _vocab(args.model)
+
+    def tokens(row: Any) -> list[int]:
+        if id(row) in ids:
+            return ids[id(row)]
+        if getattr(model, "tokenizer", None) is None:
+            raise DataError(f"{row.where}: row has 'text' but the model has no tokenizer; give "
+                            "'tokens' (a list of ids)")
+        return model.to_tokens(row.data["text"], prepend_bos=args.prepend_bos)[0].tolist()
+
+    clean, corrupt = [tokens(r) for r in clean_rows], [tokens(r) for r in corrupt_rows]
+    _check_lengths(clean_rows, clean, corrupt_rows, corrupt)
+    limits = {"d_vocab": int(model.cfg.d_vocab), "n_ctx": int(model.cfg.n_ctx)}
+    _check_limits(clean_rows + corrupt_rows, clean + corrupt, limits)
+
+    def answer(row: Any) -> int:
+        try:
+            tok = answer_token(model, row.data[spec.answer_column], vocab)
+        except Exception as err:
+            raise DataError(f"{row.where}: answer {row.data[spec.answer_column]!r}: {err}") from None
+        if not 0 <= tok < limits["d_vocab"]:
+            raise DataError(f"{row.where}: answer token id {tok} is outside the model's vocabulary "
+                            f"(0..{limits['d_vocab'] - 1})")
+        return tok
+
+    result = patching_grids(model, clean, corrupt, spec, answer=[answer(r) for r in clean_rows],
+                            foil=[answer(r) for r in corrupt_rows], vocab=vocab)
+    report = {
+        "suite": {"name": f"patch {Path(args.data).name}",
+                  "description": f"{spec.method} patching of {', '.join(spec.kinds)} "
+                  f"({spec.direction}, metric {spec.metric}) on {len(clean)} prompt pairs",
+                  "command": "patch", "model": args.model, "data": str(args.data),
+                  "patching": {k: list(v) if isinstance(v, tuple) else v
+                               for k, v in vars(spec).items()}},
+        "model": {"id": str(getattr(model, "probekit_source", "") or args.model),
+                  "fingerprint": model_fingerprint(model), "n_layers": int(model.cfg.n_layers),
+                  "d_model": int(model.cfg.d_model),
+                  "compatibility_mode": bool(getattr(model, "probekit_compatibility_mode", False))},
+        "data": {"n_examples": len(rows), "splits": {"pairs": len(clean)}, "positions": "all",
+                 "probe_device": args.device,
+                 "source": {"file": str(args.data), "sha256": sha256_file(Path(args.data))}},
+        "provenance": {"timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+                       "run_seconds": round(time.perf_counter() - start, 2)},
+        "hypotheses": [],
+        "analyses": [result.to_dict()],
+    }
+    paths = write_report(report, args.out)
+    for row in result.blocks[1].rows:
+        print(f"{row['kind']} ({row['method']}): largest normalised effect "
+              f"{row['effect']:+.3f} at {row['cell']}")
+    for kind, r in result.data["correlation"].items():
+        print(f"{kind}: attribution vs activation patching r = {r:.3f}")
+    print(f"wrote {paths['html']} and {paths['json']}")
+    return 0
+
+
+def add_patch_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.ArgumentParser:
+    """Add the ``patch`` subcommand to an argparse ``subparsers``; handler in ``func``."""
+    parser = subparsers.add_parser(
+        "patch", parents=list(parents),
+        help="activation / attribution patching of prompt pairs: heatmaps in report.html + json",
+        description=_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("model", help="named model (see `probekit models`), checkpoint dir or HF dir")
+    parser.add_argument("data", help="JSONL prompt pairs (text/tokens, pair_id, role, answer)")
+    parser.add_argument("--out", required=True, help="output directory for report.html + report.json")
+    parser.add_argument("--kinds", default="resid_pre,attn_out,mlp_out,attn_z",
+                        help="comma list of site kinds, one grid each: resid_pre, resid_mid, resid_post, "
+                        "attn_out, mlp_out, mlp_post (layer x position); attn_z, attn_q, attn_k, "
+                        "attn_v (layer x head)")
+    parser.add_argument("--method", choices=["activation", "attribution", "both"], default="activation")
+    parser.add_argument("--metric", choices=["logit_diff", "answer_logprob"], default="logit_diff")
+    parser.add_argument("--direction", choices=["denoise", "noise"], default="denoise")
+    parser.add_argument("--layers", default="", help="comma list of blocks (default: all)")
+    parser.add_argument("--answer-column", default="answer")
+    parser.add_argument("--pair-column", default="pair_id")
+    parser.add_argument("--role-column", default="role")
+    parser.add_argument("--batch-size", type=int, default=64,
+                        help="patched (pair, cell) rows per forward pass")
+    parser.add_argument("--prepend-bos", action="store_true", help="prepend BOS when tokenizing 'text'")
+    parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
+    parser.set_defaults(func=_run)
+    return parser
