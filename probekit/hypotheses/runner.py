@@ -68,7 +68,6 @@ class HypothesisResult:
             for c in self.claims
         )
         table = Table(
-            title="claims",
             columns=(Column(key="claim", header="claim", fmt="", align="left"),
                      Column(key="verdict", header="verdict", fmt="", align="left"),
                      Column(key="effect", header="effect"),

@@ -112,6 +112,8 @@ def render_html(report: dict[str, Any]) -> str:
     return env.get_template("report.html.j2").render(
         name=report["suite"]["name"], description=report["suite"]["description"],
         model=report["model"], data=report["data"], hypotheses=report["hypotheses"],
+        # a hypothesis file's report shows its verdicts in its own "Claims" table
+        has_claims="claims" in report,
         class_counts={k: class_summary(v) for k, v in report["data"].get("class_counts", {}).items()},
         analyses=analyses, versions=report.get("versions", {}),
         provenance=report.get("provenance", {}),

@@ -7,6 +7,7 @@ Every section and key is checked: an unknown key, a wrong type or a missing file
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import tomllib
 import types
@@ -183,11 +184,11 @@ class Suite:
     source: str = ""
 
     def resolve(self, relative: str | None) -> Path | None:
-        """A path from the suite, relative to the suite file's directory."""
+        """A path from the suite, relative to the suite file's directory (``..`` collapsed)."""
         if relative is None:
             return None
         path = Path(relative).expanduser()
-        return path if path.is_absolute() else Path(self.source).parent / path
+        return path if path.is_absolute() else Path(os.path.normpath(Path(self.source).parent / path))
 
     def sections(self, section: str) -> tuple[Any, ...]:
         """The specs of one analysis section (e.g. every ``[[probe]]``), in file order."""

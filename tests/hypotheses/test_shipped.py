@@ -25,6 +25,9 @@ def test_modadd_fourier_verdicts_and_report(tmp_path, capsys):
     assert report["passed"] is False and out.count("PASS") == 3 and "FAIL" in out
     html = (tmp_path / "report.html").read_text()
     assert "INCONCLUSIVE" in html and "Fourier power of the logits" in html
+    # one verdict table (Claims), not a second generic "Hypothesis tests" copy of it
+    assert "<h2>Claims</h2>" in html and "Hypothesis tests" not in html
+    assert html.count('<table class="data">') == 1
 
 
 @pytest.mark.slow
