@@ -3,6 +3,7 @@
 from .deactivation import FactSet as FactSet
 from .deactivation import deactivation_ops as deactivation_ops
 from .deactivation import first_token_correct as first_token_correct
+from .deactivation import first_token_correct_sets as first_token_correct_sets
 from .deactivation import generation_correct as generation_correct
 from .deactivation import greedy_under as greedy_under
 from .experiments import DeactivationConfig as DeactivationConfig

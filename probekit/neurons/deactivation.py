@@ -12,6 +12,7 @@ or each unit's mean response). Factual recall is scored two ways:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -116,18 +117,58 @@ def _batches(n: int, size: int) -> list[range]:
     return [range(i, min(i + size, n)) for i in range(0, n, size)]
 
 
-@torch.inference_mode()
 def first_token_correct(
     model: object, facts: FactSet, ops: Sequence[Ablate] = (), *, batch_size: int = 32
 ) -> Bool[np.ndarray, " fact"]:
     """Whether the gold object's first token is the argmax next token, under ``ops``."""
-    out = np.zeros(len(facts.tokens), dtype=bool)
-    for rows in _batches(len(facts.tokens), batch_size):
-        seqs = [list(facts.tokens[i]) for i in rows]
-        logits = run_with_interventions(model, seqs, list(ops)).output
-        last = torch.tensor([len(s) - 1 for s in seqs])
-        pred = logits[torch.arange(len(seqs)), last].argmax(-1).cpu().numpy()
-        out[rows.start : rows.stop] = pred == np.array([facts.gold_first_token[i] for i in rows])
+    return first_token_correct_sets(model, facts, [ops], batch_size=batch_size)[0]
+
+
+@torch.inference_mode()
+def first_token_correct_sets(
+    model: object,
+    facts: FactSet,
+    op_sets: Sequence[Sequence[Ablate]],
+    *,
+    batch_size: int = 32,
+) -> Bool[np.ndarray, "set fact"]:
+    """:func:`first_token_correct` under each of several op sets, many sets per forward pass.
+
+    Every ``(set g, fact i)`` pair is one row; the rows are packed ``batch_size`` to a forward,
+    and the rows of set ``g`` get ``g``'s ops restricted to them (``Ablate(rows=...)``; several
+    ops at one site run in turn on disjoint rows). Rows do not interact, so entry ``[g, i]`` is
+    what a forward of fact ``i`` alone under ``op_sets[g]`` gives. Logits are computed at each
+    row's last token only.
+    """
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+    for ops in op_sets:
+        for op in ops:
+            if getattr(op, "rows", None) is not None:
+                raise ConfigError(
+                    f"op at {op.site} already has rows={op.rows}; pass ops for every row (rows=None)"
+                )
+    n = len(facts.tokens)
+    gold = np.asarray(facts.gold_first_token, dtype=np.int64)
+    out = np.zeros((len(op_sets), n), dtype=bool)
+    pairs = [(g, i) for g in range(len(op_sets)) for i in range(n)]
+    for chunk in _batches(len(pairs), batch_size):
+        rows = [pairs[k] for k in chunk]
+        groups: dict[int, list[int]] = {}
+        for row, (g, _) in enumerate(rows):
+            groups.setdefault(g, []).append(row)
+        whole = len(groups) == 1  # one set fills the batch: its ops need no row restriction
+        ops = [
+            op if whole else dataclasses.replace(op, rows=tuple(members))
+            for g, members in groups.items()
+            for op in op_sets[g]
+        ]
+        seqs = [list(facts.tokens[i]) for _, i in rows]
+        logits = run_with_interventions(model, seqs, ops, logits="last").output
+        pred = logits.argmax(-1).cpu().numpy()
+        g_idx = np.array([g for g, _ in rows])
+        f_idx = np.array([i for _, i in rows])
+        out[g_idx, f_idx] = pred == gold[f_idx]
     return out
 
 

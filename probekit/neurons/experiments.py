@@ -11,6 +11,15 @@ units per site (layer and module), and r's lowest-AP units.
   single top neurons one at a time.
 - Test "r's neurons hurt r more than random sets do": permutation p-value of r's drop against the
   random sets' drops on r (``(1 + #random >= observed) / (1 + n_random)``), Holm-adjusted over r.
+  The test needs only r's facts, so the random sets are scored on r's test facts (the first
+  ``n_spread`` of them on every relation, for the matrix's spread and interference), many sets
+  per forward pass (:func:`first_token_correct_sets`); by default ``n_random`` is the fewest sets
+  with which Holm over the relations can reach ``alpha`` (139 for 7 relations at 0.05).
+- Optionally (``post=True``) the same neurons are also deactivated at ``mlp_post`` (the usual
+  "MLP neuron", neurons.md: report both). Zeroing gate/up unit ``i`` and zeroing post unit ``i``
+  are the same intervention when ``act(0) = 0`` (SiLU, ReLU, GELU); the two differ where gate and
+  up units coincide (one post unit) and under mean ablation (not offered at post: the post
+  sites' mean responses are not part of the statistics).
 
 Scores: first-token top-1 (one forward; every matrix and test) and greedy generation (the paper's
 metric; baseline and r's own sets).
@@ -28,13 +37,13 @@ from tqdm.auto import tqdm
 
 from ..errors import ConfigError, DataError
 from ..stats import StatTestResult, adjust_pvalues
-from ..stats.permutation import permutation_result
+from ..stats.permutation import n_permutations_for, permutation_result
 from .deactivation import (
     METHODS,
     FactSet,
     accuracy_by_relation,
     deactivation_ops,
-    first_token_correct,
+    first_token_correct_sets,
     generation_correct,
 )
 from .selection import NeuronSet, jaccard_matrix, random_like, select_neurons
@@ -48,20 +57,28 @@ class DeactivationConfig:
     Attributes:
         k / fraction: set size per relation (exactly one; fraction of all candidate units).
         method: ``"zero"`` (the paper's) or ``"mean"`` (each unit's mean response).
-        n_random: random matched sets per relation (>= 5; 19 lets p reach 0.05).
+        n_random: matched random sets per relation for the test, scored on r's facts (>= 5;
+            ``None``: the fewest with which Holm over the relations can reach ``alpha``).
+        n_spread: how many of them (at most all) are also scored on every relation (the
+            matrix's random-set spread and interference).
+        alpha: level the default ``n_random`` is chosen for.
         shares: cumulativity shares of the set.
         n_single: single top neurons deactivated one at a time.
         generation: also score greedy generation (slower) for the baseline and r's own sets.
-        max_new_tokens, batch_size, seed: decoding length, batch size, random-set seed.
+        post: also deactivate the same neurons at ``mlp_post`` (zero ablation only).
+        max_new_tokens, batch_size, seed: decoding length, rows per forward, random-set seed.
     """
 
     k: int | None = None
     fraction: float | None = 0.005
     method: str = "zero"
-    n_random: int = 19
+    n_random: int | None = None
+    n_spread: int = 19
+    alpha: float = 0.05
     shares: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0)
     n_single: int = 3
     generation: bool = True
+    post: bool = False
     max_new_tokens: int = 8
     batch_size: int = 32
     seed: int = 0
@@ -70,10 +87,25 @@ class DeactivationConfig:
         """Validate the options."""
         if self.method not in METHODS:
             raise ConfigError(f"unknown method {self.method!r}; use one of {list(METHODS)}")
-        if self.n_random < 5:
+        if self.n_random is not None and self.n_random < 5:
             raise ConfigError(f"n_random={self.n_random}: use >= 5 random sets (19 for p < 0.05)")
+        if self.n_spread < 1:
+            raise ConfigError(f"n_spread={self.n_spread}: score >= 1 random set on every relation")
+        if not 0.0 < self.alpha < 1.0:
+            raise ConfigError(f"alpha={self.alpha} must be in (0, 1)")
         if not self.shares or not all(0 < s <= 1 for s in self.shares):
             raise ConfigError(f"shares must be fractions in (0, 1], got {self.shares}")
+        if self.post and self.method != "zero":
+            raise ConfigError(
+                f"post=True deactivates at mlp_post with zeros only, got method={self.method!r}; "
+                "use method='zero' or post=False"
+            )
+
+    def random_sets(self, n_relations: int) -> int:
+        """``n_random``, or the fewest sets for which Holm over ``n_relations`` can reach alpha."""
+        if self.n_random is not None:
+            return self.n_random
+        return max(self.n_spread, n_permutations_for(self.alpha, n_relations))
 
 
 @dataclass(frozen=True)
@@ -88,12 +120,17 @@ class RelationNeuronResult:
         change_first: ``(set r, relation r')`` first-token accuracy change when r's set is off.
         change_first_correct: the same on the facts the unablated model gets right.
         change_generation: generation accuracy change (NaN if not run).
-        random_change: ``(set r, random i, relation r')`` changes of matched random sets.
+        random_change: ``(set r, random i, relation r')`` changes of the first ``n_spread``
+            matched random sets (scored on every relation).
+        random_own: ``(set r, random i)`` change on r of all ``n_random`` random sets.
         lowest_change: ``(set r, relation r')`` change for r's lowest-AP units.
         cumulative: ``(set r, share)`` accuracy drop on r; ``single``: ``(set r, neuron)``.
         tests: per relation, "r's neurons hurt r more than random sets", Holm-adjusted p.
         interference: ``(r, r')`` cells whose gain beats every random set.
         jaccard: overlap of the relations' sets.
+        change_post / tests_post / p_holm_post: the same neurons deactivated at ``mlp_post``
+            (NaN / empty unless ``post``), with random ``mlp_post`` sets of the same per-layer
+            counts.
     """
 
     relations: tuple[str, ...]
@@ -105,6 +142,7 @@ class RelationNeuronResult:
     change_first_correct: Tensor
     change_generation: Tensor
     random_change: Tensor
+    random_own: Tensor
     lowest_change: Tensor
     shares: tuple[float, ...]
     cumulative: Tensor
@@ -113,10 +151,18 @@ class RelationNeuronResult:
     p_holm: tuple[float, ...]
     interference: tuple[tuple[str, str, float], ...]
     jaccard: np.ndarray
+    change_post: Tensor
+    tests_post: tuple[StatTestResult, ...] = ()
+    p_holm_post: tuple[float, ...] = ()
     config: DeactivationConfig = field(default_factory=DeactivationConfig)
 
+    @property
+    def n_random(self) -> int:
+        """Random sets per relation in the test."""
+        return int(self.random_own.shape[1])
+
     def random_spread(self) -> tuple[Tensor, Tensor]:
-        """Per ``(set r, relation r')``: the min and max change over the random sets."""
+        """Per ``(set r, relation r')``: the min and max change over the spread random sets."""
         return self.random_change.amin(1), self.random_change.amax(1)
 
     def to_dict(self) -> dict[str, object]:
@@ -126,11 +172,20 @@ class RelationNeuronResult:
             arr = np.asarray(t, dtype=np.float64)
             return np.where(np.isfinite(arr), arr, None).tolist()
 
+        def tests(ts: tuple[StatTestResult, ...], ps: tuple[float, ...]) -> list[dict]:
+            return [
+                {"relation": r, "drop": clean(t.statistic), "p": t.p_value, "p_holm": p,
+                 "z_vs_random": clean(t.effect_size)}
+                for r, t, p in zip(self.relations, ts, ps, strict=True)
+            ]
+
         lo, hi = self.random_spread()
-        return {
+        out = {
             "relations": list(self.relations),
             "n_test": list(self.n_test),
             "set_sizes": {r: len(s) for r, s in self.sets.items()},
+            "n_random": self.n_random,
+            "n_spread": int(self.random_change.shape[1]),
             "baseline_first": clean(self.baseline_first),
             "baseline_generation": clean(self.baseline_generation),
             "change_first": clean(self.change_first),
@@ -138,18 +193,22 @@ class RelationNeuronResult:
             "change_generation": clean(self.change_generation),
             "random_change_min": clean(lo),
             "random_change_max": clean(hi),
+            "random_own": clean(self.random_own),
             "lowest_change": clean(self.lowest_change),
             "shares": list(self.shares),
             "cumulative": clean(self.cumulative),
             "single": clean(self.single),
-            "tests": [
-                {"relation": r, "drop": clean(t.statistic), "p": t.p_value, "p_holm": p,
-                 "z_vs_random": clean(t.effect_size)}
-                for r, t, p in zip(self.relations, self.tests, self.p_holm, strict=True)
-            ],
+            "tests": tests(self.tests, self.p_holm),
             "interference": [list(c) for c in self.interference],
             "jaccard": clean(self.jaccard),
         }
+        if self.tests_post:
+            out["post"] = {
+                "set_sizes": {r: len(s.at_mlp_post()) for r, s in self.sets.items()},
+                "change_first": clean(self.change_post),
+                "tests": tests(self.tests_post, self.p_holm_post),
+            }
+        return out
 
 
 def _mean_responses(stats: NeuronStatistics) -> dict:
@@ -177,32 +236,43 @@ def relation_neuron_experiments(
         stats.relation_index(r)
         if not facts.relation_mask(r).any():
             raise DataError(f"no test facts for relation {r!r}; every relation needs >= 1")
+    n_rel = len(rels)
+    n_random = cfg.random_sets(n_rel)
+    n_spread = min(cfg.n_spread, n_random)
     means = _mean_responses(stats) if cfg.method == "mean" else None
     widths = {s: int(stats.ap[s].shape[0]) for s in stats.sites}
+    n_facts = len(facts.tokens)
+    n_test = tuple(int(facts.relation_mask(r).sum()) for r in rels)
+    sets = {r: select_neurons(stats, r, k=cfg.k, fraction=cfg.fraction) for r in rels}
+    size = len(sets[rels[0]])  # every relation's set has the same size
+    per_r = (n_random - n_spread) + len(cfg.shares) + min(cfg.n_single, size) + (
+        cfg.post * n_random)  # sets scored on r's facts only
+    bar = tqdm(total=n_facts * (1 + n_rel * (2 + n_spread + cfg.post)) + per_r * sum(n_test),
+               desc="deactivation rows", unit="row", disable=not progress)
 
-    n_passes = 1 + len(rels) * (2 + cfg.n_random + len(cfg.shares) + cfg.n_single + cfg.generation)
-    bar = tqdm(total=n_passes, desc="deactivation passes", disable=not progress)
-
-    def first(neurons: NeuronSet | None) -> np.ndarray:
-        ops = deactivation_ops(neurons, method=cfg.method, means=means)
-        bar.update(1)
-        return first_token_correct(model, facts, ops, batch_size=cfg.batch_size)
+    def score(sets: Sequence[NeuronSet | None], on: FactSet) -> np.ndarray:
+        """``(set, fact)`` first-token correctness, many sets per forward."""
+        op_sets = [deactivation_ops(n, method=cfg.method, means=means) for n in sets]
+        out = first_token_correct_sets(model, on, op_sets, batch_size=cfg.batch_size)
+        bar.update(out.size)
+        return out
 
     def acc(correct: np.ndarray) -> Tensor:
         return accuracy_by_relation(correct, facts, rels)
 
-    sets = {r: select_neurons(stats, r, k=cfg.k, fraction=cfg.fraction) for r in rels}
-    base = first(None)
+    base = score([None], facts)[0]
     base_acc = acc(base)
-    n_rel = len(rels)
     change = torch.zeros(n_rel, n_rel, dtype=torch.float64)
     change_ok = torch.zeros_like(change)
-    rand = torch.zeros(n_rel, cfg.n_random, n_rel, dtype=torch.float64)
+    rand = torch.zeros(n_rel, n_spread, n_rel, dtype=torch.float64)
+    rand_own = torch.zeros(n_rel, n_random, dtype=torch.float64)
     low = torch.zeros_like(change)
     cum = torch.zeros(n_rel, len(cfg.shares), dtype=torch.float64)
     single = torch.zeros(n_rel, cfg.n_single, dtype=torch.float64)
     gen_base = torch.full((n_rel,), float("nan"), dtype=torch.float64)
     gen_change = torch.full((n_rel, n_rel), float("nan"), dtype=torch.float64)
+    change_post = torch.full((n_rel, n_rel), float("nan"), dtype=torch.float64)
+    rand_post = torch.zeros(n_rel, n_random, dtype=torch.float64)
     if cfg.generation:
         _, ok = generation_correct(
             model, facts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size
@@ -211,38 +281,66 @@ def relation_neuron_experiments(
     facts_ok = base.astype(bool)
     right = facts.subset(facts_ok)  # the facts the unablated model gets right
     for i, r in enumerate(rels):
-        off = first(sets[r])
+        own = sets[r]
+        randoms = [random_like(own, widths, seed=cfg.seed * 1000 + j) for j in range(n_random)]
+        lowest = select_neurons(stats, r, k=len(own), lowest=True)
+        full = score([own, lowest, *randoms[:n_spread]], facts)
+        off = full[0]
         change[i] = acc(off) - base_acc
         change_ok[i] = accuracy_by_relation(off[facts_ok], right, rels) - 1.0
-        for j in range(cfg.n_random):
-            rnd = random_like(sets[r], widths, seed=cfg.seed * 1000 + j)
-            rand[i, j] = acc(first(rnd)) - base_acc
-        lowest = select_neurons(stats, r, k=len(sets[r]), lowest=True)
-        low[i] = acc(first(lowest)) - base_acc
-        for s, share in enumerate(cfg.shares):
-            n = max(1, int(round(share * len(sets[r]))))
-            cum[i, s] = base_acc[i] - acc(first(sets[r].top(n)))[i]
-        for s in range(min(cfg.n_single, len(sets[r]))):
-            single[i, s] = base_acc[i] - acc(first(sets[r].nth(s)))[i]
+        low[i] = acc(full[1]) - base_acc
+        for j in range(n_spread):
+            rand[i, j] = acc(full[2 + j]) - base_acc
+        # everything below needs only r's own facts
+        mine = facts.relation_mask(r)
+        on_r = facts.subset(mine)
+        tops = [own.top(max(1, int(round(share * len(own))))) for share in cfg.shares]
+        singles = [own.nth(s) for s in range(min(cfg.n_single, len(own)))]
+        own_sets = [*randoms[n_spread:], *tops, *singles]
+        base_r = float(base[mine].mean())
+        acc_r = score(own_sets, on_r).mean(1) if own_sets else np.zeros(0)
+        rand_own[i, :n_spread] = rand[i, :, i]
+        rand_own[i, n_spread:] = torch.from_numpy(acc_r[: n_random - n_spread] - base_r)
+        rest = acc_r[n_random - n_spread :]
+        cum[i] = torch.from_numpy(base_r - rest[: len(tops)])
+        single[i, : len(singles)] = torch.from_numpy(base_r - rest[len(tops) :])
+        if cfg.post:
+            post = own.at_mlp_post()
+            d_mlp = int(model.cfg.d_mlp)  # type: ignore[attr-defined]
+            change_post[i] = acc(score([post], facts)[0]) - base_acc
+            post_widths = dict.fromkeys(post.units, d_mlp)
+            post_rand = [random_like(post, post_widths, seed=cfg.seed * 1000 + j)
+                         for j in range(n_random)]
+            rand_post[i] = torch.from_numpy(score(post_rand, on_r).mean(1) - base_r)
         if cfg.generation:
-            ops = deactivation_ops(sets[r], method=cfg.method, means=means)
+            ops = deactivation_ops(own, method=cfg.method, means=means)
             _, ok = generation_correct(
                 model, facts, ops, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size
             )
             gen_change[i] = acc(ok) - gen_base
-            bar.update(1)
     bar.close()
-    n_test = tuple(int(facts.relation_mask(r).sum()) for r in rels)
-    tests = tuple(
-        permutation_result(
-            float(-change[i, i]),
-            (-rand[i, :, i]).numpy(),
-            n=n_test[i],
-            method=f"{rels[i]}'s neurons vs {cfg.n_random} matched random sets (drop on {rels[i]})",
+
+    def permutation_tests(
+        drop: Tensor, null: Tensor, what: str
+    ) -> tuple[tuple[StatTestResult, ...], tuple[float, ...]]:
+        tests = tuple(
+            permutation_result(
+                float(drop[i]), null[i].numpy(), n=n_test[i],
+                method=f"{rels[i]}'s neurons{what} vs {n_random} matched random sets (drop on "
+                f"{rels[i]})",
+            )
+            for i in range(n_rel)
         )
-        for i in range(n_rel)
-    )
-    p_holm = adjust_pvalues([t.p_value for t in tests], method="holm").p_adjusted
+        p = adjust_pvalues([t.p_value for t in tests], method="holm").p_adjusted
+        return tests, tuple(float(v) for v in p)
+
+    tests, p_holm = permutation_tests(-torch.diagonal(change), -rand_own, "")
+    tests_post: tuple[StatTestResult, ...] = ()
+    p_holm_post: tuple[float, ...] = ()
+    if cfg.post:
+        tests_post, p_holm_post = permutation_tests(
+            -torch.diagonal(change_post), -rand_post, " at mlp_post"
+        )
     hi = rand.amax(1)
     interference = tuple(
         (rels[i], rels[j], float(change[i, j]))
@@ -260,13 +358,17 @@ def relation_neuron_experiments(
         change_first_correct=change_ok,
         change_generation=gen_change,
         random_change=rand,
+        random_own=rand_own,
         lowest_change=low,
         shares=cfg.shares,
         cumulative=cum,
         single=single,
         tests=tests,
-        p_holm=tuple(float(p) for p in p_holm),
+        p_holm=p_holm,
         interference=interference,
         jaccard=jaccard_matrix([sets[r] for r in rels]),
+        change_post=change_post,
+        tests_post=tests_post,
+        p_holm_post=p_holm_post,
         config=cfg,
     )

@@ -56,6 +56,27 @@ class NeuronSet:
             raise ConfigError(f"i={i} is outside 0..{len(self.ranked) - 1} (the set's ranks)")
         return _from_ranked(self.ranked[i : i + 1], list(self.units), f"{self.label} #{i + 1}")
 
+    def at_mlp_post(self) -> NeuronSet:
+        """The same MLP neurons read at ``mlp_post`` (``act(gate) * up``, width ``d_mlp``).
+
+        Unit ``i`` of ``mlp_pre`` / ``mlp_pre_linear`` / ``mlp_post`` of a layer is the same
+        neuron; gate and up unit ``i`` of one layer become one post unit (so the set can shrink).
+        The ranking keeps each post unit's first (best) rank.
+        """
+        mlp = ("mlp_pre", "mlp_pre_linear", "mlp_post")
+        bad = sorted({s.kind for s in self.units if s.kind not in mlp})
+        if bad:
+            raise ConfigError(f"at_mlp_post maps MLP units only; the set has sites of kinds {bad}")
+        seen: set[tuple[Site, int]] = set()
+        ranked = []
+        for site, unit, score in self.ranked:
+            key = (Site(site.layer, "mlp_post"), unit)
+            if key not in seen:
+                seen.add(key)
+                ranked.append((*key, score))
+        sites = list(dict.fromkeys(Site(s.layer, "mlp_post") for s in self.units))
+        return _from_ranked(ranked, sites, f"{self.label} at mlp_post")
+
 
 def _from_ranked(
     ranked: Sequence[tuple[Site, int, float]], sites: Sequence[Site], label: str

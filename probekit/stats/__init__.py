@@ -19,6 +19,7 @@ _EXPORTS = {
     "holm": "multiple",
     "paired_ttest": "paired",
     "wilcoxon_signed_rank": "paired",
+    "n_permutations_for": "permutation",
     "permutation_pvalue": "permutation",
     "permutation_result": "permutation",
     "permutation_test": "permutation",

@@ -6,6 +6,7 @@ which is exact-level (never below the true p) for any number of permutations.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Literal
 
@@ -16,7 +17,13 @@ from probekit.errors import ConfigError, DataError
 
 from .result import StatTestResult
 
-__all__ = ["check_n_permutations", "permutation_pvalue", "permutation_result", "permutation_test"]
+__all__ = [
+    "check_n_permutations",
+    "n_permutations_for",
+    "permutation_pvalue",
+    "permutation_result",
+    "permutation_test",
+]
 
 Alternative = Literal["greater", "less", "two-sided"]
 
@@ -72,6 +79,23 @@ def check_n_permutations(n_permutations: int) -> None:
     """Raise ``ValueError`` unless ``n_permutations >= 1``."""
     if n_permutations < 1:
         raise ConfigError(f"n_permutations must be >= 1, got {n_permutations}")
+
+
+def n_permutations_for(alpha: float, n_tests: int = 1) -> int:
+    """Fewest permutations ``n`` for which Holm over ``n_tests`` tests can reach ``alpha``.
+
+    The smallest permutation p is ``1 / (1 + n)`` and Holm multiplies the smallest p by
+    ``n_tests``, so ``n_tests / (1 + n) <= alpha`` is needed: ``n = ceil(n_tests / alpha) - 1``
+    (e.g. 19 for one test, 139 for 7 tests at alpha = 0.05).
+    """
+    if not 0.0 < alpha < 1.0 or n_tests < 1:
+        raise ConfigError(
+            f"need 0 < alpha < 1 and n_tests >= 1, got alpha={alpha}, n_tests={n_tests}"
+        )
+    n = max(1, math.ceil(round(n_tests / alpha, 9)) - 1)
+    while n_tests * (1.0 / (1 + n)) > alpha:  # float rounding: never one short
+        n += 1
+    return n
 
 
 def permutation_test(

@@ -22,7 +22,6 @@ test_split = "test"
 [[neurons]]
 k = 4
 kinds = ["mlp_post"]
-n_random = 59
 shares = [0.25, 0.5, 1.0]
 generation = false
 """
@@ -33,7 +32,8 @@ def _write_checkpoint_and_facts(tmp_path):
     cfg = ModelConfig(n_layers=2, d_model=32, n_heads=1, d_head=32, d_mlp=D_MLP, act_fn="relu",
                       normalization_type=None, d_vocab=E + R, n_ctx=2)
     save_checkpoint(model, cfg, tmp_path / "ckpt")
-    rows = [{"tokens": t, "relation": r, "object": str(o), "split": split}
+    rows = [{"tokens": t, "relation": r, "object": str(o), "split": split,
+             "subject": f"{split}-{t[0]}"}
             for split in ("identify", "test") for t, r, o in facts]
     (tmp_path / "facts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
@@ -49,16 +49,31 @@ def test_neurons_section_on_planted_checkpoint(tmp_path):
     assert exp["set_sizes"] == {f"rel{r}": RED for r in range(R)}
     np.testing.assert_array_equal(exp["change_first"], -np.eye(3))
     np.testing.assert_array_equal(exp["cumulative"], [[0, 1, 1]] * 3)
+    assert exp["n_random"] == 59  # default: the fewest sets for Holm over 3 relations at 0.05
     assert [h.decision().startswith("reject") for h in section.hypotheses] == [True] * 3
+    assert not section.warnings
     blocks = [b["block"] for b in section.to_dict()["blocks"]]
     assert blocks.count("heatmap") == 1 and blocks.count("lineplot") == 2
 
 
 def test_too_few_random_sets_for_holm_warns(tmp_path):
     _write_checkpoint_and_facts(tmp_path)
-    (tmp_path / "s.toml").write_text(SUITE.replace("n_random = 59", "n_random = 19"))
+    (tmp_path / "s.toml").write_text(SUITE + "n_random = 19\n")
     result = run_suite(load_suite(tmp_path / "s.toml"), cache_dir=tmp_path / "cache",
                        progress=False)
     (section,) = [a for a in result.analyses if a.section == "neurons"]
     assert any("smallest Holm-adjusted p over 3 relations is 0.15" in w and "n_random >= 59" in w
                for w in section.warnings)
+
+
+def test_shared_subjects_between_splits_are_refused(tmp_path):
+    import pytest
+
+    from probekit.errors import DataError
+
+    _write_checkpoint_and_facts(tmp_path)
+    text = (tmp_path / "facts.jsonl").read_text().replace('"subject": "test-', '"subject": "identify-')
+    (tmp_path / "facts.jsonl").write_text(text)
+    (tmp_path / "s.toml").write_text(SUITE)
+    with pytest.raises(DataError, match="share subjects"):
+        run_suite(load_suite(tmp_path / "s.toml"), cache_dir=tmp_path / "cache", progress=False)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from probekit.errors import ConfigError, DataError
-from probekit.stats import permutation_pvalue, permutation_test
+from probekit.stats import adjust_pvalues, n_permutations_for, permutation_pvalue, permutation_test
 
 
 def mean_diff(X, y):
@@ -43,3 +43,16 @@ def test_permutation_errors():
         permutation_test(mean_diff, X[:, 0], y[:200])
     with pytest.raises(ConfigError, match="n_permutations must be >= 1"):
         permutation_test(mean_diff, X[:, 0], y, n_permutations=0)
+
+
+@pytest.mark.parametrize(("alpha", "m", "n"), [(0.05, 1, 19), (0.05, 3, 59), (0.05, 7, 139),
+                                              (0.01, 7, 699), (0.1, 1, 9)])
+def test_n_permutations_for_holm_is_the_smallest_that_reaches_alpha(alpha, m, n):
+    assert n_permutations_for(alpha, m) == n
+
+    def holm_floor(k):  # every test at the smallest permutation p
+        return adjust_pvalues([1 / (1 + k)] * m, method="holm").p_adjusted.max()
+
+    assert holm_floor(n) <= alpha < holm_floor(n - 1)
+    with pytest.raises(ConfigError, match="n_tests >= 1"):
+        n_permutations_for(alpha, 0)

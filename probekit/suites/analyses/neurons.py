@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ...errors import ConfigError
+from ...errors import ConfigError, DataError
 from ...report.blocks import Column, Heatmap, LinePlot, Series, Table, Text
 from ..registry import register_analysis
 from ..result import AnalysisResult, Hypothesis
@@ -32,8 +32,12 @@ class NeuronsSpec:
             MLPs, ``mlp_pre_linear`` — the lineage code's units).
         response: ``mean`` over prompt tokens (the paper's) or ``last`` token.
         method: deactivate to ``zero`` (the paper's) or each unit's ``mean`` response.
-        n_random: matched random sets per relation (19 lets p reach 0.05).
+        n_random: matched random sets per relation, scored on r's test facts (default: the
+            fewest with which Holm over the relations can reach ``[stats] alpha``, e.g. 139 for
+            7 relations at 0.05).
+        n_spread: how many of them are also scored on every relation (the matrix's spread).
         generation: also score greedy generation (the paper's metric; slower).
+        post: also deactivate the same neurons at ``mlp_post`` (zero ablation; neurons.md).
     """
 
     object_column: str = "object"
@@ -42,9 +46,11 @@ class NeuronsSpec:
     kinds: tuple[str, ...] = ()
     response: Literal["mean", "last"] = "mean"
     method: Literal["zero", "mean"] = "zero"
-    n_random: int = 19
+    n_random: int | None = None
+    n_spread: int = 19
     shares: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0)
     generation: bool = True
+    post: bool = False
     max_new_tokens: int = 8
     batch_size: int = 32
 
@@ -63,6 +69,7 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
     from ...neurons.statistics import neuron_statistics
     from ...neurons.study import candidate_sites
     from ...sites import Site
+    from ...stats.permutation import n_permutations_for
     from ...util.io import sha256_bytes
 
     ex = ctx.examples
@@ -101,6 +108,14 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
         return FactSet(tuple(tuple(ex.tokens[i]) for i in idx), tuple(rel[i] for i in idx),
                        tuple(gold[i] for i in idx), tuple(first))
 
+    if "subject" in ex.columns:
+        subj = [str(v) for v in ex.column("subject")]
+        shared = {subj[i] for i in ex.split("train")} & {subj[i] for i in ex.split("test")}
+        if shared:
+            raise DataError(
+                f"{ctx.suite.source}: [[neurons]] identification and test facts share subjects "
+                f"{sorted(shared)[:5]}; split the facts by subject"
+            )
     ident, test = facts("train"), facts("test")
     key = sha256_bytes(repr((ctx.model_fingerprint, dataset_fingerprint(list(ident.tokens)),
                              [s.key for s in sites], spec.response)).encode())[:20]
@@ -111,7 +126,8 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
     ctx.forward_passes += 1
     cfg = DeactivationConfig(
         k=spec.k, fraction=None if spec.k is not None else spec.fraction, method=spec.method,
-        n_random=spec.n_random, shares=spec.shares, generation=spec.generation,
+        n_random=spec.n_random, n_spread=spec.n_spread, alpha=ctx.stats.alpha,
+        shares=spec.shares, generation=spec.generation, post=spec.post,
         max_new_tokens=spec.max_new_tokens, batch_size=spec.batch_size, seed=ctx.stats.seed,
     )
     res = relation_neuron_experiments(model, stats, test, cfg, progress=ctx.progress)
@@ -138,7 +154,13 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
             "rand": f"[{100 * float(lo[i, i]):+.0f}, {100 * float(hi[i, i]):+.0f}]",
             "gen_intra": _pct(float(res.change_generation[i, i])),
             "p": res.tests[i].p_value, "p_holm": res.p_holm[i],
+            **({"post_intra": _pct(float(res.change_post[i, i])),
+                "post_p_holm": res.p_holm_post[i]} if spec.post else {}),
         })
+    post_cols = (
+        Column(key="post_intra", header="change on r, same neurons off at mlp_post", fmt="+.1f"),
+        Column(key="post_p_holm", header="p (Holm) at mlp_post", fmt=".3f"),
+    ) if spec.post else ()
     pct = ".1f"
     table = Table(
         title="Per relation (test facts; accuracy and changes in points)",
@@ -153,6 +175,7 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
             Column(key="gen_intra", header="greedy change on r", fmt="+.1f"),
             Column(key="p", header="p vs random", fmt=".3f"),
             Column(key="p_holm", header="p (Holm)", fmt=".3f"),
+            *post_cols,
         ),
         rows=tuple(rows),
     )
@@ -185,17 +208,19 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
         f"{', '.join(sorted({s.kind for s in sites}))} of {len(layers)} layers), ranked by the "
         f"average precision of their {spec.response} response on {len(ident.tokens)} "
         f"identification prompts; deactivated ({spec.method}) at every position on "
-        f"{len(test.tokens)} test prompts with disjoint subjects. Controls: {spec.n_random} "
-        "random sets with the same number of units per layer and module, and the lowest-AP units."
+        f"{len(test.tokens)} test prompts with disjoint subjects. Controls: {res.n_random} "
+        "random sets with the same number of units per layer and module (scored on r's facts; "
+        f"the first {res.random_change.shape[1]} on every relation, for the spread), and the "
+        "lowest-AP units."
     ))]
     warnings = []
-    floor = min(1.0, len(rels) / (spec.n_random + 1))
+    floor = min(1.0, len(rels) / (res.n_random + 1))
     if floor > alpha:
-        need = int(np.ceil(len(rels) / alpha)) - 1
+        need = n_permutations_for(alpha, len(rels))
         warnings.append(
-            f"with {spec.n_random} random sets the smallest Holm-adjusted p over {len(rels)} "
+            f"with {res.n_random} random sets the smallest Holm-adjusted p over {len(rels)} "
             f"relations is {floor:.3g} > alpha = {alpha}: no relation can be significant; use "
-            f"n_random >= {need} (raw p-values are shown too)"
+            f"n_random >= {need} or leave it unset (raw p-values are shown too)"
         )
     weak = [r for i, r in enumerate(rels) if float(res.baseline_first[i]) < 0.2]
     if weak:
