@@ -5,7 +5,8 @@ attach their hook functions through :func:`hook_scope`, keyed by :class:`~probek
 Hook functions see activations in TL's layout and may return a replacement tensor (or ``None``).
 Kinds whose hook point only fires behind a bridge flag (``attn_result``, ``q/k/v_input``,
 ``mlp_in``; :data:`~probekit.sites.GATED_KINDS`) get the flag set for the scope and restored
-after it, also when the block raises.
+after it, also when the block raises. On TL-native bridges, whose attention has no split-QKV
+fork, per-head ``q/k/v_input`` sites are emulated (:mod:`probekit.capture.split_qkv`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from torch import Tensor
 from ..errors import ConfigError
 from ..models.protocol import HookedModel
 from ..sites import GATED_KINDS, Site, as_sites, validate_sites
+from .split_qkv import emulate_split_qkv, needs_emulation
 
 HookFn = Callable[[Tensor], "Tensor | None"]
 
@@ -32,6 +34,9 @@ def hook_scope(model: HookedModel, hooks: Sequence[tuple[Site, HookFn]]) -> Iter
     """
     sites = list(dict.fromkeys(site for site, _ in hooks))
     validate_sites(model, sites)
+    if needs_emulation(model, sites):  # native attention: per-head Q/K/V inputs recomputed
+        hooks = emulate_split_qkv(model, hooks)
+        sites = list(dict.fromkeys(site for site, _ in hooks))
     by_name: dict[str, list[HookFn]] = {}
     for site, fn in hooks:
         by_name.setdefault(site.name, []).append(fn)
