@@ -15,7 +15,8 @@ rules in *unpadded* coordinates, so left and right padding give the same result.
 Ops (:mod:`.ops`): :class:`Read`, :class:`Replace` (patch from a cache), :class:`ReplaceFromRows`
 (patch from another row of the batch), :class:`Ablate` (zero / mean / resample), :class:`Add`
 (steering), :class:`Grad` (d objective / d activation; ``objective=`` or
-:meth:`InterventionResult.backward`).
+:meth:`InterventionResult.backward`), :class:`Recompute` (a write computed from activations
+reached earlier in the same forward pass, e.g. edge patching).
 
 How to add an intervention:
 
@@ -38,6 +39,7 @@ from .ops import Add as Add
 from .ops import Grad as Grad
 from .ops import Op as Op
 from .ops import Read as Read
+from .ops import Recompute as Recompute
 from .ops import Replace as Replace
 from .ops import ReplaceFromRows as ReplaceFromRows
 from .run import InterventionResult as InterventionResult

@@ -20,7 +20,7 @@ from ..capture.layout import (
 from ..capture.positions import select_positions
 from ..errors import ConfigError, DataError
 from ..sites import Site
-from .ops import Ablate, Add, Grad, Op, Read, Replace, ReplaceFromRows
+from .ops import Ablate, Add, Grad, Op, Read, Recompute, Replace, ReplaceFromRows
 
 
 @dataclass
@@ -29,6 +29,14 @@ class Records:
 
     reads: dict[Site, Tensor] = field(default_factory=dict)
     grad_targets: dict[Site, Tensor] = field(default_factory=dict)
+    live: dict[Site, Tensor] = field(default_factory=dict)  # Recompute inputs (aligned, graph kept)
+
+
+@dataclass(frozen=True)
+class Keep:
+    """Internal op: keep the site's final value (aligned, not detached) for :class:`Recompute`."""
+
+    site: Site
 
 
 def aligned_view(site: Site, part: Tensor, batch: TokenBatch) -> Tensor:
@@ -113,6 +121,27 @@ def _check_within(
         )
 
 
+def apply_recompute(op: Recompute, site: Site, part: Tensor, batch: TokenBatch,
+                    live: dict[Site, Tensor]) -> Tensor:
+    """Return ``part`` with the selected cells set to ``op.fn(aligned part, inputs)``."""
+    missing = [s.short for s in op.inputs if s not in live]
+    if missing:
+        raise ConfigError(
+            f"Recompute at {site.short} needs {missing}, which the forward pass had not reached "
+            "yet; inputs must come earlier in the model than the site they feed"
+        )
+    value = aligned_view(site, part, batch)
+    new = op.fn(value, {s: live[s] for s in op.inputs})
+    if not isinstance(new, torch.Tensor) or new.shape != value.shape:
+        got = tuple(new.shape) if isinstance(new, torch.Tensor) else type(new).__name__
+        raise DataError(
+            f"Recompute.fn at {site.short} returned {got}, expected the aligned value's shape "
+            f"{tuple(value.shape)}"
+        )
+    mask = _mask_for(op, part, batch, site)
+    return torch.where(mask, _padded(site, new.to(part.dtype), batch, part.shape[1]), part)
+
+
 def apply_write(op: Op, site: Site, part: Tensor, batch: TokenBatch) -> Tensor:
     """Return ``part`` with ``op`` applied (out of place, differentiable)."""
     width = part.shape[1]
@@ -182,7 +211,7 @@ def _ablation_values(op: Ablate, site: Site, part: Tensor, batch: TokenBatch) ->
 
 
 def site_hook(
-    site_ops: Sequence[Op], site: Site, batch: TokenBatch, records: Records, grad: bool
+    site_ops: Sequence[Op | Keep], site: Site, batch: TokenBatch, records: Records, grad: bool
 ):
     """The hook function for one hook point: run the ops of every site sharing it, in order.
 
@@ -198,6 +227,11 @@ def site_hook(
                 records.reads[site] = read_value(site, part.detach(), batch, op.positions)
             elif isinstance(op, Grad):
                 continue
+            elif isinstance(op, Keep):
+                records.live[site] = aligned_view(site, part, batch)
+            elif isinstance(op, Recompute):
+                part = apply_recompute(op, site, part, batch, records.live)
+                changed = True
             else:
                 part = apply_write(op, site, part, batch)
                 changed = True

@@ -14,6 +14,7 @@ before it, a :class:`Grad` is taken with respect to the value the site finally p
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from torch import Tensor
@@ -156,5 +157,29 @@ class Grad:
         _check_site(self.site)
 
 
-Op = Read | Replace | ReplaceFromRows | Ablate | Add | Grad
-WRITE_OPS = (Replace, ReplaceFromRows, Ablate, Add)
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Recompute:
+    """Overwrite the selected cells with ``fn(value, inputs)``, computed from this same forward pass.
+
+    ``inputs`` are sites the forward pass reaches *before* ``site``; ``fn`` receives the site's
+    aligned value ``(batch, pos, *feat)`` and ``{input site: its aligned value}`` as the run left
+    them (after their own ops, not detached, so gradients flow) and returns the new aligned
+    value, same shape. E.g. edge patching: a component's input minus the differences between
+    some upstream outputs of this run and their values in a corrupted run.
+    """
+
+    site: Site
+    fn: Callable[[Tensor, Mapping[Site, Tensor]], Tensor]
+    inputs: tuple[Site, ...] = ()
+    positions: Positions = field(default_factory=AllTokens)
+    rows: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        """Validate the sites."""
+        _check_site(self.site)
+        for s in self.inputs:
+            _check_site(s)
+
+
+Op = Read | Replace | ReplaceFromRows | Ablate | Add | Grad | Recompute
+WRITE_OPS = (Replace, ReplaceFromRows, Ablate, Add, Recompute)

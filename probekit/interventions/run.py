@@ -18,8 +18,8 @@ from ..capture.runner import run_batch, stop_layer
 from ..errors import ConfigError, DataError
 from ..models.protocol import HookedModel
 from ..sites import Site
-from .apply import Records, aligned_view, site_hook
-from .ops import Grad, Op, Read
+from .apply import Keep, Records, aligned_view, site_hook
+from .ops import Grad, Op, Read, Recompute
 
 Objective = Callable[[Tensor, TokenBatch], Tensor]
 
@@ -81,9 +81,11 @@ class InterventionResult:
 
 
 def _hooks(ops: Sequence[Op], batch: TokenBatch, records: Records, grad: bool) -> list:
-    by_site: dict[Site, list[Op]] = {}
+    by_site: dict[Site, list[Op | Keep]] = {}
     for op in ops:
         by_site.setdefault(op.site, []).append(op)
+    for site in dict.fromkeys(s for op in ops if isinstance(op, Recompute) for s in op.inputs):
+        by_site.setdefault(site, []).append(Keep(site))  # after the site's own ops
     for site, site_ops in by_site.items():
         if sum(isinstance(op, Read) for op in site_ops) > 1:
             raise ConfigError(f"site {site.short} is read twice; read each site once per run")
