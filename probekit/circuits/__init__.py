@@ -1,4 +1,4 @@
-"""Circuits: batched activation patching, attribution patching, logit lens, direct logit attribution.
+"""Circuits: batched activation patching, attribution patching, edge attribution (EAP, EAP-IG), logit lens, DLA.
 
 Built only on :mod:`probekit.interventions` (no hooks of its own). Definitions:
 ``shared/methods/circuits.md``; reference: ``transformer_lens.patching``.
@@ -12,6 +12,14 @@ from .bridge import bridge_entity_analysis as bridge_entity_analysis
 from .bridge import bridge_entity_lens as bridge_entity_lens
 from .bridge import bridge_entity_tracing as bridge_entity_tracing
 from .bridge import counterfactual_queries as counterfactual_queries
+from .eap import EdgeGraph as EdgeGraph
+from .eap import EdgeScores as EdgeScores
+from .eap import FaithfulnessCurve as FaithfulnessCurve
+from .eap import edge_attribution as edge_attribution
+from .eap import edge_graph as edge_graph
+from .eap import edge_patched_metric as edge_patched_metric
+from .eap import faithfulness_curve as faithfulness_curve
+from .eap import top_k_edges as top_k_edges
 from .fourier import fourier_basis as fourier_basis
 from .fourier import frequency_power as frequency_power
 from .fourier import key_frequencies as key_frequencies

@@ -22,6 +22,10 @@ from ..errors import ConfigError, DataError
 from ..sites import Site
 from .ops import Ablate, Add, Grad, Op, Read, Recompute, Replace, ReplaceFromRows
 
+#: Kinds whose hook feeds one branch only (the MLP, one head's projection): Grad differentiates
+#: by the branch's own copy.
+BRANCH_INPUT_KINDS = frozenset({"mlp_in", "q_input", "k_input", "v_input"})
+
 
 @dataclass
 class Records:
@@ -247,6 +251,12 @@ def site_hook(
             # flows downstream.
             if not out.requires_grad:
                 out = out.detach().requires_grad_(True)
+            elif site.kind in BRANCH_INPUT_KINDS:
+                # The bridge hands hook_mlp_in resid_mid itself and feeds the result to the MLP
+                # branch only: differentiate by a fresh node, or the gradient is the total one.
+                # (Other kinds keep the tensor: hook_resid_mid is ln2.hook_in on the bridge, and
+                # its gradient must stay the residual's total gradient.)
+                out = out.clone()
             records.grad_targets[site] = out
             changed = True
         return out if changed else None

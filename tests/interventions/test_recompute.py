@@ -42,3 +42,18 @@ def test_recompute_errors(small_model):
                                                              inputs=(late,))])
     with pytest.raises(DataError, match="returned"):
         run_with_interventions(small_model, toks, [Recompute(site=Site(1, "resid_pre"), fn=lambda v, i: v[:, :1])])
+
+
+def test_grad_at_mlp_in_is_the_mlp_branch_gradient(tiny_model):
+    """d/d attn_out (the total gradient of resid_mid) = d/d resid_post (skip) + d/d mlp_in (branch)."""
+    model = tiny_model
+    if getattr(model.cfg, "attn_only", False):
+        pytest.skip("no MLP")
+    from probekit.interventions import Grad
+
+    kinds = ("mlp_in", "attn_out", "resid_post")
+    r = run_with_interventions(model, [[1, 2, 3, 4], [3, 1, 2]], [Grad(site=Site(0, k)) for k in kinds],
+                               objective=lambda out, batch: out[:, 1, 1])
+    g = {k: r.grads[Site(0, k)] for k in kinds}
+    torch.testing.assert_close(g["attn_out"], g["resid_post"] + g["mlp_in"], atol=1e-6, rtol=1e-5)
+    assert (g["mlp_in"] - g["attn_out"]).abs().max() > 1e-3
