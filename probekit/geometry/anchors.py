@@ -7,16 +7,23 @@ With multipliers ``a >= 0``, ``t - v = S a`` and the dual is the non-negative qu
     min_a 1/2 a^T G a - b^T a,   a >= 0,   G = S^T S,   b = S^T t + kappa,
 
 so the anchor is ``s~ = S a / sum(a)`` (``sum(a)`` is the last coordinate of ``S a``). All
-``(manifold, sample)`` problems are solved at once by a primal-dual active-set method
-(Hintermueller, Ito & Kunisch 2002): free set ``I``, solve ``G_II a_I = b_I`` (one Cholesky per
-problem, problems batched and bucketed by ``|I|``), move ``j`` out of ``I`` if ``a_j <= 0`` and into
-``I`` if its gradient ``(G a - b)_j < 0``; stop when ``I`` repeats (exact KKT point). The shared
-matrices ``G`` per manifold make the gradient pass one batched matmul.
+``(manifold, sample)`` problems are solved at once, in two stages that share the per-manifold
+``G`` (every sample of a manifold reuses it):
+
+1. accelerated projected gradient (Nesterov's constant-momentum scheme, step ``1/L``), a fused
+   batched matmul per step and no factorisation. Normalised clouds of many points in high
+   dimension have ``cond(G)`` near 1 (about 1.5 for iid Gaussian clouds), so this alone solves
+   them to a KKT residual of ``1e-13`` in about 20 steps;
+2. for the problems it leaves unsolved (ill-conditioned ``G``, e.g. manifolds of small radius),
+   a primal-dual active-set method (Hintermueller, Ito & Kunisch 2002) started from its support:
+   free set ``I``, solve ``G_II a_I = b_I`` (problems grouped by ``|I|``, one batched Cholesky
+   per group), move ``j`` out of ``I`` if ``a_j <= 0`` and into ``I`` if its gradient
+   ``(G a - b)_j < 0``; stop when ``I`` repeats (exact KKT point); a batched Lawson-Hanson pass
+   finishes the rare problems on which it cycles.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -32,12 +39,14 @@ class AnchorSolution:
         anchors: ``(p, d1, t)`` anchor points ``s~`` (last coordinate 1).
         solved: ``(p, t)`` True where a QP was solved (``max_j t.s_j + kappa >= 0``).
         iterations: active-set iterations of the slowest problem.
+        n_projected_gradient: problems solved by the projected-gradient stage alone.
         n_unconverged: problems still changing their free set at ``max_iter`` (0 in all tests).
     """
 
     anchors: Float[Tensor, "p d1 t"]
     solved: Bool[Tensor, "p t"]
     iterations: int
+    n_projected_gradient: int
     n_unconverged: int
 
 
@@ -49,7 +58,7 @@ def anchor_points(
     eps: float = 1e-8,
     max_iter: int = 30,
     chunk: int = 4096,
-    pg_steps: int = 60,
+    pg_steps: int = 20,
     pg_tol: float = 1e-13,
 ) -> AnchorSolution:
     """Anchor points of the max-margin QP for all manifolds and samples at once.
@@ -66,9 +75,10 @@ def anchor_points(
         eps: threshold on ``||v - t||`` below which ``v = t`` (as the reference).
         max_iter: cap on active-set iterations.
         chunk: problems per batched Cholesky.
-        pg_steps: manifolds whose Gram matrix is conditioned well enough for accelerated
-            projected gradient to reach ``pg_tol`` within this many steps are solved that way
-            first (one batched matmul per step, no factorisation); 0 disables it.
+        pg_steps: steps of accelerated projected gradient run first on every problem (one
+            batched matmul per step, no factorisation): problems it solves to ``pg_tol`` are
+            done (typical for well-conditioned Gram matrices); on the others its support
+            starts the active-set method. 0: active set from the support of ``b > 0``.
         pg_tol: relative KKT residual at which a projected-gradient solution is accepted.
 
     Returns:
@@ -87,20 +97,16 @@ def anchor_points(
     gram_flat = (gram + 1e-13 * diag_max[:, None, None] * eye_m).reshape(-1)
     tol = 1e-11 * (1.0 + _abs_max(b))  # (p, t)
 
-    a = torch.zeros_like(b)
-    active = need.clone()
-    free = b > 0
-    fast = _pg_steps(gram, pg_tol) <= pg_steps  # (p,) well-conditioned manifolds
-    if bool(fast.all()):
+    if pg_steps > 0:  # exact on well-conditioned manifolds, a free-set predictor on the rest
         a, ok = _projected_gradient(gram, b, pg_steps, pg_tol)
-        free = a > 0
-        active &= ~ok
-    elif bool(fast.any()):
-        a_pg, ok = _projected_gradient(gram[fast], b[fast], pg_steps, pg_tol)
-        a[fast] = a_pg
-        free[fast] = a_pg > 0
-        active[fast] &= ~ok
-    free &= need.unsqueeze(2)
+        free = (a > 0) & need.unsqueeze(2)
+        active = need & ~ok
+        n_pg = int((need & ok).sum())
+    else:
+        n_pg = 0
+        a = torch.zeros_like(b)
+        free = (b > 0) & need.unsqueeze(2)
+        active = need.clone()
     iterations = 0
     for it in range(max_iter):
         idx = active.nonzero()
@@ -129,24 +135,14 @@ def anchor_points(
     scale = torch.where(use_qp, w[:, -1, :], torch.ones_like(wnorm))
     anchors = torch.where(use_qp.unsqueeze(1), w / scale.unsqueeze(1), ss)
     return AnchorSolution(
-        anchors=anchors, solved=need, iterations=iterations, n_unconverged=n_unconverged
+        anchors=anchors, solved=need, iterations=iterations, n_projected_gradient=n_pg,
+        n_unconverged=n_unconverged
     )
 
 
 def _abs_max(x: Float[Tensor, "p t m"]) -> Float[Tensor, "p t"]:
     """``max_j |x_j|`` without an ``|x|`` temporary."""
     return torch.maximum(x.amax(dim=2), x.amin(dim=2).neg_())
-
-
-def _pg_steps(gram: Float[Tensor, "p m m"], tol: float) -> Float[Tensor, " p"]:
-    """Accelerated projected-gradient steps to reach ``tol``: ``log(tol) / log(1 - 1/sqrt(kappa))``.
-
-    ``kappa = lambda_max / lambda_min`` of each Gram matrix (inf when singular).
-    """
-    ev = torch.linalg.eigvalsh(gram)
-    lmin, lmax = ev[:, 0], ev[:, -1]
-    rate = 1.0 - torch.sqrt(torch.clamp(lmin, min=0.0) / lmax)
-    return torch.where(rate < 1.0, math.log(tol) / torch.log(rate.clamp(min=1e-300)), math.inf)
 
 
 def _projected_gradient(
@@ -162,7 +158,8 @@ def _projected_gradient(
     """
     ev = torch.linalg.eigvalsh(gram)
     lmax = ev[:, -1].view(-1, 1, 1)
-    sq = torch.sqrt(torch.clamp(ev[:, 0], min=0.0).view(-1, 1, 1) / lmax)
+    # 1/sqrt(kappa), floored at 1e-2: singular Gram matrices still get a damped momentum
+    sq = torch.sqrt(torch.clamp(ev[:, 0].view(-1, 1, 1) / lmax, min=1e-4))
     weight = 1.0 + (1.0 - sq) / (1.0 + sq)  # y+ = lerp(a, a+, 1 + beta)
     eye = torch.eye(gram.shape[1], dtype=gram.dtype, device=gram.device)
     step_mat = eye - gram / lmax  # (p, m, m), symmetric

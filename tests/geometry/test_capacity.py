@@ -182,6 +182,49 @@ def test_anchor_points_solve_the_qp():
             np.testing.assert_allclose(sol.anchors[p, :, i].numpy(), w / w[-1], atol=1e-9)
 
 
+def _nnls_anchors(pts: torch.Tensor, t: torch.Tensor, kappa: float) -> np.ndarray:
+    """The reference's per-sample loop with the dual solved by scipy's NNLS (nan: no QP)."""
+    from scipy.optimize import nnls
+
+    out = np.full(tuple(t.shape), np.nan)
+    for p in range(pts.shape[0]):
+        for i in range(t.shape[2]):
+            tt = t[p, :, i].numpy().copy()
+            if (pts[p].numpy().T @ tt).max() + kappa < 0:
+                continue
+            tt[-1] += kappa
+            a, _ = nnls(pts[p].numpy(), tt)
+            w = pts[p].numpy() @ a
+            out[p, :, i] = w / w[-1]
+    return out
+
+
+@pytest.mark.parametrize("radius", [3.0, 0.3, 0.02])
+@pytest.mark.parametrize("pg_steps", [20, 0])
+def test_anchor_stages_agree_with_nnls(radius, pg_steps):
+    # radius 3: cond(G) ~ 2, mostly solved by projected gradient alone; 0.3 and 0.02: ill-conditioned,
+    # projected gradient only predicts the support and the active set finishes; pg_steps=0: the
+    # active set alone. All must equal scipy's NNLS on every sample.
+    g = torch.Generator().manual_seed(1)
+    m = d = 12
+    # centred clouds in N=400 dims rotated into their M-dim frame, as manifold_capacity does
+    x = torch.randn(4, 400, m, generator=g, dtype=torch.float64)
+    x = torch.linalg.qr(x - x.mean(dim=2, keepdim=True), mode="r").R * (radius / 20.0)
+    pts = torch.cat([x, torch.ones(4, 1, m, dtype=torch.float64)], dim=1)
+    t = torch.randn(4, d + 1, 60, generator=g, dtype=torch.float64)
+    sol = anchor_points(pts, t, kappa=0.1, pg_steps=pg_steps)
+    ref = _nnls_anchors(pts, t, 0.1)
+    assert sol.n_unconverged == 0
+    solved = ~np.isnan(ref[:, 0, :])
+    assert solved.sum() > 100
+    got = sol.anchors.numpy().transpose(0, 2, 1)[solved]
+    np.testing.assert_allclose(got, ref.transpose(0, 2, 1)[solved], atol=1e-9 * max(1.0, radius))
+    if pg_steps and radius == 3.0:
+        assert sol.n_projected_gradient >= 0.8 * solved.sum()  # mostly without factorisation
+    if pg_steps and radius == 0.02:
+        assert sol.iterations > 0  # the active set was needed
+
+
 def test_manifolds_from_labels_groups_and_subsamples():
     acts = torch.arange(40, dtype=torch.float64).reshape(10, 4)
     labels = np.array([1, 0, 1, 0, 1, 0, 1, 0, 1, 2])
