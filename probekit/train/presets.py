@@ -87,6 +87,21 @@ PRESETS: dict[str, Preset] = {
         ),
         description="CPU smoke test (pipeline check only): |E|=100, 2 layers, d_model 64, 2k steps",
     ),
+    "kg_composition_cpu": Preset(
+        task="kg_composition",
+        task_overrides=dict(n_entities=100, n_relations=40, out_degree=20, phi=18.0),
+        model_overrides=dict(n_layers=4, d_model=64, n_heads=4, d_head=16, d_mlp=256),
+        train=TrainConfig(
+            steps=4000, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.999), batch_size=512,
+            warmup_steps=100, grad_clip=1.0, n_evals=30, eval_every=250, n_checkpoints=10,
+            eval_max_examples=4000, stop_metric="test_id/acc", stop_threshold=0.9,
+        ),
+        description=(
+            "CPU composition that groks ID: |E|=100, |R|=40, phi=18, 4 layers d_model 64; stops "
+            "once ID accuracy passes 0.9 (seed 0: step 2000, ~16 min on the loaded 2-core box; "
+            "train 0.991, test_id 0.956, test_ood 0.010). probes/checkpoints/kg-composition"
+        ),
+    ),
     "kg_composition_gpu": Preset(
         task="kg_composition",
         task_overrides=dict(n_entities=500, n_relations=50, out_degree=20, phi=18.0),

@@ -1,0 +1,99 @@
+"""``measure = "bridge_entity_rank"``: is the bridge entity decodable at r1? (Wang et al. 2024).
+
+Two-hop composition queries ``(h, r1, r2) -> t`` with bridge ``b = r1(h)`` (the
+``kg_composition`` testbed's columns ``bridge`` and ``t``): the share of queries whose bridge
+ranks in the top ``top_k`` under the logit lens after block ``layer`` at the r1 position, or
+(``target = "answer"``) whose answer does at the last token. Measured with
+:func:`probekit.circuits.bridge_entity_lens`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..measurement import Measurement
+from ..registry import register_measurement
+
+
+@dataclass(frozen=True, kw_only=True)
+class BridgeEntityRankSpec:
+    """Keys of a ``bridge_entity_rank`` claim.
+
+    ``layer``: the block whose output is decoded; ``split``: ``"test"`` (the suite's
+    ``test_split``, e.g. ``test_id``) or an OOD split name; ``target``: ``"bridge"`` (at
+    ``position``, default 1 = r1) or ``"answer"`` (at the last token); ``top_k``: a query scores
+    1 when the target's rank is below it; ``bridge_column`` / ``answer_column``: entity indices,
+    turned into tokens with ``entity_token`` (a format string of the task vocabulary).
+    """
+
+    layer: int
+    split: str = "test"
+    target: Literal["bridge", "answer"] = "bridge"
+    position: int = 1
+    top_k: int = 1
+    bridge_column: str = "bridge"
+    answer_column: str = "t"
+    entity_token: str = "<e{}>"
+
+
+@register_measurement("bridge_entity_rank", spec=BridgeEntityRankSpec)
+def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx) -> Measurement:
+    """Share of queries whose bridge (at r1) or answer (last token) is top-``k`` after ``layer``."""
+    import numpy as np
+
+    from ...circuits import bridge_entity_lens
+    from ...errors import ConfigError
+    from ...report.blocks import LinePlot, Series
+
+    model = ctx.model
+    n_layers = int(model.cfg.n_layers)
+    if not 0 <= spec.layer < n_layers or spec.top_k < 1:
+        raise ConfigError(f"bridge_entity_rank: layer {spec.layer} must be in 0..{n_layers - 1} "
+                          f"and top_k {spec.top_k} >= 1")
+    ex = ctx.examples
+    if ex.vocab is None:
+        raise ConfigError("bridge_entity_rank needs testbed data with a vocabulary ([data] task "
+                          "or a checkpoint that records its task), not a JSONL file")
+    idx = ex.split(spec.split)
+    bridges, answers = ex.column(spec.bridge_column), ex.column(spec.answer_column)
+    idx = np.array([i for i in idx if bridges[i] is not None])  # two-hop queries only
+    if idx.size < 2:
+        raise ConfigError(f"split {spec.split!r} has {idx.size} two-hop queries (rows with "
+                          f"{spec.bridge_column!r}); a claim needs >= 2")
+
+    def token(e) -> int:
+        try:
+            return int(ex.vocab.id(spec.entity_token.format(e)))
+        except KeyError:
+            raise ConfigError(f"bridge_entity_rank: entity_token {spec.entity_token!r} gives "
+                              f"{spec.entity_token.format(e)!r}, not a token of the task vocabulary "
+                              f"(e.g. {list(ex.vocab.tokens[:4])})") from None
+
+    res = bridge_entity_lens(model, [ex.tokens[i] for i in idx],
+                             [token(bridges[i]) for i in idx], [token(answers[i]) for i in idx],
+                             position=spec.position)
+    rank = res.bridge_rank if spec.target == "bridge" else res.answer_rank
+    where = f"position {spec.position}" if spec.target == "bridge" else "the last token"
+    layers = [str(x) for x in res.layers]
+    curve = LinePlot(
+        title=f"logit lens on {spec.split!r} queries: top-{spec.top_k} rate per block",
+        x_labels=tuple(layers), xlabel="block output", ylabel=f"top-{spec.top_k} rate",
+        series=(Series(name=f"bridge at position {spec.position}",
+                       values=tuple(res.bridge_top_k(spec.top_k).tolist())),
+                Series(name="answer at the last token", values=tuple(res.answer_top_k(spec.top_k).tolist()),
+                       style="dashed")),
+        marker=res.layers.index(spec.layer), marker_label="claimed block", ylim=(0.0, 1.0),
+    )
+    values = (rank[:, spec.layer] < spec.top_k).double().numpy()
+    return Measurement(
+        metric=f"{spec.target} top-{spec.top_k} rate", values=values,
+        unit=f"{spec.split} two-hop queries",
+        method=f"logit lens after block {spec.layer} at {where} ({spec.target} entity)",
+        details={"layers": res.layers,
+                 "bridge_top_k_by_layer": res.bridge_top_k(spec.top_k).tolist(),
+                 "bridge_mrr_by_layer": res.bridge_mrr().tolist(),
+                 "answer_top_k_by_layer": res.answer_top_k(spec.top_k).tolist(),
+                 "median_rank": float(rank[:, spec.layer].double().median())},
+        blocks=(curve,),
+    )
