@@ -8,7 +8,8 @@ to the logits or stops after block ``stop_at_layer - 1`` (:func:`stop_layer`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -47,6 +48,45 @@ def _raise_final(activation: Tensor) -> None:
     raise _FinalResidual(activation)
 
 
+#: Whether a block class returns a tuple (HF 4.x / TL-native blocks) or a bare tensor (HF 5.x
+#: decoder layers); learnt from the first real call of each class, see :func:`skip_blocks`.
+_RETURNS_TUPLE: dict[type, bool] = {}
+
+
+def _passthrough(block: Any) -> Any:
+    """A ``forward`` for ``block`` that returns its input hidden states in the block's convention."""
+    cls = type(block.original_component)
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        hidden = args[0] if args else kwargs["hidden_states"]
+        if cls not in _RETURNS_TUPLE:  # learn the return convention once, from a real call
+            out = type(block).forward(block, *args, **kwargs)
+            _RETURNS_TUPLE[cls] = isinstance(out, tuple)
+            return out
+        return (hidden,) if _RETURNS_TUPLE[cls] else hidden
+
+    return forward
+
+
+@contextmanager
+def skip_blocks(model: HookedModel, start: int) -> Iterator[None]:
+    """Blocks ``0..start-1`` pass their input through unchanged for the ``with`` block.
+
+    The bridge's ``start_at_layer`` swaps the caller's residual in at block ``start`` but still
+    runs (and discards) the blocks before it; with this scope they cost nothing, so a run from
+    block ``k`` costs ``n_layers - k`` blocks. Their hook points see the pass-through values, so
+    no op may sit before ``start`` (run_with_interventions refuses them). Restored on exit.
+    """
+    blocks = list(getattr(model, "blocks", []))[:start]
+    try:
+        for block in blocks:  # the instance dict: bridge components forward setattr to HF
+            block.__dict__["forward"] = _passthrough(block)
+        yield
+    finally:
+        for block in blocks:
+            block.__dict__.pop("forward", None)
+
+
 def run_batch(
     model: HookedModel,
     batch: TokenBatch,
@@ -63,7 +103,8 @@ def run_batch(
     ``stop_at_layer`` the residual stream entering that block (``stop_at_layer = n_layers``:
     the residual after the last block, before the final norm and unembedding, which are then
     skipped). ``start_at_layer`` with ``start_resid`` (padded ``(batch, pos, d_model)``, the
-    residual entering that block) skips the blocks before it. The attention mask is passed
+    residual entering that block) skips the blocks before it (:func:`skip_blocks`: they do not
+    run). The attention mask is passed
     whenever the batch is padded. ``grad=False`` runs under ``torch.inference_mode`` (outputs
     cannot enter autograd later); ``grad=True`` keeps the graph for a backward pass.
     """
@@ -83,7 +124,7 @@ def run_batch(
         kwargs["start_at_layer"] = start_at_layer
         inputs = start_resid
     mode = torch.enable_grad() if grad else torch.inference_mode()
-    with hook_scope(model, hooks), mode:
+    with hook_scope(model, hooks), skip_blocks(model, start_at_layer or 0), mode:
         try:
             return model(inputs, **kwargs)
         except _FinalResidual as stop:

@@ -29,7 +29,7 @@ from ..errors import DataError
 from ..interventions import Read, run_with_interventions
 from ..models.protocol import HookedModel
 from ..sites import Site
-from .patching import as_token_lists
+from .grid import as_token_lists
 
 
 def weight_processing(model: HookedModel) -> dict[str, object]:

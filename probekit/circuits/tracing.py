@@ -20,14 +20,8 @@ from ..errors import ConfigError, DataError
 from ..interventions import Add
 from ..models.protocol import HookedModel
 from ..sites import Site
-from .patching import (
-    HEAD_PATCH_KINDS,
-    RESID_KINDS,
-    Metric,
-    PatchingResult,
-    as_token_lists,
-    patch_grid,
-)
+from .grid import RESID_KINDS, Grid, Metric, PatchingResult, as_token_lists, check_layers
+from .patching import patch_grid
 
 
 def causal_tracing(
@@ -40,13 +34,16 @@ def causal_tracing(
     noise_scale: float = 3.0,
     seed: int = 0,
     layers: Sequence[int] | None = None,
+    window: int = 1,
     batch_size: int = 64,
     padding_side: PaddingSide = "right",
 ) -> PatchingResult:
     """Restore each (layer, position) of ``kind`` from the clean run into the subject-noised run.
 
     ``subject_spans[i] = (start, end)`` (unpadded token indices, end exclusive) of prompt ``i``.
-    The noise is drawn once (``seed``) and shared by every restored run of a prompt.
+    The noise is drawn once (``seed``) and shared by every restored run of a prompt. With
+    ``window=w`` a cell restores blocks ``l..l+w-1`` at once (Meng et al. restore windows of 10
+    for MLP and attention outputs).
     """
     toks = as_token_lists(tokens, "tokens")
     if len(subject_spans) != len(toks):
@@ -59,14 +56,14 @@ def causal_tracing(
             raise DataError(
                 f"prompt {i}: subject span {(a, b)} must satisfy 0 <= start < end <= {len(t)}"
             )
-    if kind not in RESID_KINDS + HEAD_PATCH_KINDS or kind in HEAD_PATCH_KINDS:
+    if kind not in RESID_KINDS:
         raise ConfigError(f"causal tracing kind {kind!r} not supported; use one of {list(RESID_KINDS)}")
     if noise_scale <= 0:
         raise ConfigError(f"noise_scale must be > 0, got {noise_scale}")
-    n_layers = model.cfg.n_layers
-    layer_list = list(range(n_layers)) if layers is None else [int(x) for x in layers]
-    if any(not 0 <= x < n_layers for x in layer_list):
-        raise ConfigError(f"layers {layer_list} out of range; the model has {n_layers} layers")
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ConfigError(f"window must be an int >= 1 (blocks restored per cell), got {window!r}")
+    grid = Grid(base=toks, source=toks, kind=kind, by=("layer", "pos"), direction="denoise",
+                layers=check_layers(model, layers), window=window, n_layers=int(model.cfg.n_layers))
     n, n_pos, d = len(toks), max(len(t) for t in toks), int(model.cfg.d_model)
     std = float(model.W_E.detach().float().std())
     gen = torch.Generator().manual_seed(seed)
@@ -79,6 +76,5 @@ def causal_tracing(
     def noise_ops(pairs: Tensor) -> list:
         return [Add(site=embed, vector=noise[pairs], positions=mask[pairs])]
 
-    return patch_grid(model, toks, toks, metric, kind=kind, by=("layer", "pos"), direction="denoise",
-                      layers=layer_list, batch_size=batch_size, padding_side=padding_side,
+    return patch_grid(model, grid, metric, batch_size=batch_size, padding_side=padding_side,
                       base_ops=noise_ops)

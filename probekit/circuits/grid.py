@@ -1,0 +1,211 @@
+"""The patching grid shared by exact and attribution patching: arguments, axes and result.
+
+:func:`~probekit.circuits.activation_patching` and
+:func:`~probekit.circuits.attribution_patching` take the same arguments (clean/corrupt prompts,
+``kind``, ``by``, ``direction``, ``layers``, ``window``) and return the same
+:class:`PatchingResult`; :func:`prepare_grid` validates them once into a :class:`Grid` and
+:func:`grid_result` turns per-pair cell values into the result (pair mean, normalised effect,
+labelled axes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from jaxtyping import Float
+from torch import Tensor
+
+from ..errors import ConfigError, DataError
+from ..models.protocol import HookedModel
+from ..sites import HEAD_KINDS, Site
+
+Metric = Callable[[Tensor, Tensor], Tensor]
+RESID_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "mlp_post")
+HEAD_PATCH_KINDS = ("attn_z", "attn_q", "attn_k", "attn_v")
+#: Grid axes -> the kinds they fit.
+BY_KINDS = {
+    ("layer", "pos"): RESID_KINDS + HEAD_PATCH_KINDS,
+    ("layer", "head"): HEAD_PATCH_KINDS,
+    ("layer", "pos", "head"): HEAD_PATCH_KINDS,
+}
+
+
+@dataclass(frozen=True)
+class PatchingResult:
+    """A patching grid: the metric per cell, its normalised effect, and labelled axes.
+
+    ``values`` is the metric averaged over pairs (cells a pair does not have are skipped),
+    ``per_pair`` keeps every pair (NaN where the pair is too short), ``normalized`` is
+    ``(values - base.mean()) / (source.mean() - base.mean())``.
+    """
+
+    values: Float[Tensor, "*grid"]
+    per_pair: Float[Tensor, "pair ..."]
+    normalized: Float[Tensor, "*grid"]
+    axes: tuple[str, ...]
+    labels: dict[str, list[str]]
+    kind: str
+    direction: str
+    base: Float[Tensor, " pair"]
+    source: Float[Tensor, " pair"]
+
+    @property
+    def clean(self) -> Tensor:
+        """Metric of the clean run per pair."""
+        return self.source if self.direction == "denoise" else self.base
+
+    @property
+    def corrupt(self) -> Tensor:
+        """Metric of the corrupted run per pair."""
+        return self.base if self.direction == "denoise" else self.source
+
+
+@dataclass(frozen=True, kw_only=True)
+class Grid:
+    """Validated grid arguments: ``base`` runs are patched with ``source`` activations.
+
+    Cell layer ``layers[i]`` patches the ``window`` consecutive blocks
+    ``layers[i] .. min(layers[i] + window, n_layers) - 1`` (:meth:`window_of`).
+    """
+
+    base: list[list[int]]
+    source: list[list[int]]
+    kind: str
+    by: tuple[str, ...]
+    direction: str
+    layers: list[int]
+    window: int
+    n_layers: int
+
+    def window_of(self, layer: int) -> list[int]:
+        """Blocks patched by the cell at ``layer``."""
+        return list(range(layer, min(layer + self.window, self.n_layers)))
+
+    @property
+    def sites(self) -> list[Site]:
+        """Every site some cell patches, in layer order."""
+        layers = sorted({b for layer in self.layers for b in self.window_of(layer)})
+        return [Site(b, self.kind) for b in layers]
+
+
+def as_token_lists(tokens: Tensor | Sequence[Sequence[int]], what: str) -> list[list[int]]:
+    """Token ids as lists; a 2-D tensor is one prompt per row."""
+    if isinstance(tokens, Tensor):
+        if tokens.ndim != 2:
+            raise DataError(f"{what} must be (pair, pos), got shape {tuple(tokens.shape)}")
+        return tokens.tolist()
+    out = [list(map(int, t)) for t in tokens]
+    if not out or min(len(t) for t in out) == 0:
+        raise DataError(f"{what} is empty or holds an empty prompt; give >= 1 token per prompt")
+    return out
+
+
+def check_pairs(clean: list[list[int]], corrupt: list[list[int]]) -> None:
+    """Clean and corrupted prompts pair up one to one with equal lengths (positions correspond)."""
+    if len(clean) != len(corrupt):
+        raise DataError(
+            f"{len(clean)} clean prompts but {len(corrupt)} corrupted prompts; give one corrupted "
+            "prompt per clean prompt"
+        )
+    for i, (c, r) in enumerate(zip(clean, corrupt)):
+        if len(c) != len(r):
+            raise DataError(
+                f"pair {i}: clean prompt has {len(c)} tokens but corrupted has {len(r)}; a "
+                "position grid needs equal lengths: rephrase or pad the shorter prompt"
+            )
+
+
+def check_layers(model: HookedModel, layers: Sequence[int] | None) -> list[int]:
+    """``layers`` (default: every block) as ints within the model's blocks."""
+    n_layers = int(model.cfg.n_layers)
+    layer_list = list(range(n_layers)) if layers is None else [int(x) for x in layers]
+    bad = [x for x in layer_list if not 0 <= x < n_layers]
+    if bad:
+        raise ConfigError(f"layers {bad} out of range; the model has {n_layers} layers")
+    return layer_list
+
+
+def prepare_grid(
+    model: HookedModel,
+    clean_tokens: Tensor | Sequence[Sequence[int]],
+    corrupt_tokens: Tensor | Sequence[Sequence[int]],
+    *,
+    kind: str,
+    by: tuple[str, ...] | None,
+    direction: str,
+    layers: Sequence[int] | None,
+    window: int = 1,
+    what: str = "patching",
+) -> Grid:
+    """Validate the arguments of a patching grid (one error naming the bad value and the fix)."""
+    clean = as_token_lists(clean_tokens, "clean_tokens")
+    corrupt = as_token_lists(corrupt_tokens, "corrupt_tokens")
+    check_pairs(clean, corrupt)
+    kinds = RESID_KINDS + HEAD_PATCH_KINDS
+    if kind not in kinds:
+        raise ConfigError(f"{what} kind {kind!r} not supported; use one of {list(kinds)}")
+    by = tuple(by or (("layer", "head") if kind in HEAD_KINDS else ("layer", "pos")))
+    if by not in BY_KINDS or kind not in BY_KINDS[by]:
+        valid = [list(b) for b, fits in BY_KINDS.items() if kind in fits]
+        raise ConfigError(f"by={list(by)} does not fit kind {kind!r}; use one of {valid}")
+    if direction not in ("denoise", "noise"):
+        raise ConfigError(f"direction {direction!r} unknown; use 'denoise' or 'noise'")
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ConfigError(f"window must be an int >= 1 (blocks patched per cell), got {window!r}")
+    base, source = (corrupt, clean) if direction == "denoise" else (clean, corrupt)
+    return Grid(base=base, source=source, kind=kind, by=by, direction=direction,
+                layers=check_layers(model, layers), window=window, n_layers=int(model.cfg.n_layers))
+
+
+def run_metric(metric: Metric, last_logits: Tensor, pair: Tensor) -> Tensor:
+    """Apply ``metric`` to last-token logits ``(row, d_vocab)``; check one value per row."""
+    value = metric(last_logits, pair)
+    n = last_logits.shape[0]
+    if not isinstance(value, Tensor) or value.shape != (n,):
+        shape = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+        raise DataError(
+            f"metric returned {shape}, expected one value per prompt ({n},): "
+            "metrics map (row, d_vocab) last-token logits and (row,) pair indices to (row,)"
+        )
+    return value.detach().float()
+
+
+def token_labels(model: HookedModel, tokens: list[int]) -> list[str]:
+    """``"t:token"`` labels for a position axis (token strings when a tokenizer is present)."""
+    tok = getattr(model, "tokenizer", None)
+    if tok is None:
+        return [f"{t}:{i}" for t, i in enumerate(tokens)]
+    return [f"{t}:{tok.decode([i])}" for t, i in enumerate(tokens)]
+
+
+def grid_shape(model: HookedModel, grid: Grid) -> tuple[int, ...]:
+    """Sizes of the grid's axes (``pos``: the longest prompt; ``head``: the kind's heads)."""
+    size = {"layer": len(grid.layers), "pos": max(len(t) for t in grid.base),
+            "head": Site(0, grid.kind).n_heads(model) if grid.kind in HEAD_KINDS else 0}
+    return tuple(size[a] for a in grid.by)
+
+
+def grid_result(
+    model: HookedModel,
+    grid: Grid,
+    per_pair: Float[Tensor, "pair ..."],
+    m_base: Float[Tensor, " pair"],
+    m_source: Float[Tensor, " pair"],
+) -> PatchingResult:
+    """Pair mean (NaN cells skipped), normalised effect and labelled axes of ``per_pair``."""
+    m_base, m_source = m_base.cpu(), m_source.cpu()
+    values = per_pair.nanmean(0)
+    normalized = (values - m_base.mean()) / (m_source.mean() - m_base.mean())
+    n_pos = max(len(t) for t in grid.base)
+    layer_labels = [str(x) if grid.window == 1 else f"{x}-{grid.window_of(x)[-1]}" for x in grid.layers]
+    n_heads = Site(0, grid.kind).n_heads(model) if grid.kind in HEAD_KINDS else 0
+    labels = {"layer": layer_labels,
+              "pos": token_labels(model, grid.base[0]) if len(set(map(tuple, grid.base))) == 1
+              else [str(t) for t in range(n_pos)],
+              "head": [str(h) for h in range(n_heads)]}
+    return PatchingResult(
+        values=values, per_pair=per_pair, normalized=normalized, axes=grid.by,
+        labels={a: labels[a] for a in grid.by}, kind=grid.kind, direction=grid.direction,
+        base=m_base, source=m_source,
+    )
