@@ -198,7 +198,8 @@ def grid_result(
     values = per_pair.nanmean(0)
     normalized = (values - m_base.mean()) / (m_source.mean() - m_base.mean())
     n_pos = max(len(t) for t in grid.base)
-    layer_labels = [str(x) if grid.window == 1 else f"{x}-{grid.window_of(x)[-1]}" for x in grid.layers]
+    layer_labels = [str(x) if grid.window_of(x)[-1] == x else f"{x}-{grid.window_of(x)[-1]}"
+                    for x in grid.layers]
     n_heads = Site(0, grid.kind).n_heads(model) if grid.kind in HEAD_KINDS else 0
     labels = {"layer": layer_labels,
               "pos": token_labels(model, grid.base[0]) if len(set(map(tuple, grid.base))) == 1

@@ -20,9 +20,10 @@ reached earlier in the same forward pass, e.g. edge patching).
 
 How to add an intervention:
 
-1. add a frozen keyword-only dataclass to :mod:`.ops` with ``site``, ``positions``, ``rows``,
-   ``features`` as the existing write ops have (validate in ``__post_init__``), and add it to
-   ``Op`` / ``WRITE_OPS``;
+1. add a frozen keyword-only dataclass subclassing :class:`.ops.WriteOp` to :mod:`.ops` (it
+   brings ``site``, ``positions``, ``rows``, ``features`` and their validation; validate your own
+   fields in ``__post_init__`` after ``super().__post_init__()``), and add it to ``Op`` /
+   ``WRITE_OPS``;
 2. add its branch to :func:`.apply.apply_write`: it receives the site's activation in probekit
    layout (``pos`` on axis 1, head already sliced, still *padded*) and must return a new tensor
    built with ``torch.where(mask, new_values, part)`` (out of place, so gradients flow); convert
@@ -42,6 +43,7 @@ from .ops import Read as Read
 from .ops import Recompute as Recompute
 from .ops import Replace as Replace
 from .ops import ReplaceFromRows as ReplaceFromRows
+from .ops import WriteOp as WriteOp
 from .run import InterventionResult as InterventionResult
 from .run import as_batch as as_batch
 from .run import intervene as intervene

@@ -26,18 +26,42 @@ from ..sites import Site
 Positions = PositionRule | Tensor
 
 
-def _check_site(site: Site) -> None:
-    if not isinstance(site, Site):
-        raise ConfigError(f"op site must be a probekit Site, got {site!r}; use Site.parse(text)")
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SiteOp:
+    """Base of every op: the :class:`~probekit.sites.Site` it acts on (validated)."""
 
+    site: Site
 
-def _check_features(features: tuple[int, ...] | None) -> None:
-    if features is not None and (not features or min(features) < 0):
-        raise ConfigError(f"features must be a non-empty tuple of indices >= 0, got {features!r}")
+    def __post_init__(self) -> None:
+        """Validate the site."""
+        if not isinstance(self.site, Site):
+            raise ConfigError(f"op site must be a probekit Site, got {self.site!r}; use Site.parse(text)")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class Read:
+class WriteOp(SiteOp):
+    """Base of the write ops: *where* to write (validated).
+
+    ``positions``: a position rule or an aligned boolean mask ``(batch, pos)`` /
+    ``(batch, pos, head)`` (default every real token); ``rows``: only these batch rows;
+    ``features``: only these indices of the last axis.
+    """
+
+    positions: Positions = field(default_factory=AllTokens)
+    rows: tuple[int, ...] | None = None
+    features: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        """Validate the site and features."""
+        super().__post_init__()
+        if self.features is not None and (not self.features or min(self.features) < 0):
+            raise ConfigError(
+                f"features must be a non-empty tuple of indices >= 0, got {self.features!r}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Read(SiteOp):
     """Record the site's activation (detached).
 
     ``positions=None`` keeps the whole aligned tensor ``(batch, pos, *feat)`` (pad entries 0); a
@@ -45,54 +69,32 @@ class Read:
     :func:`~probekit.capture.select_positions` does.
     """
 
-    site: Site
     positions: PositionRule | None = None
-
-    def __post_init__(self) -> None:
-        """Validate the site."""
-        _check_site(self.site)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class Replace:
+class Replace(WriteOp):
     """Overwrite the selected cells with ``values`` (aligned ``(batch, pos, *feat)``), e.g. a cache.
 
     Patching from a clean cache: ``Replace(site=s, values=clean.reads[s])``.
     """
 
-    site: Site
     values: Tensor
-    positions: Positions = field(default_factory=AllTokens)
-    rows: tuple[int, ...] | None = None
-    features: tuple[int, ...] | None = None
-
-    def __post_init__(self) -> None:
-        """Validate the site and features."""
-        _check_site(self.site)
-        _check_features(self.features)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class ReplaceFromRows:
+class ReplaceFromRows(WriteOp):
     """Patch row ``i`` with row ``source_rows[i]`` of the same batch (same unpadded positions).
 
     ``source_rows[i] = -1`` leaves row ``i`` alone. A selected position must exist in the source
     row (e.g. ``LastToken`` of rows of equal length, or a ``TokenIndex`` within both).
     """
 
-    site: Site
     source_rows: tuple[int, ...]
-    positions: Positions = field(default_factory=AllTokens)
-    features: tuple[int, ...] | None = None
-
-    def __post_init__(self) -> None:
-        """Validate the site and features."""
-        _check_site(self.site)
-        _check_features(self.features)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class Ablate:
+class Ablate(WriteOp):
     """Zero-, mean- or resample-ablate the selected cells.
 
     ``zero``: 0. ``mean``: ``mean`` (``(*feat)`` or per position ``(pos, *feat)``, aligned); by
@@ -101,19 +103,14 @@ class Ablate:
     ``seed``; without a pool, another row of this batch (a random derangement).
     """
 
-    site: Site
     method: str = "zero"  # "zero" | "mean" | "resample" (validated: a clear error, not a type error)
-    positions: Positions = field(default_factory=AllTokens)
-    rows: tuple[int, ...] | None = None
-    features: tuple[int, ...] | None = None
     mean: Tensor | None = None
     pool: Tensor | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
         """Validate method, site and features."""
-        _check_site(self.site)
-        _check_features(self.features)
+        super().__post_init__()
         if self.method not in ("zero", "mean", "resample"):
             raise ConfigError(
                 f"ablation method {self.method!r} unknown; use 'zero', 'mean' or 'resample'"
@@ -121,27 +118,18 @@ class Ablate:
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class Add:
+class Add(WriteOp):
     """Add ``scale * vector`` at the selected cells (steering).
 
     ``vector`` is ``(*feat)`` (the same at every cell) or aligned ``(batch, pos, *feat)``.
     """
 
-    site: Site
     vector: Tensor
     scale: float = 1.0
-    positions: Positions = field(default_factory=AllTokens)
-    rows: tuple[int, ...] | None = None
-    features: tuple[int, ...] | None = None
-
-    def __post_init__(self) -> None:
-        """Validate the site and features."""
-        _check_site(self.site)
-        _check_features(self.features)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class Grad:
+class Grad(SiteOp):
     """Record d(objective)/d(activation) at the site, aligned ``(batch, pos, *feat)`` or rows.
 
     The run must have gradients on; the objective is given to
@@ -149,12 +137,7 @@ class Grad:
     :meth:`~probekit.interventions.InterventionResult.backward`.
     """
 
-    site: Site
     positions: PositionRule | None = None
-
-    def __post_init__(self) -> None:
-        """Validate the site."""
-        _check_site(self.site)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

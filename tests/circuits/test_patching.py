@@ -8,8 +8,10 @@ import torch
 from transformer_lens import patching
 
 import probekit
+from probekit.capture import Site
 from probekit.circuits import activation_patching, answer_logprob, logit_diff
 from probekit.errors import ConfigError, DataError
+from probekit.interventions import Read, Replace, run_with_interventions
 from probekit.models import build_model
 from tests.conftest import TINY_CONFIGS
 
@@ -122,3 +124,76 @@ def test_bad_inputs(gqa):
         activation_patching(model, clean, corrupt, metric, layers=[7])
     with pytest.raises(DataError, match="answer holds a token id outside 0..12"):
         activation_patching(model, clean, corrupt, partial(answer_logprob, answer=torch.tensor([2, 99])))
+
+
+def _cell_masks(by, n_pairs, n_pos, n_heads):
+    """(cell index, aligned position mask) for every cell of a by-grid at one layer."""
+    if by == ("layer", "pos"):
+        for t in range(n_pos):
+            mask = torch.zeros(n_pairs, n_pos, dtype=torch.bool)
+            mask[:, t] = True
+            yield (t,), mask
+    elif by == ("layer", "head"):
+        for h in range(n_heads):
+            mask = torch.zeros(n_pairs, n_pos, n_heads, dtype=torch.bool)
+            mask[:, :, h] = True
+            yield (h,), mask
+    else:
+        for t in range(n_pos):
+            for h in range(n_heads):
+                mask = torch.zeros(n_pairs, n_pos, n_heads, dtype=torch.bool)
+                mask[:, t, h] = True
+                yield (t, h), mask
+
+
+@pytest.mark.parametrize("kind,by", [("resid_pre", ("layer", "pos")), ("mlp_out", ("layer", "pos")),
+                                     ("attn_z", ("layer", "head")), ("attn_v", ("layer", "pos", "head"))])
+def test_window_equals_hand_set_replace_ops(gqa, kind, by):
+    """A window cell = one full run (from the embeddings) with a Replace at every block of the window."""
+    model, clean, corrupt, metric = gqa
+    got = activation_patching(model, clean, corrupt, metric, kind=kind, by=by, window=2, batch_size=7)
+    sites = [Site(b, kind) for b in range(3)]
+    src = run_with_interventions(model, clean, [Read(site=s) for s in sites])
+    n_heads = sites[0].n_heads(model)
+    pairs = torch.arange(2)
+    for layer in range(3):
+        blocks = range(layer, min(layer + 2, 3))
+        for cell, mask in _cell_masks(by, 2, 5, n_heads):
+            ops = [Replace(site=sites[b], values=src[sites[b]], positions=mask) for b in blocks]
+            out = run_with_interventions(model, corrupt, ops, logits="last")
+            want = float(metric(out.output, pairs).mean())
+            assert abs(float(got.values[(layer, *cell)]) - want) <= 1e-5, (layer, cell)
+    assert got.labels["layer"] == ["0-1", "1-2", "2"]
+    # window=1 is the single-block grid (which equals transformer_lens, above); the last block's
+    # window is clipped to that block
+    one = activation_patching(model, clean, corrupt, metric, kind=kind, by=by, window=1)
+    assert float((got.values[2] - one.values[2]).abs().max()) <= 1e-5
+    assert float((got.values[0] - one.values[0]).abs().max()) > 1e-4  # two blocks differ from one
+    with pytest.raises(ConfigError, match="window must be an int >= 1"):
+        activation_patching(model, clean, corrupt, metric, kind=kind, by=by, window=0)
+
+
+def test_identity_cells_are_not_run_and_rows_start_at_their_block(gqa, monkeypatch):
+    """Cells whose source equals the base (the shared position 0) need no forward; rows skip early blocks."""
+    import probekit.circuits.patching as patching_module
+
+    model, clean, corrupt, metric = gqa
+    calls = []
+    real = patching_module.run_with_interventions
+
+    def counting(model, tokens, ops=(), **kw):
+        calls.append((len(tokens), kw.get("start")))
+        return real(model, tokens, ops, **kw)
+
+    monkeypatch.setattr(patching_module, "run_with_interventions", counting)
+    res = activation_patching(model, clean, corrupt, metric, kind="resid_pre", batch_size=1000)
+    # 2 pairs x 3 layers x 5 positions; position 0 is shared at every layer, positions 2-4 at
+    # layer 0 (same tokens): 2 x (3 + 3) identity cells; one patched forward of the other 18 rows
+    assert [n for n, _ in calls] == [2, 2, 18]
+    torch.testing.assert_close(res.per_pair[:, :, 0], res.base[:, None].expand(2, 3))
+    starts = []
+    monkeypatch.setattr(patching_module, "run_with_interventions",
+                        lambda model, tokens, ops=(), **kw: starts.append(kw.get("start")) or real(model, tokens, ops, **kw))
+    activation_patching(model, clean, corrupt, metric, kind="resid_pre", batch_size=4)
+    firsts = [s[0] if s else 0 for s in starts[2:]]
+    assert firsts == sorted(firsts, reverse=True) and firsts[0] == 2  # last block first, from its residual

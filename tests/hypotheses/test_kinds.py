@@ -111,3 +111,41 @@ def test_logit_lens_rank_at_the_last_block_is_the_models_accuracy():
         top = model(torch.tensor(tokens))[:, -1].argmax(-1).numpy()
     np.testing.assert_array_equal(m.values, (top == np.array(answers)).astype(float))
     assert m.estimate < 0.8  # the planted wrong answers are not top-1
+
+
+def test_patching_effect_window_equals_hand_set_replace_ops():
+    """``window = 2``: blocks 0-1 patched together at the position = a brute-force run with two Replaces."""
+    from probekit.interventions import Read, Replace, run_with_interventions
+    from probekit.models import build_model
+    from tests.conftest import TINY_CONFIGS
+
+    model = build_model(TINY_CONFIGS["gqa_rotary_rms"])
+    g = torch.Generator().manual_seed(1)
+    clean = torch.randint(0, 13, (6, 5), generator=g)
+    corrupt = clean.clone()
+    corrupt[:, 2] = (clean[:, 2] + 5) % 13
+    answer, foil = torch.randint(0, 13, (6,), generator=g), torch.randint(0, 13, (6,), generator=g)
+    tokens, cols = [], {"pair_id": [], "role": [], "answer": []}
+    for i in range(6):
+        for role, row, ans in (("clean", clean[i], answer[i]), ("corrupt", corrupt[i], foil[i])):
+            tokens.append(row.tolist())
+            cols["pair_id"].append(i)
+            cols["role"].append(role)
+            cols["answer"].append(int(ans))
+    ctx = FakeContext(model=model, examples=examples(tokens, cols, {"train": np.arange(12), "test": np.arange(12)}))
+    m = patching_effect(PatchingEffectSpec(layer=0, window=2, position=2, site_kind="mlp_out"), ctx)
+    metric = partial(logit_diff, answer=answer, foil=foil)
+    sites = [Site(0, "mlp_out"), Site(1, "mlp_out")]
+    src = run_with_interventions(model, clean, [Read(site=s) for s in sites], logits="last")
+    mask = torch.zeros(6, 5, dtype=torch.bool)
+    mask[:, 2] = True
+    patched = run_with_interventions(model, corrupt, [Replace(site=s, values=src[s], positions=mask) for s in sites],
+                                     logits="last")
+    base = run_with_interventions(model, corrupt, [], logits="last")
+    pairs = torch.arange(6)
+    m_p, m_c, m_r = (metric(x.output, pairs).double() for x in (patched, src, base))
+    want = float((m_p - m_r).sum() / (m_c - m_r).sum())
+    assert m.estimate == pytest.approx(want, abs=1e-5)
+    assert "mlp_out@0-1" in m.method
+    one = patching_effect(PatchingEffectSpec(layer=0, position=2, site_kind="mlp_out"), ctx)
+    assert abs(one.estimate - m.estimate) > 1e-3  # block 1 adds to block 0's effect

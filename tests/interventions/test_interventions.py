@@ -332,3 +332,23 @@ def test_last_logits_and_start_layer_match_full_run(tiny_model):
         torch.testing.assert_close(got.output, want.output, atol=ATOL, rtol=1e-5)
     with pytest.raises(ConfigError, match=f"lie before start layer {k}"):
         run_with_interventions(model, seqs, [Read(site=Site(None, "embed"))], start=(k, full[Site(k, "resid_pre")]))
+
+
+def test_start_layer_skips_the_blocks_before_it(tiny_model):
+    """With start=(k, resid) blocks 0..k-1 do not run (the bridge alone would run and discard them)."""
+    model = tiny_model
+    k = model.cfg.n_layers - 1
+    seqs = random_sequences(3, model.cfg.d_vocab, lo=2, hi=6, seed=4)
+    full = run_with_interventions(model, seqs, [Read(site=Site(k, "resid_pre"))])
+    calls = [0] * model.cfg.n_layers
+    handles = [b.original_component.register_forward_hook(lambda *a, i=i: calls.__setitem__(i, calls[i] + 1))
+               for i, b in enumerate(model.blocks)]
+    try:
+        run_with_interventions(model, seqs, [], start=(k, full[Site(k, "resid_pre")]))
+        run_with_interventions(model, seqs, [], start=(k, full[Site(k, "resid_pre")]))
+    finally:
+        for h in handles:
+            h.remove()
+    # the first skipped call of a block class may run once to learn its return convention
+    assert calls[k] == 2 and sum(calls[:k]) <= 1
+    assert all("forward" not in b.__dict__ for b in model.blocks)  # restored

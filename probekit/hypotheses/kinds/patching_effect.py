@@ -12,7 +12,9 @@ from ..registry import register_measurement
 class PatchingEffectSpec:
     """Keys of a ``patching_effect`` claim (data: clean/corrupt rows paired by ``pair_column``).
 
-    ``layer``, ``site_kind``: the patched site (``resid_pre@layer`` by default); ``position``:
+    ``layer``, ``site_kind``: the patched site (``resid_pre@layer`` by default); ``window``: patch
+    blocks ``layer .. layer + window - 1`` together (e.g. ``layer = 8``, ``window = 8``: blocks
+    8-15; clipped at the last block); ``position``:
     ``"last"``, a token index, or ``"column:NAME"`` (per-pair index from the clean row, e.g. the
     subject's last token); ``answer_column``: each row's answer (token id, or text whose first
     token is used): the clean row's answer against the corrupted row's answer is the logit
@@ -20,6 +22,7 @@ class PatchingEffectSpec:
     """
 
     layer: int
+    window: int = 1
     site_kind: str = "resid_pre"
     position: int | str = "last"
     control_position: int | str = 0
@@ -60,7 +63,8 @@ def patching_effect(spec: PatchingEffectSpec, ctx, *, control: bool = False) -> 
     """``sum_p (m_patched - m_corrupt) / sum_p (m_clean - m_corrupt)`` over prompt pairs.
 
     ``m`` = logit(clean answer) - logit(corrupt answer) at the last token; the clean
-    activation at (site, position) is patched into the corrupted run
+    activation at (site, position) — at every block of the window — is patched into the
+    corrupted run
     (:func:`probekit.circuits.activation_patching`, denoising). The ratio of sums is
     bootstrapped over pairs; per-pair values (scaled by the mean clean-corrupt gap) pair with the
     control cell's for ``greater_than_control``.
@@ -83,7 +87,8 @@ def patching_effect(spec: PatchingEffectSpec, ctx, *, control: bool = False) -> 
     foil = torch.tensor([_token(model, answers[i]) for i in corrupt_idx])
     metric = partial(logit_diff, answer=answer, foil=foil)
     res = activation_patching(model, clean, corrupt, metric, kind=spec.site_kind,
-                              by=("layer", "pos"), layers=[spec.layer], batch_size=spec.batch_size)
+                              by=("layer", "pos"), layers=[spec.layer], window=spec.window,
+                              batch_size=spec.batch_size)
     lengths = [len(t) for t in clean]
     rows = np.arange(len(clean))
     grid = res.per_pair[:, 0].double().numpy()  # (pair, pos)
@@ -105,7 +110,7 @@ def patching_effect(spec: PatchingEffectSpec, ctx, *, control: bool = False) -> 
         estimate=float(gain.sum() / gap.sum()),
         resamples=gain[boot].sum(1) / gap[boot].sum(1), control=ctl, n=len(rows),
         unit="prompt pairs",
-        method=f"denoising patch of {spec.site_kind}@{spec.layer} at position {spec.position!r} "
+        method=f"denoising patch of {spec.site_kind}@{res.labels['layer'][0]} at position {spec.position!r} "
         f"(clean logit diff {source.mean():.3f}, corrupt {base.mean():.3f})",
         details={"clean_logit_diff": source.tolist(), "corrupt_logit_diff": base.tolist(),
                  "patched_logit_diff": grid[rows, pos].tolist(), "positions": pos},
