@@ -26,6 +26,11 @@ from ..sites import Site
 Positions = PositionRule | Tensor
 
 
+def _check_site(site: Site) -> None:
+    if not isinstance(site, Site):
+        raise ConfigError(f"op site must be a probekit Site, got {site!r}; use Site.parse(text)")
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)
 class SiteOp:
     """Base of every op: the :class:`~probekit.sites.Site` it acts on (validated)."""
@@ -34,8 +39,7 @@ class SiteOp:
 
     def __post_init__(self) -> None:
         """Validate the site."""
-        if not isinstance(self.site, Site):
-            raise ConfigError(f"op site must be a probekit Site, got {self.site!r}; use Site.parse(text)")
+        _check_site(self.site)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -141,7 +145,7 @@ class Grad(SiteOp):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class Recompute:
+class Recompute(WriteOp):
     """Overwrite the selected cells with ``fn(value, inputs)``, computed from this same forward pass.
 
     ``inputs`` are sites the forward pass reaches *before* ``site``; ``fn`` receives the site's
@@ -151,15 +155,12 @@ class Recompute:
     some upstream outputs of this run and their values in a corrupted run.
     """
 
-    site: Site
     fn: Callable[[Tensor, Mapping[Site, Tensor]], Tensor]
     inputs: tuple[Site, ...] = ()
-    positions: Positions = field(default_factory=AllTokens)
-    rows: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         """Validate the sites."""
-        _check_site(self.site)
+        super().__post_init__()
         for s in self.inputs:
             _check_site(s)
 
