@@ -14,6 +14,7 @@ _EXPORTS = {
     "loo_linear_error": "correlation",
     "pearson": "correlation",
     "spearman": "correlation",
+    "spearman_ci": "correlation",
     "adjust_pvalues": "multiple",
     "benjamini_hochberg": "multiple",
     "holm": "multiple",
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from .correlation import loo_linear_error as loo_linear_error
     from .correlation import pearson as pearson
     from .correlation import spearman as spearman
+    from .correlation import spearman_ci as spearman_ci
     from .multiple import adjust_pvalues as adjust_pvalues
     from .multiple import benjamini_hochberg as benjamini_hochberg
     from .multiple import holm as holm

@@ -8,11 +8,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
-from probekit.errors import DataError, NonFiniteError
+from probekit.errors import ConfigError, DataError, NonFiniteError
 
 from .result import CorrelationResult, LeaveOneOutResult
 
-__all__ = ["loo_linear_error", "pearson", "spearman"]
+__all__ = ["loo_linear_error", "pearson", "spearman", "spearman_ci"]
 
 Alternative = Literal["two-sided", "greater", "less"]
 
@@ -65,11 +65,18 @@ def spearman(
     y: ArrayLike,
     *,
     alternative: Alternative = "two-sided",
+    confidence_level: float = 0.95,
 ) -> CorrelationResult:
-    """Spearman rank correlation rho and p-value (``scipy.stats.spearmanr``); ``r_squared = rho^2``."""
+    """Spearman rank correlation rho and p-value (``scipy.stats.spearmanr``); ``r_squared = rho^2``.
+
+    The CI is Fisher's z interval with the Bonett & Wright (2000) variance for rank
+    correlations, ``tanh(atanh(rho) -+ z_q sqrt((1 + rho^2 / 2) / (n - 3)))`` (two-sided,
+    needs n >= 4; NaN bounds otherwise).
+    """
     x, y = _xy(x, y)
     res = stats.spearmanr(x, y, alternative=alternative)
     rho = float(res.statistic)
+    low, high = spearman_ci(rho, int(x.size), confidence_level)
     return CorrelationResult(
         statistic=rho,
         p_value=float(res.pvalue),
@@ -78,8 +85,29 @@ def spearman(
         alternative=alternative,
         effect_size=rho,
         effect_size_name="rho",
+        ci_low=low,
+        ci_high=high,
+        confidence_level=confidence_level,
         r_squared=rho * rho,
     )
+
+
+def spearman_ci(rho: float, n: int, confidence_level: float = 0.95) -> tuple[float, float]:
+    """Two-sided CI of a Spearman rho over ``n`` units (Fisher z, Bonett & Wright 2000 variance).
+
+    ``se = sqrt((1 + rho^2 / 2) / (n - 3))``; bounds ``tanh(atanh(rho) -+ z_{(1+c)/2} se)``,
+    ``(rho, rho)`` for ``|rho| = 1`` and NaN for ``n < 4``.
+    """
+    if not 0 < confidence_level < 1:
+        raise ConfigError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+    if n < 4:
+        return float("nan"), float("nan")
+    if abs(rho) >= 1 - 1e-12:  # a perfect rank agreement (scipy may give 0.9999999999999999)
+        return float(rho), float(rho)
+    se = float(np.sqrt((1 + rho * rho / 2) / (n - 3)))
+    zq = float(stats.norm.ppf((1 + confidence_level) / 2))
+    z = float(np.arctanh(rho))
+    return float(np.tanh(z - zq * se)), float(np.tanh(z + zq * se))
 
 
 def loo_linear_error(x: ArrayLike, y: ArrayLike) -> LeaveOneOutResult:

@@ -26,6 +26,8 @@ class TrainConfig:
         n_evals: number of log-spaced evaluation steps in ``[1, steps]`` (plus step 0).
         eval_every: additional evaluations every this many steps (None: log-spaced only).
         eval_steps: explicit evaluation steps, replacing the two knobs above.
+        eval_at_start: evaluate the untrained model (step 0); False skips that record (e.g. a
+            population study that reads only the final evaluation).
         n_checkpoints / checkpoint_steps: the same for checkpoints (step 0 and the last step are
             always saved).
         eval_max_examples: evaluate each split on at most this many examples (a fixed seeded
@@ -55,6 +57,7 @@ class TrainConfig:
     n_evals: int = 60
     eval_every: int | None = None
     eval_steps: tuple[int, ...] | None = None
+    eval_at_start: bool = True
     n_checkpoints: int = 20
     checkpoint_steps: tuple[int, ...] | None = None
     eval_max_examples: int | None = None
@@ -95,6 +98,8 @@ class TrainConfig:
                 raise ConfigError(
                     f"{own}.{name} must hold ints in [0, steps={self.steps}], got {steps!r}"
                 )
+        if not isinstance(self.eval_at_start, bool):
+            raise ConfigError(f"{own}.eval_at_start must be true or false, got {self.eval_at_start!r}")
         if not (isinstance(self.he_lambda, (int, float)) and self.he_lambda >= 0):
             raise ValueError(f"{own}.he_lambda must be >= 0 (0 = off), got {self.he_lambda!r}")
         for name in ("he_pairs", "he_pool", "he_hidden"):

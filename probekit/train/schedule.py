@@ -18,12 +18,18 @@ def log_spaced_steps(total: int, n: int) -> list[int]:
 
 
 def eval_schedule(cfg: TrainConfig) -> list[int]:
-    """Steps after which the model is evaluated (0 = before training)."""
+    """Steps after which the model is evaluated (0 = before training; the last step always).
+
+    ``eval_at_start=False`` drops step 0.
+    """
     if cfg.eval_steps is not None:
-        return sorted({0, cfg.steps, *cfg.eval_steps})
-    steps = set(log_spaced_steps(cfg.steps, cfg.n_evals))
-    if cfg.eval_every:
-        steps |= set(range(0, cfg.steps + 1, cfg.eval_every))
+        steps = {0, cfg.steps, *cfg.eval_steps}
+    else:
+        steps = set(log_spaced_steps(cfg.steps, cfg.n_evals))
+        if cfg.eval_every:
+            steps |= set(range(0, cfg.steps + 1, cfg.eval_every))
+    if not cfg.eval_at_start:
+        steps.discard(0)
     return sorted(steps)
 
 

@@ -304,7 +304,7 @@ def train(
         return rec[cfg.stop_metric] >= cfg.stop_threshold
 
     if start == 0 and not history.records:  # (a run killed after step 0 has its record)
-        last = do_eval(0)
+        last = do_eval(0) if 0 in evals else None
         _save(out_dir, 0, model, opt, names, meta, mcfg, last, he and he.regulariser)
     stopped = last is not None and stop_reached(last)
     bar = progress_bar(desc=task.name, total=cfg.steps, initial=start, unit="step", enabled=progress)

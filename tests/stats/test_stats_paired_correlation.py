@@ -111,3 +111,31 @@ def test_nonfinite_inputs_raise_nonfinite_error_a_probekit_error():
     assert isinstance(info.value, ProbekitError) and isinstance(info.value, ValueError)
     with pytest.raises(NonFiniteError, match="NaN/inf"):
         pearson(np.array([1.0, 2.0, np.inf, 4.0]), np.arange(4.0))
+
+
+def test_spearman_ci_bonett_wright_exact_and_coverage():
+    from probekit.stats import spearman_ci
+
+    # hand value: rho 0.5, n 28 -> se = sqrt(1.125 / 25), tanh(atanh(0.5) -+ 1.959964 se)
+    se = (1.125 / 25) ** 0.5
+    lo, hi = spearman_ci(0.5, 28)
+    assert (lo, hi) == pytest.approx(
+        (np.tanh(np.arctanh(0.5) - 1.959964 * se), np.tanh(np.arctanh(0.5) + 1.959964 * se)),
+        rel=1e-6,
+    )
+    assert lo == pytest.approx(0.132747, abs=1e-6) and hi == pytest.approx(0.746533, abs=1e-6)
+    assert spearman_ci(-0.5, 28) == pytest.approx((-hi, -lo))
+    assert np.isnan(spearman_ci(0.3, 3)).all() and spearman_ci(1.0, 10) == (1.0, 1.0)
+    s = spearman(np.arange(10.0), np.arange(10.0) ** 3)
+    assert (s.statistic, s.ci_low, s.ci_high) == pytest.approx((1.0, 1.0, 1.0))
+    # planted: bivariate normal r = 0.6 has population rho_s = 6/pi asin(0.3); ~95% coverage
+    rng = np.random.default_rng(3)
+    r, n = 0.6, 30
+    truth = 6 / np.pi * np.arcsin(r / 2)
+    hits = 0
+    for _ in range(REPS):
+        x = rng.normal(size=n)
+        y = r * x + np.sqrt(1 - r * r) * rng.normal(size=n)
+        res = spearman(x, y)
+        hits += res.ci_low <= truth <= res.ci_high
+    assert 0.925 <= hits / REPS <= 0.975

@@ -18,6 +18,8 @@ def test_eval_and_checkpoint_schedules():
     assert {0, 25, 50, 75, 100} <= set(ev) and 1 in ev
     assert checkpoint_schedule(cfg)[0] == 0 and checkpoint_schedule(cfg)[-1] == 100
     assert eval_schedule(TrainConfig(steps=10, eval_steps=(3,))) == [0, 3, 10]
+    assert eval_schedule(TrainConfig(steps=10, eval_steps=(3,), eval_at_start=False)) == [3, 10]
+    assert 0 not in eval_schedule(TrainConfig(steps=100, n_evals=5, eval_at_start=False))
 
 
 def test_warmup_lr():

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import shutil
 
@@ -71,6 +72,19 @@ def test_deterministic_and_resume_equals_uninterrupted(tmp_path, tiny_task, tiny
     oc = load_file(str(list_checkpoints(c)[-1][1] / "optimizer.safetensors"))
     assert _same(oa, oc)
     assert h.steps == History.read(a).steps
+
+
+def test_eval_at_start_off_skips_only_the_step0_record(tmp_path, tiny_task, tiny_model_config):
+    cfg = TrainConfig(steps=6, batch_size=16, n_evals=2, checkpoint_steps=(3,))
+    on = train(tiny_task, tiny_model_config, cfg, tmp_path / "on", progress=False, plot=False)
+    off_cfg = dataclasses.replace(cfg, eval_at_start=False)
+    off = train(tiny_task, tiny_model_config, off_cfg, tmp_path / "off", progress=False, plot=False)
+    assert on.steps[0] == 0 and 0 not in off.steps and off.steps[-1] == 6
+    assert _same(_weights(tmp_path / "on")[1], _weights(tmp_path / "off")[1])
+    last_on = {k: v for k, v in on.records[-1].items() if k != "elapsed_s"}
+    last_off = {k: v for k, v in off.records[-1].items() if k != "elapsed_s"}
+    assert last_on == last_off
+    assert [s for s, _ in list_checkpoints(tmp_path / "off")] == [0, 3, 6]
 
 
 def test_resume_from_step_zero_checkpoint(tmp_path, tiny_task, tiny_model_config):
