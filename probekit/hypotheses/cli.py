@@ -19,16 +19,24 @@ Exit status: 0 if every claim passes, 1 on any FAIL or INCONCLUSIVE, 2 on a spec
 examples:
   probekit test circuits/modadd_fourier.toml --out out/modadd
   probekit test circuits/*.toml --out out/claims     # one subfolder per file
+  probekit test circuits/modadd_fourier.toml --executor ray --ray-address auto
 """
 
 
 def _run(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from ..suites.check import check_suite_data
+    from ..suites.cli import execution_from_args
     from .spec import load_hypotheses
 
     files = [load_hypotheses(p) for p in args.files]  # every spec error before any model loads
-    for spec in files:
+    for i, spec in enumerate(files):
         check_suite_data(spec.suite)
+        execution = execution_from_args(args, spec.suite)  # --executor / --ray-address
+        if execution != spec.suite.execution:
+            files[i] = dataclasses.replace(
+                spec, suite=dataclasses.replace(spec.suite, execution=execution))
     if args.check:
         for path in args.files:
             print(f"{path}: hypothesis file is valid")
@@ -40,7 +48,11 @@ def _run(args: argparse.Namespace) -> int:
         out = None
         if args.out is not None:
             out = Path(args.out) if len(files) == 1 else Path(args.out) / Path(path).stem
-        result = run(spec, progress=not args.quiet, out=out)
+        executor = spec.suite.execution.make_executor(progress=not args.quiet)
+        connect = getattr(executor, "connect", None)
+        if connect is not None:
+            connect()  # an unreachable cluster fails here, before the model loads
+        result = run(spec, progress=not args.quiet, executor=executor, out=out)
         print(f"{path}:")
         for line in result.lines():
             print(f"  {line}")
@@ -52,6 +64,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def add_test_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.ArgumentParser:
     """Add the ``test`` subcommand to an argparse ``subparsers``; handler in ``func``."""
+    from ..suites.cli import add_executor_arguments
+
     parser = subparsers.add_parser(
         "test", parents=list(parents),
         help="check hypotheses about a model (circuits/*.toml): PASS / FAIL per claim",
@@ -61,5 +75,6 @@ def add_test_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.Ar
     parser.add_argument("--out", help="output directory for report.html + report.json")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--check", action="store_true", help="only validate the files, then exit")
+    add_executor_arguments(parser)
     parser.set_defaults(func=_run)
     return parser

@@ -24,8 +24,8 @@ examples:
 """
 
 
-def _execution(args: argparse.Namespace, suite: Any) -> Any:
-    """The suite's ``[execution]`` with ``--executor`` / ``--ray-address`` applied."""
+def execution_from_args(args: argparse.Namespace, suite: Any) -> Any:
+    """The suite's ``[execution]`` with ``--executor`` / ``--ray-address`` applied (``report``, ``test``)."""
     from .spec import ExecutionSpec
 
     if args.executor is None and args.ray_address is None:
@@ -59,7 +59,7 @@ def _run(args: argparse.Namespace) -> int:
 
         resolve_device(args.device)  # a clear error for a bad or unavailable device
         suite = dataclasses.replace(suite, device=args.device)
-    execution = _execution(args, suite)
+    execution = execution_from_args(args, suite)
     if execution != suite.execution:
         suite = dataclasses.replace(suite, execution=execution)
     if args.check:
@@ -86,6 +86,20 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--executor`` and ``--ray-address`` (read by :func:`execution_from_args`)."""
+    parser.add_argument(
+        "--executor", default=None,
+        help="runs the independent tasks: inprocess (default) or ray; overrides the file's "
+        "[execution] executor",
+    )
+    parser.add_argument(
+        "--ray-address", default=None, metavar="auto|HOST:PORT",
+        help="Ray cluster to join (implies --executor ray): 'auto' on a node of a cluster started "
+        "with `ray start --head`, or the head's HOST:6379; unset: a local cluster in this process",
+    )
+
+
 def add_report_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.ArgumentParser:
     """Add the ``report`` subcommand to an argparse ``subparsers``; handler in ``func``."""
     parser = subparsers.add_parser(
@@ -99,16 +113,7 @@ def add_report_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.
     parser.add_argument(
         "--device", default=None, help="override the suite's [suite] device (auto, cpu, cuda)"
     )
-    parser.add_argument(
-        "--executor", default=None,
-        help="runs the suite's independent tasks: inprocess (default) or ray; overrides the "
-        "suite's [execution] executor",
-    )
-    parser.add_argument(
-        "--ray-address", default=None, metavar="auto|HOST:PORT",
-        help="Ray cluster to join (implies --executor ray): 'auto' on a node of a cluster started "
-        "with `ray start --head`, or the head's HOST:6379; unset: a local cluster in this process",
-    )
+    add_executor_arguments(parser)
     parser.add_argument("--check", action="store_true",
                         help="only validate the suite and its data file, then exit")
     parser.set_defaults(func=_run)
