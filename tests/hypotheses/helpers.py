@@ -21,6 +21,13 @@ class FakeData:
 @dataclass
 class FakeSuite:
     data: FakeData = field(default_factory=FakeData)
+    source: str = "."
+
+    def resolve(self, relative):
+        from pathlib import Path
+
+        path = Path(relative)
+        return path if path.is_absolute() else Path(self.source).parent / path
 
 
 @dataclass
