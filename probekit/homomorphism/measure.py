@@ -118,5 +118,5 @@ def composition_he(
         he_normalised_low=np.asarray(nlo, dtype=np.float64),
         he_normalised_high=np.asarray(nhi, dtype=np.float64),
         headline_layer=head, n_pairs=n, n_fit=len(fit), n_scored=len(score),
-        group_counts=tuple(counts), config=cfg,
+        group_counts=tuple(counts), config=cfg, pair_he=he_pair, pair_sq_dev=sq_dev,
     )

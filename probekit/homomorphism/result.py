@@ -32,6 +32,10 @@ class HEResult:
         headline_layer: block whose values :attr:`headline` reports ([C]: the last block).
         n_pairs, n_fit, n_scored, group_counts: pair counts (scored pairs per group).
         config: the measurement's configuration.
+        pair_he: ``(layer, score)`` per scored pair, the mean over families of its held-out
+            squared error (``he`` is its mean over pairs; hypothesis claims resample it).
+        pair_sq_dev: ``(layer, score)`` its squared deviation from the scored mean
+            (``he_normalised = pair_he.sum(-1) / pair_sq_dev.sum(-1)``).
     """
 
     kind: str
@@ -53,6 +57,8 @@ class HEResult:
     n_scored: int
     group_counts: tuple[int, ...]
     config: HEConfig
+    pair_he: Float[np.ndarray, "layer score"] | None = None
+    pair_sq_dev: Float[np.ndarray, "layer score"] | None = None
 
     @property
     def _row(self) -> int:
@@ -84,9 +90,11 @@ class HEResult:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dictionary (arrays as nested lists; NaN stays NaN)."""
+        """JSON-ready dictionary (arrays as nested lists; NaN stays NaN; no per-pair arrays)."""
         out: dict[str, Any] = {}
         for name in self.__dataclass_fields__:
+            if name.startswith("pair_"):
+                continue
             v = getattr(self, name)
             if isinstance(v, np.ndarray):
                 v = v.tolist()

@@ -16,6 +16,7 @@ from probekit.suites.spec import StatsSpec
 @dataclass
 class FakeData:
     label: str = "label"
+    prompt_only: bool = True
 
 
 @dataclass

@@ -149,3 +149,35 @@ def test_patching_effect_window_equals_hand_set_replace_ops():
     assert "mlp_out@0-1" in m.method
     one = patching_effect(PatchingEffectSpec(layer=0, position=2, site_kind="mlp_out"), ctx)
     assert abs(one.estimate - m.estimate) > 1e-3  # block 1 adds to block 0's effect
+
+
+@pytest.mark.parametrize("pos", [0, 1])
+def test_attribution_patching_kind_equals_a_hand_written_gradient(modadd_pairs, pos):
+    from probekit.hypotheses.kinds.attribution_patching import attribution_patching
+
+    model, ex, a, a2, b = modadd_pairs
+    m = attribution_patching(PatchingEffectSpec(layer=0, position=pos),
+                             FakeContext(model=model, examples=ex), control=True)
+    clean = torch.tensor(np.stack([a, b, np.full(12, 53)], 1))
+    corrupt = torch.tensor(np.stack([a2, b, np.full(12, 53)], 1))
+    ans, foil, rows = torch.tensor((a + b) % 53), torch.tensor((a2 + b) % 53), torch.arange(12)
+    name = "blocks.0.hook_resid_pre"
+    with torch.no_grad():
+        _, cache = model.run_with_cache(clean, names_filter=[name])
+        ld_clean = model(clean)[rows, -1, ans] - model(clean)[rows, -1, foil]
+    seen = {}
+
+    def keep(x, hook):
+        x.retain_grad()
+        seen["x"] = x
+        return x
+
+    logits = model.run_with_hooks(corrupt, fwd_hooks=[(name, keep)])
+    ld_corrupt = logits[rows, -1, ans] - logits[rows, -1, foil]
+    ld_corrupt.sum().backward()
+    attr = ((cache[name] - seen["x"].detach()) * seen["x"].grad).sum(-1)[:, pos]
+    want = float(attr.sum() / (ld_clean - ld_corrupt.detach()).sum())
+    assert m.estimate == pytest.approx(want, abs=1e-4)
+    assert m.control is not None and m.n == 12
+    if pos == 1:  # the operand both runs share: zero activation difference, zero attribution
+        assert abs(m.estimate) < 1e-6

@@ -54,7 +54,7 @@ threshold = [0.5, 1.0]
     ('[[claim]]\nmeasure = "fourier_key_share"\ncompare = ">="\nthreshold = 1', r"h\.toml:7: \[claim\]: missing required key\(s\) \['p'\]"),
     ('[[claim]]\nmeasure = "fourier_key_share"\np = 53\ncompare = ">"\nthreshold = 1', r"h\.toml:10: \[claim\] compare = '>': must be one of \['>=', '<=', 'between', 'greater_than_control'\]"),
     ('[[claim]]\nmeasure = "fourier_key_share"\np = 53\ncompare = "between"\nthreshold = 1', r"h\.toml:11: \[claim\] threshold = 1: 'between' needs \[low, high\]"),
-    ('[[claim]]\nmeasure = "fourier_key_share"\np = 53\ncompare = "greater_than_control"', r"measure 'fourier_key_share' supplies no control; .*\['patching_effect', 'probe_accuracy'\]"),
+    ('[[claim]]\nmeasure = "fourier_key_share"\np = 53\ncompare = "greater_than_control"', r"measure 'fourier_key_share' supplies no control; .*'patching_effect', 'probe_accuracy'"),
     ('[[claim]]\nmeasure = "fourier_key_share"\np = 53\nsource = "unembed"\ncompare = ">="\nthreshold = 1', r"h\.toml:10: \[claim\] source = 'unembed': must be one of \['logits', 'embedding'\]"),
     ('[claims]\nx = 1', r"h\.toml:7: \[claims\]: unknown section \(did you mean 'claim'\?\)"),
     ('', r"no \[\[claim\]\]"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -58,24 +59,13 @@ def _token(model, value) -> int:
     return int(model.to_tokens(str(value), prepend_bos=False)[0, 0])
 
 
-@register_measurement("patching_effect", spec=PatchingEffectSpec, control=True)
-def patching_effect(spec: PatchingEffectSpec, ctx, *, control: bool = False) -> Measurement:
-    """``sum_p (m_patched - m_corrupt) / sum_p (m_clean - m_corrupt)`` over prompt pairs.
-
-    ``m`` = logit(clean answer) - logit(corrupt answer) at the last token; the clean
-    activation at (site, position) — at every block of the window — is patched into the
-    corrupted run
-    (:func:`probekit.circuits.activation_patching`, denoising). The ratio of sums is
-    bootstrapped over pairs; per-pair values (scaled by the mean clean-corrupt gap) pair with the
-    control cell's for ``greater_than_control``.
-    """
+def patch_pairs(spec: PatchingEffectSpec, ctx: Any) -> tuple[list, list, Any, Any]:
+    """``(clean, corrupt, metric, clean_idx)`` of the claim's prompt pairs (logit difference)."""
     from functools import partial
 
-    import numpy as np
     import torch
 
-    from ...circuits import activation_patching, logit_diff
-    from ...stats.bootstrap import bootstrap_indices
+    from ...circuits import logit_diff
 
     ex = ctx.examples
     clean_idx, corrupt_idx = ex.pairs(pair_column=spec.pair_column, role_column=spec.role_column)
@@ -85,10 +75,23 @@ def patching_effect(spec: PatchingEffectSpec, ctx, *, control: bool = False) -> 
     model = ctx.model
     answer = torch.tensor([_token(model, answers[i]) for i in clean_idx])
     foil = torch.tensor([_token(model, answers[i]) for i in corrupt_idx])
-    metric = partial(logit_diff, answer=answer, foil=foil)
-    res = activation_patching(model, clean, corrupt, metric, kind=spec.site_kind,
-                              by=("layer", "pos"), layers=[spec.layer], window=spec.window,
-                              batch_size=spec.batch_size)
+    return clean, corrupt, partial(logit_diff, answer=answer, foil=foil), clean_idx
+
+
+def effect_measurement(
+    spec: PatchingEffectSpec, ctx: Any, res: Any, clean: list, clean_idx: Any, *, control: bool,
+    how: str,
+) -> Measurement:
+    """The normalised effect of ``spec``'s cell in a one-layer patching grid ``res``.
+
+    Ratio of sums over pairs, bootstrapped over pairs; the control cell's per-pair values paired.
+    """
+    import numpy as np
+
+    from ...errors import DataError
+    from ...stats.bootstrap import bootstrap_indices
+
+    ex = ctx.examples
     lengths = [len(t) for t in clean]
     rows = np.arange(len(clean))
     grid = res.per_pair[:, 0].double().numpy()  # (pair, pos)
@@ -96,8 +99,6 @@ def patching_effect(spec: PatchingEffectSpec, ctx, *, control: bool = False) -> 
     pos = _positions(spec.position, lengths, ex.columns, clean_idx)
     gain, gap = grid[rows, pos] - base, source - base
     if not abs(gap.mean()) > 0:
-        from ...errors import DataError
-
         raise DataError("clean and corrupted runs have the same mean logit difference; the "
                         "normalised patching effect is undefined (choose contrasting pairs)")
     boot = bootstrap_indices(len(rows), ctx.stats.n_bootstrap, ctx.stats.seed)
@@ -110,8 +111,29 @@ def patching_effect(spec: PatchingEffectSpec, ctx, *, control: bool = False) -> 
         estimate=float(gain.sum() / gap.sum()),
         resamples=gain[boot].sum(1) / gap[boot].sum(1), control=ctl, n=len(rows),
         unit="prompt pairs",
-        method=f"denoising patch of {spec.site_kind}@{res.labels['layer'][0]} at position {spec.position!r} "
-        f"(clean logit diff {source.mean():.3f}, corrupt {base.mean():.3f})",
+        method=f"{how} of {spec.site_kind}@{res.labels['layer'][0]} at position "
+        f"{spec.position!r} (clean logit diff {source.mean():.3f}, corrupt {base.mean():.3f})",
         details={"clean_logit_diff": source.tolist(), "corrupt_logit_diff": base.tolist(),
                  "patched_logit_diff": grid[rows, pos].tolist(), "positions": pos},
     )
+
+
+@register_measurement("patching_effect", spec=PatchingEffectSpec, control=True)
+def patching_effect(spec: PatchingEffectSpec, ctx: Any, *, control: bool = False) -> Measurement:
+    """``sum_p (m_patched - m_corrupt) / sum_p (m_clean - m_corrupt)`` over prompt pairs.
+
+    ``m`` = logit(clean answer) - logit(corrupt answer) at the last token; the clean
+    activation at (site, position) — at every block of the window — is patched into the
+    corrupted run
+    (:func:`probekit.circuits.activation_patching`, denoising). The ratio of sums is
+    bootstrapped over pairs; per-pair values (scaled by the mean clean-corrupt gap) pair with the
+    control cell's for ``greater_than_control``.
+    """
+    from ...circuits import activation_patching
+
+    clean, corrupt, metric, clean_idx = patch_pairs(spec, ctx)
+    res = activation_patching(ctx.model, clean, corrupt, metric, kind=spec.site_kind,
+                              by=("layer", "pos"), layers=[spec.layer], window=spec.window,
+                              batch_size=spec.batch_size)
+    return effect_measurement(spec, ctx, res, clean, clean_idx, control=control,
+                              how="denoising patch")

@@ -50,7 +50,8 @@ class HomomorphismSpec:
     seed: int = 0
 
 
-def _dataset(ctx: Any, split: str) -> TaskDataset:
+def parse_dataset(ctx: Any, split: str) -> TaskDataset:
+    """The ``split``'s whole inputs with their SCAN parse columns, as a :class:`TaskDataset`."""
     from ...testbeds.base import TaskDataset
 
     if ctx.suite.data.prompt_only:
@@ -100,7 +101,7 @@ def run_homomorphism(spec: HomomorphismSpec, ctx: Any) -> AnalysisResult:
     )
     from ...sites import Site
 
-    ds = _dataset(ctx, spec.split)
+    ds = parse_dataset(ctx, spec.split)
     vocab = ctx.examples.vocab
     cfg = HEConfig(
         families=tuple(spec.families), solver=spec.solver, pooling=spec.pooling, site=spec.site,
