@@ -1,13 +1,13 @@
 """Exact ranking statistics of many units at once: average precision and one-vs-rest AUROC.
 
-Both are computed from one sort per unit column and agree with scikit-learn's
+Both are computed from one sort per unit column (shared by every class) and agree with scikit-learn's
 ``average_precision_score`` and ``roc_auc_score`` (ties included) to float64 precision.
 """
 
 from __future__ import annotations
 
 import torch
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ..errors import DataError
@@ -31,13 +31,41 @@ def _check(scores: Tensor, labels: Tensor) -> None:
         )
 
 
-def _tie_bounds(scores: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Per unit: scores sorted ascending, and for every prompt #scores < it and #scores <= it."""
+def one_vs_rest(
+    scores: Float[Tensor, "prompt unit"], codes: Int[Tensor, " prompt"], n_classes: int
+) -> tuple[Float[Tensor, "unit cls"], Float[Tensor, "unit cls"]]:
+    """AP and AUROC of every unit for every class ``c`` (positives ``codes == c``), one sort per unit.
+
+    The sort (and the tie groups) of a unit's column do not depend on the labels, so they are
+    computed once and each class costs a gather, a cumulative sum and a few sums.
+
+    - AP ``= sum_k (R_k - R_{k-1}) P_k`` over the distinct thresholds in decreasing order, as
+      ``sklearn.metrics.average_precision_score`` (tied scores share one threshold): the mean
+      over positives j of ``#pos(score >= s_j) / #(score >= s_j)``.
+    - AUROC: Mann-Whitney U / (n_pos n_neg) with mid-ranks for ties (``roc_auc_score``).
+    """
+    for c in range(n_classes):
+        _check(scores, codes == c)
+    n = scores.shape[0]
     cols = scores.T.contiguous()  # (unit, n)
-    asc, _ = torch.sort(cols, dim=1)
-    below = torch.searchsorted(asc, cols, right=False)
-    below_or_equal = torch.searchsorted(asc, cols, right=True)
-    return asc, below, below_or_equal
+    order = torch.argsort(cols, dim=1, descending=True, stable=True)
+    asc = torch.gather(cols, 1, order).flip(1)
+    below = torch.searchsorted(asc, cols, right=False)  # #scores < s_j
+    below_or_equal = torch.searchsorted(asc, cols, right=True)  # #scores <= s_j
+    at_or_above = n - below  # #scores >= s_j
+    last_of_tie = at_or_above - 1  # the last index of j's tie group in descending order
+    mid_rank = (below + below_or_equal + 1).to(scores.dtype) / 2  # 1-based average ranks
+    ap = torch.empty(cols.shape[0], n_classes, dtype=scores.dtype)
+    auroc = torch.empty_like(ap)
+    for c in range(n_classes):
+        y = (codes == c).to(scores.dtype)
+        n_pos = y.sum()
+        tp_at = torch.gather(torch.cumsum(y[order], dim=1), 1, last_of_tie)
+        ap[:, c] = (tp_at / at_or_above.to(scores.dtype) * y).sum(dim=1) / n_pos
+        auroc[:, c] = ((mid_rank * y).sum(dim=1) - n_pos * (n_pos + 1) / 2) / (
+            n_pos * (n - n_pos)
+        )
+    return ap, auroc
 
 
 def average_precision(
@@ -45,25 +73,11 @@ def average_precision(
 ) -> Float[Tensor, " unit"]:
     """Average precision of each unit's scores for a binary label (Liu et al. 2025's "expertise").
 
-    ``AP = sum_k (R_k - R_{k-1}) P_k`` over the distinct score thresholds in decreasing order,
-    exactly as ``sklearn.metrics.average_precision_score`` (tied scores share one threshold). For
-    prompt j with score s_j, the precision at its threshold is ``#pos(score >= s_j) / #(score >=
-    s_j)``, so ``AP = mean over positives j of that precision``. Chance level is the positive rate.
+    Equals ``sklearn.metrics.average_precision_score`` per unit (ties included); chance level is
+    the positive rate. See :func:`one_vs_rest`.
     """
     _check(scores, labels)
-    y = labels.to(scores.dtype)
-    n = scores.shape[0]
-    _, below, _ = _tie_bounds(scores)
-    at_or_above = n - below  # (unit, n): #prompts with score >= s_j
-    # positives with score >= s_j: rank positives descending and count through the tie group
-    cols = scores.T
-    order = torch.argsort(cols, dim=1, descending=True, stable=True)
-    y_sorted = y[order]
-    tp_cum = torch.cumsum(y_sorted, dim=1)  # tp after the first i+1 prompts in descending order
-    # the last index of j's tie group in descending order is at_or_above - 1
-    tp_at = torch.gather(tp_cum, 1, at_or_above - 1)  # (unit, n) in original prompt order
-    precision = tp_at / at_or_above.to(scores.dtype)
-    return (precision * y).sum(dim=1) / y.sum()
+    return one_vs_rest(scores, (~labels).long(), 1)[0][:, 0]
 
 
 def roc_auc(
@@ -74,10 +88,4 @@ def roc_auc(
     Equals ``sklearn.metrics.roc_auc_score(labels, scores[:, i])`` per unit.
     """
     _check(scores, labels)
-    y = labels.to(scores.dtype)
-    _, below, below_or_equal = _tie_bounds(scores)
-    mid_rank = (below + below_or_equal + 1).to(scores.dtype) / 2  # 1-based average ranks
-    n_pos = y.sum()
-    n_neg = y.numel() - n_pos
-    rank_sum = (mid_rank * y).sum(dim=1)
-    return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+    return one_vs_rest(scores, (~labels).long(), 1)[1][:, 0]

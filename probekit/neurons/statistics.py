@@ -28,7 +28,7 @@ from torch import Tensor
 from ..capture import LastToken, SpanMean, capture_to_store
 from ..errors import ConfigError, DataError, NonFiniteError
 from ..sites import Site, as_sites
-from .ranking import average_precision, roc_auc
+from .ranking import one_vs_rest
 
 RESPONSES = ("mean", "last")
 
@@ -157,8 +157,7 @@ def _statistics(
             raise NonFiniteError(f"{site}: non-finite responses at prompts {rows}")
         mean[site] = (x.T @ onehot) / counts
         act_prob[site] = ((x > 0).to(torch.float64).T @ onehot) / counts
-        ap[site] = torch.stack([average_precision(x, codes_t == r) for r in range(len(relations))], 1)
-        auroc[site] = torch.stack([roc_auc(x, codes_t == r) for r in range(len(relations))], 1)
+        ap[site], auroc[site] = one_vs_rest(x, codes_t, len(relations))
     return NeuronStatistics(
         sites=tuple(ap),
         relations=relations,
