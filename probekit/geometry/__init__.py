@@ -13,6 +13,8 @@ from .capacity import manifold_capacity as manifold_capacity
 from .capacity import manifolds_from_labels as manifolds_from_labels
 from .centers import CenterSubspace as CenterSubspace
 from .centers import common_center_subspace as common_center_subspace
+from .concept_means import ConceptMeansScores as ConceptMeansScores
+from .concept_means import concept_means_scores as concept_means_scores
 from .curves import GeometryCurves as GeometryCurves
 from .curves import geometry_by_layer as geometry_by_layer
 from .curves import geometry_from_store as geometry_from_store

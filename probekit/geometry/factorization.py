@@ -37,7 +37,8 @@ class FactorizationResult:
         r2_train: ``(layer,)`` R^2 of the additive fit on the fitted combinations.
         r2_heldout: ``(layer,)`` R^2 on held-out combinations (nan if none).
         principal_angles: ``(layer, k)`` principal angles (degrees, ascending) between the two
-            concepts' factor spans, ``k = min(rank_a, rank_b)``.
+            concepts' factor spans: ``min(rank_a, rank_b)`` per layer, NaN-padded to the
+            largest ``k`` over layers.
         rank_a: ``(layer,)`` numerical rank of the centred ``u_a`` matrix.
         rank_b: ``(layer,)`` numerical rank of the centred ``v_b`` matrix.
         n_train_combinations: combinations used in the fit.
@@ -86,7 +87,8 @@ def concept_factorization(
         concept_b: ``n`` values of the second concept.
         train: ``n`` booleans, True for rows whose combinations are fitted; the combinations of
             the other rows that never occur in training are held out (default: all rows fitted).
-        rtol: relative singular-value threshold of the per-concept rank.
+        rtol: singular-value threshold of the per-concept rank, relative to the largest
+            singular value of either factor.
 
     Returns:
         FactorizationResult per layer.
@@ -146,21 +148,30 @@ def concept_factorization(
 
 
 def _spans(u: Tensor, v: Tensor, rtol: float) -> tuple[Tensor, Tensor, Tensor]:
-    """Ranks of the factor matrices and principal angles (degrees) between their row spans."""
+    """Ranks of the factor matrices and principal angles (degrees) between their row spans.
+
+    Singular values count toward a rank when they are at least ``rtol`` times the largest one
+    of either factor (a factor that is zero up to rounding, e.g. a concept the site does not
+    encode, has rank 0).
+    """
     out_angles, ra, rb = [], [], []
     for ul, vl in zip(u, v):
-        qu, ku = _basis(ul, rtol)
-        qv, kv = _basis(vl, rtol)
+        scale = max(float(torch.linalg.svdvals(ul)[0]), float(torch.linalg.svdvals(vl)[0]))
+        qu, ku = _basis(ul, rtol * scale)
+        qv, kv = _basis(vl, rtol * scale)
         cos = torch.linalg.svdvals(qu.T @ qv).clamp(max=1.0)
         out_angles.append(torch.rad2deg(torch.arccos(cos)))
         ra.append(ku)
         rb.append(kv)
-    k = min(len(t) for t in out_angles)
-    return (torch.stack([t[:k] for t in out_angles]), torch.tensor(ra), torch.tensor(rb))
+    k = max(len(t) for t in out_angles)
+    padded = torch.full((len(out_angles), k), torch.nan, dtype=u.dtype)
+    for i, t in enumerate(out_angles):
+        padded[i, : len(t)] = t
+    return padded, torch.tensor(ra), torch.tensor(rb)
 
 
-def _basis(m: Tensor, rtol: float) -> tuple[Tensor, int]:
-    """Orthonormal basis (d, r) of the row span of ``m`` and its numerical rank ``r``."""
+def _basis(m: Tensor, atol: float) -> tuple[Tensor, int]:
+    """Orthonormal basis (d, r) of the row span of ``m``; ``r`` = singular values > ``atol``."""
     _, s, vh = torch.linalg.svd(m, full_matrices=False)
-    r = int((s >= rtol * s[0]).sum()) if s.numel() and s[0] > 0 else 0
+    r = int((s > atol).sum()) if atol > 0 else 0
     return vh[:r].T, r

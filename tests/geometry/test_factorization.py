@@ -49,7 +49,8 @@ def test_interaction_breaks_heldout_r2_and_layers_at_once():
     q, _ = torch.linalg.qr(torch.randn(12, 12, dtype=torch.float64))
     moved = concept_factorization(torch.stack([z0, z1]) @ q + 4.0, a, b, train=train)
     torch.testing.assert_close(moved.r2_heldout, res.r2_heldout)
-    torch.testing.assert_close(moved.principal_angles, res.principal_angles, atol=1e-5, rtol=0)
+    torch.testing.assert_close(moved.principal_angles, res.principal_angles, atol=1e-5, rtol=0,
+                               equal_nan=True)  # NaN pads the layer with fewer angles
 
 
 def test_unidentified_factor_raises():
