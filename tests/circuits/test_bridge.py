@@ -156,3 +156,30 @@ def test_bad_input(small_model):
         bridge_entity_tracing(small_model, [[1, 2, 3]], [[4, 2, 3]], [5], [5])
     with pytest.raises(DataError, match="not \\[h, r1, r2\\]"):
         counterfactual_queries([[1, 2]], {(1, 2): 3})
+
+
+def test_shipped_checkpoint_stages_composition_through_r1():
+    """Causal tracing on the CPU-grokked checkpoint: r1 carries the bridge early, the last token takes over."""
+    from pathlib import Path
+
+    from probekit.models import load_checkpoint
+    from probekit.testbeds import get_task
+
+    ckpt = Path(__file__).resolve().parents[2] / "probes" / "checkpoints" / "kg-composition"
+    model = load_checkpoint(ckpt)
+    task = get_task("kg_composition", n_entities=100, n_relations=40, out_degree=20, phi=18.0, seed=0)
+    ds = task.splits()["test_id"]
+    f = task.atomic_facts
+    e = task.entity_id
+    facts = {(e(h), task.relation_id(r)): e(t) for h, r, t in zip(f.head, f.relation, f.tail)}
+    queries = [t[:3] for t in ds.tokens]
+    cf = counterfactual_queries(queries, facts, seed=0)
+    keep = [i for i, c in enumerate(cf) if c is not None][:32]
+    res = bridge_entity_tracing(model, [queries[i] for i in keep], [cf[i] for i in keep],
+                                [ds.tokens[i][3] for i in keep],
+                                [facts[(facts[tuple(cf[i][:2])], cf[i][2])] for i in keep])
+    norm = res.normalized
+    assert float(res.clean.mean()) > 5 > -5 > float(res.corrupt.mean())
+    assert float(norm[0, 1]) > 0.7 and float(norm[1, 1]) > 0.7  # r1 after blocks 0, 1
+    assert float(norm[2, 2]) > 0.5 > float(norm[2, 1])  # handed to the last token at block 2
+    assert float(norm[0, 0]) < 0.2 and abs(float(norm[3, 2]) - 1.0) < 1e-4
