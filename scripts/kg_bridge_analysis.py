@@ -19,7 +19,7 @@ import torch
 
 def main() -> None:
     """Run the analysis and print one table per measurement."""
-    from probekit.circuits import bridge_entity_analysis
+    from probekit.circuits import bridge_entity_analysis, bridge_entity_probe
     from probekit.models import load_checkpoint
     from probekit.models.checkpoint import read_checkpoint_meta
     from probekit.testbeds import task_from_dict
@@ -29,6 +29,8 @@ def main() -> None:
     parser.add_argument("--out", default=None)
     parser.add_argument("--max-train", type=int, default=200)
     parser.add_argument("--max-traced", type=int, default=64)
+    parser.add_argument("--probe-train", type=int, default=5000,
+                        help="two-hop training queries for the linear bridge probe")
     parser.add_argument("--pairs-out", default=None,
                         help="also write the ID query/counterfactual pairs as JSONL for `probekit patch`")
     args = parser.parse_args()
@@ -65,6 +67,15 @@ def main() -> None:
         print(f"{g}: causal tracing (resid_post, rows = blocks, cols = h, r1, r2), "
               f"{tr.per_pair.shape[0]} pairs, clean {float(tr.clean.mean()):.2f}, corrupt "
               f"{float(tr.corrupt.mean()):.2f}:\n{np.round(norm.numpy(), 3)}")
+    pick = np.sort(rng.choice(two_hop, size=min(args.probe_train, two_hop.size), replace=False))
+    probe = bridge_entity_probe(model, [train.tokens[i][:3] for i in pick],
+                                [e(train.metadata["bridge"][i]) for i in pick],
+                                {g: q[g] for g in ("id", "ood")}, {g: b[g] for g in ("id", "ood")})
+    out["probe"] = {"accuracy": probe.accuracy, "train_accuracy": probe.train_accuracy,
+                    "n_train": probe.n_train, "n_classes": probe.n_classes}
+    print(f"linear bridge probe at r1 (trained on {probe.n_train} two-hop training queries with "
+          f"unseen (h, r1) prefixes), accuracy by block: "
+          + ", ".join(f"{g} {np.round(v, 3).tolist()}" for g, v in probe.accuracy.items()))
     if args.pairs_out:
         from probekit.circuits import counterfactual_queries
 

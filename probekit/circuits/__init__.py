@@ -8,8 +8,10 @@ from .attribution import attribution_patching as attribution_patching
 from .attribution import patching_correlation as patching_correlation
 from .bridge import BridgeEntityAnalysis as BridgeEntityAnalysis
 from .bridge import BridgeEntityLens as BridgeEntityLens
+from .bridge import BridgeProbeResult as BridgeProbeResult
 from .bridge import bridge_entity_analysis as bridge_entity_analysis
 from .bridge import bridge_entity_lens as bridge_entity_lens
+from .bridge import bridge_entity_probe as bridge_entity_probe
 from .bridge import bridge_entity_tracing as bridge_entity_tracing
 from .bridge import counterfactual_queries as counterfactual_queries
 from .eap import EdgeGraph as EdgeGraph

@@ -11,6 +11,9 @@ Two measurements (``methods/circuits.md``):
 * logit lens (final norm + unembedding of each block's output): the rank of ``b`` at the ``r1``
   position and of ``t`` at the last position, per query and layer
   (:func:`bridge_entity_lens`);
+* linear probes (multinomial logistic regression, scikit-learn) trained on the ``r1``
+  activations of training queries to predict ``b``, scored on each group
+  (:func:`bridge_entity_probe`): decodable, not only in the unembedding basis;
 * causal tracing with a counterfactual query: the head entity is swapped for ``h'`` whose bridge
   and answer differ; each (layer, position) state of the original query is patched into the
   counterfactual run, and the normalised recovery of ``logit(t) - logit(t')`` says where the
@@ -41,8 +44,10 @@ from .patching import PatchingResult, activation_patching, as_token_lists
 __all__ = [
     "BridgeEntityAnalysis",
     "BridgeEntityLens",
+    "BridgeProbeResult",
     "bridge_entity_analysis",
     "bridge_entity_lens",
+    "bridge_entity_probe",
     "bridge_entity_tracing",
     "counterfactual_queries",
 ]
@@ -119,6 +124,105 @@ def bridge_entity_lens(
         answer_rank=lens.rank[rows, :, last, 1].clone(),
         layers=lens.layers, position=position, processing=lens.processing,
     )
+
+
+@dataclass(frozen=True)
+class BridgeProbeResult:
+    """Accuracy of a per-layer linear bridge probe on each query group.
+
+    ``accuracy[group][l]`` is the share of the group's queries whose bridge the probe trained on
+    block ``layers[l]``'s output at ``position`` predicts (top-1); ``train_accuracy`` the same on
+    the training queries; ``correct[group]`` the per-query hits ``(query, layer)``;
+    ``n_classes`` the bridges seen in training (queries whose bridge was never seen count as
+    errors).
+    """
+
+    accuracy: dict[str, list[float]]
+    correct: dict[str, np.ndarray]
+    train_accuracy: list[float]
+    layers: list[int]
+    position: int
+    n_train: int
+    n_classes: int
+
+
+def bridge_entity_probe(
+    model: HookedModel,
+    train_queries: Sequence[Sequence[int]],
+    train_bridges: Sequence[int],
+    queries: Mapping[str, Sequence[Sequence[int]]],
+    bridges: Mapping[str, Sequence[int]],
+    *,
+    position: int = 1,
+    layers: Sequence[int] | None = None,
+    c: float = 1.0,
+    batch_size: int = 512,
+) -> BridgeProbeResult:
+    """Fit a logistic probe for the bridge at ``position`` per block output; score every group.
+
+    Multinomial :class:`sklearn.linear_model.LogisticRegression` (L2, inverse strength ``c``) on
+    standardised ``resid_post`` activations of ``train_queries`` (labels ``train_bridges``),
+    read with :func:`probekit.capture.collect_activations` at token ``position``.
+
+    Under causal attention the state at ``position`` depends only on the prefix up to it, so a
+    training query sharing its ``(h, r1)`` prefix with an evaluated one has the *same*
+    activation there; such training queries are dropped (``n_train`` counts the rest), so the
+    scores measure decoding of unseen ``(h, r1)`` prefixes.
+    """
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from ..capture import collect_activations
+    from ..capture.positions import TokenIndex
+    from ..sites import Site
+
+    if set(queries) != set(bridges):
+        raise ConfigError(f"queries and bridges name different groups ({sorted(queries)}, "
+                          f"{sorted(bridges)}); give the same keys to both")
+    n_layers = int(model.cfg.n_layers)
+    layer_list = list(range(n_layers)) if layers is None else [int(x) for x in layers]
+    if any(not 0 <= x < n_layers for x in layer_list):
+        raise ConfigError(f"layers {layer_list} out of range; the model has {n_layers} layers")
+    y_train = np.asarray(list(train_bridges), dtype=np.int64)
+    if y_train.size != len(train_queries) or np.unique(y_train).size < 2:
+        raise DataError(f"{y_train.size} train bridges for {len(train_queries)} train queries with "
+                        f"{np.unique(y_train).size} classes; give one bridge per query, >= 2 classes")
+    held = {tuple(q[: position + 1]) for g in queries for q in queries[g]}
+    keep = [i for i, q in enumerate(train_queries) if tuple(q[: position + 1]) not in held]
+    train_queries = [train_queries[i] for i in keep]
+    y_train = y_train[keep]
+    if np.unique(y_train).size < 2:
+        raise DataError("fewer than 2 bridge classes remain after dropping training queries that "
+                        "share a prefix with an evaluated query; give more training queries")
+    sites = [Site(x, "resid_post") for x in layer_list]
+
+    def acts(toks: Sequence[Sequence[int]]) -> dict:
+        tl = as_token_lists(toks, "queries")
+        short = [i for i, t in enumerate(tl) if len(t) <= position]
+        if short:
+            raise DataError(f"position {position} is not inside query {short[0]} (length "
+                            f"{len(tl[short[0]])}); give 0 <= position < query length")
+        res = collect_activations(model, tl, sites, positions=TokenIndex([position] * len(tl)),
+                                  batch_size=batch_size, progress=False)
+        return {s: res.acts[s].double().numpy() for s in sites}
+
+    x_train = acts(train_queries)
+    x_groups = {g: acts(q) for g, q in queries.items()}
+    y_groups = {g: np.asarray(list(bridges[g]), dtype=np.int64) for g in queries}
+    correct = {g: np.zeros((len(queries[g]), len(sites)), dtype=bool) for g in queries}
+    train_acc = []
+    for li, s in enumerate(sites):
+        probe = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=1000))
+        probe.fit(x_train[s], y_train)
+        train_acc.append(float(probe.score(x_train[s], y_train)))
+        for g in queries:
+            correct[g][:, li] = probe.predict(x_groups[g][s]) == y_groups[g]
+    accuracy = {g: [float(x) for x in v.mean(0)] for g, v in correct.items()}
+    return BridgeProbeResult(accuracy=accuracy, correct=correct, train_accuracy=train_acc,
+                             layers=layer_list,
+                             position=position, n_train=int(y_train.size),
+                             n_classes=int(np.unique(y_train).size))
 
 
 def counterfactual_queries(

@@ -7,12 +7,15 @@ ID queries from block 0 on and never for OOD ones (rank exactly 1), and causal t
 exactly at (block 0, r1) and (block 1, last) and nowhere else.
 """
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from probekit.circuits import (
     bridge_entity_analysis,
     bridge_entity_lens,
+    bridge_entity_probe,
     bridge_entity_tracing,
     counterfactual_queries,
 )
@@ -160,8 +163,6 @@ def test_bad_input(small_model):
 
 def test_shipped_checkpoint_stages_composition_through_r1():
     """Causal tracing on the CPU-grokked checkpoint: r1 carries the bridge early, the last token takes over."""
-    from pathlib import Path
-
     from probekit.models import load_checkpoint
     from probekit.testbeds import get_task
 
@@ -183,3 +184,47 @@ def test_shipped_checkpoint_stages_composition_through_r1():
     assert float(norm[0, 1]) > 0.7 and float(norm[1, 1]) > 0.7  # r1 after blocks 0, 1
     assert float(norm[2, 2]) > 0.5 > float(norm[2, 1])  # handed to the last token at block 2
     assert float(norm[0, 0]) < 0.2 and abs(float(norm[3, 2]) - 1.0) < 1e-4
+
+
+def test_probe_equals_sklearn_on_run_with_cache_and_drops_shared_prefixes(small_model):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    model = small_model
+    g = torch.Generator().manual_seed(5)
+    train = torch.randint(0, 11, (60, 3), generator=g).tolist()
+    labels = [int(t[0] + t[1]) % 3 for t in train]
+    evalq = [train[0][:2] + [7], [9, 9, 9]]  # the first shares train[0]'s (h, r1) prefix
+    res = bridge_entity_probe(model, train, labels, {"a": evalq}, {"a": [labels[0], 1]}, position=1)
+    kept = [i for i, t in enumerate(train) if t[:2] not in (train[0][:2], [9, 9])]
+    assert res.n_train == len(kept) < 60 and res.layers == [0, 1] and res.n_classes == 3
+    _, cache = model.run_with_cache(torch.tensor([train[i] for i in kept]))
+    _, ev = model.run_with_cache(torch.tensor(evalq))
+    for li in range(2):
+        x = cache[f"blocks.{li}.hook_resid_post"][:, 1].double().numpy()
+        ref = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(x, [labels[i] for i in kept])
+        assert abs(res.train_accuracy[li] - ref.score(x, [labels[i] for i in kept])) < 1e-12
+        pred = ref.predict(ev[f"blocks.{li}.hook_resid_post"][:, 1].double().numpy())
+        assert res.accuracy["a"][li] == float((pred == [labels[0], 1]).mean())
+
+
+def test_probe_on_the_shipped_checkpoint_decodes_id_bridges_not_ood():
+    import numpy as np
+
+    from probekit.models import load_checkpoint
+    from probekit.testbeds import get_task
+
+    ckpt = Path(__file__).resolve().parents[2] / "probes" / "checkpoints" / "kg-composition"
+    model = load_checkpoint(ckpt)
+    task = get_task("kg_composition", n_entities=100, n_relations=40, out_degree=20, phi=18.0, seed=0)
+    s = task.splits()
+    tr = s["train"]
+    two = np.flatnonzero(np.array(tr.metadata["hop"]) == 2)
+    pick = np.sort(np.random.default_rng(0).choice(two, 3000, replace=False))
+    e = task.entity_id
+    groups = {"id": s["test_id"], "ood": s["test_ood"]}
+    res = bridge_entity_probe(model, [tr.tokens[i][:3] for i in pick], [e(tr.metadata["bridge"][i]) for i in pick],
+                              {k: [t[:3] for t in d.tokens] for k, d in groups.items()},
+                              {k: [e(b) for b in d.metadata["bridge"]] for k, d in groups.items()}, layers=[1])
+    assert res.accuracy["id"][0] > 0.85 and res.accuracy["ood"][0] < 0.2

@@ -52,3 +52,23 @@ def test_bad_claims(planted_ctx):
         bridge_entity_rank(BridgeEntityRankSpec(layer=2), planted_ctx)
     with pytest.raises(ConfigError, match="entity_token '<x{}>' gives '<x"):
         bridge_entity_rank(BridgeEntityRankSpec(layer=0, entity_token="<x{}>"), planted_ctx)
+
+
+def test_probe_kind_equals_the_api(planted_ctx):
+    from probekit.circuits import bridge_entity_probe as api
+    from probekit.hypotheses.kinds.bridge_entity_probe import (
+        BridgeEntityProbeSpec,
+        bridge_entity_probe,
+    )
+
+    ctx = planted_ctx
+    ex = ctx.examples
+    m = bridge_entity_probe(BridgeEntityProbeSpec(layer=0, split="test_ood"), ctx)
+    b = ex.columns["bridge"]
+    tr = [i for i in ex.split("train") if b[i] is not None]
+    ev = list(ex.split("test_ood"))
+    tok = lambda e: ex.vocab.id(f"<e{e}>")  # noqa: E731
+    ref = api(ctx.model, [ex.tokens[i] for i in tr], [tok(b[i]) for i in tr], {"x": [ex.tokens[i] for i in ev]},
+              {"x": [tok(b[i]) for i in ev]}, layers=[0])
+    np.testing.assert_array_equal(m.values, ref.correct["x"][:, 0].astype(float))
+    assert m.n == len(ev) and m.details["n_train"] == ref.n_train

@@ -43,15 +43,16 @@ def test_smollm2_recall_subject_restores_and_last_token_does_not(tmp_path):
 def test_kg_bridge_verdicts(tmp_path, capsys):
     """Wang et al. 2024 on the shipped CPU-grokked KG-composition checkpoint: ID bridge mid-depth, OOD not."""
     code = main(["test", str(ROOT / "circuits" / "kg_bridge.toml"), "--out", str(tmp_path), "--quiet"])
-    assert code == 1  # two shipped true negatives
+    assert code == 1  # three shipped true negatives
     report = json.loads((tmp_path / "report.json").read_text())
     claims = report["claims"]
-    assert [c["verdict"] for c in claims] == ["PASS"] * 4 + ["FAIL"] * 2
-    assert [c["n"] for c in claims] == [180, 180, 99, 180, 99, 99]
+    assert [c["verdict"] for c in claims] == ["PASS"] * 5 + ["FAIL"] * 3
+    assert [c["n"] for c in claims] == [180, 180, 99, 180, 180, 99, 99, 99]
     # measured once (scripts/kg_bridge_analysis.py, docs/kg_bridge/): exact rates on these queries
     assert abs(claims[0]["effect"] - 112 / 180) < 1e-9  # ID bridge top-1 after block 1
-    assert abs(claims[4]["effect"] - 1 / 99) < 1e-9  # OOD bridge top-1 after block 1
-    ood, ident = claims[4]["details"], claims[0]["details"]
+    assert abs(claims[6]["effect"] - 1 / 99) < 1e-9  # OOD bridge top-1 after block 1
+    assert claims[4]["effect"] > 0.9 and claims[5]["ci"][1] < 0.2  # linear probe: ID vs OOD
+    ood, ident = claims[6]["details"], claims[0]["details"]
     assert ident["bridge_top_k_by_layer"][1] > 0.5 > ood["bridge_top_k_by_layer"][1] + 0.4
     assert ood["bridge_top_k_by_layer"][3] > 0.7  # the first hop itself is known at the top
-    assert claims[5]["ci"][1] < 0.1  # OOD composition fails
+    assert claims[7]["ci"][1] < 0.1  # OOD composition fails

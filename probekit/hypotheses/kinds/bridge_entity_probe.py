@@ -1,0 +1,74 @@
+"""``measure = "bridge_entity_probe"``: is the bridge linearly decodable at r1? (Wang et al. 2024).
+
+A multinomial logistic probe for the bridge entity, trained on block ``layer``'s output at the r1
+position of the suite's training two-hop queries (those sharing an ``(h, r1)`` prefix with an
+evaluated query dropped: their r1 state is identical), scored per query of ``split``
+(:func:`probekit.circuits.bridge_entity_probe`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..measurement import Measurement
+from ..registry import register_measurement
+
+
+@dataclass(frozen=True, kw_only=True)
+class BridgeEntityProbeSpec:
+    """Keys of a ``bridge_entity_probe`` claim.
+
+    ``layer``: the block whose output is probed; ``split``: the evaluated queries (``"test"`` or
+    an OOD split name); ``train_split``: where the probe's training queries come from;
+    ``position``: the r1 position; ``bridge_column`` / ``entity_token`` as for
+    ``bridge_entity_rank``.
+    """
+
+    layer: int
+    split: str = "test"
+    train_split: str = "train"
+    position: int = 1
+    bridge_column: str = "bridge"
+    entity_token: str = "<e{}>"
+
+
+@register_measurement("bridge_entity_probe", spec=BridgeEntityProbeSpec)
+def bridge_entity_probe(spec: BridgeEntityProbeSpec, ctx) -> Measurement:
+    """Share of ``split`` queries whose bridge a linear probe at (``layer``, r1) predicts."""
+    import numpy as np
+
+    from ...circuits import bridge_entity_probe as fit_probe
+    from ...errors import ConfigError
+
+    ex = ctx.examples
+    if ex.vocab is None:
+        raise ConfigError("bridge_entity_probe needs testbed data with a vocabulary ([data] task "
+                          "or a checkpoint that records its task), not a JSONL file")
+    bridges = ex.column(spec.bridge_column)
+
+    def rows(split: str) -> np.ndarray:
+        return np.array([i for i in ex.split(split) if bridges[i] is not None], dtype=np.int64)
+
+    def token(e) -> int:
+        try:
+            return int(ex.vocab.id(spec.entity_token.format(e)))
+        except KeyError:
+            raise ConfigError(f"bridge_entity_probe: entity_token {spec.entity_token!r} gives "
+                              f"{spec.entity_token.format(e)!r}, not a token of the task "
+                              "vocabulary") from None
+
+    train, evaluated = rows(spec.train_split), rows(spec.split)
+    if evaluated.size < 2:
+        raise ConfigError(f"split {spec.split!r} has {evaluated.size} two-hop queries; a claim needs >= 2")
+    res = fit_probe(ctx.model, [ex.tokens[i] for i in train], [token(bridges[i]) for i in train],
+                    {"eval": [ex.tokens[i] for i in evaluated]},
+                    {"eval": [token(bridges[i]) for i in evaluated]},
+                    position=spec.position, layers=[spec.layer])
+    return Measurement(
+        metric="probe accuracy", values=res.correct["eval"][:, 0].astype(np.float64),
+        unit=f"{spec.split} two-hop queries",
+        method=f"logistic probe for the bridge at position {spec.position} after block "
+        f"{spec.layer}, trained on {res.n_train} {spec.train_split!r} two-hop queries with unseen "
+        f"(h, r1) prefixes ({res.n_classes} bridges)",
+        details={"train_accuracy": res.train_accuracy[0], "n_train": res.n_train},
+    )
