@@ -56,3 +56,23 @@ def test_kg_bridge_verdicts(tmp_path, capsys):
     assert ident["bridge_top_k_by_layer"][1] > 0.5 > ood["bridge_top_k_by_layer"][1] + 0.4
     assert ood["bridge_top_k_by_layer"][3] > 0.7  # the first hop itself is known at the top
     assert claims[7]["ci"][1] < 0.1  # OOD composition fails
+
+
+def test_modadd_progress_file_is_valid():
+    assert main(["test", "--check", str(ROOT / "circuits" / "modadd_progress.toml")]) == 0
+
+
+@pytest.mark.slow  # trains the modular_addition_grokking preset into the cache on first use (~2.5 CPU-min)
+def test_modadd_progress_restricted_loss_falls_before_test_loss(tmp_path):
+    from probekit.hypotheses import run
+
+    res = run(ROOT / "circuits" / "modadd_progress.toml", out=tmp_path)
+    assert [c.verdict for c in res.claims] == ["PASS", "PASS", "PASS", "PASS", "FAIL"]
+    lead = res.claims[0]
+    details = lead.measurement.details
+    assert lead.ci_low > 200 and details["restricted_step"] < details["test_step"]
+    assert len(details["steps"]) == 41 and details["test_acc"][-1] > 0.99
+    # circuit formation: the excluded loss rises while the training loss stays ~0
+    mid = details["steps"].index(1000)
+    assert details["train_loss"][mid] < 1e-3 and details["excluded_loss"][mid] > 5.0
+    assert res.claims[4].ci_low > 0  # the true negative: the lead is positive, not <= 0

@@ -231,14 +231,15 @@ def circuit_efficiency(spec: CircuitEfficiencySpec, ctx: Any) -> Measurement:
 class RestrictedLeadSpec:
     """Keys of a ``restricted_loss_lead`` claim.
 
-    ``checkpoints``: a glob of checkpoint directories (relative to the file) forming one
-    training run; ``loss_threshold``: the loss (nats) whose first crossing defines each curve's
+    ``checkpoints``: ``"run"`` (default: every checkpoint of the training run the ``[model]``
+    checkpoint belongs to, e.g. a ``[model.train]`` run in the cache) or a glob of checkpoint
+    directories (relative to the file) forming one training run; ``loss_threshold``: the loss (nats) whose first crossing defines each curve's
     drop (linear interpolation between checkpoints); ``keys`` / ``n_keys``: key frequencies
     (default: top ``n_keys`` of the last checkpoint, fixed over the series);
     ``restricted_split``: pairs the restricted loss averages over (Nanda: all).
     """
 
-    checkpoints: str
+    checkpoints: str = "run"
     loss_threshold: float = 1.0
     keys: tuple[int, ...] | None = None
     n_keys: int = 5
@@ -253,7 +254,11 @@ def _series_dirs(ctx: Any, pattern: str) -> list[tuple[int, Any]]:
     from ...errors import ConfigError
     from ...models.checkpoint import read_checkpoint_meta
 
-    root = ctx.suite.resolve(pattern)
+    if pattern == "run":
+        model_dir = _checkpoint_dir(ctx, None)
+        root = model_dir.parent / "step_*"
+    else:
+        root = ctx.suite.resolve(pattern)
     found = sorted(Path(p) for p in glob.glob(str(root)) if (Path(p) / "config.json").is_file())
     if len(found) < 2:
         raise ConfigError(f"checkpoints = {pattern!r} matched {len(found)} checkpoint "
