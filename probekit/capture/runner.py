@@ -87,6 +87,37 @@ def skip_blocks(model: HookedModel, start: int) -> Iterator[None]:
             block.__dict__.pop("forward", None)
 
 
+def supports_kv_cache(model: HookedModel) -> bool:
+    """Whether ``model`` runs a Hugging Face model that takes a KV cache (``past_key_values``).
+
+    TL-native bridges (the testbed models) do not.
+    """
+    underlying = getattr(getattr(model, "_driver", None), "underlying_model", None)
+    return callable(getattr(underlying, "prepare_inputs_for_generation", None))
+
+
+def new_kv_cache() -> Any:
+    """An empty Hugging Face ``DynamicCache``: a run given it fills it with every block's keys/values."""
+    from transformers import DynamicCache
+
+    return DynamicCache()
+
+
+def kv_prefix(cache: Any, rows: Tensor, length: int) -> Any:
+    """A new cache holding rows ``rows`` and the first ``length`` positions of ``cache``.
+
+    A run given it processes the tokens *after* those ``length`` positions: their keys and
+    values come from the cache (positions and rotary phases continue from ``length``).
+    """
+    from transformers import DynamicCache
+
+    out = DynamicCache()
+    for i, layer in enumerate(cache.layers):
+        idx = rows.to(layer.keys.device)
+        out.update(layer.keys[idx, :, :length], layer.values[idx, :, :length], i)
+    return out
+
+
 def run_batch(
     model: HookedModel,
     batch: TokenBatch,
@@ -96,6 +127,7 @@ def run_batch(
     stop_at_layer: int | None = None,
     start_at_layer: int | None = None,
     start_resid: Tensor | None = None,
+    kv_cache: Any | None = None,
 ) -> Tensor:
     """Run ``model`` on ``batch`` with ``hooks``; return its output.
 
@@ -104,13 +136,20 @@ def run_batch(
     the residual after the last block, before the final norm and unembedding, which are then
     skipped). ``start_at_layer`` with ``start_resid`` (padded ``(batch, pos, d_model)``, the
     residual entering that block) skips the blocks before it (:func:`skip_blocks`: they do not
-    run). The attention mask is passed
-    whenever the batch is padded. ``grad=False`` runs under ``torch.inference_mode`` (outputs
+    run). ``kv_cache`` (a Hugging Face cache, :func:`new_kv_cache` / :func:`kv_prefix`) is
+    filled by the run; when it already holds ``q`` positions, ``batch`` holds the tokens after
+    them (right-padded). The attention mask is passed whenever the batch is padded. ``grad=False`` runs under ``torch.inference_mode`` (outputs
     cannot enter autograd later); ``grad=True`` keeps the graph for a backward pass.
     """
     kwargs: dict[str, Any] = {}
+    past = 0 if kv_cache is None else int(kv_cache.get_seq_length())
     if batch.is_padded:
-        kwargs["attention_mask"] = batch.attention_mask
+        mask = batch.attention_mask
+        if past:
+            mask = torch.cat([torch.ones(mask.shape[0], past, dtype=mask.dtype, device=mask.device), mask], 1)
+        kwargs["attention_mask"] = mask
+    if kv_cache is not None:
+        kwargs.update(past_key_values=kv_cache, use_cache=True)
     n_layers = int(model.cfg.n_layers)
     final = stop_at_layer is not None and stop_at_layer >= n_layers
     if stop_at_layer is not None and not final:

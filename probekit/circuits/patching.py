@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from ..capture.batching import PaddingSide
+from ..capture.runner import kv_prefix, new_kv_cache, supports_kv_cache
 from ..errors import ConfigError
 from ..interventions import Op, Read, Replace, run_with_interventions
 from ..models.protocol import HookedModel
@@ -123,8 +124,14 @@ def patch_grid(
     if shared:
         for s in [Site(layer, "resid_pre") for layer in grid.layers if layer > 0] + sites:
             reads.setdefault(s, Read(site=s))
+    # A cell at position t leaves positions < t as in the base run at every block, so on a
+    # Hugging Face model its row runs only the tokens from t on, their keys/values before t
+    # coming from the base run's KV cache.
+    pos_axis = grid.by.index("pos") if "pos" in grid.by else None
+    base_kv = (new_kv_cache() if shared and pos_axis is not None and padding_side == "right"
+               and supports_kv_cache(model) else None)
     base = run_with_interventions(model, grid.base, extra_every + list(reads.values()),
-                                  padding_side=padding_side, logits="last")
+                                  padding_side=padding_side, logits="last", kv_cache=base_kv)
     m_src = run_metric(metric, src.output, every)
     m_base = run_metric(metric, base.output, every)
 
@@ -141,23 +148,66 @@ def patch_grid(
                 per_pair[(p, *c)] = m_base[p]  # the patch writes what is already there
             else:
                 rows.append((p, c))
-    rows.sort(key=lambda r: -grid.layers[r[1][0]])  # by start block: a batch starts at its lowest
-    for lo in range(0, len(rows), batch_size):
-        chunk = rows[lo : lo + batch_size]
+    kv_pos = pos_axis if base_kv is not None else None
+    for chunk in _pack(rows, grid, kv_pos, max(lengths), batch_size):
         pairs = torch.tensor([p for p, _ in chunk])
-        ops = _chunk_ops(chunk, grid, src.reads, lengths, shape)
         first = min(grid.layers[c[0]] for _, c in chunk)
+        q = min(c[pos_axis] for _, c in chunk) if kv_pos is not None else 0
+        if first == 0 and extra_every:
+            q = 0  # the extra ops act on the embeddings of whole prompts
+        ops = _chunk_ops(chunk, grid, src.reads, lengths, shape, q)
         start = None
         if shared and first > 0:  # blocks before `first` are the base run's: start from its residual
-            start = (first, base.reads[Site(first, "resid_pre")][pairs])
+            start = (first, base.reads[Site(first, "resid_pre")][pairs][:, q:])
         else:
             ops = extra(pairs) + ops
-        out = run_with_interventions(model, [grid.base[p] for p, _ in chunk], ops,
-                                     padding_side=padding_side, logits="last", start=start)
+        out = run_with_interventions(model, [grid.base[p][q:] for p, _ in chunk], ops,
+                                     padding_side=padding_side, logits="last", start=start,
+                                     kv_cache=kv_prefix(base_kv, pairs, q) if q else None)
         values = run_metric(metric, out.output, pairs)
         for (p, c), v in zip(chunk, values.cpu()):
             per_pair[(p, *c)] = v
     return grid_result(model, grid, per_pair, m_base, m_src)
+
+
+#: Fixed cost of one batched forward (hooks, masks, KV copy, unembedding), in units of one
+#: token through one block; measured ~0.3 s vs ~0.4 ms per token-block on SmolLM2, 1 CPU thread.
+_FORWARD_COST = 800
+
+
+def _pack(
+    rows: list[tuple[int, tuple[int, ...]]], grid: Grid, pos_axis: int | None, width: int,
+    batch_size: int,
+) -> list[list[tuple[int, tuple[int, ...]]]]:
+    """Batches of rows, each run from its lowest block (and, with a KV prefix, its first position).
+
+    Rows are sorted by (block, position) from the last; a row joins the current batch while the
+    batch has room and one forward of the union costs no more than two (cost = rows x tokens x
+    blocks + :data:`_FORWARD_COST`).
+    """
+    def key(r: tuple[int, tuple[int, ...]]) -> tuple[int, int]:
+        return grid.layers[r[1][0]], (r[1][pos_axis] if pos_axis is not None else 0)
+
+    def cost(n: int, layer: int, q: int) -> int:
+        return n * (width - q) * (grid.n_layers - layer) + _FORWARD_COST
+
+    out: list[list[tuple[int, tuple[int, ...]]]] = []
+    chunk: list[tuple[int, tuple[int, ...]]] = []
+    layer0 = q0 = 0
+    for r in sorted(rows, key=key, reverse=True):
+        layer, q = key(r)
+        if chunk and len(chunk) < batch_size:
+            merged = cost(len(chunk) + 1, min(layer0, layer), min(q0, q))
+            if merged <= cost(len(chunk), layer0, q0) + cost(1, layer, q):
+                chunk.append(r)
+                layer0, q0 = min(layer0, layer), min(q0, q)
+                continue
+        if chunk:
+            out.append(chunk)
+        chunk, layer0, q0 = [r], layer, q
+    if chunk:
+        out.append(chunk)
+    return out
 
 
 def _identity_cells(
@@ -190,13 +240,17 @@ def _chunk_ops(
     cache: dict[Site, Tensor],
     lengths: list[int],
     shape: tuple[int, ...],
+    q: int = 0,
 ) -> list[Replace]:
-    """One Replace per patched block in the chunk; each row's mask selects its own cell."""
+    """One Replace per patched block in the chunk; each row's mask selects its own cell.
+
+    ``q > 0``: the rows hold the tokens from position ``q`` on (masks and values shifted).
+    """
     by = grid.by
     pairs = torch.tensor([p for p, _ in chunk])
-    n_pos = max(lengths[p] for p, _ in chunk)
+    n_pos = max(lengths[p] for p, _ in chunk) - q
     n_heads = shape[by.index("head")] if "head" in by else 0
-    real = torch.arange(n_pos)[None, :] < torch.tensor([lengths[p] for p, _ in chunk])[:, None]
+    real = torch.arange(n_pos)[None, :] < torch.tensor([lengths[p] - q for p, _ in chunk])[:, None]
     index = torch.tensor([c for _, c in chunk]).reshape(len(chunk), len(by))
     col = {a: index[:, i] for i, a in enumerate(by)}
     cell_layer = torch.tensor(grid.layers)[col["layer"]]
@@ -208,13 +262,13 @@ def _chunk_ops(
         if "head" in by:
             mask = torch.zeros(len(chunk), n_pos, n_heads, dtype=torch.bool)
             if "pos" in by:
-                mask[r, col["pos"][sel], col["head"][sel]] = True
+                mask[r, col["pos"][sel] - q, col["head"][sel]] = True
             else:
                 mask[r, :, col["head"][sel]] = True
                 mask &= real[:, :, None]
         else:
             mask = torch.zeros(len(chunk), n_pos, dtype=torch.bool)
-            mask[r, col["pos"][sel]] = True
+            mask[r, col["pos"][sel] - q] = True
         site = Site(block, grid.kind)
-        ops.append(Replace(site=site, values=cache[site][pairs], positions=mask))
+        ops.append(Replace(site=site, values=cache[site][pairs][:, q:], positions=mask))
     return ops

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -14,7 +15,7 @@ from ..capture.collect import check_finite
 from ..capture.hooks import hook_scope
 from ..capture.layout import to_aligned, to_padded, to_probekit_layout
 from ..capture.positions import select_positions
-from ..capture.runner import run_batch, stop_layer
+from ..capture.runner import run_batch, stop_layer, supports_kv_cache
 from ..errors import ConfigError, DataError
 from ..models.protocol import HookedModel
 from ..sites import Site
@@ -147,6 +148,7 @@ def run_with_interventions(
     objective: Objective | None = None,
     logits: str = "all",
     start: tuple[int, Tensor] | None = None,
+    kv_cache: Any | None = None,
 ) -> InterventionResult:
     """One forward pass of ``tokens`` with ``ops`` applied; reads, output and gradients.
 
@@ -156,7 +158,11 @@ def run_with_interventions(
     stop after the last block an op touches (output: the aligned residual entering the next
     block, or the final residual). ``start=(k, resid)`` starts at block ``k`` from the aligned
     residual ``resid (batch, pos, d_model)`` entering it (e.g. a ``resid_pre@k`` Read of an
-    earlier run), skipping blocks ``0..k-1``. ``objective(output, batch) -> (batch,)`` is
+    earlier run), skipping blocks ``0..k-1``. ``kv_cache`` (Hugging Face models only,
+    :func:`probekit.capture.runner.new_kv_cache`) is filled with every block's keys and values;
+    given :func:`~probekit.capture.runner.kv_prefix` of an earlier run's cache (its first ``q``
+    positions), ``tokens`` are each prompt's tokens after position ``q`` (right padding) and
+    every position, op and output is in those suffix coordinates. ``objective(output, batch) -> (batch,)`` is
     differentiated into every :class:`Grad` site (``grad`` defaults to on iff there are Grad
     ops).
 
@@ -167,6 +173,10 @@ def run_with_interventions(
     """
     if logits not in ("all", "last", "none"):
         raise ConfigError(f"logits={logits!r} unknown; use 'all', 'last' or 'none'")
+    if kv_cache is not None and not supports_kv_cache(model):
+        raise ConfigError("kv_cache needs a Hugging Face model (past_key_values); this bridge is TL-native")
+    if kv_cache is not None and kv_cache.get_seq_length() and padding_side != "right":
+        raise ConfigError("a KV prefix needs right padding (pads after the suffix); use padding_side='right'")
     batch = as_batch(model, tokens, padding_side=padding_side, pad_id=pad_id)
     has_grad = any(isinstance(op, Grad) for op in ops)
     grad = has_grad if grad is None else grad
@@ -189,7 +199,7 @@ def run_with_interventions(
         start_resid = to_padded(resid.to(model_device(model)), batch, width)
     records = Records()
     out = run_batch(model, batch, _hooks(ops, batch, records, grad), grad=grad, stop_at_layer=stop,
-                    start_at_layer=start_at, start_resid=start_resid)
+                    start_at_layer=start_at, start_resid=start_resid, kv_cache=kv_cache)
     check_finite(records.reads, batch, model)
     if logits == "last":
         rows = torch.arange(out.shape[0], device=out.device)

@@ -197,3 +197,46 @@ def test_identity_cells_are_not_run_and_rows_start_at_their_block(gqa, monkeypat
     activation_patching(model, clean, corrupt, metric, kind="resid_pre", batch_size=4)
     firsts = [s[0] if s else 0 for s in starts[2:]]
     assert firsts == sorted(firsts, reverse=True) and firsts[0] == 2  # last block first, from its residual
+
+
+@pytest.fixture(scope="module")
+def hf(tiny_hf_model):
+    model = tiny_hf_model
+    g = torch.Generator().manual_seed(2)
+    clean = torch.randint(0, 20, (3, 6), generator=g)
+    corrupt = clean.clone()
+    corrupt[:, 2] = (clean[:, 2] + 7) % 20
+    metric = partial(logit_diff, answer=torch.tensor([1, 4, 9]), foil=torch.tensor([3, 3, 0]))
+    return model, clean, corrupt, metric
+
+
+@pytest.mark.parametrize("kind,by", [("resid_pre", None), ("mlp_out", None), ("attn_z", ("layer", "pos", "head")),
+                                     ("attn_k", ("layer", "pos", "head")), ("attn_v", ("layer", "head"))])
+def test_hugging_face_model_with_kv_prefix_equals_transformer_lens(hf, kind, by, monkeypatch):
+    """On an HF model a cell at position t runs only tokens >= t (earlier keys/values from the base run's cache)."""
+    import probekit.circuits.patching as patching_module
+
+    model, clean, corrupt, metric = hf
+    caches = []
+    real = patching_module.kv_prefix
+    monkeypatch.setattr(patching_module, "kv_prefix", lambda *a: caches.append(a[2]) or real(*a))
+    got = activation_patching(model, clean, corrupt, metric, kind=kind, by=by, batch_size=8)
+    want = _tl(model, clean, corrupt, metric, kind, by)
+    assert float((got.values - want.cpu()).abs().max()) <= 1e-4
+    assert (max(caches, default=0) > 0) == (by != ("layer", "head"))  # (layer, head) patches every position
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_hugging_face_padded_pairs_and_windows_equal_one_at_a_time(hf, side):
+    model, _, _, _ = hf
+    g = torch.Generator().manual_seed(4)
+    clean = [torch.randint(0, 20, (n,), generator=g).tolist() for n in (4, 7, 5)]
+    corrupt = [[(t + 3) % 20 if i == 1 else t for i, t in enumerate(s)] for s in clean]
+    answer = torch.tensor([2, 6, 11])
+    together = activation_patching(model, clean, corrupt, partial(answer_logprob, answer=answer), kind="resid_mid",
+                                   window=2, padding_side=side, batch_size=5)
+    for i in range(3):
+        one = activation_patching(model, [clean[i]], [corrupt[i]], partial(answer_logprob, answer=answer[i : i + 1]),
+                                  kind="resid_mid", window=2)
+        n = len(clean[i])
+        torch.testing.assert_close(together.per_pair[i][:, :n], one.per_pair[0], atol=1e-5, rtol=1e-5)

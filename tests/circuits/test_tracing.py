@@ -11,7 +11,14 @@ from tests.conftest import random_sequences
 
 
 def test_causal_tracing_cells_equal_manual_runs(tiny_model):
-    model = tiny_model
+    _check_cells_equal_manual_runs(tiny_model)
+
+
+def test_causal_tracing_on_a_hugging_face_model_with_kv_prefix(tiny_hf_model):
+    _check_cells_equal_manual_runs(tiny_hf_model)
+
+
+def _check_cells_equal_manual_runs(model):
     toks = random_sequences(3, model.cfg.d_vocab, lo=4, hi=7, seed=5)
     spans = [(0, 2), (1, 3), (0, 1)]
     answer = torch.tensor([1, 2, 3])
