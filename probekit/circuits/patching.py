@@ -14,6 +14,10 @@ Unlike ``transformer_lens.patching`` (one full forward per cell), each batch row
 - the base run is shared: a cell at layer ``l`` leaves blocks ``0..l-1`` as in the base run, so
   its row starts at block ``l`` from the base run's cached ``resid_pre@l`` (blocks before it do
   not run; rows are sorted by layer so a batch starts at its lowest layer);
+- on Hugging Face models (KV cache) a cell at position ``t`` also leaves positions ``< t`` as
+  in the base run at every block, so its row runs only the tokens from ``t`` on, with the
+  earlier keys/values taken from the base run's cache (TL-native bridges run whole prompts);
+- rows are packed into batches by a cost model (rows x tokens x blocks + a per-forward cost);
 - a cell whose source activation equals the base activation exactly (e.g. tokens shared by the
   clean and corrupted prompt before the first difference) is the base run itself and takes
   ``m_base`` without a forward;
