@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, DataError, ProbekitError
+from .executor import add_executor_arguments
 
 log = logging.getLogger("probekit")
 
@@ -111,13 +112,17 @@ def _check_token_limits(
 
 
 def _cmd_capture(args: argparse.Namespace) -> int:
-    from .capture import all_layers, capture_to_store
+    from .capture import all_layers, capture_sharded, capture_to_store
     from .capture.positions import AllTokens, LastToken, TokenIndex
+    from .capture.sharded import load_model_cached
+    from .executor import executor_from_args
     from .models.loading import load_model
 
     inputs = _capture_inputs(args)  # before the model loads: a typo fails in milliseconds
     rows = inputs["rows"]
-    model = load_model(args.model)
+    executor = executor_from_args(args.executor, args.ray_address, progress=not args.quiet)
+    # with an executor the sharded capture below reuses this load (load_model_cached)
+    model = load_model(args.model) if executor is None else load_model_cached(args.model)[0]
     tokens: list[list[int]] = []
     for row, ids in zip(rows, inputs["tokens"]):
         if ids is not None:
@@ -138,12 +143,16 @@ def _cmd_capture(args: argparse.Namespace) -> int:
         LastToken() if spec == "last" else AllTokens() if spec == "all"
         else TokenIndex(inputs["positions"])
     )
-    store = capture_to_store(
-        model, tokens, args.out, sites, metadata=metadata, positions=positions,
-        batch_size=args.batch_size, padding_side=args.padding_side, dtype=args.dtype,
-        examples_per_shard=args.examples_per_shard, repair=args.repair,
-        progress=not args.quiet,
+    options = dict(
+        metadata=metadata, positions=positions, batch_size=args.batch_size,
+        padding_side=args.padding_side, dtype=args.dtype,
+        examples_per_shard=args.examples_per_shard, repair=args.repair, progress=not args.quiet,
     )
+    if executor is None:
+        store = capture_to_store(model, tokens, args.out, sites, **options)
+    else:
+        store = capture_sharded(args.model, tokens, args.out, sites, executor=executor,
+                                shards_per_task=args.shards_per_task, **options)
     print(f"wrote {store.n_rows} rows x {len(store.sites)} sites to {args.out}")
     return 0
 
@@ -196,6 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("--repair", action="store_true",
                      help="re-capture only the shards of --out that fail their checksum")
     cap.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_executor_arguments(cap)
+    cap.add_argument("--shards-per-task", type=int, default=1,
+                     help="with --executor: consecutive shards per task (each task loads the "
+                     "model once and writes its shards; the manifest is merged at the end)")
     cap.set_defaults(func=_cmd_capture)
 
     models = sub.add_parser("models", parents=[common], help="list the named offline models")

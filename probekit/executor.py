@@ -32,7 +32,9 @@ from .errors import ConfigError
 __all__ = [
     "Executor",
     "InProcessExecutor",
+    "add_executor_arguments",
     "available_executors",
+    "executor_from_args",
     "get_executor",
     "register_executor",
 ]
@@ -174,3 +176,45 @@ def get_executor(spec: object = None, **options: Any) -> Executor:
         f"executor must be a name in {available_executors()} or an object with "
         f".map(fn, items, desc=...), got {type(spec).__name__}"
     )
+
+
+def add_executor_arguments(parser: Any) -> None:
+    """Add ``--executor`` and ``--ray-address`` to an argparse parser (CLI commands that fan out)."""
+    parser.add_argument(
+        "--executor", default=None,
+        help="runs the independent tasks: inprocess (default) or ray",
+    )
+    parser.add_argument(
+        "--ray-address", default=None, metavar="auto|HOST:PORT",
+        help="Ray cluster to join (implies --executor ray): 'auto' on a node of a cluster started "
+        "with `ray start --head`, or the head's HOST:6379; unset: a local cluster in this process",
+    )
+
+
+def executor_from_args(
+    executor: str | None, ray_address: str | None, *, progress: bool | None = None
+) -> Executor | None:
+    """The executor of ``--executor`` / ``--ray-address`` (None when neither is given), connected.
+
+    A Ray executor connects here (``connect()``), so an unreachable cluster fails before any
+    model loads.
+
+    Raises:
+        ConfigError: an unknown executor, or ``--ray-address`` with another executor.
+    """
+    if executor is None and ray_address is None:
+        return None
+    name = executor or ("ray" if ray_address is not None else "inprocess")
+    if ray_address is not None and name != "ray":
+        raise ConfigError(
+            f"--ray-address {ray_address!r} given with --executor {name!r}; use --executor ray "
+            "(or drop --ray-address)"
+        )
+    options: dict[str, Any] = {"progress": progress}
+    if ray_address is not None:
+        options["address"] = ray_address
+    out = get_executor(name, **options)
+    connect = getattr(out, "connect", None)
+    if connect is not None:
+        connect()
+    return out

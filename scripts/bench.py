@@ -6,8 +6,8 @@ store_read: loading every site of a store with the sha256-on-first-read check vs
 cli: ``probekit --help`` / ``probekit models`` wall time and peak RSS vs ``python -c pass``.
 Other sections (probe sweep vs sklearn loop, grokking time, similarity: 12 x 12 layer CKA
 matrix vs a pairwise loop, geometry: batched MFTMA anchors vs a per-sample QP loop, ray: a
-population of 8 short trainings in-process vs a 2-CPU local Ray cluster) run when their
-modules exist.
+population of 8 short trainings in-process vs a 2-CPU local Ray cluster, ray_capture: sharded
+capture on Ray vs in-process ``capture_to_store``) run when their modules exist.
 
     python scripts/bench.py --out out/bench.json [--model smollm2-135m] [--sections capture,probes]
         [--device cuda] [--sklearn-threads 4]   # probe sweep on the GPU; sklearn on 4 CPU threads
@@ -230,6 +230,7 @@ OPTIONAL = {
     "neurons": ("scripts.bench_neurons", "run"),
     "geometry": ("scripts.bench_geometry", "bench_geometry"),
     "ray": ("scripts.bench_ray", "bench_ray"),
+    "ray_capture": ("scripts.bench_ray", "bench_ray_capture"),
 }
 
 
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
     parser.add_argument("--sections", default="capture,store_memory,store_read,cli,probes",
-                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,neurons,geometry,ray")
+                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,neurons,geometry,ray,ray_capture")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
@@ -252,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="stimuli of the similarity section (d=576, 12 layers; smaller on a busy box)")
     parser.add_argument("--ray-steps", type=int, default=100,
                         help="training steps per run of the ray section (8 runs, 2 workers)")
+    parser.add_argument("--ray-capture-n", type=int, default=2048,
+                        help="prompts of the ray_capture section (all resid_post sites, 2 workers)")
     parser.add_argument("--neurons-n", type=int, default=1000,
                         help="prompts of the neurons section (SmolLM2, all 30 layers)")
     args = parser.parse_args(argv)
@@ -276,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs = {"model": args.model, "n_prompts": args.neurons_n}
             if section == "ray":
                 kwargs = {"steps": args.ray_steps}
+            if section == "ray_capture":
+                kwargs = {"n_examples": args.ray_capture_n, "model": args.model}
             if section in ("patching", "geometry"):
                 kwargs = {"device": args.device}
             results[section] = getattr(importlib.import_module(module), fn)(**kwargs)

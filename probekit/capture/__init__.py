@@ -34,3 +34,4 @@ from .positions import SpanMean as SpanMean
 from .positions import TokenIndex as TokenIndex
 from .positions import select_positions as select_positions
 from .runner import run_batch as run_batch
+from .sharded import capture_sharded as capture_sharded

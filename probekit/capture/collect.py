@@ -122,10 +122,13 @@ def _select(
     out[site] = select_positions(act, batch, config.positions).values.to(DTYPES[config.dtype])
 
 
-def check_finite(acts: Mapping[Site, Tensor], batch: TokenBatch, model: HookedModel) -> None:
+def check_finite(
+    acts: Mapping[Site, Tensor], batch: TokenBatch, model: HookedModel, example_offset: int = 0
+) -> None:
     """Raise :class:`~probekit.errors.NonFiniteError` if a site of this batch holds NaN/inf.
 
     One ``isfinite().all()`` per site; the slow path (which examples) runs only on failure.
+    The message names examples by ``example_offset`` + their id in the batch.
     """
     for site, values in acts.items():
         if bool(torch.isfinite(values).all()):
@@ -134,6 +137,7 @@ def check_finite(acts: Mapping[Site, Tensor], batch: TokenBatch, model: HookedMo
         n_rows = values.shape[0]
         per_example = n_rows == batch.input_ids.shape[0]
         ids = batch.example_ids.cpu()[bad_rows.cpu()] if per_example else batch.example_ids.cpu()
+        ids = ids + example_offset
         dtype = next((p.dtype for p in model.parameters()), None)
         side = "left" if bool(batch.offsets.any()) else "right"
         raise NonFiniteError(
@@ -152,8 +156,13 @@ def iter_capture(
     start: int = 0,
     grad: bool = False,
     stop_early: bool = True,
+    example_offset: int = 0,
 ) -> Iterator[CapturedBatch]:
     """Run ``model`` over ``tokens[start:]`` in batches; yield each batch's selected rows.
+
+    ``example_offset`` is the dataset index of ``tokens[0]`` when ``tokens`` is a slice (a shard
+    range of :func:`~probekit.capture.capture_sharded`, with the position rule sliced alike):
+    yielded rows and error messages then carry dataset indices.
 
     ``stop_early`` skips the blocks after the last captured one (and the unembedding);
     ``grad=True`` keeps the autograd graph instead of running under ``torch.inference_mode``.
@@ -184,14 +193,14 @@ def iter_capture(
             ]
             run_batch(model, batch, hooks, grad=grad, stop_at_layer=stop)
             acts = {site: out[site] for site in sites}
-            check_finite(acts, batch, model)
+            check_finite(acts, batch, model, example_offset)
             ref = select_positions(  # provenance is the same for every site
                 torch.zeros(batch.input_ids.shape + (1,), device=batch.input_ids.device),
                 batch,
                 config.positions,
             )
             bar.update(1)
-            yield CapturedBatch(batch, acts, ref.example.cpu(), ref.position.cpu())
+            yield CapturedBatch(batch, acts, ref.example.cpu() + example_offset, ref.position.cpu())
 
 
 def collect_activations(
@@ -220,38 +229,51 @@ def collect_activations(
     )
 
 
-def _write_range(
+@dataclass(frozen=True)
+class ShardRows:
+    """The rows of one store shard: per site key, with each row's example and position."""
+
+    site_rows: dict[str, Tensor]
+    examples: Tensor
+    positions: Tensor
+    first_example: int
+    end_example: int
+
+
+def iter_shard_rows(
     model: HookedModel,
     tokens: Sequence[Sequence[int]],
     config: CaptureConfig,
-    writer: StoreWriter,
-    metadata: Mapping[str, Sequence[Any]],
     start: int,
     end: int,
     *,
-    index: int | None = None,
-) -> None:
-    """Capture examples ``[start, end)`` into shards (one shard, rewritten in place, if ``index``)."""
+    one_shard: bool = False,
+    example_offset: int = 0,
+) -> Iterator[ShardRows]:
+    """Capture examples ``[start, end)`` and yield them cut into shards of ``shard_examples``.
+
+    Shards start at ``start`` (a shard boundary). ``one_shard``: the whole range is one shard
+    (re-capturing a damaged shard). ``example_offset``: as in :func:`iter_capture`; the yielded
+    ``first_example``/``end_example`` are dataset indices.
+    """
     buffer: dict[Site, list[Tensor]] = {s: [] for s in config.sites}
     ex_buf: list[Tensor] = []
     pos_buf: list[Tensor] = []
-    done = start
+    done = first = start
 
-    def flush(end_example: int) -> None:
-        writer.write_shard(
-            {s.key: torch.cat(v) for s, v in buffer.items()},
-            torch.cat(ex_buf),
-            torch.cat(pos_buf),
-            metadata,
-            end_example,
-            index=index,
+    def cut() -> ShardRows:
+        rows = ShardRows(
+            {s.key: torch.cat(v) for s, v in buffer.items()}, torch.cat(ex_buf),
+            torch.cat(pos_buf), first + example_offset, done + example_offset,
         )
         for v in buffer.values():
             v.clear()
         ex_buf.clear()
         pos_buf.clear()
+        return rows
 
-    with contextlib.closing(iter_capture(model, tokens, config, start=start)) as steps:
+    steps = iter_capture(model, tokens, config, start=start, example_offset=example_offset)
+    with contextlib.closing(steps):
         for step in steps:
             for site, values in step.acts.items():
                 buffer[site].append(values.cpu())
@@ -259,10 +281,49 @@ def _write_range(
             pos_buf.append(step.position)
             done += step.batch.input_ids.shape[0]
             if done >= end:
-                flush(done)
-                break
-            if index is None and (done - start) % config.shard_examples == 0:
-                flush(done)
+                yield cut()
+                return
+            if not one_shard and (done - start) % config.shard_examples == 0:
+                yield cut()
+                first = done
+
+
+def store_template(
+    model: HookedModel,
+    tokens: Sequence[Sequence[int]],
+    config: CaptureConfig,
+    metadata: Mapping[str, Sequence[Any]],
+    extra: Mapping[str, Any] | None,
+) -> tuple[Manifest, dict[str, Sequence[Any]]]:
+    """Check a capture's inputs (before any store write); its store manifest and metadata columns.
+
+    The columns are ``metadata`` plus each row's prompt (:func:`_with_prompt_columns`); the
+    manifest lists no shard yet.
+
+    Raises:
+        DataError: a bad token, position or a metadata column of the wrong length.
+    """
+    check_capture_inputs(model, tokens, config.sites, config.positions)
+    for name, column in metadata.items():
+        if len(column) != len(tokens):
+            raise DataError(
+                f"metadata column {name!r} has {len(column)} values but there are "
+                f"{len(tokens)} examples"
+            )
+    metadata = _with_prompt_columns(model, tokens, dict(metadata))
+    return Manifest(
+        model_id=model_id(model),
+        model_fingerprint=model_fingerprint(model),
+        sites=[s.key for s in config.sites],
+        positions=config.positions.describe(),
+        dtype=config.dtype,
+        dataset_fingerprint=dataset_fingerprint(tokens, {"metadata": dict(metadata)}),
+        n_examples=len(tokens),
+        examples_per_shard=config.shard_examples,
+        padding_side=config.padding_side,
+        metadata_columns=sorted(metadata),
+        extra=dict(extra or {}),
+    ), metadata
 
 
 def _with_prompt_columns(
@@ -307,36 +368,18 @@ def capture_to_store(
     has a tokenizer, the decoded ``text`` (unless the caller passes columns of those names).
     """
     config = CaptureConfig(sites=as_sites(sites), **options)
-    check_capture_inputs(model, tokens, config.sites, config.positions)  # before any store write
     metadata = dict(metadata or {})
-    for name, column in metadata.items():
-        if len(column) != len(tokens):
-            raise DataError(
-                f"metadata column {name!r} has {len(column)} values but there are "
-                f"{len(tokens)} examples"
-            )
-    metadata = _with_prompt_columns(model, tokens, metadata)
-    template = Manifest(
-        model_id=model_id(model),
-        model_fingerprint=model_fingerprint(model),
-        sites=[s.key for s in config.sites],
-        positions=config.positions.describe(),
-        dtype=config.dtype,
-        dataset_fingerprint=dataset_fingerprint(tokens, {"metadata": metadata}),
-        n_examples=len(tokens),
-        examples_per_shard=config.shard_examples,
-        padding_side=config.padding_side,
-        metadata_columns=sorted(metadata),
-        extra=dict(extra or {}),
-    )
+    template, metadata = store_template(model, tokens, config, metadata, extra)  # checks first
     writer = StoreWriter(directory, template)
     manifest = writer.open(repair=repair)
     for index in list(writer.bad_shards):
         shard = manifest.shards[index]
         log.info("re-capturing damaged shard %s (examples %d..%d of %d)", shard.file,
                  shard.first_example, shard.end_example, len(tokens))
-        _write_range(model, tokens, config, writer, metadata, shard.first_example,
-                     shard.end_example, index=index)
+        for rows in iter_shard_rows(model, tokens, config, shard.first_example,
+                                    shard.end_example, one_shard=True):
+            writer.write_shard(rows.site_rows, rows.examples, rows.positions, metadata,
+                               rows.end_example, index=index)
     if manifest.complete:
         if not writer.bad_shards:
             log.info("store %s is already complete (%d examples); nothing to capture",
@@ -346,6 +389,8 @@ def capture_to_store(
     if start:
         log.info("resuming %s from example %d of %d (%d shard(s) kept)", directory, start,
                  len(tokens), len(manifest.shards))
-    _write_range(model, tokens, config, writer, metadata, start, len(tokens))
+    for rows in iter_shard_rows(model, tokens, config, start, len(tokens)):
+        writer.write_shard(rows.site_rows, rows.examples, rows.positions, metadata,
+                           rows.end_example)
     writer.finish()
     return ActivationStore(directory)

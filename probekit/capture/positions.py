@@ -127,6 +127,15 @@ def check_rule_matches(rule: PositionRule, n_examples: int) -> None:
         )
 
 
+def slice_rule(rule: PositionRule, start: int, end: int) -> PositionRule:
+    """The rule for examples ``[start, end)`` only (per-example rules sliced; others unchanged)."""
+    if isinstance(rule, TokenIndex):
+        return TokenIndex(rule.indices[start:end])
+    if isinstance(rule, SpanMean):
+        return SpanMean(rule.spans[start:end])
+    return rule
+
+
 def select_positions(
     acts: Float[Tensor, "batch pos ..."], batch: TokenBatch, rule: PositionRule
 ) -> Rows:

@@ -12,6 +12,7 @@ from ..util.io import atomic_write_json
 
 FORMAT = "probekit-store/1"
 MANIFEST = "manifest.json"
+PARTS = "parts"  # finished-shard records of a sharded capture (store/parts.py)
 
 
 class StoreMismatchError(StoreError, ValueError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from safetensors.torch import save_file
 
 from ..errors import StoreError
 from ..util.io import atomic_path, sha256_file
-from .manifest import MANIFEST, Manifest, ShardInfo, StoreMismatchError
+from .manifest import MANIFEST, PARTS, Manifest, ShardInfo, StoreMismatchError
 from .safetensors_mmap import _REPAIR, CorruptShardError, read_header
 
 log = logging.getLogger("probekit")
@@ -31,13 +32,17 @@ def shard_name(index: int) -> str:
 
 
 def encode_metadata(
-    columns: Mapping[str, Sequence[Any]], row_examples: np.ndarray
+    columns: Mapping[str, Sequence[Any]], row_examples: np.ndarray, offset: int = 0
 ) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """Expand per-example columns to rows: numeric -> tensors, anything else -> JSON strings."""
+    """Expand per-example columns to rows: numeric -> tensors, anything else -> JSON strings.
+
+    ``columns[name][i - offset]`` is the value of example ``i`` (``offset``: the first example
+    the columns hold, for a shard range of a sharded capture).
+    """
     tensors: dict[str, torch.Tensor] = {}
     texts: dict[str, str] = {}
     for name, values in columns.items():
-        picked = [values[i] for i in row_examples.tolist()]
+        picked = [values[i - offset] for i in row_examples.tolist()]
         try:
             arr = np.asarray(picked) if picked else np.zeros(0)
         except ValueError:  # ragged lists (e.g. token ids of different lengths)
@@ -47,6 +52,43 @@ def encode_metadata(
         else:
             texts[META_PREFIX + name] = json.dumps(picked, default=str)
     return tensors, texts
+
+
+def write_shard_file(
+    directory: Path,
+    index: int,
+    site_rows: Mapping[str, torch.Tensor],
+    examples: torch.Tensor,
+    positions: torch.Tensor,
+    metadata: Mapping[str, Sequence[Any]],
+    *,
+    first_example: int,
+    end_example: int,
+    metadata_offset: int = 0,
+) -> ShardInfo:
+    """Write ``shard-<index>.safetensors`` atomically (temp file, fsync, rename); no manifest.
+
+    The file holds every site's rows, each row's example index and token position, and the
+    metadata columns expanded to rows (``metadata_offset``: see :func:`encode_metadata`). The
+    same rows give the same bytes, whichever process writes them.
+    """
+    name = shard_name(index)
+    tensors = {k: v.contiguous().cpu() for k, v in site_rows.items()}
+    tensors[EXAMPLE_KEY] = examples.to(torch.int64).cpu().contiguous()
+    tensors[POSITION_KEY] = positions.to(torch.int64).cpu().contiguous()
+    meta_tensors, meta_texts = encode_metadata(
+        metadata, tensors[EXAMPLE_KEY].numpy(), metadata_offset
+    )
+    tensors.update(meta_tensors)
+    with atomic_path(directory / name) as tmp:
+        save_file(tensors, str(tmp), metadata=meta_texts or None)
+    return ShardInfo(
+        file=name,
+        rows=int(examples.shape[0]),
+        first_example=first_example,
+        end_example=end_example,
+        sha256=sha256_file(directory / name),
+    )
 
 
 class StoreWriter:
@@ -138,23 +180,12 @@ class StoreWriter:
         replacing = index is not None
         if index is None:
             index = len(self.manifest.shards)
-        name = shard_name(index)
-        tensors = {k: v.contiguous().cpu() for k, v in site_rows.items()}
-        tensors[EXAMPLE_KEY] = examples.to(torch.int64).cpu().contiguous()
-        tensors[POSITION_KEY] = positions.to(torch.int64).cpu().contiguous()
-        meta_tensors, meta_texts = encode_metadata(metadata, tensors[EXAMPLE_KEY].numpy())
-        tensors.update(meta_tensors)
-        with atomic_path(self.directory / name) as tmp:
-            save_file(tensors, str(tmp), metadata=meta_texts or None)
         first = (
             self.manifest.shards[index].first_example if replacing else self.manifest.examples_done
         )
-        info = ShardInfo(
-            file=name,
-            rows=int(examples.shape[0]),
-            first_example=first,
-            end_example=end_example,
-            sha256=sha256_file(self.directory / name),
+        info = write_shard_file(
+            self.directory, index, site_rows, examples, positions, metadata,
+            first_example=first, end_example=end_example,
         )
         if not self.manifest.feature_shapes:
             self.manifest.feature_shapes = {k: list(v.shape[1:]) for k, v in site_rows.items()}
@@ -171,6 +202,7 @@ class StoreWriter:
             raise RuntimeError("StoreWriter.open() must be called before finish()")
         self.manifest.complete = True
         self.manifest.save(self.directory)
+        shutil.rmtree(self.directory / PARTS, ignore_errors=True)  # stale sharded-capture records
         return self.manifest
 
 
