@@ -114,8 +114,8 @@ def _check_token_limits(
 def _cmd_capture(args: argparse.Namespace) -> int:
     from .capture import all_layers, capture_sharded, capture_to_store
     from .capture.positions import AllTokens, LastToken, TokenIndex
-    from .capture.sharded import load_model_cached
     from .executor import executor_from_args
+    from .models.cached import load_model_cached
     from .models.loading import load_model
 
     inputs = _capture_inputs(args)  # before the model loads: a typo fails in milliseconds

@@ -32,8 +32,10 @@ from .errors import ConfigError
 __all__ = [
     "Executor",
     "InProcessExecutor",
+    "PathCheck",
     "add_executor_arguments",
     "available_executors",
+    "check_worker_paths",
     "executor_from_args",
     "get_executor",
     "register_executor",
@@ -218,3 +220,57 @@ def executor_from_args(
     if connect is not None:
         connect()
     return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class PathCheck:
+    """Paths every worker must see: ``read`` must exist, ``write`` must be writable directories."""
+
+    read: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()
+
+
+def probe_paths(check: PathCheck) -> list[tuple[str, str, str]]:
+    """On a worker: ``(host, path, problem)`` for each path of ``check`` it cannot use."""
+    import os
+    import socket
+    import uuid
+    from pathlib import Path
+
+    host = socket.gethostname()
+    out = [(host, p, "does not exist there") for p in check.read if not os.path.exists(p)]
+    for p in check.write:
+        probe = Path(p) / f".probekit-write-check-{uuid.uuid4().hex}"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as err:
+            out.append((host, p, f"is not writable there ({err.strerror or err})"))
+    return out
+
+
+def check_worker_paths(
+    executor: Executor, *, read: Iterable[Any] = (), write: Iterable[Any] = ()
+) -> None:
+    """Check, before any work, that the executor's workers see the paths the tasks will use.
+
+    Runs :func:`probe_paths` on every node when the executor can (``map_each_node``, e.g. Ray),
+    else as one task. ``read`` paths must exist, ``write`` paths must be writable directories.
+
+    Raises:
+        ConfigError: one line naming the first path a worker cannot use, its host, and the fix.
+    """
+    check = PathCheck(read=tuple(str(p) for p in read), write=tuple(str(p) for p in write))
+    if isinstance(executor, InProcessExecutor) or not (check.read or check.write):
+        return  # the driver is the worker: it has checked its own paths
+    each_node = getattr(executor, "map_each_node", None)
+    reports = each_node(probe_paths, check) if each_node else executor.map(probe_paths, [check])
+    problems = [p for report in reports for p in report]
+    if problems:
+        host, path, problem = problems[0]
+        more = f" ({len(problems) - 1} more problem(s) on other nodes/paths)" if len(problems) > 1 else ""
+        raise ConfigError(
+            f"path {path!r} {problem} on worker {host}{more}: every worker must see the stores and "
+            "checkpoints at the same path; put them on a filesystem all nodes mount (NFS, a "
+            "cluster volume) at the same mount point, or run without --executor ray"
+        )

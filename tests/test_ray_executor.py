@@ -105,3 +105,17 @@ def test_population_trainings_bit_identical_to_in_process(cluster, tmp_path, sin
     assert [_metrics(h) for h in remote] == [_metrics(h) for h in local]  # exact floats
     assert _metrics(local[0]) != _metrics(local[1])  # the seeds differ: the test can fail
     assert len(local[0]) >= 3 and local[0].records[-1]["step"] == 6
+
+
+def test_path_check_runs_on_every_node_and_names_the_path(cluster, tmp_path):
+    from probekit.executor import PathCheck, check_worker_paths, probe_paths
+
+    ex = RayExecutor(progress=False)
+    reports = ex.map_each_node(probe_paths, PathCheck(read=(str(tmp_path / "gone"),),
+                                                      write=(str(tmp_path),)))
+    assert len(reports) == len([n for n in ray.nodes() if n["Alive"]]) == 1
+    assert [(p, why) for _, p, why in reports[0]] == [(str(tmp_path / "gone"), "does not exist there")]
+    check_worker_paths(ex, read=[tmp_path], write=[tmp_path])  # visible: no error
+    with pytest.raises(ConfigError, match=r"path '/no/such/store' does not exist there on worker .*"
+                                          r"same mount point"):
+        check_worker_paths(ex, read=["/no/such/store"])

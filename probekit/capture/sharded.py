@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
-from ..executor import Executor, get_executor
-from ..fingerprint import model_fingerprint
-from ..models.protocol import HookedModel
+from ..executor import Executor, check_worker_paths, get_executor
+from ..models.cached import load_model_cached, model_paths
 from ..sites import Site, as_sites
 from ..store import ActivationStore, StoreWriter
 from ..store.manifest import ShardInfo, StoreMismatchError
@@ -44,37 +43,9 @@ from ..store.writer import write_shard_file
 from .collect import CaptureConfig, iter_shard_rows, store_template
 from .positions import slice_rule
 
-__all__ = ["ShardRange", "capture_shard_range", "capture_sharded", "load_model_cached"]
+__all__ = ["ShardRange", "capture_shard_range", "capture_sharded"]
 
 log = logging.getLogger("probekit")
-
-_MODELS: dict[tuple[Any, ...], tuple[HookedModel, str]] = {}
-
-
-def _path_signature(ref: str) -> tuple[tuple[str, int, int], ...]:
-    """Name, size and mtime of the files of a model directory (empty for a registered name)."""
-    path = Path(ref).expanduser()
-    if not path.is_dir():
-        return ()
-    return tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns)
-                        for p in path.iterdir() if p.is_file()))
-
-
-def load_model_cached(ref: str, device: str = "cpu") -> tuple[HookedModel, str]:
-    """``(load_model(ref, device=device), its fingerprint)``, kept for the next call in this process.
-
-    One model is kept per process (a Ray worker runs many shard tasks and loads the model
-    once); a changed checkpoint directory (file sizes or mtimes) is loaded again.
-    """
-    from ..models.loading import load_model
-
-    key = (ref, device, _path_signature(ref))
-    if key not in _MODELS:
-        _MODELS.clear()
-        model = load_model(ref, device=device)
-        _MODELS[key] = (model, model_fingerprint(model))
-    return _MODELS[key]
-
 
 @dataclass(frozen=True, kw_only=True)
 class ShardRange:
@@ -212,7 +183,10 @@ def capture_sharded(
             first_example=lo, first_shard=run[0], model_fingerprint=fingerprint,
             identity=identity,
         ))
-    results = get_executor(executor).map(capture_shard_range, tasks, desc="capture shards")
+    runner = get_executor(executor)
+    if tasks:  # workers must see the model and the store before any of them starts
+        check_worker_paths(runner, read=model_paths([ref]), write=[directory.resolve()])
+    results = runner.map(capture_shard_range, tasks, desc="capture shards")
     for task, infos in zip(tasks, results):
         done.update(enumerate(infos, start=task.first_shard))
     merge_manifest(directory, template, done)

@@ -41,4 +41,5 @@ from .progress import excluded_logits as excluded_logits
 from .progress import gini as gini
 from .progress import progress_measures as progress_measures
 from .progress import restricted_logits as restricted_logits
+from .sweep import patching_sweep as patching_sweep
 from .tracing import causal_tracing as causal_tracing

@@ -203,6 +203,25 @@ class RayExecutor:
         return results
 
 
+    def map_each_node(self, fn: Callable[[Any], Any], item: Any) -> list[Any]:
+        """``fn(item)`` once on every alive node of the cluster (e.g. a path check), in node order.
+
+        Each task is pinned to its node (``NodeAffinitySchedulingStrategy``, not soft) and
+        reserves no CPU, so it runs even while the cluster is busy.
+        """
+        self.connect()
+        ray = _import_ray()
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+        remote = _remote_task(ray)
+        fn_ref = ray.put(fn)
+        refs = [remote.options(num_cpus=0, max_retries=self.max_retries,
+                               scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+                .remote(fn_ref, item) for node in nodes]
+        return ray.get(refs)
+
+
 def _cancel(ray: Any, refs: list[Any]) -> None:
     """Best-effort cancellation of the tasks still pending after a failure."""
     for ref in refs:

@@ -13,6 +13,7 @@ _EXPORTS = {
     "ModelConfig": ".config",
     "list_models": ".named",
     "load_model": ".loading",
+    "load_model_cached": ".cached",
     "build_model": ".native",
     "HookedModel": ".protocol",
 }
@@ -20,6 +21,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
+    from .cached import load_model_cached as load_model_cached
     from .checkpoint import load_checkpoint as load_checkpoint
     from .checkpoint import save_checkpoint as save_checkpoint
     from .config import ModelConfig as ModelConfig

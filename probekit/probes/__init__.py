@@ -1,5 +1,7 @@
 """Linear probes (sklearn estimators), batched layer sweeps, control tasks, correctness probe."""
 
+from .checkpoints import CheckpointSweepResult as CheckpointSweepResult
+from .checkpoints import sweep_checkpoints as sweep_checkpoints
 from .control import SelectivityResult as SelectivityResult
 from .control import control_labels as control_labels
 from .control import selectivity as selectivity

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..executor import add_executor_arguments
 from ..models.config import ModelConfig
 from .config import TrainConfig
 from .presets import PRESETS, get_preset
@@ -33,9 +34,14 @@ key=value works when exactly one of the task/model/train configs has that field.
 parsed as JSON when possible (3e-3, null, [0.9, 0.98]), else kept as strings. --seed sets the
 task, model and train seeds together.
 
+--seeds S1 S2 ... trains a population, one run per seed in --out/seed<S>, each an independent
+task of --executor (in-process by default; `--executor ray --ray-address auto|HOST:6379` on a
+cluster whose nodes all see --out). Rerunning resumes every run from its last checkpoint.
+
 examples:
   probekit train modular_addition --out runs/modadd
   probekit train scan --out runs/scan --set task.n_noise=3 --steps 2000
+  probekit train modular_addition --out /shared/runs/modadd --seeds 0 1 2 3 --ray-address auto
 """
 
 _SCOPES = ("task", "model", "train")
@@ -129,12 +135,15 @@ def add_train_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.A
     p.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
     p.add_argument("--steps", type=int, default=None, help="override train.steps")
     p.add_argument("--seed", type=int, default=None, help="task, model and train seed")
+    p.add_argument("--seeds", type=int, nargs="+", default=None, metavar="S",
+                   help="train a population: one run per seed in OUT/seed<S> (executor tasks)")
     p.add_argument("--device", default=None,
                    help="torch device: cpu, cuda, cuda:N or auto (default: the preset's)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. task.p=97 or train.lr=3e-3 (repeatable)")
     p.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_executor_arguments(p)
     p.set_defaults(func=run_train_command)
     return p
 
@@ -146,6 +155,8 @@ def run_train_command(args: argparse.Namespace) -> int:
 
     if args.device is not None:
         resolve_device(args.device)  # one line, before anything is created
+    if args.seeds is not None or args.executor is not None or args.ray_address is not None:
+        return _train_population(args)
     task, mcfg, tcfg = build_run(
         args.name, steps=args.steps, seed=args.seed, sets=args.sets, device=args.device
     )
@@ -155,6 +166,34 @@ def run_train_command(args: argparse.Namespace) -> int:
     last = history.records[-1]
     summary = {k: v for k, v in last.items() if k == "step" or k.endswith("/acc")}
     print(json.dumps({"out": str(args.out), **summary}, indent=1))  # noqa: T201
+    return 0
+
+
+def _train_population(args: argparse.Namespace) -> int:
+    """``--seeds`` / ``--executor``: one :class:`~.population.TrainRun` per seed on the executor."""
+    from ..executor import check_worker_paths, executor_from_args
+    from .population import TrainRun, train_population
+
+    if args.seeds is not None and args.seed is not None:
+        raise ConfigError("give --seed (one run) or --seeds (a population), not both")
+    seeds = args.seeds if args.seeds is not None else [args.seed]
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds {seeds}: a seed is repeated; give each seed once")
+    build_run(args.name, steps=args.steps, seed=seeds[0], sets=args.sets, device=args.device)
+    executor = executor_from_args(args.executor, args.ray_address, progress=not args.no_progress)
+    out = args.out.expanduser().resolve()
+    population = args.seeds is not None
+    runs = [TrainRun(preset=args.name, out_dir=str(out / f"seed{s}") if population else str(out),
+                     seed=s, steps=args.steps, sets=tuple(args.sets), device=args.device,
+                     resume=not args.no_resume) for s in seeds]
+    out.mkdir(parents=True, exist_ok=True)
+    if executor is not None:
+        check_worker_paths(executor, write=[out])  # workers write the run directories
+    histories = train_population(runs, executor)
+    for run, history in zip(runs, histories):
+        last = history.records[-1]
+        summary = {k: v for k, v in last.items() if k == "step" or k.endswith("/acc")}
+        print(json.dumps({"out": run.out_dir, **summary}))  # noqa: T201
     return 0
 
 

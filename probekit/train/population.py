@@ -28,7 +28,8 @@ class TrainRun:
     Attributes:
         preset: a training preset (:data:`probekit.train.presets.PRESETS`).
         out_dir: this run's directory (checkpoints, history); distinct per run.
-        seed: seeds task data, model init and batch order (:func:`probekit.train.build_run`).
+        seed: seeds task data, model init and batch order (:func:`probekit.train.build_run`);
+            ``None``: the preset's own seeds.
         steps: override of the preset's step count.
         sets: ``--set``-style overrides, e.g. ``("task.p=23", "train.eval_every=5")``.
         device: training device override (``None``: the preset's).
@@ -37,7 +38,7 @@ class TrainRun:
 
     preset: str
     out_dir: str
-    seed: int = 0
+    seed: int | None = 0
     steps: int | None = None
     sets: tuple[str, ...] = ()
     device: str | None = None

@@ -8,14 +8,17 @@ the missing shards. The Ray side is in ``tests/test_ray_fanouts.py``.
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
 
 from probekit.capture import Site, TokenIndex, all_layers, capture_sharded, capture_to_store
-from probekit.capture.sharded import ShardRange, capture_shard_range, load_model_cached
-from probekit.executor import InProcessExecutor
+from probekit.capture.sharded import ShardRange, capture_shard_range
+from probekit.errors import ConfigError
+from probekit.executor import InProcessExecutor, PathCheck, check_worker_paths, probe_paths
 from probekit.models import load_model, save_checkpoint
+from probekit.models.cached import load_model_cached
 from probekit.store import ActivationStore, StoreWriter
 from probekit.store.manifest import PARTS, StoreMismatchError
 from tests.conftest import TINY_CONFIGS, random_sequences
@@ -68,6 +71,8 @@ class CountingExecutor:
         self.fail_after = fail_after
 
     def map(self, fn, items, *, desc=None):
+        if fn is not capture_shard_range:  # the up-front worker path check
+            return InProcessExecutor(check_picklable=True).map(fn, items)
         out = []
         for item in items:
             if self.fail_after is not None and len(self.items) == self.fail_after:
@@ -164,3 +169,108 @@ def test_other_capture_in_directory_is_refused(checkpoint, tmp_path):
         capture_sharded(checkpoint, seqs[:-1], tmp_path / "s", sites, metadata=None,
                         **_options(TokenIndex(rule.indices[:-1])))
     assert ActivationStore(tmp_path / "s").manifest.n_examples == N
+
+
+class BlindWorkers(CountingExecutor):
+    """Workers on a node that does not mount the store's filesystem (the path check's answer)."""
+
+    def map_each_node(self, fn, item):
+        return [[], [("node-2", path, "does not exist there") for path in item.write]]
+
+
+def test_workers_that_cannot_see_the_store_fail_before_any_work(checkpoint, tmp_path):
+    seqs, meta, rule = _inputs()
+    ex = BlindWorkers()
+    out = tmp_path / "s"
+    with pytest.raises(ConfigError, match=rf"path '{out}' does not exist there on worker node-2: "
+                                          r"every worker must see .* same mount point"):
+        capture_sharded(checkpoint, seqs, out, _sites(load_model(checkpoint)), executor=ex,
+                        metadata=meta, **_options(rule))
+    assert ex.items == [] and not list(out.glob("shard-*"))
+
+
+def test_probe_paths_reports_missing_and_unwritable_paths(tmp_path):
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    check = PathCheck(read=(str(tmp_path), str(tmp_path / "gone")), write=(str(tmp_path), str(afile)))
+    host = socket.gethostname()
+    problems = probe_paths(check)
+    assert [(h, p) for h, p, _ in problems] == [(host, str(tmp_path / "gone")), (host, str(afile))]
+    assert problems[0][2] == "does not exist there" and "not writable" in problems[1][2]
+    assert list(tmp_path.iterdir()) == [afile]  # the write probe cleaned up after itself
+    with pytest.raises(ConfigError, match=r"gone' does not exist there on worker .*\(1 more"):
+        check_worker_paths(CountingExecutor(), read=check.read, write=check.write)
+    check_worker_paths(InProcessExecutor(), read=[tmp_path / "gone"])  # the driver: not checked
+
+
+KILLED_DRIVER = """
+import sys, time
+from pathlib import Path
+from probekit.capture import capture_sharded
+from probekit.models import load_model
+from tests.capture.test_sharded import _inputs, _options, _sites
+
+class StallBeforeTask:
+    '''In-process tasks; before task ``k`` it signals and hangs (to be killed there).'''
+
+    def __init__(self, k, marker):
+        self.k, self.marker = k, marker
+
+    def map(self, fn, items, desc=None):
+        out = []
+        for i, item in enumerate(items):
+            if len(items) > 1 and i == self.k:
+                Path(self.marker).write_text("stalled")
+                time.sleep(600)
+            out.append(fn(item))
+        return out
+
+ckpt, out, marker, executor = sys.argv[1:5]
+seqs, meta, rule = _inputs()
+ex = StallBeforeTask(2, marker) if executor == "stall" else executor
+capture_sharded(ckpt, seqs, out, _sites(load_model(ckpt)), executor=ex, metadata=meta,
+                **_options(rule))
+"""
+
+
+def run_and_kill_driver(checkpoint: Path, out: Path, marker: Path, executor: str,
+                        until: str) -> None:
+    """Start a capture driver in a subprocess; SIGKILL it once ``until`` exists in ``out``'s tree."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_DRIVER, str(checkpoint), str(out),
+                             str(marker), executor], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not (out / until).exists() and not marker.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"driver exited early: {proc.stderr.read().decode()[-2000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("driver never reached the kill point")
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.slow  # the driver subprocess imports torch + transformer-lens (~10-15 s)
+def test_sigkilled_driver_rerun_skips_finished_shards(checkpoint, tmp_path):
+    expected = reference_store(checkpoint, tmp_path / "ref")
+    out = tmp_path / "s"
+    run_and_kill_driver(checkpoint, out, tmp_path / "stalled", "stall", until="never")
+    assert sorted(p.name for p in (out / PARTS).iterdir()) == ["shard-00000.json", "shard-00001.json"]
+    assert not json.loads((out / "manifest.json").read_text())["complete"]
+    seqs, meta, rule = _inputs()
+    again = CountingExecutor()
+    capture_sharded(checkpoint, seqs, out, _sites(load_model(checkpoint)), executor=again,
+                    metadata=meta, **_options(rule))
+    assert [t.first_shard for t in again.items] == [2]  # the two finished shards were skipped
+    assert store_bytes(out) == expected

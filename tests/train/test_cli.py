@@ -65,3 +65,27 @@ def test_every_preset_resolves():
             continue  # GPU-scale presets generate large graphs
         task, mcfg, tcfg = build_run(name)
         assert mcfg.d_vocab == len(task.vocab) and tcfg.steps > 0
+
+
+def _metrics(records):
+    return [{k: v for k, v in r.items() if k != "elapsed_s"} for r in records]
+
+
+def test_cli_population_with_seeds_equals_train_population(tmp_path, capsys):
+    from probekit.train.population import TrainRun, train_population
+
+    sets = ["task.p=7", "d_model=16", "train.n_evals=2"]
+    args = ["train", "modular_addition", "--out", str(tmp_path / "pop"), "--steps", "3",
+            "--seeds", "0", "3", "--no-progress", "--executor", "inprocess"]
+    assert main([*args, *[x for s in sets for x in ("--set", s)]]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["out"] for line in lines] == [str(tmp_path / "pop" / f"seed{s}") for s in (0, 3)]
+    want = train_population([TrainRun(preset="modular_addition", out_dir=str(tmp_path / f"r{s}"),
+                                      seed=s, steps=3, sets=tuple(sets)) for s in (0, 3)])
+    for s, history in zip((0, 3), want):
+        assert _metrics(History.read(tmp_path / "pop" / f"seed{s}").records) == _metrics(history.records)
+    assert _metrics(want[0].records) != _metrics(want[1].records)  # the seeds differ
+    assert main([*args[:4], "--seed", "1", "--seeds", "2"]) == 2
+    assert "give --seed (one run) or --seeds (a population), not both" in capsys.readouterr().err
+    assert main([*args, "--ray-address", "auto"]) == 2
+    assert "--ray-address 'auto' given with --executor 'inprocess'" in capsys.readouterr().err

@@ -1,0 +1,146 @@
+"""Probe sweeps over checkpoints x sites, one executor task per checkpoint.
+
+:func:`sweep_checkpoints` maps :func:`probe_checkpoint` over a series of checkpoints (e.g. the
+training steps of a grokking run) with any executor (in-process, ``"ray"``): each task loads its
+checkpoint, captures the sites into memory (:func:`~probekit.capture.collect_activations`) and
+runs the batched layer sweep (:func:`~probekit.probes.sweep_layers`, every site in one pass)
+with the same splits and seeds; the result holds one :class:`SweepResult` per checkpoint. On
+CPU, with torch on one thread (what a Ray task gets), the numbers do not depend on the executor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..capture import LastToken, collect_activations
+from ..capture.positions import PositionRule
+from ..errors import ConfigError
+from ..executor import Executor, check_worker_paths, get_executor
+from ..models.cached import model_paths
+from ..sites import Site, as_sites
+from .sweep import SweepResult, sweep_layers
+
+__all__ = ["CheckpointProbe", "CheckpointSweepResult", "probe_checkpoint", "sweep_checkpoints"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointProbe:
+    """One task of a checkpoint sweep: capture ``sites`` of ``checkpoint`` and sweep probes.
+
+    Attributes:
+        checkpoint: model name or path (``load_model``), visible to the worker.
+        device: torch device of the model.
+        tokens: the examples.
+        labels: one label (or regression target) per example.
+        sites: sites to capture and probe.
+        capture: :class:`~probekit.capture.CaptureConfig` options (positions, batch_size ...).
+        sweep: :func:`~probekit.probes.sweep_layers` keyword arguments (splits, probe, grids ...).
+    """
+
+    checkpoint: str
+    device: str
+    tokens: tuple[tuple[int, ...], ...]
+    labels: tuple[Any, ...]
+    sites: tuple[Site, ...]
+    capture: dict[str, Any] = field(default_factory=dict)
+    sweep: dict[str, Any] = field(default_factory=dict)
+
+
+def probe_checkpoint(task: CheckpointProbe) -> SweepResult:
+    """Load one checkpoint, capture its sites into memory and sweep a probe over them."""
+    from ..models.loading import load_model
+
+    model = load_model(task.checkpoint, device=task.device)
+    acts = collect_activations(model, [list(t) for t in task.tokens], task.sites, progress=False,
+                               **task.capture)
+    return sweep_layers({s: acts[s] for s in task.sites}, np.asarray(task.labels), **task.sweep)
+
+
+@dataclass(frozen=True)
+class CheckpointSweepResult:
+    """One :class:`SweepResult` per checkpoint (rows = sites, in the same order for all)."""
+
+    checkpoints: tuple[str, ...]
+    sweeps: tuple[SweepResult, ...]
+
+    def metric(self, split: str = "test") -> np.ndarray:
+        """``(checkpoint, site)`` matrix of the metric on ``split`` (``train``, ``val``, ``test``)."""
+        if split not in ("train", "val", "test"):
+            raise ConfigError(f"split {split!r}: use 'train', 'val' or 'test'")
+        return np.stack([getattr(s, split) for s in self.sweeps])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable: each checkpoint's sweep summary (:meth:`SweepResult.to_dict`)."""
+        return {"checkpoints": [{"checkpoint": c, **s.to_dict()}
+                                for c, s in zip(self.checkpoints, self.sweeps)]}
+
+    def table(self, split: str = "test") -> str:
+        """Markdown table: one line per checkpoint, one column per site (``split`` metric)."""
+        sites = self.sweeps[0].sites
+        lines = ["| checkpoint | " + " | ".join(sites) + " |", "|" + "---|" * (len(sites) + 1)]
+        for c, row in zip(self.checkpoints, self.metric(split)):
+            lines.append(f"| {Path(c).name or c} | " + " | ".join(f"{v:.3f}" for v in row) + " |")
+        return "\n".join(lines)
+
+
+def sweep_checkpoints(
+    checkpoints: Sequence[str | Path],
+    tokens: Sequence[Sequence[int]],
+    labels: Sequence[Any] | np.ndarray,
+    sites: Sequence[Site | str],
+    *,
+    executor: str | Executor | None = None,
+    device: str = "cpu",
+    positions: PositionRule | None = None,
+    batch_size: int = 32,
+    padding_side: str = "right",
+    **sweep_options: Any,
+) -> CheckpointSweepResult:
+    """Probe ``sites`` of every checkpoint, one executor task per checkpoint.
+
+    Args:
+        checkpoints: model names or paths (every worker must see them).
+        tokens: the examples (the same for every checkpoint).
+        labels: one label per example.
+        sites: sites captured and probed in each checkpoint.
+        executor: a name (``"inprocess"``, ``"ray"``) or an executor; ``None``: in-process.
+        device: torch device of each model.
+        positions: position rule of the capture (default: last token).
+        batch_size: capture batch size.
+        padding_side: capture padding side.
+        sweep_options: :func:`~probekit.probes.sweep_layers` arguments, ``train_idx`` and
+            ``test_idx`` required (``probe``, ``Cs``, ``cv``, ``n_bootstrap``, ``ood_idx`` ...).
+    """
+    if not checkpoints:
+        raise ConfigError("sweep_checkpoints: no checkpoints given")
+    if len(labels) != len(tokens):
+        raise ConfigError(f"{len(labels)} labels for {len(tokens)} examples; give one per example")
+    missing = [k for k in ("train_idx", "test_idx") if k not in sweep_options]
+    if missing:
+        raise ConfigError(f"sweep_checkpoints needs {missing} (example indices of the splits)")
+    capture = {"positions": positions or LastToken(), "batch_size": batch_size,
+               "padding_side": padding_side}
+    sweep = {k: _plain(v) for k, v in sweep_options.items()}
+    items = tuple(tuple(int(t) for t in seq) for seq in tokens)
+    tasks = [CheckpointProbe(checkpoint=str(c), device=device, tokens=items,
+                             labels=tuple(np.asarray(labels).tolist()), sites=as_sites(sites),
+                             capture=capture, sweep=sweep) for c in checkpoints]
+    runner = get_executor(executor)
+    check_worker_paths(runner, read=model_paths([t.checkpoint for t in tasks]))  # before any task
+    results = runner.map(probe_checkpoint, tasks, desc="checkpoints")
+    return CheckpointSweepResult(checkpoints=tuple(t.checkpoint for t in tasks),
+                                 sweeps=tuple(results))
+
+
+def _plain(value: Any) -> Any:
+    """Index arrays and tensors as numpy arrays (picklable without torch storage sharing)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if hasattr(value, "numpy") and hasattr(value, "detach"):
+        return value.detach().cpu().numpy()
+    return value
