@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -82,6 +83,7 @@ def write_shard_file(
     tensors.update(meta_tensors)
     with atomic_path(directory / name) as tmp:
         save_file(tensors, str(tmp), metadata=meta_texts or None)
+        sort_header_metadata(tmp)
     return ShardInfo(
         file=name,
         rows=int(examples.shape[0]),
@@ -89,6 +91,31 @@ def write_shard_file(
         end_example=end_example,
         sha256=sha256_file(directory / name),
     )
+
+
+def sort_header_metadata(path: Path) -> None:
+    """Rewrite a safetensors header in place with its ``__metadata__`` keys sorted.
+
+    safetensors serialises ``__metadata__`` from a Rust ``HashMap`` whose order changes from
+    call to call, so the same shard would get different bytes (and sha256) each time it is
+    written; sorted, equal shards are byte-identical, whichever process writes them. The
+    header keeps its length (same JSON, compact, padded with spaces as safetensors pads it).
+    """
+    with open(path, "r+b") as fh:
+        (n,) = struct.unpack("<Q", fh.read(8))
+        raw = fh.read(n)
+        header = json.loads(raw)
+        meta = header.get("__metadata__")
+        if not meta or len(meta) < 2:
+            return
+        header["__metadata__"] = dict(sorted(meta.items()))
+        text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+        if len(text) > n:  # a different escaping than serde_json's: keep the file as written
+            log.debug("safetensors header of %s not canonicalised (%d > %d bytes)", path,
+                      len(text), n)
+            return
+        fh.seek(8)
+        fh.write(text + b" " * (n - len(text)))
 
 
 class StoreWriter:
