@@ -166,3 +166,18 @@ kinds = ["resid_pree"]
 """)
     with pytest.raises(SuiteError, match=r"s.toml:\d+: \[patching\].*'resid_pree' is not a patching kind"):
         load_suite(tmp_path / "s.toml")
+
+
+@pytest.mark.slow
+def test_smollm2_capital_pairs_subject_token_restores_the_answer(tmp_path):
+    """SmolLM2 (GQA, tokenizer): the subject token carries the capital mid-depth, the last token not yet."""
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[2] / "circuits" / "data" / "capital_pairs.jsonl"
+    assert main(["patch", "smollm2-135m", str(data), "--kinds", "resid_pre,attn_v", "--layers", "8",
+                 "--out", str(tmp_path)]) == 0
+    grids = json.loads((tmp_path / "report.json").read_text())["analyses"][0]["data"]["grids"]
+    resid = grids[0]
+    assert resid["col_labels"] == ["0:The", "1: capital", "2: of", "3: Germany*", "4: is"]
+    assert abs(resid["normalized"][0][3] - 1.0) < 0.02 and abs(resid["normalized"][0][4]) < 0.02
+    assert grids[1]["col_labels"] == ["H0", "H1", "H2"]  # attn_v by KV head (3 KV heads)
