@@ -227,6 +227,7 @@ OPTIONAL = {
     "similarity": ("scripts.bench_similarity", "bench_similarity"),
     "similarity_memory": ("scripts.bench_similarity", "bench_similarity_memory"),
     "patching": ("scripts.bench_patching", "bench_patching"),
+    "eap": ("scripts.bench_eap", "bench_eap"),
     "neurons": ("scripts.bench_neurons", "run"),
     "geometry": ("scripts.bench_geometry", "bench_geometry"),
     "ray": ("scripts.bench_ray", "bench_ray"),
@@ -240,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
     parser.add_argument("--sections", default="capture,store_memory,store_read,cli,probes",
-                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,neurons,geometry,ray,ray_capture")
+                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,eap,neurons,geometry,ray,ray_capture")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
@@ -281,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs = {"steps": args.ray_steps}
             if section == "ray_capture":
                 kwargs = {"n_examples": args.ray_capture_n, "model": args.model}
-            if section in ("patching", "geometry"):
+            if section in ("patching", "eap", "geometry"):
                 kwargs = {"device": args.device}
             results[section] = getattr(importlib.import_module(module), fn)(**kwargs)
         else:

@@ -279,26 +279,47 @@ def top_k_edges(scores: EdgeScores, k: int, *, absolute: bool = True) -> Bool[Te
     return keep.reshape(scores.scores.shape)
 
 
-def _patch_fn(model: HookedModel, graph: EdgeGraph, site: Site, sl: slice, ref: Tensor, drop: Tensor,
-              memo: dict) -> tuple[Any, tuple[Site, ...]]:
-    """Recompute fn for downstream ``site``: subtract ``sum_{u not kept} (a_u(now) - ref_u)``."""
+def _patch_fn(model: HookedModel, graph: EdgeGraph, site: Site, sl: slice, ref: Tensor, keep: Tensor,
+              state: dict) -> tuple[Any, tuple[Site, ...]]:
+    """Recompute fn for downstream ``site``: subtract ``sum_{u not kept} (a_u(now) - ref_u)``.
+
+    ``state`` is shared by the downstream sites of one forward pass: a buffer ``(row, pos, up,
+    d_model)`` of ``delta_u = a_u(now) - ref_u``, filled once per upstream node as the pass
+    reaches it, and their running sum (every upstream node reached so far is upstream of the
+    site being computed). The patch is the sum over dropped edges, or -- cheaper when few edges
+    are kept -- the running sum minus the sum over kept edges; only upstream nodes with an edge
+    of that kind in some row enter the contraction.
+    """
     stage = graph.down_stage[sl.start]
     srcs = [(s, u) for s, u in graph.up_sites if graph.up_stage[u.start] < stage]
     inputs = tuple(s for s, _ in srcs)
-    width = sl.stop - sl.start
+    n_up = max(u.stop for _, u in srcs)
+    kept = keep[:, :n_up, sl]
+    used_keep = kept.any(0).any(-1).nonzero()[:, 0]
+    used_drop = (~kept).any(0).any(-1).nonzero()[:, 0]
 
     def fn(value: Tensor, live: dict[Site, Tensor]) -> Tensor:
-        patch = torch.zeros(value.shape[0], value.shape[1], width, value.shape[-1], dtype=value.dtype,
-                            device=value.device)
+        buf = state.get("buf")
+        if buf is None or buf.shape[1] != value.shape[1]:
+            buf = state["buf"] = value.new_zeros(value.shape[0], value.shape[1], len(graph.upstream),
+                                                 value.shape[-1])
+            state["sum"] = value.new_zeros(value.shape[0], value.shape[1], value.shape[-1])
+            state["done"] = {}
+        done = state["done"]
         for s, u in srcs:
             x = live[s]
-            hit = memo.get(s)
-            if hit is None or hit[0] is not x:
+            if done.get(s) is not x:
                 out = _head_out(model, s.layer, x) if s.kind == "attn_z" else x[:, :, None]
-                hit = (x, out - ref[:, : out.shape[1], u].to(out.dtype))
-                memo[s] = hit
-            d = hit[1]
-            patch = patch + torch.einsum("bpud,buv->bpvd", d, drop[:, u, sl].to(d.dtype))
+                delta = out - ref[:, : out.shape[1], u].to(out.dtype)
+                buf[:, :, u] = delta
+                state["sum"] = state["sum"] + delta.sum(2)
+                done[s] = x
+        w = kept.to(buf.dtype)
+        if len(used_keep) < len(used_drop):  # few kept edges: all-upstream sum minus the kept ones
+            patch = state["sum"][:, :, None] - torch.einsum(
+                "bpud,buv->bpvd", buf[:, :, used_keep], w[:, used_keep])
+        else:
+            patch = torch.einsum("bpud,buv->bpvd", buf[:, :, used_drop], 1 - w[:, used_drop])
         return value - (patch if value.ndim == 4 else patch[:, :, 0])
 
     return fn, inputs
@@ -341,17 +362,18 @@ def edge_patched_metric(
         real = (torch.arange(ref.shape[1])[None, :] < lengths[:, None]).to(ref.dtype)
         mean = (ref * real[:, :, None, None]).sum((0, 1)) / real.sum()
         ref = mean.expand_as(ref)
-    drop_all = (graph.mask[None] & ~circuits.bool()).to(ref.dtype)
+    keep_all = circuits.bool() & graph.mask[None]
     rows = [(p, c) for c in range(circuits.shape[0]) for p in range(len(clean))]
     out = torch.full((len(clean), circuits.shape[0]), float("nan"))
     for lo in range(0, len(rows), batch_size):
         chunk = rows[lo: lo + batch_size]
         pairs = torch.tensor([p for p, _ in chunk])
-        drop = drop_all[torch.tensor([c for _, c in chunk])]
-        memo: dict = {}
+        keep = keep_all[torch.tensor([c for _, c in chunk])]
+        state: dict = {}
         ops = []
+        ref_rows = ref[pairs]
         for site, sl in _down_sites(graph):
-            fn, inputs = _patch_fn(model, graph, site, sl, ref[pairs], drop, memo)
+            fn, inputs = _patch_fn(model, graph, site, sl, ref_rows, keep, state)
             ops.append(Recompute(site=site, fn=fn, inputs=inputs))
         run = run_with_interventions(model, [clean[p] for p in pairs.tolist()], ops,
                                      padding_side=padding_side, logits="last")
