@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 
 from probekit.circuits import edge_attribution, faithfulness_curve, logit_diff
-from probekit.hypotheses.kinds.circuit_faithfulness import CircuitFaithfulnessSpec, circuit_faithfulness
+from probekit.hypotheses.kinds.circuit_faithfulness import (
+    CircuitFaithfulnessSpec,
+    circuit_faithfulness,
+)
 from probekit.suites.spec import StatsSpec
 from tests.circuits.planted import planted_model, planted_pairs
 from tests.hypotheses.helpers import FakeContext, examples

@@ -59,7 +59,6 @@ def circuit_faithfulness(spec: CircuitFaithfulnessSpec, ctx) -> Measurement:
     """Normalised metric of the top-``k`` edge circuit, per pair and as a ratio of sums."""
     from functools import partial
 
-    import numpy as np
     import torch
 
     from ...circuits import edge_attribution, faithfulness_curve, logit_diff
