@@ -11,6 +11,8 @@ is shut down after it; skipped without Ray.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 from functools import partial
 from pathlib import Path
@@ -119,3 +121,87 @@ def test_train_cli_population_on_a_ray_address(ray_cluster, tmp_path, capsys, si
         local, remote = (History.read(tmp_path / w / f"seed{s}").records for w in ("local", "ray"))
         assert [{k: v for k, v in r.items() if k != "elapsed_s"} for r in remote] == \
             [{k: v for k, v in r.items() if k != "elapsed_s"} for r in local]
+
+
+RAY_DRIVER = """
+import sys, time
+from functools import partial
+import ray
+from probekit.capture import capture_sharded
+from probekit.capture.sharded import capture_shard_range
+from probekit.executors.ray import RayExecutor
+from tests.capture.test_sharded import _inputs, _options, _sites
+from probekit.models import load_model
+
+def slow(fn, item):  # each shard task takes >= 1 s, so the kill lands mid-run
+    out = fn(item)
+    time.sleep(1.0)
+    return out
+
+class Slow:
+    def __init__(self):
+        self.ray = RayExecutor(progress=False)
+
+    def map(self, fn, items, desc=None):
+        return self.ray.map(partial(slow, fn) if fn is capture_shard_range else fn, items)
+
+ckpt, out = sys.argv[1:3]
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+         runtime_env={"env_vars": {"PYTHONPATH": sys.argv[3]}})
+seqs, meta, rule = _inputs(96)
+capture_sharded(ckpt, seqs, out, _sites(load_model(ckpt)), executor=Slow(), metadata=meta,
+                **_options(rule))
+"""
+
+
+class CountingRay:
+    """RayExecutor recording the shard ranges it is asked to capture."""
+
+    def __init__(self) -> None:
+        self.ray = RayExecutor(progress=False)
+        self.first_shards: list[int] = []
+
+    def map(self, fn, items, *, desc=None):
+        items = list(items)
+        if fn is capture_shard_range:
+            self.first_shards += [t.first_shard for t in items]
+        return self.ray.map(fn, items, desc=desc)
+
+
+@pytest.mark.slow  # a second local cluster in the driver subprocess; ~1 s per shard task
+def test_sigkilled_ray_driver_rerun_on_ray_skips_finished_shards(ray_cluster, checkpoint, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from probekit.store.manifest import PARTS
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "s"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])}
+    # own session: the driver's Ray processes (GCS, raylet, agents) share its process group
+    proc = subprocess.Popen([sys.executable, "-c", RAY_DRIVER, str(checkpoint), str(out),
+                             env["PYTHONPATH"]], cwd=root, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while len(list((out / PARTS).glob("shard-*.json"))) < 2:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "the driver never finished two shards"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # Ray's agents outlive a killed driver otherwise
+        proc.stderr.close()
+    done = {int(p.stem[6:]) for p in (out / PARTS).glob("shard-*.json")}
+    assert 2 <= len(done) < 12 and not json.loads((out / "manifest.json").read_text())["complete"]
+    seqs, meta, rule = _inputs(96)
+    expected = reference_store(checkpoint, tmp_path / "ref", n=96)
+    again = CountingRay()
+    capture_sharded(checkpoint, seqs, out, _sites(load_model(checkpoint)), executor=again,
+                    metadata=meta, **_options(rule))
+    assert sorted(again.first_shards) == sorted(set(range(12)) - done)  # finished ones skipped
+    assert store_bytes(out) == expected

@@ -34,9 +34,9 @@ def checkpoint(tmp_path_factory):
     return save_checkpoint(build_model(cfg), cfg, tmp_path_factory.mktemp("ckpt") / "tiny")
 
 
-def _inputs():
-    seqs = random_sequences(N, TINY_CONFIGS["gqa_rotary_rms"].d_vocab, seed=5)
-    meta = {"label": [i % 3 for i in range(N)], "word": [f"w{i}" for i in range(N)]}
+def _inputs(n: int = N):
+    seqs = random_sequences(n, TINY_CONFIGS["gqa_rotary_rms"].d_vocab, seed=5)
+    meta = {"label": [i % 3 for i in range(n)], "word": [f"w{i}" for i in range(n)]}
     rule = TokenIndex([(i % len(s)) for i, s in enumerate(seqs)])
     return seqs, meta, rule
 
@@ -56,8 +56,8 @@ def store_bytes(directory: Path) -> dict[str, bytes]:
             for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
-def reference_store(checkpoint: Path, directory: Path) -> dict[str, bytes]:
-    seqs, meta, rule = _inputs()
+def reference_store(checkpoint: Path, directory: Path, n: int = N) -> dict[str, bytes]:
+    seqs, meta, rule = _inputs(n)
     model = load_model(checkpoint)
     capture_to_store(model, seqs, directory, _sites(model), metadata=meta, **_options(rule))
     return store_bytes(directory)
