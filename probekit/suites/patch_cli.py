@@ -29,6 +29,8 @@ examples:
   probekit patch runs/kg/checkpoints/step_0004000 pairs.jsonl --kinds resid_post,attn_z --method both --out out/kg
 """
 
+_METHOD_WORDS = {"both": "activation and attribution"}  # how the report names --method
+
 
 def _spec(args: argparse.Namespace) -> Any:
     from ..errors import ConfigError as CliError
@@ -173,7 +175,8 @@ def _run(args: argparse.Namespace) -> int:
                             foil=[answer(r) for r in corrupt_rows], vocab=vocab)
     report = {
         "suite": {"name": f"patch {Path(args.data).name}",
-                  "description": f"{spec.method} patching of {', '.join(spec.kinds)} "
+                  "description": f"{_METHOD_WORDS.get(spec.method, spec.method)} patching of "
+                  f"{', '.join(spec.kinds)} "
                   f"({spec.direction}, metric {spec.metric}) on {len(clean)} prompt pairs",
                   "command": "patch", "model": args.model, "data": str(args.data),
                   "patching": {k: list(v) if isinstance(v, tuple) else v
