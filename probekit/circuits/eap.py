@@ -216,6 +216,7 @@ def edge_attribution(
     *,
     method: str = "eap",
     steps: int = 5,
+    ig_points: str = "right",
     batch_size: int = 32,
     padding_side: PaddingSide = "right",
 ) -> EdgeScores:
@@ -224,10 +225,14 @@ def edge_attribution(
     ``metric`` as for :func:`~probekit.circuits.activation_patching` (last-token logits and pair
     index -> one value per row). EAP-IG interpolates ``resid_pre@0`` between the corrupted and
     clean runs in ``steps`` steps (``alpha = k/steps``, ``k = 1..steps``) and averages the
-    gradients; ``batch_size`` rows (pair x step) run per forward + backward.
+    gradients; ``ig_points="left"`` uses ``k = 0..steps-1`` instead (the ``hannamw/EAP-IG``
+    code's rule, which starts at the corrupted input and stops short of the clean one).
+    ``batch_size`` rows (pair x step) run per forward + backward.
     """
     if method not in ("eap", "eap-ig"):
         raise ConfigError(f"method {method!r} unknown; use 'eap' or 'eap-ig'")
+    if ig_points not in ("right", "left"):
+        raise ConfigError(f"ig_points {ig_points!r} unknown; use 'right' (k = 1..steps) or 'left' (k = 0..steps-1)")
     steps = 1 if method == "eap" else steps
     clean, corrupt = _validate(model, clean_tokens, corrupt_tokens, steps)
     graph = edge_graph(model)
@@ -246,7 +251,8 @@ def edge_attribution(
     for lo in range(0, len(rows), batch_size):
         chunk = rows[lo: lo + batch_size]
         pairs = torch.tensor([p for p, _ in chunk])
-        alpha = torch.tensor([k / steps for _, k in chunk], dtype=delta.dtype)[:, None, None]
+        shift = 1 if method == "eap-ig" and ig_points == "left" else 0
+        alpha = torch.tensor([(k - shift) / steps for _, k in chunk], dtype=delta.dtype)[:, None, None]
         x0 = cor.reads[embed][pairs] + alpha * (cln.reads[embed][pairs] - cor.reads[embed][pairs])
         ops: list = [Grad(site=s) for s, _ in downs]
         if steps > 1 or method == "eap-ig":

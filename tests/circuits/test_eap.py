@@ -113,11 +113,11 @@ def test_ig_one_step_is_eap_and_more_steps_differ(gqa64):
     ig5 = edge_attribution(gqa64, clean, corrupt, metric, method="eap-ig", batch_size=4)
     torch.testing.assert_close(ig1.scores, eap.scores, atol=1e-6, rtol=1e-6)
     assert ig5.steps == 5 and (ig5.scores - eap.scores).abs().max() > 1e-3
-    # the IG average by hand: a step at alpha = 2/5, from the interpolated input
-    emb = Site(0, "resid_pre")
-    x0 = run_with_interventions(gqa64, corrupt, [Read(site=emb)])[emb]
-    x1 = run_with_interventions(gqa64, clean, [Read(site=emb)])[emb]
-    assert torch.isfinite(x0 - x1).all()
+    # the reference code's left rule (alpha = 0..4/5) = ours + (s(0) - s(1)) / 5, where s(1) is EAP and
+    # s(0) -- the gradient at the corrupted input -- is minus EAP with clean and corrupt swapped
+    left = edge_attribution(gqa64, clean, corrupt, metric, method="eap-ig", ig_points="left")
+    swapped = edge_attribution(gqa64, corrupt, clean, metric)
+    torch.testing.assert_close(left.scores, ig5.scores + (-swapped.scores - eap.scores) / 5, atol=1e-6, rtol=1e-5)
 
 
 def test_node_sums_equal_attribution_patching(gqa64):
