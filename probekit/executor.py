@@ -22,6 +22,8 @@ This module never imports Ray (or any backend); backends import it.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import pickle
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -38,6 +40,7 @@ __all__ = [
     "check_worker_paths",
     "executor_from_args",
     "get_executor",
+    "map_resumable",
     "register_executor",
 ]
 
@@ -274,3 +277,114 @@ def check_worker_paths(
             "checkpoints at the same path; put them on a filesystem all nodes mount (NFS, a "
             "cluster volume) at the same mount point, or run without --executor ray"
         )
+
+
+def task_key(fn: Callable[..., Any], item: object) -> str:
+    """A stable digest (24 hex digits) of ``(fn, item)``: a finished-task record's name.
+
+    Content-based, so a restarted driver (another process) gets the same key for the same
+    task: functions by module and qualified name; dataclasses, partials, tuples, lists and
+    dicts by their parts; tensors and arrays by dtype, shape and bytes; anything else by its
+    pickle (where that is not deterministic, a rerun only misses the record and runs the task
+    again, never reuses another task's result).
+    """
+    digest = hashlib.sha256()
+    _feed(digest, (fn, item))
+    return digest.hexdigest()[:24]
+
+
+def _feed(digest: Any, obj: object) -> None:
+    """Feed a canonical encoding of ``obj`` into ``digest`` (see :func:`task_key`)."""
+    import dataclasses
+    import functools
+
+    if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
+        digest.update(f"{type(obj).__name__}:{obj!r};".encode())
+    elif isinstance(obj, (tuple, list, set, frozenset)):
+        seq = sorted(obj, key=repr) if isinstance(obj, (set, frozenset)) else obj
+        digest.update(f"{type(obj).__name__}[{len(seq)}](".encode())
+        for x in seq:
+            _feed(digest, x)
+        digest.update(b")")
+    elif isinstance(obj, dict):
+        digest.update(f"dict[{len(obj)}](".encode())
+        for k in sorted(obj, key=repr):
+            _feed(digest, k)
+            _feed(digest, obj[k])
+        digest.update(b")")
+    elif isinstance(obj, functools.partial):
+        digest.update(b"partial(")
+        _feed(digest, (obj.func, obj.args, obj.keywords))
+        digest.update(b")")
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        _feed(digest, type(obj))
+        _feed(digest, {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
+    elif hasattr(obj, "__self__") and hasattr(obj, "__func__"):  # a bound method
+        digest.update(b"method(")
+        _feed(digest, (obj.__func__, obj.__self__))
+        digest.update(b")")
+    elif isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__"):
+        digest.update(f"ref:{getattr(obj, '__module__', '?')}.{obj.__qualname__};".encode())
+    elif type(obj).__module__.startswith("torch") and hasattr(obj, "detach"):
+        import torch
+
+        t = obj.detach().cpu().contiguous()
+        digest.update(f"tensor:{t.dtype}:{tuple(t.shape)};".encode())
+        digest.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    elif hasattr(obj, "__array_interface__") and hasattr(obj, "tobytes"):  # numpy arrays
+        digest.update(f"array:{obj.dtype}:{obj.shape};".encode())
+        digest.update(obj.tobytes() if obj.dtype.kind != "O" else pickle.dumps(obj, protocol=5))
+    else:
+        digest.update(pickle.dumps(obj, protocol=5))
+
+
+def run_recorded(fn: Callable[[Any], Any], directory: str, keyed: tuple[str, Any]) -> Any:
+    """On a worker: ``fn(item)``, its result then pickled atomically to ``directory/task-KEY.pkl``."""
+    from .util.io import atomic_write_bytes
+
+    key, item = keyed
+    result = fn(item)
+    atomic_write_bytes(os.path.join(directory, f"task-{key}.pkl"), pickle.dumps(result, protocol=5))
+    return result
+
+
+def map_resumable(
+    executor: Executor,
+    fn: Callable[[Any], Any],
+    items: Iterable[Any],
+    directory: str | os.PathLike[str] | None,
+    *,
+    desc: str | None = None,
+) -> list[Any]:
+    """``executor.map(fn, items)`` that records each finished task, so a rerun skips it.
+
+    Each task's result is written by the worker that ran it (``directory/task-KEY.pkl``,
+    atomically; ``KEY`` = :func:`task_key`), so a driver killed mid-run loses only the tasks
+    still running: the same call afterwards loads the recorded results and runs the rest.
+    ``directory=None`` is plain ``executor.map``. Workers must be able to write ``directory``.
+    Records are pickles: keep them in a directory of your own (never load untrusted ones).
+    """
+    items = list(items)
+    if directory is None:
+        return executor.map(fn, items, desc=desc)
+    from functools import partial
+
+    root = os.fspath(directory)
+    os.makedirs(root, exist_ok=True)
+    keys = [task_key(fn, item) for item in items]
+    results: dict[int, Any] = {}
+    for i, key in enumerate(keys):
+        path = os.path.join(root, f"task-{key}.pkl")
+        if os.path.exists(path):
+            try:
+                with open(path, "rb") as fh:
+                    results[i] = pickle.load(fh)
+            except Exception:  # a damaged or unreadable record: run the task again
+                pass
+    todo = [i for i in range(len(items)) if i not in results]
+    if todo:
+        check_worker_paths(executor, write=[root])
+        out = executor.map(partial(run_recorded, fn, root), [(keys[i], items[i]) for i in todo],
+                           desc=desc)
+        results.update(zip(todo, out))
+    return [results[i] for i in range(len(items))]

@@ -122,3 +122,132 @@ def test_ray_backend_is_lazy_and_says_how_to_install(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "ray" else real(n, *a))
     with pytest.raises(ConfigError, match=r"needs the ray package.*pip install 'probekit-interp\[ray\]'"):
         backend.make_ray_executor(address="auto")
+
+
+class StopAfter:
+    """In-process executor that counts the tasks it runs and dies (KeyboardInterrupt) after ``k``."""
+
+    def __init__(self, k: int | None = None) -> None:
+        self.k, self.ran = k, []
+
+    def map(self, fn, items, *, desc=None):
+        out = []
+        for item in items:
+            if self.k is not None and len(self.ran) == self.k:
+                raise KeyboardInterrupt("driver killed")
+            self.ran.append(item)
+            out.append(fn(item))
+        return out
+
+
+def slow_square(task: Square) -> int:
+    """``square`` that signals its start (a file) and takes a while when asked."""
+    import time
+    from pathlib import Path
+
+    Path(f"{task.value}.started").write_text("")
+    if task.value == 4 and Path("slow").exists():
+        time.sleep(600)  # the driver is killed while this one runs
+    return task.value * task.value
+
+
+def test_map_resumable_skips_recorded_tasks(tmp_path):
+    from probekit.executor import map_resumable
+
+    items = [Square(value=v) for v in range(6)]
+    with pytest.raises(KeyboardInterrupt):
+        map_resumable(StopAfter(5), square, items, tmp_path / "rec")  # path check + 4 tasks
+    assert len(list((tmp_path / "rec").glob("task-*.pkl"))) == 4
+    again = StopAfter()
+    assert map_resumable(again, square, items, tmp_path / "rec") == [v * v for v in range(6)]
+    assert [item.value for _, item in again.ran[1:]] == [4, 5]  # ran[0]: the path check
+    damaged = sorted((tmp_path / "rec").glob("task-*.pkl"))[0]
+    damaged.write_bytes(b"not a pickle")
+    third = StopAfter()
+    assert map_resumable(third, square, items, tmp_path / "rec") == [v * v for v in range(6)]
+    assert len(third.ran) == 2  # the path check and the one damaged task
+    plain = StopAfter()
+    assert map_resumable(plain, square, items, None) == [v * v for v in range(6)]
+    assert len(plain.ran) == 6
+
+
+_RESUMABLE_DRIVER = """
+import importlib, sys
+from probekit.executor import InProcessExecutor, map_resumable
+mod = importlib.import_module(sys.argv[1])
+items = [mod.Square(value=v) for v in range(6)]
+map_resumable(InProcessExecutor(), mod.slow_square, items, sys.argv[2])
+"""
+
+
+def test_map_resumable_after_sigkilled_driver(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from probekit.executor import map_resumable
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])}
+    (tmp_path / "slow").write_text("")
+    proc = subprocess.Popen([sys.executable, "-c", _RESUMABLE_DRIVER, slow_square.__module__,
+                             str(tmp_path / "rec")], cwd=tmp_path, env=env,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "4.started").exists():
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    proc.stderr.close()
+    assert len(list((tmp_path / "rec").glob("task-*.pkl"))) == 4  # tasks 0-3 finished
+    for p in [*tmp_path.glob("*.started"), tmp_path / "slow"]:
+        p.unlink()
+    again = StopAfter()
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        items = [Square(value=v) for v in range(6)]
+        assert map_resumable(again, slow_square, items, tmp_path / "rec") == [v * v for v in range(6)]
+    finally:
+        os.chdir(cwd)
+    assert [item.value for _, item in again.ran[1:]] == [4, 5]  # ran[0]: the path check
+    assert sorted(p.name for p in tmp_path.glob("*.started")) == ["4.started", "5.started"]
+
+
+_KEY_CHILD = """
+import sys, torch, numpy as np
+from functools import partial
+from probekit.executor import task_key
+from test_executor import Square, square
+item = (Square(value=3), partial(square, Square(value=1)), torch.arange(6.0).reshape(2, 3),
+        {"idx": np.arange(4), "name": "x"})
+print(task_key(square, item))
+"""
+
+
+def test_task_key_is_stable_across_processes_and_content_based():
+    import os
+    import subprocess
+    import sys
+    from functools import partial
+    from pathlib import Path
+
+    import torch
+
+    from probekit.executor import task_key
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])}
+    child = subprocess.run([sys.executable, "-c", _KEY_CHILD], env=env, capture_output=True,
+                           text=True, check=True).stdout.strip()
+    item = (Square(value=3), partial(square, Square(value=1)), torch.arange(6.0).reshape(2, 3),
+            {"idx": np.arange(4), "name": "x"})
+    assert task_key(square, item) == child  # tensor pickles differ between processes; keys not
+    changed = (*item[:2], item[2] + 1e-6, item[3])
+    assert task_key(square, changed) != child
+    assert task_key(fails_on_three, item) != child

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from ..capture.batching import PaddingSide
 from ..errors import ConfigError
-from ..executor import Executor, check_worker_paths, get_executor
+from ..executor import Executor, check_worker_paths, get_executor, map_resumable
 from ..models.cached import load_model_cached, model_paths
 from .grid import Metric, PatchingResult, grid_result, grid_shape, prepare_grid
 from .patching import activation_patching
@@ -98,6 +98,7 @@ def patching_sweep(
     window: int = 1,
     batch_size: int = 64,
     padding_side: PaddingSide = "right",
+    resume_dir: str | Path | None = None,
 ) -> PatchingResult:
     """:func:`activation_patching` over many prompt pairs, one executor task per batch of pairs.
 
@@ -118,6 +119,8 @@ def patching_sweep(
         window: blocks patched together per cell.
         batch_size: (pair, cell) rows per forward pass inside a task.
         padding_side: padding of the batched prompts.
+        resume_dir: records of finished batches (:func:`~probekit.executor.map_resumable`):
+            the same call after a killed driver runs only the unfinished batches.
 
     Returns:
         The :class:`PatchingResult` over all pairs (``per_pair`` in the order of the pairs).
@@ -141,7 +144,7 @@ def patching_sweep(
     ]
     runner = get_executor(executor)
     check_worker_paths(runner, read=model_paths([ref]))  # before any task starts
-    parts = runner.map(patch_batch, tasks, desc="patching batches")
+    parts = map_resumable(runner, patch_batch, tasks, resume_dir, desc="patching batches")
     per_pair = torch.full((len(clean), *grid_shape(loaded, grid)), float("nan"))
     for task, part in zip(tasks, parts):
         lo = task.pair_ids[0]

@@ -20,7 +20,7 @@ import numpy as np
 from ..capture import LastToken, collect_activations
 from ..capture.positions import PositionRule
 from ..errors import ConfigError
-from ..executor import Executor, check_worker_paths, get_executor
+from ..executor import Executor, check_worker_paths, get_executor, map_resumable
 from ..models.cached import model_paths
 from ..sites import Site, as_sites
 from .sweep import SweepResult, sweep_layers
@@ -99,6 +99,7 @@ def sweep_checkpoints(
     positions: PositionRule | None = None,
     batch_size: int = 32,
     padding_side: str = "right",
+    resume_dir: str | Path | None = None,
     **sweep_options: Any,
 ) -> CheckpointSweepResult:
     """Probe ``sites`` of every checkpoint, one executor task per checkpoint.
@@ -113,6 +114,8 @@ def sweep_checkpoints(
         positions: position rule of the capture (default: last token).
         batch_size: capture batch size.
         padding_side: capture padding side.
+        resume_dir: records of finished checkpoints (:func:`~probekit.executor.map_resumable`):
+            the same call after a killed driver runs only the unfinished checkpoints.
         sweep_options: :func:`~probekit.probes.sweep_layers` arguments, ``train_idx`` and
             ``test_idx`` required (``probe``, ``Cs``, ``cv``, ``n_bootstrap``, ``ood_idx`` ...).
     """
@@ -132,7 +135,7 @@ def sweep_checkpoints(
                              capture=capture, sweep=sweep) for c in checkpoints]
     runner = get_executor(executor)
     check_worker_paths(runner, read=model_paths([t.checkpoint for t in tasks]))  # before any task
-    results = runner.map(probe_checkpoint, tasks, desc="checkpoints")
+    results = map_resumable(runner, probe_checkpoint, tasks, resume_dir, desc="checkpoints")
     return CheckpointSweepResult(checkpoints=tuple(t.checkpoint for t in tasks),
                                  sweeps=tuple(results))
 

@@ -77,3 +77,32 @@ def test_ragged_sweep_equals_activation_patching(gqa_checkpoint, kind, by):
     assert torch.isnan(got.per_pair[0, 0, 3:]).all()  # pair 0 has 3 tokens of the 8
     with pytest.raises(ConfigError, match="pairs_per_task must be >= 1"):
         patching_sweep(gqa_checkpoint, clean, corrupt, metric, pairs_per_task=0)
+
+
+class KilledAfter:
+    """In-process executor that dies (KeyboardInterrupt) after ``k`` sweep tasks; counts them."""
+
+    def __init__(self, k: int | None = None) -> None:
+        self.k, self.tasks = k, 0
+
+    def map(self, fn, items, *, desc=None):
+        out = []
+        for item in items:
+            if desc is not None and self.k is not None and self.tasks == self.k:
+                raise KeyboardInterrupt("driver killed")
+            self.tasks += desc is not None  # the path check has no desc
+            out.append(fn(item))
+        return out
+
+
+def test_interrupted_sweep_resumes_from_finished_batches(tmp_path):
+    clean, corrupt, metric = modadd_pairs()
+    want = patching_sweep(MODADD, clean, corrupt, metric, pairs_per_task=3)
+    with pytest.raises(KeyboardInterrupt):
+        patching_sweep(MODADD, clean, corrupt, metric, pairs_per_task=3, resume_dir=tmp_path,
+                       executor=KilledAfter(2))
+    again = KilledAfter()
+    got = patching_sweep(MODADD, clean, corrupt, metric, pairs_per_task=3, resume_dir=tmp_path,
+                         executor=again)
+    assert again.tasks == 2  # 4 batches of 3, 3, 3, 1 pairs: the first two were recorded
+    assert_same_result(got, want, atol=0, rtol=0)

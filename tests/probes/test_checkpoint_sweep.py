@@ -56,3 +56,18 @@ def test_checkpoint_sweep_equals_direct_loop():
     assert "| step_0001000 |" in got.table()
     with pytest.raises(ConfigError, match=r"needs \['test_idx'\]"):
         sweep_checkpoints(CHECKPOINTS, tokens, labels, SITES, train_idx=np.arange(70))
+
+
+def test_interrupted_checkpoint_sweep_resumes(tmp_path):
+    from tests.circuits.test_patching_sweep import KilledAfter
+
+    tokens, labels = modadd_data()
+    with pytest.raises(KeyboardInterrupt):
+        sweep_checkpoints(CHECKPOINTS, tokens, labels, SITES, executor=KilledAfter(1),
+                          resume_dir=tmp_path, **SPLITS)
+    again = KilledAfter()
+    got = sweep_checkpoints(CHECKPOINTS, tokens, labels, SITES, executor=again,
+                            resume_dir=tmp_path, **SPLITS)
+    assert again.tasks == 1  # the first checkpoint's sweep was recorded
+    want = sweep_checkpoints(CHECKPOINTS, tokens, labels, SITES, **SPLITS)
+    assert got.to_dict() == want.to_dict()
