@@ -35,8 +35,9 @@ def test_smollm2_recall_subject_restores_and_last_token_does_not(tmp_path):
     from probekit.hypotheses import run
 
     res = run(ROOT / "circuits" / "smollm2_recall.toml", out=tmp_path)
-    assert [c.verdict for c in res.claims] == ["PASS", "PASS", "FAIL"]
+    assert [c.verdict for c in res.claims] == ["PASS", "PASS", "FAIL", "PASS", "FAIL"]
     assert res.claims[0].effect > 0.9 and res.claims[2].ci_high < 0.5
+    assert res.claims[3].effect > 0.9 and res.claims[4].ci_high < 0.3  # early MLPs (window 0-7), not 8-15
     assert (tmp_path / "report.html").is_file()
 
 
