@@ -235,42 +235,51 @@ def edge_attribution(
         raise ConfigError(f"ig_points {ig_points!r} unknown; use 'right' (k = 1..steps) or 'left' (k = 0..steps-1)")
     steps = 1 if method == "eap" else steps
     clean, corrupt = _validate(model, clean_tokens, corrupt_tokens, steps)
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
     graph = edge_graph(model)
     ups = _up_sites(graph)
     embed = Site(0, "resid_pre")
-    kw = dict(padding_side=padding_side, logits="last")
-    every = torch.arange(len(clean))
-    cor = run_with_interventions(model, corrupt, [Read(site=s) for s in ups], **kw)
-    cln = run_with_interventions(model, clean, [Read(site=s) for s in ups], **kw)
-    m_clean, m_corrupt = run_metric(metric, cln.output, every), run_metric(metric, cor.output, every)
-    delta = upstream_outputs(model, graph, cor.reads) - upstream_outputs(model, graph, cln.reads)
     downs = _down_sites(graph)
-    n_pairs, n_pos = delta.shape[0], delta.shape[1]
-    grads = torch.zeros(n_pairs, n_pos, len(graph.downstream), delta.shape[-1], dtype=delta.dtype)
-    rows = [(p, k) for k in range(1, steps + 1) for p in range(n_pairs)]
-    for lo in range(0, len(rows), batch_size):
-        chunk = rows[lo: lo + batch_size]
-        pairs = torch.tensor([p for p, _ in chunk])
-        shift = 1 if method == "eap-ig" and ig_points == "left" else 0
-        alpha = torch.tensor([(k - shift) / steps for _, k in chunk], dtype=delta.dtype)[:, None, None]
-        x0 = cor.reads[embed][pairs] + alpha * (cln.reads[embed][pairs] - cor.reads[embed][pairs])
-        ops: list = [Grad(site=s) for s, _ in downs]
-        if steps > 1 or method == "eap-ig":
-            ops.insert(0, Replace(site=embed, values=x0))
+    kw = dict(padding_side=padding_side, logits="last")
+    shift = 1 if method == "eap-ig" and ig_points == "left" else 0
+    scores = torch.zeros(len(graph.upstream), len(graph.downstream), dtype=torch.float64)
+    m_clean, m_corrupt = [], []
+    per = max(1, batch_size // steps)  # pairs per chunk: memory is bounded by the chunk, not the data
+    for lo in range(0, len(clean), per):
+        ids = torch.arange(lo, min(lo + per, len(clean)))
+        c_toks, r_toks = [clean[i] for i in ids.tolist()], [corrupt[i] for i in ids.tolist()]
+        cor = run_with_interventions(model, r_toks, [Read(site=s) for s in ups], **kw)
+        cln = run_with_interventions(model, c_toks, [Read(site=s) for s in ups], **kw)
+        m_clean.append(run_metric(metric, cln.output, ids))
+        m_corrupt.append(run_metric(metric, cor.output, ids))
+        delta = upstream_outputs(model, graph, cor.reads) - upstream_outputs(model, graph, cln.reads)
+        grads = torch.zeros(len(ids), delta.shape[1], len(graph.downstream), delta.shape[-1], dtype=delta.dtype)
+        rows = [(j, k) for k in range(1, steps + 1) for j in range(len(ids))]
+        for lo2 in range(0, len(rows), batch_size):
+            chunk = rows[lo2: lo2 + batch_size]
+            local = torch.tensor([j for j, _ in chunk])
+            alpha = torch.tensor([(k - shift) / steps for _, k in chunk], dtype=delta.dtype)[:, None, None]
+            x_cor, x_cln = cor.reads[embed][local], cln.reads[embed][local]
+            ops: list = [Grad(site=s) for s, _ in downs]
+            if method == "eap-ig":
+                ops.insert(0, Replace(site=embed, values=x_cor + alpha * (x_cln - x_cor)))
 
-        def objective(last_logits: Tensor, batch: object, pairs: Tensor = pairs) -> Tensor:
-            return metric(last_logits, pairs.to(last_logits.device))
+            def objective(last_logits: Tensor, batch: object, pairs: Tensor = ids[local]) -> Tensor:
+                return metric(last_logits, pairs.to(last_logits.device))
 
-        run = run_with_interventions(model, [clean[p] for p in pairs.tolist()], ops, objective=objective, **kw)
-        for site, sl in downs:
-            g = run.grads[site]
-            g = g if g.ndim == 4 else g[:, :, None]
-            grads[:, : g.shape[1], sl].index_add_(0, pairs, g.detach().to(grads.dtype))
+            run = run_with_interventions(model, [c_toks[j] for j in local.tolist()], ops, objective=objective, **kw)
+            for site, sl in downs:
+                g = run.grads[site]
+                g = g if g.ndim == 4 else g[:, :, None]
+                grads[:, : g.shape[1], sl].index_add_(0, local, g.detach().to(grads.dtype))
+        with torch.inference_mode():
+            scores += torch.einsum("bpud,bpvd->uv", delta, grads).double().cpu()
     with torch.inference_mode():
-        scores = torch.einsum("bpud,bpvd->uv", delta, grads / steps) / n_pairs
+        scores = scores / (steps * len(clean))
         scores = torch.where(graph.mask, scores, torch.zeros_like(scores)).float()
-    return EdgeScores(scores=scores, graph=graph, method=method, steps=steps, clean=m_clean.cpu(),
-                      corrupt=m_corrupt.cpu())
+    return EdgeScores(scores=scores, graph=graph, method=method, steps=steps, clean=torch.cat(m_clean).cpu(),
+                      corrupt=torch.cat(m_corrupt).cpu())
 
 
 def top_k_edges(scores: EdgeScores, k: int, *, absolute: bool = True) -> Bool[Tensor, "up down"]:
@@ -359,33 +368,52 @@ def edge_patched_metric(
         )
     if ablation not in ("patch", "mean"):
         raise ConfigError(f"ablation {ablation!r} unknown; use 'patch' or 'mean'")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
     ups = _up_sites(graph)
-    cor = run_with_interventions(model, corrupt, [Read(site=s) for s in ups], padding_side=padding_side,
-                                 logits="none")
-    ref = upstream_outputs(model, graph, cor.reads)
-    if ablation == "mean":
-        lengths = torch.tensor([len(t) for t in corrupt])
-        real = (torch.arange(ref.shape[1])[None, :] < lengths[:, None]).to(ref.dtype)
-        mean = (ref * real[:, :, None, None]).sum((0, 1)) / real.sum()
-        ref = mean.expand_as(ref)
+    n_circ = circuits.shape[0]
+    per = max(1, batch_size // n_circ)  # pairs per chunk: memory is bounded by the chunk
+
+    def reference(ids: list[int]) -> Tensor:
+        """Upstream outputs of these corrupted prompts (aligned ``(pair, pos, up, d)``)."""
+        cor = run_with_interventions(model, [corrupt[i] for i in ids], [Read(site=s) for s in ups],
+                                     padding_side=padding_side, logits="none")
+        return upstream_outputs(model, graph, cor.reads)
+
+    chunks = [list(range(lo, min(lo + per, len(clean)))) for lo in range(0, len(clean), per)]
+    mean = None
+    if ablation == "mean":  # one pass over the corrupted prompts: the mean over every real token
+        total, count = None, 0
+        for ids in chunks:
+            ref = reference(ids)
+            lengths = torch.tensor([len(corrupt[i]) for i in ids])
+            real = (torch.arange(ref.shape[1])[None, :] < lengths[:, None]).to(ref.dtype)
+            part = (ref * real[:, :, None, None]).sum((0, 1))
+            total, count = (part if total is None else total + part), count + int(lengths.sum())
+        mean = total / count
     keep_all = circuits.bool() & graph.mask[None]
-    rows = [(p, c) for c in range(circuits.shape[0]) for p in range(len(clean))]
-    out = torch.full((len(clean), circuits.shape[0]), float("nan"))
-    for lo in range(0, len(rows), batch_size):
-        chunk = rows[lo: lo + batch_size]
-        pairs = torch.tensor([p for p, _ in chunk])
-        keep = keep_all[torch.tensor([c for _, c in chunk])]
-        state: dict = {}
-        ops = []
-        ref_rows = ref[pairs]
-        for site, sl in _down_sites(graph):
-            fn, inputs = _patch_fn(model, graph, site, sl, ref_rows, keep, state)
-            ops.append(Recompute(site=site, fn=fn, inputs=inputs))
-        run = run_with_interventions(model, [clean[p] for p in pairs.tolist()], ops,
-                                     padding_side=padding_side, logits="last")
-        values = run_metric(metric, run.output, pairs)
-        for (p, c), v in zip(chunk, values.cpu()):
-            out[p, c] = v
+    out = torch.full((len(clean), n_circ), float("nan"))
+    for ids in chunks:
+        ref = reference(ids) if mean is None else None
+        rows = [(j, c) for c in range(n_circ) for j in range(len(ids))]
+        for lo in range(0, len(rows), batch_size):
+            chunk = rows[lo: lo + batch_size]
+            local = torch.tensor([j for j, _ in chunk])
+            pairs = torch.tensor(ids)[local]
+            keep = keep_all[torch.tensor([c for _, c in chunk])]
+            width = max(len(clean[p]) for p in pairs.tolist())
+            ref_rows = (ref[local] if mean is None
+                        else mean.expand(len(chunk), width, *mean.shape))
+            state: dict = {}
+            ops = []
+            for site, sl in _down_sites(graph):
+                fn, inputs = _patch_fn(model, graph, site, sl, ref_rows, keep, state)
+                ops.append(Recompute(site=site, fn=fn, inputs=inputs))
+            run = run_with_interventions(model, [clean[p] for p in pairs.tolist()], ops,
+                                         padding_side=padding_side, logits="last")
+            values = run_metric(metric, run.output, pairs)
+            for p, (_, c), v in zip(pairs.tolist(), chunk, values.cpu()):
+                out[p, c] = v
     return out
 
 

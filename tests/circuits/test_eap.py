@@ -184,9 +184,24 @@ def test_padding_and_uneven_pairs(gqa64):
                for c, r, a, f in zip(clean, corrupt, [1, 2, 3], [4, 5, 6])]
     torch.testing.assert_close(right.scores, sum(s.scores for s in singles) / 3, atol=1e-5, rtol=1e-4)
     circ = top_k_edges(right, 20)
-    a = edge_patched_metric(model, clean, corrupt, metric, circ, padding_side="left", batch_size=2)
-    b = edge_patched_metric(model, clean, corrupt, metric, circ, padding_side="right")
+    two = torch.stack([circ, top_k_edges(right, 50)])
+    a = edge_patched_metric(model, clean, corrupt, metric, two, padding_side="left", batch_size=3)
+    b = edge_patched_metric(model, clean, corrupt, metric, two, padding_side="right")
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_chunking_does_not_change_results():
+    """Memory is bounded by batch_size: chunks of pairs (and of IG steps) give the same numbers."""
+    model = build_model(TINY_CONFIGS["gqa_rotary_rms"])
+    clean, corrupt, metric = _data(n=3, length=5, seed=4)
+    chunked = edge_attribution(model, clean, corrupt, metric, method="eap-ig", steps=2, batch_size=1)
+    whole = edge_attribution(model, clean, corrupt, metric, method="eap-ig", steps=2, batch_size=64)
+    torch.testing.assert_close(chunked.scores, whole.scores, atol=1e-5, rtol=1e-4)
+    two = torch.stack([top_k_edges(whole, 20), top_k_edges(whole, 50)])
+    for ablation in ("mean", "patch"):
+        c = edge_patched_metric(model, clean, corrupt, metric, two, ablation=ablation, batch_size=1)
+        d = edge_patched_metric(model, clean, corrupt, metric, two, ablation=ablation, batch_size=64)
+        torch.testing.assert_close(c, d, atol=1e-5, rtol=1e-4)
 
 
 def test_bad_input(gqa64):
