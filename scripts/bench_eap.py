@@ -48,7 +48,8 @@ def bench_eap(device: str = "cpu", n_pairs: int = 8, ks: tuple[int, ...] = (10, 
     eap, t_eap = _time(lambda: edge_attribution(model, clean, corrupt, metric, batch_size=n_pairs))
     ig, t_ig = _time(lambda: edge_attribution(model, clean, corrupt, metric, method="eap-ig", batch_size=5 * n_pairs))
     ks = tuple(k for k in ks if k <= eap.graph.n_edges) + (eap.graph.n_edges,)
-    curve, t_curve = _time(lambda: faithfulness_curve(model, clean, corrupt, metric, ig, ks, batch_size=n_pairs))
+    curve, t_curve = _time(lambda: faithfulness_curve(model, clean, corrupt, metric, ig, ks,
+                                                          batch_size=n_pairs))
     flat = torch.stack([eap.scores.flatten(), ig.scores.flatten()])
     return {
         "device": device, "pairs": n_pairs, "tokens": len(clean[0]), "edges": eap.graph.n_edges,

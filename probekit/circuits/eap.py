@@ -355,7 +355,7 @@ def edge_patched_metric(
 
     Every other edge ``u -> v`` carries ``u``'s activation from the corrupted prompt
     (``ablation="patch"``) or its mean over every real token of the corrupted prompts
-    (``"mean"``). One row per (pair, circuit); ``batch_size`` rows per forward.
+    (``"mean"``). One forward per circuit and chunk of ``batch_size`` pairs.
     """
     clean, corrupt = _validate(model, clean_tokens, corrupt_tokens, 1)
     graph = edge_graph(model)
@@ -372,7 +372,6 @@ def edge_patched_metric(
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
     ups = _up_sites(graph)
     n_circ = circuits.shape[0]
-    per = max(1, batch_size // n_circ)  # pairs per chunk: memory is bounded by the chunk
 
     def reference(ids: list[int]) -> Tensor:
         """Upstream outputs of these corrupted prompts (aligned ``(pair, pos, up, d)``)."""
@@ -380,7 +379,9 @@ def edge_patched_metric(
                                      padding_side=padding_side, logits="none")
         return upstream_outputs(model, graph, cor.reads)
 
-    chunks = [list(range(lo, min(lo + per, len(clean)))) for lo in range(0, len(clean), per)]
+    # chunks of pairs (memory bounded by batch_size); one forward per (chunk, circuit): rows of one
+    # circuit share their kept edges, so the patch contracts over few upstream nodes
+    chunks = [list(range(lo, min(lo + batch_size, len(clean)))) for lo in range(0, len(clean), batch_size)]
     mean = None
     if ablation == "mean":  # one pass over the corrupted prompts: the mean over every real token
         total, count = None, 0
@@ -395,25 +396,19 @@ def edge_patched_metric(
     out = torch.full((len(clean), n_circ), float("nan"))
     for ids in chunks:
         ref = reference(ids) if mean is None else None
-        rows = [(j, c) for c in range(n_circ) for j in range(len(ids))]
-        for lo in range(0, len(rows), batch_size):
-            chunk = rows[lo: lo + batch_size]
-            local = torch.tensor([j for j, _ in chunk])
-            pairs = torch.tensor(ids)[local]
-            keep = keep_all[torch.tensor([c for _, c in chunk])]
-            width = max(len(clean[p]) for p in pairs.tolist())
-            ref_rows = (ref[local] if mean is None
-                        else mean.expand(len(chunk), width, *mean.shape))
+        pairs = torch.tensor(ids)
+        width = max(len(clean[p]) for p in ids)
+        ref_rows = ref if mean is None else mean.expand(len(ids), width, *mean.shape)
+        for c in range(n_circ):
+            keep = keep_all[c].expand(len(ids), *keep_all.shape[1:])
             state: dict = {}
             ops = []
             for site, sl in _down_sites(graph):
                 fn, inputs = _patch_fn(model, graph, site, sl, ref_rows, keep, state)
                 ops.append(Recompute(site=site, fn=fn, inputs=inputs))
-            run = run_with_interventions(model, [clean[p] for p in pairs.tolist()], ops,
+            run = run_with_interventions(model, [clean[p] for p in ids], ops,
                                          padding_side=padding_side, logits="last")
-            values = run_metric(metric, run.output, pairs)
-            for p, (_, c), v in zip(pairs.tolist(), chunk, values.cpu()):
-                out[p, c] = v
+            out[pairs, c] = run_metric(metric, run.output, pairs).cpu()
     return out
 
 
