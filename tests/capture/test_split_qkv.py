@@ -94,3 +94,19 @@ def test_head_input_gradients_sum_to_the_residual_gradient(model64):
     n_kv = model.cfg.n_key_value_heads or model.cfg.n_heads
     assert r.grads[sites[3]].shape == (3, 5, n_kv, model.cfg.d_model)
     assert r.grads[sites[2]].shape == (3, 5, model.cfg.n_heads, model.cfg.d_model)
+
+
+def test_testbed_checkpoint_has_per_head_inputs():
+    """A saved testbed checkpoint (modadd, no LayerNorm) reads and patches per-head inputs."""
+    from pathlib import Path
+
+    import probekit
+
+    model = probekit.load_checkpoint(Path(__file__).resolve().parents[2] / "probes" / "checkpoints" / "modadd-p53")
+    toks = [[3, 5, 53], [7, 11, 53]]
+    site = Site(0, "v_input", 2)
+    r = run_with_interventions(model, toks, [Read(site=site), Read(site=Site(0, "resid_pre"))])
+    torch.testing.assert_close(r[site], r[Site(0, "resid_pre")])
+    torch.testing.assert_close(r.output, run_with_interventions(model, toks).output)
+    zeroed = run_with_interventions(model, toks, [Replace(site=site, values=torch.zeros_like(r[site]))]).output
+    assert (zeroed - r.output).abs().max() > 1e-4
