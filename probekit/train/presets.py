@@ -26,6 +26,18 @@ class Preset:
 
 _NANDA = dict(lr=1e-3, weight_decay=1.0, betas=(0.9, 0.98), batch_size=None)
 _KG_SMOKE_MODEL = dict(n_layers=2, d_model=64, n_heads=4, d_head=16, d_mlp=256)
+_KG_CPU_TASK = dict(n_entities=100, n_relations=40, out_degree=20, phi=18.0)
+_GPT2_MODEL = dict(n_layers=8, d_model=768, n_heads=12, d_head=64, d_mlp=3072)
+# Wang et al. (2024) optimiser: AdamW wd 0.1, betas (0.9, 0.999), batch 512, grad clip 1.0
+_WANG = dict(weight_decay=0.1, betas=(0.9, 0.999), batch_size=512, grad_clip=1.0)
+_KG_SMOKE_TRAIN = TrainConfig(
+    steps=2000, lr=1e-3, warmup_steps=100, n_evals=30, n_checkpoints=10, eval_max_examples=4000,
+    **_WANG,
+)
+_KG_PAPER_TRAIN = TrainConfig(
+    steps=1_500_000, lr=1e-4, warmup_steps=2000, n_evals=100, n_checkpoints=60,
+    eval_max_examples=10_000, device="cuda", **_WANG,
+)
 
 PRESETS: dict[str, Preset] = {
     "modular_addition": Preset(
@@ -92,23 +104,18 @@ PRESETS: dict[str, Preset] = {
     ),
     "kg_composition": Preset(
         task="kg_composition",
-        task_overrides=dict(n_entities=100, n_relations=40, out_degree=20, phi=18.0),
+        task_overrides=_KG_CPU_TASK,
         model_overrides=_KG_SMOKE_MODEL,
-        train=TrainConfig(
-            steps=2000, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.999), batch_size=512,
-            warmup_steps=100, grad_clip=1.0, n_evals=30, n_checkpoints=10,
-            eval_max_examples=4000,
-        ),
+        train=_KG_SMOKE_TRAIN,
         description="CPU smoke test (pipeline check only): |E|=100, 2 layers, d_model 64, 2k steps",
     ),
     "kg_composition_cpu": Preset(
         task="kg_composition",
-        task_overrides=dict(n_entities=100, n_relations=40, out_degree=20, phi=18.0),
+        task_overrides=_KG_CPU_TASK,
         model_overrides=dict(n_layers=4, d_model=64, n_heads=4, d_head=16, d_mlp=256),
         train=TrainConfig(
-            steps=4000, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.999), batch_size=512,
-            warmup_steps=100, grad_clip=1.0, n_evals=30, eval_every=250, n_checkpoints=10,
-            eval_max_examples=4000, stop_metric="test_id/acc", stop_threshold=0.9,
+            steps=4000, lr=1e-3, warmup_steps=100, n_evals=30, eval_every=250, n_checkpoints=10,
+            eval_max_examples=4000, stop_metric="test_id/acc", stop_threshold=0.9, **_WANG,
         ),
         description=(
             "CPU composition that groks ID: |E|=100, |R|=40, phi=18, 4 layers d_model 64; stops "
@@ -121,10 +128,9 @@ PRESETS: dict[str, Preset] = {
         task_overrides=dict(n_entities=500, n_relations=50, out_degree=20, phi=18.0),
         model_overrides=dict(n_layers=4, d_model=256, n_heads=8, d_head=32, d_mlp=1024),
         train=TrainConfig(
-            steps=100_000, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.999), batch_size=512,
-            warmup_steps=1000, grad_clip=1.0, n_evals=80, eval_every=2000, n_checkpoints=40,
+            steps=100_000, lr=1e-3, warmup_steps=1000, n_evals=80, eval_every=2000, n_checkpoints=40,
             eval_max_examples=10_000, stop_metric="test_id/acc", stop_threshold=0.95,
-            device="cuda",
+            device="cuda", **_WANG,
         ),
         description=(
             "circuits.md scaled-down GPU run: |E|=500, |R|=50, phi=18, 4 layers d_model 256, "
@@ -134,12 +140,8 @@ PRESETS: dict[str, Preset] = {
     "kg_composition_paper": Preset(
         task="kg_composition",
         task_overrides=dict(n_entities=2000, n_relations=200, out_degree=20, phi=18.0),
-        model_overrides=dict(n_layers=8, d_model=768, n_heads=12, d_head=64, d_mlp=3072),
-        train=TrainConfig(
-            steps=1_500_000, lr=1e-4, weight_decay=0.1, betas=(0.9, 0.999), batch_size=512,
-            warmup_steps=2000, grad_clip=1.0, n_evals=100, n_checkpoints=60,
-            eval_max_examples=10_000, device="cuda",
-        ),
+        model_overrides=_GPT2_MODEL,
+        train=_KG_PAPER_TRAIN,
         description=(
             "Wang et al. (2024) GPT-2 config (no dropout / fp16 here): 8 layers, d_model 768, "
             "lr 1e-4, batch 512, 2k warm-up, up to 1.5M steps"
@@ -149,22 +151,14 @@ PRESETS: dict[str, Preset] = {
         task="kg_comparison",
         task_overrides=dict(n_entities=100, phi=7.2, n_test=1000),
         model_overrides=_KG_SMOKE_MODEL,
-        train=TrainConfig(
-            steps=2000, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.999), batch_size=512,
-            warmup_steps=100, grad_clip=1.0, n_evals=30, n_checkpoints=10,
-            eval_max_examples=4000,
-        ),
+        train=_KG_SMOKE_TRAIN,
         description="CPU smoke test: |E|=100, 20 attributes, 2 layers, d_model 64, 2k steps",
     ),
     "kg_comparison_paper": Preset(
         task="kg_comparison",
         task_overrides=dict(n_entities=1000, phi=7.2),
-        model_overrides=dict(n_layers=8, d_model=768, n_heads=12, d_head=64, d_mlp=3072),
-        train=TrainConfig(
-            steps=1_500_000, lr=1e-4, weight_decay=0.1, betas=(0.9, 0.999), batch_size=512,
-            warmup_steps=2000, grad_clip=1.0, n_evals=100, n_checkpoints=60,
-            eval_max_examples=10_000, device="cuda",
-        ),
+        model_overrides=_GPT2_MODEL,
+        train=_KG_PAPER_TRAIN,
         description="Wang et al. (2024) comparison: |E|=1000, 20 attributes, GPT-2 8 layers",
     ),
     "relation_facts": Preset(

@@ -3,24 +3,16 @@
 import numpy as np
 import pytest
 import torch
+from factorization_cases import grid
 
 from probekit.errors import DataError
 from probekit.geometry.factorization import concept_factorization
 
 
-def _grid(na=6, nb=5, d=12, ra=2, rb=3, interaction=0.0, angle_overlap=False, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    q, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
-    ba = q[:, :ra]
-    bb = q[:, :rb] if angle_overlap else q[:, ra : ra + rb]
-    u = torch.randn(na, ra, generator=g, dtype=torch.float64) @ ba.T
-    v = torch.randn(nb, rb, generator=g, dtype=torch.float64) @ bb.T
-    a, b = np.meshgrid(np.arange(na), np.arange(nb), indexing="ij")
-    a, b = np.repeat(a.ravel(), 3), np.repeat(b.ravel(), 3)  # 3 rows per combination
-    inter = torch.randn(na, nb, d, generator=g, dtype=torch.float64)
-    z = 1.5 + u[a] + v[b] + interaction * inter[a, b]
-    train = (a + b) % 4 != 0  # hold out a diagonal band of combinations
-    return z, a, b, train
+def _grid(**options):
+    """``factorization_cases.grid`` plus a training mask holding out a diagonal band of combinations."""
+    z, a, b = grid(**options)
+    return z, a, b, (a + b) % 4 != 0
 
 
 def test_additive_representation_generalizes_exactly():
@@ -34,7 +26,7 @@ def test_additive_representation_generalizes_exactly():
 
 
 def test_overlapping_spans_give_zero_angles():
-    z, a, b, train = _grid(ra=2, rb=2, angle_overlap=True)
+    z, a, b, train = _grid(ra=2, rb=2, overlap=True)
     res = concept_factorization(z, a, b, train=train)
     np.testing.assert_allclose(res.principal_angles[0].numpy(), 0.0, atol=1e-4)
 

@@ -87,7 +87,8 @@ def test_cli_writes_heatmaps_and_json_equal_to_the_api(ckpt, model, tmp_path, ca
     assert base64.b64decode(png)[:4] == b"\x89PNG"
 
 
-def test_suite_section_gives_the_cli_numbers(ckpt, tmp_path):
+def write_suite(tmp_path, ckpt, patching):
+    """Write pairs.jsonl and s.toml (a suite over it with one ``[[patching]]`` section) into tmp_path."""
     write_jsonl(tmp_path / "pairs.jsonl", rows())
     (tmp_path / "s.toml").write_text(f"""
 [suite]
@@ -100,10 +101,14 @@ label = "answer"
 train_split = "pairs"
 test_split = "pairs"
 [[patching]]
-kinds = ["mlp_out"]
-direction = "noise"
+{patching}
 """)
-    result = run_suite(load_suite(tmp_path / "s.toml"), progress=False)
+    return tmp_path / "s.toml"
+
+
+def test_suite_section_gives_the_cli_numbers(ckpt, tmp_path):
+    spec = write_suite(tmp_path, ckpt, 'kinds = ["mlp_out"]\ndirection = "noise"')
+    result = run_suite(load_suite(spec), progress=False)
     (section,) = result.analyses
     assert main(["patch", str(ckpt), str(tmp_path / "pairs.jsonl"), "--out", str(tmp_path / "o"),
                  "--kinds", "mlp_out", "--direction", "noise"]) == 0
@@ -152,20 +157,9 @@ def test_bad_input_is_one_line(ckpt, tmp_path, capsys, items, extra, message):
 def test_suite_section_rejects_an_unknown_kind(ckpt, tmp_path):
     from probekit.suites import SuiteError
 
-    write_jsonl(tmp_path / "pairs.jsonl", rows())
-    (tmp_path / "s.toml").write_text(f"""
-[model]
-checkpoint = "{ckpt}"
-[data]
-file = "pairs.jsonl"
-label = "answer"
-train_split = "pairs"
-test_split = "pairs"
-[[patching]]
-kinds = ["resid_pree"]
-""")
+    spec = write_suite(tmp_path, ckpt, 'kinds = ["resid_pree"]')
     with pytest.raises(SuiteError, match=r"s.toml:\d+: \[patching\].*'resid_pree' is not a patching kind"):
-        load_suite(tmp_path / "s.toml")
+        load_suite(spec)
 
 
 @pytest.mark.slow

@@ -39,23 +39,14 @@ def bridge_entity_probe(spec: BridgeEntityProbeSpec, ctx) -> Measurement:
 
     from ...circuits import bridge_entity_probe as fit_probe
     from ...errors import ConfigError
+    from .bridge_entity_rank import entity_token_lookup
 
     ex = ctx.examples
-    if ex.vocab is None:
-        raise ConfigError("bridge_entity_probe needs testbed data with a vocabulary ([data] task "
-                          "or a checkpoint that records its task), not a JSONL file")
+    token = entity_token_lookup(ex, spec.entity_token, kind="bridge_entity_probe")
     bridges = ex.column(spec.bridge_column)
 
     def rows(split: str) -> np.ndarray:
         return np.array([i for i in ex.split(split) if bridges[i] is not None], dtype=np.int64)
-
-    def token(e) -> int:
-        try:
-            return int(ex.vocab.id(spec.entity_token.format(e)))
-        except KeyError:
-            raise ConfigError(f"bridge_entity_probe: entity_token {spec.entity_token!r} gives "
-                              f"{spec.entity_token.format(e)!r}, not a token of the task "
-                              "vocabulary") from None
 
     train, evaluated = rows(spec.train_split), rows(spec.split)
     if evaluated.size < 2:

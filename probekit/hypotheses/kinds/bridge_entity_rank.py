@@ -9,8 +9,9 @@ ranks in the top ``top_k`` under the logit lens after block ``layer`` at the r1 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -37,6 +38,30 @@ class BridgeEntityRankSpec:
     entity_token: str = "<e{}>"
 
 
+def entity_token_lookup(ex: Any, template: str, *, kind: str) -> Callable[[Any], int]:
+    """``entity -> token id`` of ``template.format(entity)`` in the task vocabulary of ``ex``.
+
+    Shared by the KG kinds (``kind``: the measure's name, for messages). Raises
+    :class:`~probekit.errors.ConfigError` at once when the data has no vocabulary (a JSONL file),
+    and on lookup when a formatted name is not a token of the vocabulary.
+    """
+    from ...errors import ConfigError
+
+    if ex.vocab is None:
+        raise ConfigError(f"{kind} needs testbed data with a vocabulary ([data] task "
+                          "or a checkpoint that records its task), not a JSONL file")
+
+    def token(e: Any) -> int:
+        try:
+            return int(ex.vocab.id(template.format(e)))
+        except KeyError:
+            raise ConfigError(f"{kind}: entity_token {template!r} gives "
+                              f"{template.format(e)!r}, not a token of the task vocabulary "
+                              f"(e.g. {list(ex.vocab.tokens[:4])})") from None
+
+    return token
+
+
 @register_measurement("bridge_entity_rank", spec=BridgeEntityRankSpec)
 def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx) -> Measurement:
     """Share of queries whose bridge (at r1) or answer (last token) is top-``k`` after ``layer``."""
@@ -52,23 +77,13 @@ def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx) -> Measurement:
         raise ConfigError(f"bridge_entity_rank: layer {spec.layer} must be in 0..{n_layers - 1} "
                           f"and top_k {spec.top_k} >= 1")
     ex = ctx.examples
-    if ex.vocab is None:
-        raise ConfigError("bridge_entity_rank needs testbed data with a vocabulary ([data] task "
-                          "or a checkpoint that records its task), not a JSONL file")
+    token = entity_token_lookup(ex, spec.entity_token, kind="bridge_entity_rank")
     idx = ex.split(spec.split)
     bridges, answers = ex.column(spec.bridge_column), ex.column(spec.answer_column)
     idx = np.array([i for i in idx if bridges[i] is not None])  # two-hop queries only
     if idx.size < 2:
         raise ConfigError(f"split {spec.split!r} has {idx.size} two-hop queries (rows with "
                           f"{spec.bridge_column!r}); a claim needs >= 2")
-
-    def token(e) -> int:
-        try:
-            return int(ex.vocab.id(spec.entity_token.format(e)))
-        except KeyError:
-            raise ConfigError(f"bridge_entity_rank: entity_token {spec.entity_token!r} gives "
-                              f"{spec.entity_token.format(e)!r}, not a token of the task vocabulary "
-                              f"(e.g. {list(ex.vocab.tokens[:4])})") from None
 
     res = bridge_entity_lens(model, [ex.tokens[i] for i in idx],
                              [token(bridges[i]) for i in idx], [token(answers[i]) for i in idx],

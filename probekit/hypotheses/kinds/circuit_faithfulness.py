@@ -57,26 +57,15 @@ def faithfulness_plot(curve: Any, *, threshold: float | None = None) -> Any:
 @register_measurement("circuit_faithfulness", spec=CircuitFaithfulnessSpec)
 def circuit_faithfulness(spec: CircuitFaithfulnessSpec, ctx) -> Measurement:
     """Normalised metric of the top-``k`` edge circuit, per pair and as a ratio of sums."""
-    from functools import partial
-
-    import torch
-
-    from ...circuits import edge_attribution, faithfulness_curve, logit_diff
+    from ...circuits import edge_attribution, faithfulness_curve
     from ...errors import ConfigError, DataError
     from ...stats.bootstrap import bootstrap_indices
-    from .patching_effect import _token
+    from .patching_effect import patch_pairs
 
     if spec.k < 0 or any(k < 0 for k in spec.curve):
         raise ConfigError(f"k={spec.k}, curve={list(spec.curve)}: edge counts must be >= 0")
-    ex = ctx.examples
-    clean_idx, corrupt_idx = ex.pairs(pair_column=spec.pair_column, role_column=spec.role_column)
-    clean = [ex.tokens[i] for i in clean_idx]
-    corrupt = [ex.tokens[i] for i in corrupt_idx]
-    answers = ex.column(spec.answer_column)
+    clean, corrupt, metric, _ = patch_pairs(spec, ctx)
     model = ctx.model
-    answer = torch.tensor([_token(model, answers[i]) for i in clean_idx])
-    foil = torch.tensor([_token(model, answers[i]) for i in corrupt_idx])
-    metric = partial(logit_diff, answer=answer, foil=foil)
     scores = edge_attribution(model, clean, corrupt, metric, method=spec.method, steps=spec.steps,
                               batch_size=spec.batch_size)
     ks = tuple(dict.fromkeys((spec.k, *sorted(spec.curve))))

@@ -32,7 +32,7 @@ class HomomorphismErrorSpec:
 
 @register_measurement("homomorphism_error", spec=HomomorphismErrorSpec)
 def homomorphism_error(spec: HomomorphismErrorSpec, ctx: Any) -> Measurement:
-    """HE at ``layer`` from :func:`probekit.homomorphism.modifier_he` / ``sequence_he``.
+    """HE at ``layer`` from :func:`probekit.suites.analyses.homomorphism.measure_he`.
 
     ``mse``: per scored pair, the family-mean held-out squared error (its mean is HE; bootstrap
     over scored pairs, as the HE result's own CI). ``normalised``: ``sum err / sum sq. dev``
@@ -41,29 +41,16 @@ def homomorphism_error(spec: HomomorphismErrorSpec, ctx: Any) -> Measurement:
     import numpy as np
 
     from ...errors import ConfigError
-    from ...homomorphism import (
-        HEConfig,
-        capture_states,
-        modifier_he,
-        modifier_pairs,
-        sequence_he,
-        sequence_pairs,
-    )
+    from ...homomorphism import HEConfig
     from ...stats.bootstrap import bootstrap_indices
-    from ...suites.analyses.homomorphism import parse_dataset
+    from ...suites.analyses.homomorphism import measure_he
 
-    ds = parse_dataset(ctx, spec.split)
-    vocab = ctx.examples.vocab
     cfg = HEConfig(families=tuple(spec.families), solver=spec.solver, pooling=spec.pooling,
                    site=spec.site, train_fraction=spec.train_fraction, seed=spec.seed)
-    states = capture_states(ctx.model, ds.tokens, site=spec.site,
-                            pad_id=vocab.pad_id if vocab is not None else 0)
-    if spec.layer not in states.layers:
-        raise ConfigError(f"layer {spec.layer} not measured; blocks are {list(states.layers)}")
-    if spec.composition == "modifier":
-        res = modifier_he(states=states, pairs=modifier_pairs(ds), config=cfg)
-    else:
-        res = sequence_he(states=states, pairs=sequence_pairs(ds), config=cfg)
+    layers, results = measure_he(ctx, spec.split, (spec.composition,), cfg)
+    if spec.layer not in layers:
+        raise ConfigError(f"layer {spec.layer} not measured; blocks are {list(layers)}")
+    res = results[spec.composition]
     row = res.layers.index(spec.layer)
     err, dev = res.pair_he[row], res.pair_sq_dev[row]
     method = (f"{spec.composition} HE at {spec.site}@{spec.layer}: operators "

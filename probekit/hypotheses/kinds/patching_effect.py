@@ -59,8 +59,12 @@ def _token(model, value) -> int:
     return int(model.to_tokens(str(value), prepend_bos=False)[0, 0])
 
 
-def patch_pairs(spec: PatchingEffectSpec, ctx: Any) -> tuple[list, list, Any, Any]:
-    """``(clean, corrupt, metric, clean_idx)`` of the claim's prompt pairs (logit difference)."""
+def patch_pairs(spec: Any, ctx: Any) -> tuple[list, list, Any, Any]:
+    """``(clean, corrupt, metric, clean_idx)`` of the claim's prompt pairs (logit difference).
+
+    ``spec``: any claim spec with ``pair_column``, ``role_column`` and ``answer_column`` keys
+    (:class:`PatchingEffectSpec`, the attribution and circuit-faithfulness specs).
+    """
     from functools import partial
 
     import torch

@@ -19,7 +19,7 @@ from ..registry import register_analysis
 from ..result import AnalysisResult
 
 if TYPE_CHECKING:  # heavy imports happen inside the run function: validation stays fast
-    from ...homomorphism import HEResult
+    from ...homomorphism import HEConfig, HEResult
     from ...testbeds.base import TaskDataset
 
 PARSE_COLUMNS = ("prim_positions", "mod_positions", "modifiers", "part_spans")
@@ -75,6 +75,38 @@ def parse_dataset(ctx: Any, split: str) -> TaskDataset:
     )
 
 
+def measure_he(
+    ctx: Any, split: str, kinds: tuple[str, ...], config: HEConfig
+) -> tuple[tuple[int, ...], dict[str, HEResult]]:
+    """``(layers, {kind: HEResult})``: HE of each composition kind on the ``split``'s inputs.
+
+    Captures every block's ``config.site`` states in one pass
+    (:func:`probekit.homomorphism.capture_states`) and fits the operators of ``config`` on the
+    ``modifier`` (primitive + modifier) and/or ``sequence`` (``then``) pairs (An & Du 2026).
+    Shared by ``[[homomorphism]]`` and the ``homomorphism_error`` claim kind.
+    """
+    from ...homomorphism import (
+        capture_states,
+        modifier_he,
+        modifier_pairs,
+        sequence_he,
+        sequence_pairs,
+    )
+
+    ds = parse_dataset(ctx, split)
+    vocab = ctx.examples.vocab
+    states = capture_states(
+        ctx.model, ds.tokens, site=config.site, pad_id=vocab.pad_id if vocab is not None else 0
+    )
+    results: dict[str, HEResult] = {}
+    for kind in kinds:
+        if kind == "modifier":
+            results[kind] = modifier_he(states=states, pairs=modifier_pairs(ds), config=config)
+        else:
+            results[kind] = sequence_he(states=states, pairs=sequence_pairs(ds), config=config)
+    return tuple(states.layers), results
+
+
 def _rows(res: HEResult, labels: list[str]) -> list[dict[str, Any]]:
     rows = []
     for i, _ in enumerate(res.layers):
@@ -91,33 +123,16 @@ def _rows(res: HEResult, labels: list[str]) -> list[dict[str, Any]]:
 @register_analysis("homomorphism", spec=HomomorphismSpec)
 def run_homomorphism(spec: HomomorphismSpec, ctx: Any) -> AnalysisResult:
     """Modifier / sequence HE per layer with bootstrap CIs (An & Du 2026)."""
-    from ...homomorphism import (
-        HEConfig,
-        capture_states,
-        modifier_he,
-        modifier_pairs,
-        sequence_he,
-        sequence_pairs,
-    )
+    from ...homomorphism import HEConfig
     from ...sites import Site
 
-    ds = parse_dataset(ctx, spec.split)
-    vocab = ctx.examples.vocab
     cfg = HEConfig(
         families=tuple(spec.families), solver=spec.solver, pooling=spec.pooling, site=spec.site,
         train_fraction=spec.train_fraction, shuffle=spec.shuffle, seed=spec.seed,
     )
-    states = capture_states(
-        ctx.model, ds.tokens, site=spec.site, pad_id=vocab.pad_id if vocab is not None else 0
-    )
+    layers, results = measure_he(ctx, spec.split, tuple(spec.kinds), cfg)
     ctx.forward_passes += 1
-    results: dict[str, HEResult] = {}
-    for kind in spec.kinds:
-        if kind == "modifier":
-            results[kind] = modifier_he(states=states, pairs=modifier_pairs(ds), config=cfg)
-        else:
-            results[kind] = sequence_he(states=states, pairs=sequence_pairs(ds), config=cfg)
-    labels = [site_label(Site(layer, spec.site)) for layer in states.layers]
+    labels = [site_label(Site(layer, spec.site)) for layer in layers]
     rows = [r for res in results.values() for r in _rows(res, labels)]
     fam_cols = tuple(Column(key=f, header=f"{f} MSE", fmt=".4g") for f in spec.families)
     blocks = (
