@@ -52,6 +52,10 @@ def test_neurons_section_on_planted_checkpoint(tmp_path):
     assert exp["n_random"] == 59  # default: the fewest sets for Holm over 3 relations at 0.05
     assert [h.decision().startswith("reject") for h in section.hypotheses] == [True] * 3
     assert not section.warnings
+    (table,) = [b for b in section.to_dict()["blocks"] if b["block"] == "table"]
+    own = np.array(exp["random_own"]) * 100  # the range over all 59 sets, on r's own facts
+    assert [r["rand"] for r in table["rows"]] == [f"[{o.min():+.0f}, {o.max():+.0f}]" for o in own]
+    assert any(c["header"] == "59 random sets: change on r [min, max]" for c in table["columns"])
     blocks = [b["block"] for b in section.to_dict()["blocks"]]
     assert blocks.count("heatmap") == 1 and blocks.count("lineplot") == 2
 

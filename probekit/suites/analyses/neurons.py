@@ -132,7 +132,7 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
     )
     res = relation_neuron_experiments(model, stats, test, cfg, progress=ctx.progress)
     rels = list(res.relations)
-    lo, hi = res.random_spread()
+    own_lo, own_hi = res.random_own.amin(1), res.random_own.amax(1)  # all n_random sets on r
     alpha = ctx.stats.alpha
     hyps = tuple(
         Hypothesis.from_test(
@@ -151,7 +151,7 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
             "base_gen": _pct(float(res.baseline_generation[i])),
             "intra": _pct(float(res.change_first[i, i])),
             "inter": _pct(float(np.delete(res.change_first[i].numpy(), i).mean())),
-            "rand": f"[{100 * float(lo[i, i]):+.0f}, {100 * float(hi[i, i]):+.0f}]",
+            "rand": f"[{100 * float(own_lo[i]):+.0f}, {100 * float(own_hi[i]):+.0f}]",
             "gen_intra": _pct(float(res.change_generation[i, i])),
             "p": res.tests[i].p_value, "p_holm": res.p_holm[i],
             **({"post_intra": _pct(float(res.change_post[i, i])),
@@ -171,7 +171,8 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
             Column(key="base_gen", header="baseline greedy acc", fmt=pct),
             Column(key="intra", header="change on r (own neurons off)", fmt="+.1f"),
             Column(key="inter", header="mean change on r' != r", fmt="+.1f"),
-            Column(key="rand", header="random sets: change on r [min, max]", fmt=""),
+            Column(key="rand", header=f"{res.n_random} random sets: change on r [min, max]",
+                   fmt=""),
             Column(key="gen_intra", header="greedy change on r", fmt="+.1f"),
             Column(key="p", header="p vs random", fmt=".3f"),
             Column(key="p_holm", header="p (Holm)", fmt=".3f"),
@@ -229,7 +230,9 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
             "drop there is bounded by a small baseline"
         )
     if res.interference:
-        notes.append(Text(text="Interference (gains beyond every random set): " + "; ".join(
+        notes.append(Text(text=(
+            f"Interference (gains beyond every one of the {res.random_change.shape[1]} random "
+            "sets scored on every relation): ") + "; ".join(
             f"{a} off -> {b} {100 * v:+.0f} pts" for a, b, v in res.interference)))
     return AnalysisResult(
         section="neurons",
