@@ -55,6 +55,9 @@ class NeuronsSpec:
     batch_size: int = 32
 
 
+STORE_FORMAT = 2  # identification-store layout of neuron_statistics (256 rows per shard, prompts)
+
+
 def _pct(v: float | None) -> float | None:
     return None if v is None or v != v else 100.0 * v
 
@@ -117,8 +120,10 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
                 f"{sorted(shared)[:5]}; split the facts by subject"
             )
     ident, test = facts("train"), facts("test")
+    # STORE_FORMAT: bump when the store's layout changes (shard size, prompt columns), so that a
+    # store left by an older probekit is not found under the same key and refused as different
     key = sha256_bytes(repr((ctx.model_fingerprint, dataset_fingerprint(list(ident.tokens)),
-                             [s.key for s in sites], spec.response)).encode())[:20]
+                             [s.key for s in sites], spec.response, STORE_FORMAT)).encode())[:20]
     stats = neuron_statistics(
         model, ident.tokens, ident.relations, sites, response=spec.response,
         store_dir=ctx.cache_dir / "neurons" / key, batch_size=spec.batch_size,
