@@ -16,7 +16,8 @@ checkpoint), so a population can be grown (more seeds, levels) or finished elsew
         --he-lambda 0 0.2                                  # noise grid, plain + regularised
     python scripts/he_study.py --out runs/he --noise --coverage 1 2 3 4 \
         --depth 1 2 3 4 5 6 7 8 9 10 --seeds 0 1 2 3 4 --epochs 15   # [C]'s probe sweeps
-    python scripts/he_study.py --out runs/he --population paper --executor ray  # all of [C]
+    python scripts/he_study.py --out runs/he --population paper --executor ray  # all 175 of [C]
+    python scripts/he_study.py --out runs/he --analyse-all  # every finished model under runs/he
     python scripts/he_study.py --smoke --out /tmp/he_smoke # tiny, ~20 s
 
 Writes ``models/<name>/`` (training run + result.json), ``study.json`` and one plot per sweep.
@@ -271,7 +272,8 @@ def main(argv: list[str] | None = None, *, executor: Any = None) -> dict[str, An
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--population", choices=["paper"], default=None,
                     help="paper: all of [C]'s models (noise 0..15, coverage 1..4, depth 1..10, "
-                         "5 seeds, regularised at noise 0,3,..,15); overrides the grid options")
+                         "5 seeds, regularised at noise 0,3,..,15; 15 epochs unless --epochs); "
+                         "overrides the grid options")
     ap.add_argument("--noise", type=int, nargs="*", default=[0, 3, 6, 9, 12, 15])
     ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     ap.add_argument("--coverage", type=int, nargs="*", default=[], help="max training clauses")
@@ -294,7 +296,9 @@ def main(argv: list[str] | None = None, *, executor: Any = None) -> dict[str, An
     ap.add_argument("--list", action="store_true",
                     help="print the population (done / to run) and exit")
     ap.add_argument("--analyse-only", action="store_true",
-                    help="analyse the models already finished; train nothing")
+                    help="analyse the models of this grid already finished; train nothing")
+    ap.add_argument("--analyse-all", action="store_true",
+                    help="analyse every finished model under --out (any grid or schedule)")
     args = ap.parse_args(argv)
     if args.smoke:
         args.noise, args.seeds, args.steps = [0, 6, 15], [0], 20
@@ -304,6 +308,7 @@ def main(argv: list[str] | None = None, *, executor: Any = None) -> dict[str, An
                 reg_noise=args.reg_noise, coverage=args.coverage, depth=args.depth)
     if args.population == "paper":
         grid = dict(PAPER)
+        args.epochs = 15 if args.epochs is None else args.epochs
     args.out.mkdir(parents=True, exist_ok=True)
     specs = population_specs(
         out_root=str(args.out / "models"), layers=args.layers, steps=args.steps,
@@ -319,12 +324,17 @@ def main(argv: list[str] | None = None, *, executor: Any = None) -> dict[str, An
     if args.analyse_only:
         specs = [s for s in specs if s not in todo]
     t0 = time.perf_counter()
-    if executor is None and args.ray_address is not None:
-        executor = get_executor("ray", address=args.ray_address)
-    rows = get_executor(executor or args.executor).map(run_model, specs, desc="he-study models")
+    if args.analyse_all:
+        rows = [json.loads(p.read_text()) for p in sorted((args.out / "models").glob(f"*/{RESULT}"))]
+    else:
+        if executor is None and args.ray_address is not None:
+            executor = get_executor("ray", address=args.ray_address)
+        rows = get_executor(executor or args.executor).map(run_model, specs,
+                                                           desc="he-study models")
     analysis = A.analyse(rows, layers=args.layers)
     analysis["wall_s"] = round(time.perf_counter() - t0, 1)
-    analysis["n_trained_this_call"] = 0 if args.analyse_only else len(todo)
+    trained = not (args.analyse_only or args.analyse_all)
+    analysis["n_trained_this_call"] = len(todo) if trained else 0
     for key in ("train_s", "he_s", "train_cpu_s", "he_cpu_s"):
         vals = [r[key] for r in rows if r.get(key) is not None]
         analysis[f"{key}_total"] = round(sum(vals), 1)

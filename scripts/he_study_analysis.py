@@ -21,7 +21,16 @@ import numpy as np
 
 #: the sweeps of [C]'s probe study; a plain model belongs to each whose fixed settings it has
 SWEEPS = ("noise", "coverage", "depth")
-_METRICS = ("modifier_he", "sequence_he", "ood_token_acc", "id_token_acc")
+_METRICS = ("modifier_he", "modifier_he_normalised", "sequence_he", "sequence_he_normalised",
+            "ood_token_acc", "id_token_acc")
+
+
+def value(row: dict[str, Any], metric: str) -> float | None:
+    """A row's metric; ``*_he_normalised`` (ours: 1 - R^2) is read from the row's ``he`` block."""
+    if metric.endswith("_he_normalised"):
+        kind = metric.split("_")[0]
+        return row.get("he", {}).get(kind, {}).get("he_normalised")
+    return row.get(metric)
 
 
 def schedule_label(spec: dict[str, Any]) -> str:
@@ -95,7 +104,7 @@ def partial_correlation(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _mean(rows: list[dict[str, Any]], key: str) -> float | None:
-    vals = [r[key] for r in rows if r.get(key) is not None]
+    vals = [value(r, key) for r in rows if value(r, key) is not None]
     return float(np.mean(vals)) if vals else None
 
 
@@ -126,16 +135,22 @@ def analyse_sweep(rows: list[dict[str, Any]], sweep: str, *, layers: int = 4) ->
             str(d): poly_r2(hx, acc, d) for d in (1, 2, 3) if len(hx) >= d + 2
         }
         out["level_vs_modifier_he_level_means"] = correlation(sorted(levels), hx.tolist())
-    seq = [r for r in members if r["sequence_he"] is not None]
     lv_of = [sweep_level(r["spec"], sweep, layers=layers) for r in members]
-    out["single_models"] = {
-        "modifier_he_vs_ood": correlation(
-            [r["modifier_he"] for r in members], [r["ood_token_acc"] for r in members]
-        ),
-        "sequence_he_vs_ood": correlation(
-            [r["sequence_he"] for r in seq], [r["ood_token_acc"] for r in seq]
-        ),
+    single: dict[str, Any] = {}
+    for metric in ("modifier_he", "sequence_he", "modifier_he_normalised",
+                   "sequence_he_normalised"):
+        have = [r for r in members if value(r, metric) is not None]
+        if have:
+            single[f"{metric}_vs_ood"] = correlation(
+                [value(r, metric) for r in have], [r["ood_token_acc"] for r in have]
+            )
+    out["single_models"] = single | {
         "level_vs_modifier_he": correlation(lv_of, [r["modifier_he"] for r in members]),
+        "level_vs_modifier_he_normalised": correlation(
+            [v for v, r in zip(lv_of, members) if value(r, "modifier_he_normalised") is not None],
+            [value(r, "modifier_he_normalised") for r in members
+             if value(r, "modifier_he_normalised") is not None],
+        ),
         "level_vs_ood": correlation(lv_of, [r["ood_token_acc"] for r in members]),
         "modifier_he_vs_ood_given_id_acc": partial_correlation(members),
     }
@@ -244,7 +259,7 @@ def plot_sweep(rows: list[dict[str, Any]], res: dict[str, Any], sweep: str, titl
                 ax.plot(grid, np.polyval(np.polyfit(hx, acc, int(d)), grid), lw=1,
                         label=f"deg {d}: R^2={r2:.2f}")
             ax.legend(fontsize=7)
-        corr = res["single_models"][f"{metric}_vs_ood"]
+        corr = res["single_models"].get(f"{metric}_vs_ood", {})
         if "spearman_rho" in corr:
             ax.set_title(f"models: Spearman {corr['spearman_rho']:.2f}, "
                          f"Pearson {corr['pearson_r']:.2f} (n={corr['n']})", fontsize=9)
@@ -271,7 +286,7 @@ def plot_sweep(rows: list[dict[str, Any]], res: dict[str, Any], sweep: str, titl
         ax2.errorbar(levels, [np.mean(v) for v in vals], yerr=[np.std(v) for v in vals],
                      color=color, marker="s", ls="--", capsize=3, label=metric.replace("_", " "))
     ax2.set_ylabel("token accuracy")
-    ax2.legend(loc="upper right", fontsize=7)
+    ax2.legend(loc="center right", fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.savefig(path, dpi=110)
     plt.close(fig)

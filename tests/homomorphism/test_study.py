@@ -176,3 +176,8 @@ def test_smoke_study_runs_resumes_and_reports(tmp_path):
     assert again["analysis"]["train_s_total"] == an["train_s_total"]
     listed = he_study.main(["--smoke", "--out", str(out), "--list"])
     assert len(listed["specs"]) == 6 and listed["todo"] == []
+    paper = he_study.main(["--out", str(out), "--population", "paper", "--list"])
+    assert len(paper["todo"]) == 175 and paper["todo"][0].epochs == 15
+    everything = he_study.main(["--out", str(out), "--analyse-all"])["analysis"]
+    assert everything["n_models"] == 6 and everything["n_trained_this_call"] == 0
+    assert everything["regularisation"]["n_pairs"] == 3
