@@ -218,7 +218,8 @@ def population_specs(
 
     Per seed: noise levels x ``he_lambda`` (2 clauses, ``layers`` blocks; lambdas > 0 only at
     ``reg_noise``, default every noise level), coverage k -> clauses 1..k (no noise), depth
-    (no noise, 2 clauses). Seed-major order leaves complete seeds when a run is interrupted.
+    (no noise, 2 clauses). Seed-major order, and each noise level's plain and regularised
+    models next to each other, leave complete seeds and pairs when a run is interrupted.
     ``common``: the other :class:`ModelSpec` fields (steps / epochs, sizes).
     """
     if any(k < 1 for k in coverage) or any(d < 1 for d in depth):
@@ -226,10 +227,9 @@ def population_specs(
     reg_levels = set(noise if reg_noise is None else reg_noise)
     specs: list[ModelSpec] = []
     for seed in seeds:
-        for lam in he_lambda:
-            levels = noise if lam == 0 else [n for n in noise if n in reg_levels]
-            specs += [ModelSpec(out_root=out_root, noise=n, seed=seed, he_lambda=lam,
-                                n_layers=layers, **common) for n in levels]
+        specs += [ModelSpec(out_root=out_root, noise=n, seed=seed, he_lambda=lam,
+                            n_layers=layers, **common)
+                  for n in noise for lam in he_lambda if lam == 0 or n in reg_levels]
         specs += [ModelSpec(out_root=out_root, train_clauses=tuple(range(1, k + 1)), seed=seed,
                             n_layers=layers, **common) for k in coverage]
         specs += [ModelSpec(out_root=out_root, n_layers=d, seed=seed, **common) for d in depth]

@@ -161,7 +161,7 @@ def regularisation(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """HE-regularised vs plain, paired on (noise, clauses, depth, seed, schedule).
 
     Paired t-tests over single model pairs and, as [C], over per-seed means (one value per seed,
-    the mean over the noise levels that seed has in both arms).
+    the mean over the noise levels; only seeds that have every pair of the grid).
     """
     from probekit.stats import paired_ttest
 
@@ -179,6 +179,12 @@ def regularisation(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
         "seeds": sorted({r["spec"]["seed"] for r in reg}),
         "noise": sorted({r["spec"]["noise"] for r in reg}),
     }
+    # [C]'s unit is a seed's mean over the noise levels; a seed missing some pair is left out
+    grid = {(r["spec"]["noise"], key(r)[1:3]) for r in reg}
+    complete = [s for s in tests["seeds"]
+                if grid <= {(r["spec"]["noise"], key(r)[1:3]) for r in reg
+                            if r["spec"]["seed"] == s}]
+    tests["seeds_complete"] = complete
     for metric in ("modifier_he", "sequence_he", "ood_token_acc"):
         a = [base[key(r)][metric] for r in reg]
         b = [r[metric] for r in reg]
@@ -189,6 +195,7 @@ def regularisation(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
                                      "n": t.n, "mean_diff_ci": [t.ci_low, t.ci_high]},
         }
         seed_means = paired_seed_means(reg, a, b)
+        seed_means = {s: v for s, v in seed_means.items() if s in complete}
         if len(seed_means) >= 2:
             sa, sb = zip(*seed_means.values())
             ts = paired_ttest(list(sb), list(sa))

@@ -136,6 +136,11 @@ def test_regularisation_paired_tests_match_scipy():
             rows += [p, r]
         plain_seed[seed] = np.mean([x["modifier_he"] for x in rows[-4::2]])
         reg_seed[seed] = np.mean([x["modifier_he"] for x in rows[-3::2]])
+    # seed 3 has only its noise-0 pair: in the tests over models, not in the per-seed test
+    extra = [_row(0, 3, 0.2, 0.4), _row(0, 3, 0.1, 0.41, lam=0.2)]
+    full = A.analyse(rows + extra)["regularisation"]
+    assert full["n_pairs"] == 7 and full["seeds_complete"] == [0, 1, 2]
+    assert full["modifier_he"]["paired_t_over_seeds"]["n"] == 3
     reg = A.analyse(rows)["regularisation"]
     assert reg["n_pairs"] == 6 and reg["seeds"] == [0, 1, 2] and reg["noise"] == [0, 6]
     m = reg["modifier_he"]
