@@ -103,6 +103,17 @@ def new_kv_cache() -> Any:
     return DynamicCache()
 
 
+def kv_cache_filled(cache: Any, length: int) -> bool:
+    """Whether a run over ``length`` positions left ``length`` positions in ``cache``.
+
+    transformer-lens 4.3 bridges on transformers >= 5.24 return a cache whose layers stay empty
+    (pyproject pins ``transformers<5.24``); callers fall back to full re-runs rather than
+    continue from an empty cache.
+    """
+    get_length = getattr(cache, "get_seq_length", None)
+    return callable(get_length) and int(get_length()) == length
+
+
 def kv_prefix(cache: Any, rows: Tensor, length: int) -> Any:
     """A new cache holding rows ``rows`` and the first ``length`` positions of ``cache``.
 

@@ -37,7 +37,7 @@ import torch
 from torch import Tensor
 
 from ..capture.batching import PaddingSide
-from ..capture.runner import kv_prefix, new_kv_cache, supports_kv_cache
+from ..capture.runner import kv_cache_filled, kv_prefix, new_kv_cache, supports_kv_cache
 from ..errors import ConfigError
 from ..interventions import Op, Read, Replace, run_with_interventions
 from ..models.protocol import HookedModel
@@ -136,6 +136,8 @@ def patch_grid(
                and supports_kv_cache(model) else None)
     base = run_with_interventions(model, grid.base, extra_every + list(reads.values()),
                                   padding_side=padding_side, logits="last", kv_cache=base_kv)
+    if base_kv is not None and not kv_cache_filled(base_kv, max(len(t) for t in grid.base)):
+        base_kv = None  # the model did not fill the cache: every row runs its whole prompt
     m_src = run_metric(metric, src.output, every)
     m_base = run_metric(metric, base.output, every)
 

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ..capture.batching import iter_batches, model_device
+from ..capture.runner import kv_cache_filled
 from ..progress import progress_bar
 from .protocol import HookedModel
 
@@ -70,8 +71,9 @@ def greedy_continuations(
 def _greedy_batch(model: Any, ids: torch.Tensor, mask: torch.Tensor, steps: int) -> list[list[int]]:
     """Greedy decoding of one left-padded batch.
 
-    Uses the bridge's HF KV cache when the model supports it (``return_type="logits_and_cache"``),
-    else re-runs the growing sequence.
+    Uses the bridge's HF KV cache when the model supports it (``return_type="logits_and_cache"``)
+    and the run really filled it, else re-runs the growing sequence. (transformer-lens 4.3 with
+    transformers >= 5.24 returns an empty cache; decoding from it would continue from nothing.)
     """
     new: list[torch.Tensor] = []
     try:
@@ -79,6 +81,8 @@ def _greedy_batch(model: Any, ids: torch.Tensor, mask: torch.Tensor, steps: int)
     except (TypeError, ValueError, NotImplementedError, AttributeError):
         past = None
         logits = model(ids, attention_mask=mask)
+    if not kv_cache_filled(past, ids.shape[1]):
+        past = None
     nxt = logits[:, -1].argmax(-1, keepdim=True)
     new.append(nxt)
     for _ in range(steps - 1):

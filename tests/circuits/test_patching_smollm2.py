@@ -95,3 +95,20 @@ def test_padded_pairs_equal_one_at_a_time(smol, side):
                                   kind="mlp_out", layers=[0, 15, 29])
         n = len(clean[i])
         torch.testing.assert_close(both.per_pair[i, :, :n], one.per_pair[0], atol=1e-4, rtol=1e-4)
+
+
+def test_an_unfilled_kv_cache_falls_back_to_whole_prompt_rows(smol, monkeypatch):
+    """transformer-lens 4.3 on transformers >= 5.24 leaves the KV cache empty: same cells."""
+    from transformers import DynamicCache
+
+    import probekit.circuits.patching as patching_module
+
+    class UnfilledCache(DynamicCache):
+        def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+            return key_states, value_states  # attends to the new tokens only, stores nothing
+
+    model, clean, corrupt, metric, cache = smol
+    want = activation_patching(model, clean, corrupt, metric, kind="resid_pre", layers=[14])
+    monkeypatch.setattr(patching_module, "new_kv_cache", UnfilledCache)
+    got = activation_patching(model, clean, corrupt, metric, kind="resid_pre", layers=[14])
+    torch.testing.assert_close(got.values, want.values, atol=1e-4, rtol=1e-4)
