@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 from scipy.optimize import minimize
+from threadpoolctl import threadpool_limits
 from torch import Tensor
 
 
@@ -95,8 +96,11 @@ def _fit_subspaces(
         cost, grad = _residual_cost(torch.from_numpy(flat).reshape(shape), x, gram)
         return float(cost), grad.reshape(-1).numpy()
 
-    res = minimize(fun, w0.reshape(-1).numpy(), jac=True, method="L-BFGS-B",
-                   options={"maxiter": max_iter, "gtol": 1e-6, "ftol": 1e-10})
+    # scipy's BLAS threads and torch's OpenMP threads take turns every iteration on vectors of
+    # a few hundred entries; both spin while waiting, which made each step ~30x slower on 2 cores.
+    with threadpool_limits(limits=1, user_api="blas"):
+        res = minimize(fun, w0.reshape(-1).numpy(), jac=True, method="L-BFGS-B",
+                       options={"maxiter": max_iter, "gtol": 1e-6, "ftol": 1e-10})
     return torch.linalg.qr(torch.from_numpy(res.x).reshape(shape)).Q
 
 
