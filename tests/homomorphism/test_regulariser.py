@@ -44,12 +44,14 @@ def test_lambda_zero_is_the_plain_trainer(tiny, tmp_path, monkeypatch):
     m1, _ = _final(tmp_path / "b", task, mcfg, _cfg())
     for p, q in zip(m0.parameters(), m1.parameters()):
         assert torch.equal(p, q)
-    # weights of the trainer before the HE term existed (main @ 677c4b5, this config, CPU)
+    # weights of the trainer before the HE term existed (main @ 677c4b5, this config, CPU). Equal
+    # to 1e-9 on the machine that recorded them; another CPU's float kernels move them ~1e-5
+    # (the exact check is the one above: he_lambda=0 and the plain trainer in this process)
     total = sum(float(p.detach().double().sum()) for p in m0.parameters())
     absolute = sum(float(p.detach().double().abs().sum()) for p in m0.parameters())
-    assert total == pytest.approx(140.12168884662788, rel=1e-9)
-    assert absolute == pytest.approx(1832.5049428641305, rel=1e-9)
-    assert h0.records[-1]["batch_loss"] == pytest.approx(1.055456519126892, rel=1e-6)
+    assert total == pytest.approx(140.12168884662788, rel=1e-4)
+    assert absolute == pytest.approx(1832.5049428641305, rel=1e-4)
+    assert h0.records[-1]["batch_loss"] == pytest.approx(1.055456519126892, rel=1e-4)
 
 
 def test_regularised_training_lowers_modifier_he(tiny, tmp_path):
