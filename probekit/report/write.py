@@ -93,6 +93,14 @@ def _render_block(block: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _no_negative_zero(fmt: str, value: float) -> str:
+    """``fmt % value`` without a sign on a value that rounds to zero ("-0.000" -> "0.000")."""
+    text = fmt % value
+    if text.startswith("-") and float(text) == 0:
+        return ("+" if "+" in fmt else "") + text[1:]
+    return text
+
+
 def render_html(report: dict[str, Any]) -> str:
     """The self-contained HTML page of a ``report.json`` dict (plots embedded as PNG).
 
@@ -104,6 +112,7 @@ def render_html(report: dict[str, Any]) -> str:
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.StrictUndefined,
     )
+    env.filters["signed_zero_free"] = _no_negative_zero
     analyses = [
         {"title": a["title"], "section": a["section"],
          "blocks": [_render_block(b) for b in a["blocks"]]}

@@ -90,3 +90,19 @@ def test_automatic_series_colours_never_repeat_a_fixed_one():
     colors = series_colors(series)
     assert colors[:2] == ["tab:blue", "tab:red"]
     assert len(set(colors)) == 4
+
+
+def test_hypothesis_rows_print_no_negative_zero_and_no_empty_section():
+    assert "Hypothesis tests" not in render_html(_report([]))
+    report = _report([])
+    report["hypotheses"] = [{
+        "name": "h", "site_label": "-", "statistic": -0.0, "metric": "drop", "effect_size": -1e-9,
+        "effect_size_name": "z", "p_value": 1.0, "method": "m", "alpha": 0.05, "verdict": "keep",
+    }, {
+        "name": "g", "site_label": "-", "statistic": -0.25, "metric": "drop", "effect_size": None,
+        "effect_size_name": "z", "p_value": 0.01, "method": "m", "alpha": 0.05, "verdict": "reject",
+    }]
+    html = render_html(report)
+    assert "Hypothesis tests" in html
+    assert "<td>0.000 (drop)</td>" in html and "-0.250 (drop)" in html and "+0.000 (z)" in html
+    assert "-0.000" not in html

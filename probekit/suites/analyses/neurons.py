@@ -142,7 +142,7 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
     hyps = tuple(
         Hypothesis.from_test(
             dataclasses.replace(t, p_value=p, method=t.method + f"; Holm over {len(rels)} relations"),
-            name=f"deactivating {r!r}'s neurons hurts {r!r} more than matched random sets",
+            name=f"deactivating the {r} neurons hurts {r} facts more than matched random sets",
             metric="first-token accuracy drop", alpha=alpha, outcome="relation-specific",
         )
         for r, t, p in zip(rels, res.tests, res.p_holm, strict=True)
@@ -241,7 +241,7 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
             f"{a} off -> {b} {100 * v:+.0f} pts" for a, b, v in res.interference)))
     return AnalysisResult(
         section="neurons",
-        title=f"Relation-specific neurons of {label!r} (Liu et al. 2025)",
+        title=f"Relation-specific neurons (Liu et al. 2025), relations from column {label!r}",
         data={"statistics": stats.to_dict(), "experiments": res.to_dict()},
         hypotheses=hyps,
         blocks=(*notes, table, heat, cumulative, ap_plot),
