@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..capture import Site, all_layers, capture_to_store
+from ..capture import Site, all_layers, capture_sharded, capture_to_store
 from ..capture.positions import parse_position_rule
-from ..executor import Executor, get_executor
+from ..executor import Executor, InProcessExecutor, get_executor
 from ..fingerprint import dataset_fingerprint, model_fingerprint, model_id
 from ..models.protocol import HookedModel
 from ..store import ActivationStore
@@ -27,7 +27,7 @@ from ..util.cache import cache_dir as default_cache_dir
 from ..util.device import resolve_device
 from ..util.io import atomic_write_json, sha256_bytes
 from .data import Examples, build_examples
-from .model import load_suite_model
+from .model import load_suite_model, suite_model_reference
 from .spec import Suite, SuiteError
 
 __all__ = ["AnalysisContext"]
@@ -248,11 +248,21 @@ class AnalysisContext:
             except (KeyError, ValueError) as err:
                 raise SuiteError(f"{self.suite.source}: [capture] {err.args[0]}") from None
             self.forward_passes += 1
-            capture_to_store(
-                self.model, ex.tokens, directory, sites, positions=rule,
-                batch_size=cap.batch_size, padding_side=cap.padding_side, dtype=cap.dtype,
-                progress=self.progress, examples_per_shard=max(len(ex.tokens), 1),
-            )
+            options = {"positions": rule, "batch_size": cap.batch_size,
+                       "padding_side": cap.padding_side, "dtype": cap.dtype}
+            ref = (None if isinstance(self.executor, InProcessExecutor)
+                   else suite_model_reference(self.suite, progress=self.progress))
+            if ref is not None:  # one executor task per shard of examples (capture_sharded)
+                capture_sharded(
+                    ref, ex.tokens, directory, sites, executor=self.executor, device=self.device,
+                    examples_per_shard=self.suite.execution.capture_examples_per_shard,
+                    progress=False, **options,
+                )
+            else:
+                capture_to_store(
+                    self.model, ex.tokens, directory, sites, progress=self.progress,
+                    examples_per_shard=max(len(ex.tokens), 1), **options,
+                )
         store = ActivationStore(directory)
         rows = store.examples().numpy()
         if not np.array_equal(rows, np.arange(len(ex.tokens))):

@@ -11,7 +11,7 @@ from ..util.device import resolve_device
 from ..util.io import atomic_write_text, sha256_bytes
 from .spec import Suite, TrainSpec
 
-__all__ = ["load_suite_model", "trained_checkpoint", "training_task"]
+__all__ = ["load_suite_model", "suite_model_reference", "trained_checkpoint", "training_task"]
 
 
 def trained_checkpoint(spec: TrainSpec, *, progress: bool = True) -> Path:
@@ -38,20 +38,37 @@ def trained_checkpoint(spec: TrainSpec, *, progress: bool = True) -> Path:
     return list_checkpoints(out)[-1][1]
 
 
+def suite_model_reference(suite: Suite, *, progress: bool = True) -> str | None:
+    """The name or checkpoint path a worker loads the suite's model from with ``load_model``.
+
+    ``None`` for a named model in compatibility mode (the name alone does not reproduce it):
+    such a model runs in the driver only. A ``[model.train]`` spec is trained first (once).
+    """
+    spec = suite.model
+    if spec.name is not None:
+        if spec.compatibility_mode:
+            return None
+        target = suite.resolve(spec.name)
+        return str(target) if target is not None and target.exists() else spec.name
+    if spec.checkpoint is not None:
+        return str(suite.resolve(spec.checkpoint))
+    return str(trained_checkpoint(spec.train, progress=progress))
+
+
 def load_suite_model(suite: Suite, *, progress: bool = True) -> Any:
     """The suite's model on ``resolve_device(suite.device)``."""
     from ..models import load_checkpoint, load_model
 
     spec = suite.model
     device = resolve_device(suite.device)
-    if spec.name is not None:
+    ref = suite_model_reference(suite, progress=progress)
+    if spec.name is None:
+        return load_checkpoint(ref, device=device)
+    if ref is None:  # compatibility mode
         target = suite.resolve(spec.name)
         name = str(target) if target is not None and target.exists() else spec.name
-        kwargs = {"compatibility_mode": True} if spec.compatibility_mode else {}
-        return load_model(name, device=device, **kwargs)
-    if spec.checkpoint is not None:
-        return load_checkpoint(suite.resolve(spec.checkpoint), device=device)
-    return load_checkpoint(trained_checkpoint(spec.train, progress=progress), device=device)
+        return load_model(name, device=device, compatibility_mode=True)
+    return load_model(ref, device=device)
 
 
 def training_task(spec: TrainSpec) -> Any:

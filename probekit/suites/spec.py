@@ -123,16 +123,25 @@ class ExecutionSpec:
     ``executor``: ``"inprocess"`` (default) or ``"ray"``; ``address`` (Ray only): ``"auto"``,
     ``"HOST:PORT"`` of a head started with ``ray start --head``, or unset for a local cluster;
     ``num_cpus``: CPUs of that local cluster. The CLI's ``--executor``/``--ray-address``
-    override the table.
+    override the table. With an executor other than ``"inprocess"`` the suite's activation
+    capture runs as executor tasks too (:func:`~probekit.capture.capture_sharded`, one task per
+    shard of ``capture_examples_per_shard`` examples rounded up to whole batches; the cache
+    directory must be on a filesystem every worker mounts).
     """
 
     executor: str = "inprocess"
     address: str | None = None
     num_cpus: int | None = None
+    capture_examples_per_shard: int = 256
 
     def __post_init__(self) -> None:
         """Refuse an unknown executor or Ray options given to another executor."""
         from ..executor import available_executors
+
+        if self.capture_examples_per_shard < 1:
+            raise ValueError(
+                f"capture_examples_per_shard = {self.capture_examples_per_shard}: must be >= 1"
+            )
 
         if self.executor not in available_executors():
             raise ValueError(

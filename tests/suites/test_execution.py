@@ -3,6 +3,7 @@
 import importlib.util
 
 import pytest
+import torch
 
 from probekit.cli import main
 from probekit.executor import InProcessExecutor
@@ -70,3 +71,38 @@ def test_suite_on_ray_gives_the_same_tables(suite_dir, ray_cluster):
     remote = run_suite(suite, progress=False, executor=RayExecutor(progress=False)).to_dict()
     assert [a["sweep"] for a in remote["probes"]] == [a["sweep"] for a in local["probes"]]
     assert remote["hypotheses"] == local["hypotheses"]  # permutation p-values included
+
+
+class _RecordingExecutor:
+    """Runs tasks in order in this process and records which function ran over how many items."""
+
+    def __init__(self):
+        self.calls = []
+
+    def map(self, fn, items, *, desc=None):
+        items = list(items)
+        self.calls.append((fn.__name__, len(items)))
+        return [fn(item) for item in items]
+
+
+def test_capture_runs_as_executor_tasks_with_identical_activations(suite_dir, tmp_path):
+    from probekit.store import ActivationStore
+    from probekit.suites.context import AnalysisContext
+
+    suite = load_suite(_suite(suite_dir, tmp_path, "\n[execution]\ncapture_examples_per_shard = 7\n"))
+    local_ctx = AnalysisContext(suite, progress=False, cache_dir=tmp_path / "local")
+    local = local_ctx.activations()
+    executor = _RecordingExecutor()
+    ctx = AnalysisContext(suite, progress=False, cache_dir=tmp_path / "tasks", executor=executor)
+    sharded = ctx.activations()
+    n, size = len(ctx.examples.tokens), -(-7 // suite.capture.batch_size) * suite.capture.batch_size
+    assert n > 2 * size  # several shards
+    assert ("capture_shard_range", -(-n // size)) in executor.calls  # one task per shard (whole batches)
+    assert list(sharded) == list(local)
+    for site in local:
+        assert torch.equal(sharded[site], local[site])
+    store = ActivationStore(ctx.store_dir(list(sharded)))
+    assert len(store.manifest.shards) == -(-n // size) and len(ActivationStore(
+        local_ctx.store_dir(list(local))).manifest.shards) == 1
+    with pytest.raises(SuiteError, match="capture_examples_per_shard = 0: must be >= 1"):
+        load_suite(_suite(suite_dir, tmp_path, "\n[execution]\ncapture_examples_per_shard = 0\n"))
