@@ -63,7 +63,16 @@ def load_suite_model(suite: Suite, *, progress: bool = True) -> Any:
     device = resolve_device(suite.device)
     ref = suite_model_reference(suite, progress=progress)
     if spec.name is None:
-        return load_checkpoint(ref, device=device)
+        model = load_checkpoint(ref, device=device)
+        if spec.checkpoint is None:  # trained from [model.train]: name it by its spec, not its cache path
+            train = spec.train
+            model.probekit_source = f"{train.preset} (seed {train.seed}), trained by probekit"
+            model.probekit_provenance = (
+                f"[model.train] preset {train.preset}, seed {train.seed}"
+                + (f", {train.steps} steps" if train.steps is not None else "")
+                + f", trained once into the cache: {getattr(model, 'probekit_provenance', ref)}"
+            )
+        return model
     if ref is None:  # compatibility mode
         target = suite.resolve(spec.name)
         name = str(target) if target is not None and target.exists() else spec.name
