@@ -37,17 +37,22 @@ def _spec(args: argparse.Namespace) -> Any:
     from .analyses.patching import PatchingSpec
 
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
-    try:
-        layers = tuple(int(x) for x in args.layers.split(",")) if args.layers else ()
-    except ValueError:
-        raise CliError(f"--layers {args.layers!r}: expected comma-separated block indices like 0,1,2") from None
+    def int_list(flag: str, text: str, what: str) -> tuple[int, ...]:
+        try:
+            return tuple(int(x) for x in text.split(",")) if text else ()
+        except ValueError:
+            raise CliError(f"{flag} {text!r}: expected comma-separated {what}") from None
+
+    layers = int_list("--layers", args.layers, "block indices like 0,1,2")
+    edge_ks = int_list("--edge-ks", args.edge_ks, "circuit sizes like 10,100,1000")
     try:
         return PatchingSpec(kinds=kinds, method=args.method, metric=args.metric,
                             direction=args.direction, answer_column=args.answer_column,
                             pair_column=args.pair_column, role_column=args.role_column,
-                            layers=layers, batch_size=args.batch_size)
+                            layers=layers, window=args.window, edges=args.edges,
+                            edge_ks=edge_ks, edge_top=args.edge_top, batch_size=args.batch_size)
     except ValueError as err:
-        raise CliError(f"--kinds/--batch-size: {err}") from None
+        raise CliError(f"--kinds/--window/--edge-ks/--batch-size: {err}") from None
 
 
 def _pairs(rows: list[Any], spec: Any) -> tuple[list[Any], list[Any]]:
@@ -199,6 +204,12 @@ def _run(args: argparse.Namespace) -> int:
               f"{row['effect']:+.3f} at {row['cell']}")
     for kind, r in result.data["correlation"].items():
         print(f"{kind}: attribution vs activation patching r = {r:.3f}")
+    if "edges" in result.data:
+        edges = result.data["edges"]
+        curve = edges["faithfulness"]
+        print(f"{edges['method']}: top edge {edges['top'][0][0]} -> {edges['top'][0][1]} "
+              f"({edges['top'][0][2]:+.4g}); top-k circuits recover " + ", ".join(
+                  f"{v:.2f} (k={k})" for k, v in zip(curve["ks"], curve["normalized"])))
     print(f"wrote {paths['html']} and {paths['json']}")
     return 0
 
@@ -221,6 +232,14 @@ def add_patch_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.A
     parser.add_argument("--metric", choices=["logit_diff", "answer_logprob"], default="logit_diff")
     parser.add_argument("--direction", choices=["denoise", "noise"], default="denoise")
     parser.add_argument("--layers", default="", help="comma list of blocks (default: all)")
+    parser.add_argument("--window", type=int, default=1,
+                        help="blocks patched together per cell (l..l+w-1; activation method only)")
+    parser.add_argument("--edges", choices=["none", "eap", "eap-ig"], default="none",
+                        help="also score every edge of the residual graph (EAP / EAP-IG) and "
+                        "report the top edges and the faithfulness curve of top-k circuits")
+    parser.add_argument("--edge-ks", default="10,100,1000",
+                        help="circuit sizes of the faithfulness curve (the whole graph is added)")
+    parser.add_argument("--edge-top", type=int, default=20, help="edges listed in the report")
     parser.add_argument("--answer-column", default="answer")
     parser.add_argument("--pair-column", default="pair_id")
     parser.add_argument("--role-column", default="role")

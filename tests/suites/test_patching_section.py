@@ -142,6 +142,9 @@ def cli_error(capsys, args):
         ([{**rows()[0], "answer": "Paris"}, *rows()[1:]], [], r"pairs.jsonl:1: answer 'Paris': .*no tokenizer"),
         ([{**rows()[0], "answer": 12}, *rows()[1:]], [], r"pairs.jsonl:1: answer token id 12 is outside"),
         (rows(), ["--layers", "0,5"], r"layers \[5\] out of range; the model has 2 layers"),
+        (rows(), ["--window", "2", "--method", "both"], r"window = 2 needs method = 'activation'"),
+        (rows(), ["--window", "0"], r"window = 0: must be >= 1"),
+        (rows(), ["--edges", "eap", "--edge-ks", "10,x"], r"--edge-ks '10,x': expected comma-separated"),
     ],
 )
 def test_bad_input_is_one_line(ckpt, tmp_path, capsys, items, extra, message):
@@ -152,6 +155,35 @@ def test_bad_input_is_one_line(ckpt, tmp_path, capsys, items, extra, message):
     assert line.startswith("probekit patch: error: ")
     assert re.search(message, line), line
     assert not (tmp_path / "o" / "report.json").exists()
+
+
+def test_cli_windows_and_edge_circuits_equal_the_api(ckpt, model, tmp_path, capsys):
+    from probekit.circuits import edge_attribution, faithfulness_curve
+
+    data = write_jsonl(tmp_path / "pairs.jsonl", rows())
+    out = tmp_path / "out"
+    code = main(["patch", str(ckpt), str(data), "--out", str(out), "--kinds", "mlp_out",
+                 "--window", "2", "--edges", "eap", "--edge-ks", "3,10,100000", "--edge-top", "5"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "eap: top edge" in printed and "(k=3)" in printed
+    (section,) = json.loads((out / "report.json").read_text())["analyses"]
+    metric = partial(logit_diff, answer=torch.tensor(ANSWER), foil=torch.tensor(FOIL))
+    (grid,) = section["data"]["grids"]
+    want = activation_patching(model, CLEAN, CORRUPT, metric, kind="mlp_out", window=2)
+    torch.testing.assert_close(torch.tensor(grid["values"]), want.values, atol=1e-6, rtol=0)
+    assert grid["row_labels"] == [f"L{x}" for x in want.labels["layer"]] and grid["row_labels"][0] == "L0-1"
+    scores = edge_attribution(model, CLEAN, CORRUPT, metric, method="eap")
+    edges = section["data"]["edges"]
+    n = scores.graph.n_edges
+    assert edges["n_edges"] == n and edges["faithfulness"]["ks"] == [3, 10, n]  # 100000 > n: the graph
+    assert [(a, b) for a, b, _ in edges["top"]] == [(a, b) for a, b, _ in scores.top(5)]
+    assert [v for *_, v in edges["top"]] == pytest.approx([v for *_, v in scores.top(5)], abs=1e-6)
+    curve = faithfulness_curve(model, CLEAN, CORRUPT, metric, scores, [3, 10, n])
+    assert edges["faithfulness"]["normalized"] == pytest.approx(curve.normalized.tolist(), abs=1e-5)
+    assert edges["faithfulness"]["normalized"][-1] == pytest.approx(1.0, abs=1e-4)  # the whole graph
+    html = (out / "report.html").read_text()
+    assert "top 5 of" in html and html.count("data:image/png;base64,") == 2  # heatmap + curve
 
 
 def test_suite_section_rejects_an_unknown_kind(ckpt, tmp_path):

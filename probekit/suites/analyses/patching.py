@@ -7,7 +7,10 @@ For each site kind, one grid over the suite's prompt pairs (rows paired by ``pai
 last token (Wang et al. 2022) or the clean answer's log-probability. ``method``: exact
 activation patching (:func:`probekit.circuits.activation_patching`), attribution patching
 (:func:`probekit.circuits.attribution_patching`, Nanda 2023; Syed et al. 2023) or both with
-their correlation. The same grids back ``probekit patch MODEL DATA`` (:mod:`probekit.suites.patch_cli`).
+their correlation; ``window`` patches blocks ``l..l+w-1`` of a cell together. ``edges``: also
+edge attribution over the residual graph (EAP or EAP-IG, :func:`probekit.circuits.edge_attribution`;
+Syed et al. 2023, Hanna et al. 2024) with the top edges and the faithfulness curve of the top-k
+circuits. The same grids back ``probekit patch MODEL DATA`` (:mod:`probekit.suites.patch_cli`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ...errors import ConfigError
-from ...report.blocks import Column, Heatmap, Table, Text
+from ...report.blocks import Column, Heatmap, LinePlot, Series, Table, Text
 from ..registry import register_analysis
 from ..result import AnalysisResult
 
@@ -44,6 +47,11 @@ class PatchingSpec:
         answer_column: each row's answer (token id, or text whose first token is used).
         pair_column, role_column: pair rows into clean / corrupt prompts.
         layers: blocks to patch (default all).
+        window: blocks patched together per cell (``l..l+window-1``; activation method only).
+        edges: ``"none"``, ``"eap"`` or ``"eap-ig"``: also score every edge of the residual
+            graph and evaluate the top-k edge circuits (complement patched to corrupt).
+        edge_ks: circuit sizes of the faithfulness curve (the whole graph is added).
+        edge_top: edges listed in the report table.
         batch_size: patched (pair, cell) rows per forward pass.
     """
 
@@ -55,10 +63,14 @@ class PatchingSpec:
     pair_column: str = "pair_id"
     role_column: str = "role"
     layers: tuple[int, ...] = ()
+    window: int = 1
+    edges: Literal["none", "eap", "eap-ig"] = "none"
+    edge_ks: tuple[int, ...] = (10, 100, 1000)
+    edge_top: int = 20
     batch_size: int = 64
 
     def __post_init__(self) -> None:
-        """Refuse unknown kinds, an empty kind list and a batch size below 1."""
+        """Refuse unknown kinds, an empty kind list, bad sizes and a window without exact patching."""
         bad = [k for k in self.kinds if k not in PATCH_KINDS]
         if bad or not self.kinds:
             what = f"{bad[0]!r} is not a patching kind" if bad else "no kind given"
@@ -67,6 +79,18 @@ class PatchingSpec:
             raise ValueError(f"batch_size = {self.batch_size}: must be >= 1")
         if len(set(self.kinds)) != len(self.kinds):
             raise ValueError(f"kinds {list(self.kinds)} lists a kind twice; give each once")
+        if self.window < 1:
+            raise ValueError(f"window = {self.window}: must be >= 1 (1 = one block per cell)")
+        if self.window > 1 and self.method != "activation":
+            raise ValueError(
+                f"window = {self.window} needs method = 'activation' (got {self.method!r}): "
+                "attribution patching estimates single-block cells only"
+            )
+        if not self.edge_ks or min(self.edge_ks) < 1 or self.edge_top < 1:
+            raise ValueError(
+                f"edge_ks = {list(self.edge_ks)}, edge_top = {self.edge_top}: need circuit sizes "
+                ">= 1 and edge_top >= 1"
+            )
 
 
 def answer_token(model: Any, value: Any, vocab: Any = None) -> int:
@@ -148,7 +172,8 @@ def patching_grids(
         results = {}
         for method in methods:
             fn = activation_patching if method == "activation" else attribution_patching
-            kwargs = {"batch_size": spec.batch_size} if method == "activation" else {}
+            kwargs = ({"batch_size": spec.batch_size, "window": spec.window}
+                      if method == "activation" else {})
             res = fn(model, clean, corrupt, metric, kind=kind, by=by, direction=spec.direction,
                      layers=layers, **kwargs)
             results[method] = res
@@ -189,16 +214,53 @@ def patching_grids(
             f"{float(first.clean.mean()):.3f}, corrupt {float(first.corrupt.mean()):.3f} (mean over "
             "pairs). Normalised effect = (m_patched - m_base) / (m_source - m_base); "
             "positions marked * hold different tokens in different pairs (pair 0's shown).")
+    if spec.window > 1:
+        text += f" Each cell patches {spec.window} consecutive blocks (rows: first-last block)."
     if corr:
         text += " Attribution vs activation patching (Pearson r): " + ", ".join(
             f"{k} {v:.3f}" for k, v in corr.items()) + "."
+    data = {"n_pairs": len(clean), "metric": spec.metric, "direction": spec.direction,
+            "clean_metric": first.clean.tolist(), "corrupt_metric": first.corrupt.tolist(),
+            "grids": grids, "correlation": corr}
+    if spec.edges != "none":
+        data["edges"], edge_blocks = edge_circuits(model, clean, corrupt, metric, spec)
+        blocks.extend(edge_blocks)
     return AnalysisResult(
         section="patching", title=f"Patching ({', '.join(spec.kinds)})",
-        data={"n_pairs": len(clean), "metric": spec.metric, "direction": spec.direction,
-              "clean_metric": first.clean.tolist(), "corrupt_metric": first.corrupt.tolist(),
-              "grids": grids, "correlation": corr},
-        blocks=(Text(text=text), summary, *blocks),
+        data=data, blocks=(Text(text=text), summary, *blocks),
     )
+
+
+def edge_circuits(
+    model: Any, clean: Sequence[Sequence[int]], corrupt: Sequence[Sequence[int]], metric: Any,
+    spec: PatchingSpec,
+) -> tuple[dict[str, Any], list[Any]]:
+    """EAP / EAP-IG edge scores, the top edges and the faithfulness curve of top-k circuits."""
+    from ...circuits import edge_attribution, faithfulness_curve
+
+    scores = edge_attribution(model, clean, corrupt, metric, method=spec.edges,
+                              batch_size=spec.batch_size)
+    n_edges = scores.graph.n_edges
+    ks = sorted({k for k in spec.edge_ks if k < n_edges} | {n_edges})
+    curve = faithfulness_curve(model, clean, corrupt, metric, scores, ks, batch_size=spec.batch_size)
+    top = scores.top(spec.edge_top)
+    table = Table(
+        title=f"top {len(top)} of {n_edges} edges by |{spec.edges.upper()} score|",
+        columns=(Column(key="src", header="from", fmt="", align="left"),
+                 Column(key="dst", header="to", fmt="", align="left"),
+                 Column(key="score", header="score (metric change)", fmt=".4g")),
+        rows=tuple({"src": a, "dst": b, "score": v} for a, b, v in top),
+    )
+    plot = LinePlot(
+        title=f"faithfulness of the top-k {spec.edges.upper()} edges (rest patched to corrupt)",
+        x_labels=tuple(str(k) for k in ks),
+        series=(Series(name="recovered share", values=tuple(float(v) for v in curve.normalized)),),
+        xlabel="edges kept (k)", ylabel="(m_circuit - m_corrupt) / (m_clean - m_corrupt)",
+        hlines=((1.0, "clean"), (0.0, "corrupt")),
+    )
+    data = {"method": spec.edges, "n_edges": n_edges, "top": [list(t) for t in top],
+            "faithfulness": curve.to_dict()}
+    return data, [table, plot]
 
 
 @register_analysis("patching", spec=PatchingSpec)
