@@ -128,3 +128,44 @@ def test_neuron_deactivation_of_every_mlp_unit_equals_a_zeroing_hook():
     np.testing.assert_array_equal(m.values, (base - ablated).numpy())
     assert m.estimate > 0.5  # the MLP computes the answer
     np.testing.assert_array_equal(m.control, m.values)  # a random set of all 512 units is the set
+
+
+def test_neuron_deactivation_control_equals_random_sets_scored_one_by_one():
+    import probekit
+    from probekit.hypotheses.kinds.neuron_deactivation import (
+        NeuronDeactivationSpec,
+        neuron_deactivation,
+    )
+    from probekit.neurons import (
+        FactSet,
+        deactivation_ops,
+        first_token_correct,
+        neuron_statistics,
+        random_like,
+        select_neurons,
+    )
+    from probekit.sites import Site
+
+    model = probekit.load_checkpoint(CHECKPOINT)
+    rng = np.random.default_rng(4)
+    a, b = rng.integers(0, 53, 60), rng.integers(0, 53, 60)
+    tokens = [[int(x), int(y), 53] for x, y in zip(a, b)]
+    answer = ((a + b) % 53).tolist()
+    rel = [f"r{c % 2}" for c in answer]
+    ex = examples(tokens, {"answer": answer, "label": rel},
+                  {"train": np.arange(40), "test": np.arange(40, 60)})
+    spec = NeuronDeactivationSpec(relation="r0", sites=("mlp_post@0",), k=200, n_random=4,
+                                  batch_size=7)
+    m = neuron_deactivation(spec, FakeContext(model=model, examples=ex), control=True)
+    # the reference: each random set in its own passes (random_like with the kind's seeds)
+    site = Site.parse("mlp_post@0")
+    stats = neuron_statistics(model, tokens[:40], rel[:40], [site])
+    units = select_neurons(stats, "r0", k=200)
+    test = [i for i in range(40, 60) if rel[i] == "r0"]
+    facts = FactSet(tuple(tuple(tokens[i]) for i in test), tuple(rel[i] for i in test),
+                    tuple(str(answer[i]) for i in test), tuple(answer[i] for i in test))
+    base = first_token_correct(model, facts, deactivation_ops(None, method="zero")).astype(float)
+    drops = [base - first_token_correct(model, facts, deactivation_ops(
+        random_like(units, {site: 512}, seed=j), method="zero")).astype(float) for j in range(4)]
+    np.testing.assert_allclose(m.control, np.mean(drops, axis=0), atol=1e-12)
+    assert np.abs(m.control).sum() > 1  # the random sets do change answers: the comparison is not vacuous

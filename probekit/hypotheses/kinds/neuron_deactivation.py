@@ -39,7 +39,8 @@ def neuron_deactivation(spec: NeuronDeactivationSpec, ctx: Any, *, control: bool
     """Per fact: correct without minus correct with the relation's units deactivated (in {-1, 0, 1}).
 
     The mean is the accuracy drop. Control (paired per fact): the mean drop over ``n_random``
-    random unit sets with the set's per-site counts (:func:`probekit.neurons.random_like`).
+    random unit sets with the set's per-site counts (:func:`probekit.neurons.random_like`),
+    scored many sets per forward pass (:func:`probekit.neurons.first_token_correct_sets`).
     """
     import numpy as np
 
@@ -48,6 +49,7 @@ def neuron_deactivation(spec: NeuronDeactivationSpec, ctx: Any, *, control: bool
         FactSet,
         deactivation_ops,
         first_token_correct,
+        first_token_correct_sets,
         neuron_statistics,
         random_like,
         select_neurons,
@@ -83,8 +85,11 @@ def neuron_deactivation(spec: NeuronDeactivationSpec, ctx: Any, *, control: bool
     ctl = None
     if control:
         widths = {s: int(stats.ap[s].shape[0]) for s in stats.sites}
-        ctl = np.mean([base - correct(random_like(units, widths, seed=ctx.stats.seed + j))
-                       for j in range(spec.n_random)], axis=0)
+        sets = [random_like(units, widths, seed=ctx.stats.seed + j) for j in range(spec.n_random)]
+        # all random sets in shared forward passes, each set's ops on its own rows
+        rand = first_token_correct_sets(model, facts, [deactivation_ops(u, method="zero") for u in sets],
+                                        batch_size=spec.batch_size).astype(float)
+        ctl = (base[None, :] - rand).mean(axis=0)
     return Measurement(
         metric="accuracy drop", values=drop, control=ctl, unit=f"{spec.split} facts",
         method=f"zeroing the top-{len(units)} AP units of {spec.relation!r} "
