@@ -49,7 +49,8 @@ def _spec(args: argparse.Namespace) -> Any:
         return PatchingSpec(kinds=kinds, method=args.method, metric=args.metric,
                             direction=args.direction, answer_column=args.answer_column,
                             pair_column=args.pair_column, role_column=args.role_column,
-                            layers=layers, window=args.window, edges=args.edges,
+                            layers=layers, window=args.window, head_grid=args.head_grid,
+                            edges=args.edges,
                             edge_ks=edge_ks, edge_top=args.edge_top, batch_size=args.batch_size)
     except ValueError as err:
         raise CliError(f"--kinds/--window/--edge-ks/--batch-size: {err}") from None
@@ -234,6 +235,9 @@ def add_patch_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.A
     parser.add_argument("--layers", default="", help="comma list of blocks (default: all)")
     parser.add_argument("--window", type=int, default=1,
                         help="blocks patched together per cell (l..l+w-1; activation method only)")
+    parser.add_argument("--head-grid", choices=["layer_head", "layer_pos_head"], default="layer_head",
+                        help="head kinds by layer x head (each head at every position) or by "
+                        "layer x position x head (rows: layer and head)")
     parser.add_argument("--edges", choices=["none", "eap", "eap-ig"], default="none",
                         help="also score every edge of the residual graph (EAP / EAP-IG) and "
                         "report the top edges and the faithfulness curve of top-k circuits")

@@ -186,6 +186,27 @@ def test_cli_windows_and_edge_circuits_equal_the_api(ckpt, model, tmp_path, caps
     assert "top 5 of" in html and html.count("data:image/png;base64,") == 2  # heatmap + curve
 
 
+def test_cli_head_grid_by_layer_pos_head_equals_the_api(ckpt, model, tmp_path, capsys):
+    data = write_jsonl(tmp_path / "pairs.jsonl", rows())
+    out = tmp_path / "out"
+    code = main(["patch", str(ckpt), str(data), "--out", str(out), "--kinds", "attn_z",
+                 "--head-grid", "layer_pos_head", "--method", "both"])
+    assert code == 0, capsys.readouterr().out
+    (section,) = json.loads((out / "report.json").read_text())["analyses"]
+    metric = partial(logit_diff, answer=torch.tensor(ANSWER), foil=torch.tensor(FOIL))
+    for g in section["data"]["grids"]:
+        fn = activation_patching if g["method"] == "activation" else attribution_patching
+        want = fn(model, CLEAN, CORRUPT, metric, kind="attn_z", by=("layer", "pos", "head"))
+        assert g["by"] == ["layer", "pos", "head"] and want.values.shape == (2, 5, 2)
+        torch.testing.assert_close(torch.tensor(g["values"]), want.values, atol=1e-6, rtol=0)
+        assert g["row_labels"] == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"] and len(g["col_labels"]) == 5
+    heat = [b for b in section["blocks"] if b["block"] == "heatmap"][0]
+    norm = torch.tensor(section["data"]["grids"][0]["normalized"])  # (layer, pos, head)
+    shown = torch.tensor([[float("nan") if v is None else v for v in r] for r in heat["values"]])
+    torch.testing.assert_close(shown, norm.permute(0, 2, 1).reshape(4, 5), equal_nan=True)
+    assert heat["ylabel"] == "layer, head"
+
+
 def test_suite_section_rejects_an_unknown_kind(ckpt, tmp_path):
     from probekit.suites import SuiteError
 

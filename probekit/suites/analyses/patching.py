@@ -48,6 +48,9 @@ class PatchingSpec:
         pair_column, role_column: pair rows into clean / corrupt prompts.
         layers: blocks to patch (default all).
         window: blocks patched together per cell (``l..l+window-1``; activation method only).
+        head_grid: head kinds by ``"layer_head"`` (each head at every position) or
+            ``"layer_pos_head"`` (each head at each position; shown as (layer, head) rows x
+            position columns).
         edges: ``"none"``, ``"eap"`` or ``"eap-ig"``: also score every edge of the residual
             graph and evaluate the top-k edge circuits (complement patched to corrupt).
         edge_ks: circuit sizes of the faithfulness curve (the whole graph is added).
@@ -64,6 +67,7 @@ class PatchingSpec:
     role_column: str = "role"
     layers: tuple[int, ...] = ()
     window: int = 1
+    head_grid: Literal["layer_head", "layer_pos_head"] = "layer_head"
     edges: Literal["none", "eap", "eap-ig"] = "none"
     edge_ks: tuple[int, ...] = (10, 100, 1000)
     edge_top: int = 20
@@ -125,8 +129,13 @@ def position_labels(model: Any, prompts: Sequence[Sequence[int]], vocab: Any = N
 
 
 def _grid_dict(res: Any, method: str, rows: list[str], cols: list[str]) -> dict[str, Any]:
+    """JSON of one grid: ``values``/``normalized`` shaped like ``by``, axis and heatmap labels.
+
+    For a ``(layer, pos, head)`` grid the heatmap rows are (layer, head) pairs.
+    """
     return {"kind": res.kind, "by": list(res.axes), "method": method,
             "values": res.values.tolist(), "normalized": res.normalized.tolist(),
+            "labels": {k: [str(x) for x in v] for k, v in res.labels.items()},
             "row_labels": rows, "col_labels": cols}
 
 
@@ -168,7 +177,9 @@ def patching_grids(
     grids, blocks, rows, corr = [], [], [], {}
     first = None
     for kind in spec.kinds:
-        by = ("layer", "head") if kind in _HEAD_KINDS else ("layer", "pos")
+        by = ("layer", "pos")
+        if kind in _HEAD_KINDS:
+            by = ("layer", "pos", "head") if spec.head_grid == "layer_pos_head" else ("layer", "head")
         results = {}
         for method in methods:
             fn = activation_patching if method == "activation" else attribution_patching
@@ -180,15 +191,18 @@ def patching_grids(
             first = first or res
             row_labels = [f"L{x}" for x in res.labels["layer"]]
             col_labels = pos_labels if by[1] == "pos" else [f"H{h}" for h in res.labels["head"]]
-            grids.append(_grid_dict(res, method, row_labels, col_labels))
             norm = res.normalized
+            if len(by) == 3:  # (layer, pos, head) -> rows (layer, head) x columns pos
+                row_labels = [f"L{x} H{h}" for x in res.labels["layer"] for h in res.labels["head"]]
+                norm = norm.permute(0, 2, 1).reshape(len(row_labels), -1)
+            grids.append(_grid_dict(res, method, row_labels, col_labels))
             top = float(norm.nan_to_num(0.0).abs().max()) or 1.0
             blocks.append(Heatmap(
                 title=f"{method} patching of {kind} ({spec.direction}): normalised effect",
                 values=tuple(tuple(None if v != v else float(v) for v in r) for r in norm.tolist()),
                 row_labels=tuple(row_labels), col_labels=tuple(col_labels),
                 xlabel="position (token)" if by[1] == "pos" else "head",
-                ylabel="layer", colorbar="normalised effect", vmin=-top, vmax=top, cmap="RdBu_r",
+                ylabel="layer, head" if len(by) == 3 else "layer", colorbar="normalised effect", vmin=-top, vmax=top, cmap="RdBu_r",
             ))
             flat = norm.flatten().nan_to_num(float("-inf"))
             best = int(flat.argmax())
