@@ -100,6 +100,18 @@ def test_homomorphism_kind_equals_the_he_result():
     assert lo <= norm.estimate <= hi
 
 
+def _parity_relations(seed):
+    """60 modadd prompts (a, b, =) whose "relation" is the answer's parity; 40 train, 20 test."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(0, 53, 60), rng.integers(0, 53, 60)
+    tokens = [[int(x), int(y), 53] for x, y in zip(a, b)]
+    answer = ((a + b) % 53).tolist()
+    rel = [f"r{c % 2}" for c in answer]
+    ex = examples(tokens, {"answer": answer, "label": rel},
+                  {"train": np.arange(40), "test": np.arange(40, 60)})
+    return tokens, answer, rel, ex
+
+
 def test_neuron_deactivation_of_every_mlp_unit_equals_a_zeroing_hook():
     import probekit
     from probekit.hypotheses.kinds.neuron_deactivation import (
@@ -108,13 +120,7 @@ def test_neuron_deactivation_of_every_mlp_unit_equals_a_zeroing_hook():
     )
 
     model = probekit.load_checkpoint(CHECKPOINT)
-    rng = np.random.default_rng(3)
-    a, b = rng.integers(0, 53, 60), rng.integers(0, 53, 60)
-    tokens = [[int(x), int(y), 53] for x, y in zip(a, b)]
-    answer = ((a + b) % 53).tolist()
-    rel = [f"r{c % 2}" for c in answer]
-    ex = examples(tokens, {"answer": answer, "label": rel},
-                  {"train": np.arange(40), "test": np.arange(40, 60)})
+    tokens, answer, rel, ex = _parity_relations(seed=3)
     spec = NeuronDeactivationSpec(relation="r0", sites=("mlp_post@0",), k=512, n_random=2)
     m = neuron_deactivation(spec, FakeContext(model=model, examples=ex), control=True)
     test = [i for i in range(40, 60) if rel[i] == "r0"]
@@ -147,13 +153,7 @@ def test_neuron_deactivation_control_equals_random_sets_scored_one_by_one():
     from probekit.sites import Site
 
     model = probekit.load_checkpoint(CHECKPOINT)
-    rng = np.random.default_rng(4)
-    a, b = rng.integers(0, 53, 60), rng.integers(0, 53, 60)
-    tokens = [[int(x), int(y), 53] for x, y in zip(a, b)]
-    answer = ((a + b) % 53).tolist()
-    rel = [f"r{c % 2}" for c in answer]
-    ex = examples(tokens, {"answer": answer, "label": rel},
-                  {"train": np.arange(40), "test": np.arange(40, 60)})
+    tokens, answer, rel, ex = _parity_relations(seed=4)
     spec = NeuronDeactivationSpec(relation="r0", sites=("mlp_post@0",), k=200, n_random=4,
                                   batch_size=7)
     m = neuron_deactivation(spec, FakeContext(model=model, examples=ex), control=True)
