@@ -136,12 +136,12 @@ def patch_grid(
                and supports_kv_cache(model) else None)
     base = run_with_interventions(model, grid.base, extra_every + list(reads.values()),
                                   padding_side=padding_side, logits="last", kv_cache=base_kv)
-    if base_kv is not None and not kv_cache_filled(base_kv, max(len(t) for t in grid.base)):
+    lengths = [len(t) for t in grid.base]
+    if base_kv is not None and not kv_cache_filled(base_kv, max(lengths)):
         base_kv = None  # the model did not fill the cache: every row runs its whole prompt
     m_src = run_metric(metric, src.output, every)
     m_base = run_metric(metric, base.output, every)
 
-    lengths = [len(t) for t in grid.base]
     shape = grid_shape(model, grid)
     per_pair = torch.full((len(grid.base), *shape), float("nan"))
     same = _identity_cells(grid, src.reads, base.reads, shape) if shared else None

@@ -112,7 +112,7 @@ def render_html(report: dict[str, Any]) -> str:
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.StrictUndefined,
     )
-    env.filters["signed_zero_free"] = _no_negative_zero
+    env.filters["no_negative_zero"] = _no_negative_zero
     analyses = [
         {"title": a["title"], "section": a["section"],
          "blocks": [_render_block(b) for b in a["blocks"]]}

@@ -38,6 +38,12 @@ def trained_checkpoint(spec: TrainSpec, *, progress: bool = True) -> Path:
     return list_checkpoints(out)[-1][1]
 
 
+def _named_model(suite: Suite) -> str:
+    """``[model] name``: a path relative to the suite file if one exists there, else the name."""
+    target = suite.resolve(suite.model.name)
+    return str(target) if target is not None and target.exists() else str(suite.model.name)
+
+
 def suite_model_reference(suite: Suite, *, progress: bool = True) -> str | None:
     """The name or checkpoint path a worker loads the suite's model from with ``load_model``.
 
@@ -46,10 +52,7 @@ def suite_model_reference(suite: Suite, *, progress: bool = True) -> str | None:
     """
     spec = suite.model
     if spec.name is not None:
-        if spec.compatibility_mode:
-            return None
-        target = suite.resolve(spec.name)
-        return str(target) if target is not None and target.exists() else spec.name
+        return None if spec.compatibility_mode else _named_model(suite)
     if spec.checkpoint is not None:
         return str(suite.resolve(spec.checkpoint))
     return str(trained_checkpoint(spec.train, progress=progress))
@@ -74,9 +77,7 @@ def load_suite_model(suite: Suite, *, progress: bool = True) -> Any:
             )
         return model
     if ref is None:  # compatibility mode
-        target = suite.resolve(spec.name)
-        name = str(target) if target is not None and target.exists() else spec.name
-        return load_model(name, device=device, compatibility_mode=True)
+        return load_model(_named_model(suite), device=device, compatibility_mode=True)
     return load_model(ref, device=device)
 
 

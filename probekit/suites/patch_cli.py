@@ -37,6 +37,7 @@ def _spec(args: argparse.Namespace) -> Any:
     from .analyses.patching import PatchingSpec
 
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+
     def int_list(flag: str, text: str, what: str) -> tuple[int, ...]:
         try:
             return tuple(int(x) for x in text.split(",")) if text else ()
@@ -50,8 +51,8 @@ def _spec(args: argparse.Namespace) -> Any:
                             direction=args.direction, answer_column=args.answer_column,
                             pair_column=args.pair_column, role_column=args.role_column,
                             layers=layers, window=args.window, head_grid=args.head_grid,
-                            edges=args.edges,
-                            edge_ks=edge_ks, edge_top=args.edge_top, batch_size=args.batch_size)
+                            edges=args.edges, edge_ks=edge_ks, edge_top=args.edge_top,
+                            batch_size=args.batch_size)
     except ValueError as err:
         raise CliError(f"--kinds/--window/--edge-ks/--batch-size: {err}") from None
 

@@ -135,14 +135,13 @@ class ExecutionSpec:
     capture_examples_per_shard: int = 256
 
     def __post_init__(self) -> None:
-        """Refuse an unknown executor or Ray options given to another executor."""
+        """Refuse an unknown executor, Ray options given to another executor, a shard size < 1."""
         from ..executor import available_executors
 
         if self.capture_examples_per_shard < 1:
             raise ValueError(
                 f"capture_examples_per_shard = {self.capture_examples_per_shard}: must be >= 1"
             )
-
         if self.executor not in available_executors():
             raise ValueError(
                 f"executor = {self.executor!r}: must be one of {available_executors()}"

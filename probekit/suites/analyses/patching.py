@@ -202,7 +202,8 @@ def patching_grids(
                 values=tuple(tuple(None if v != v else float(v) for v in r) for r in norm.tolist()),
                 row_labels=tuple(row_labels), col_labels=tuple(col_labels),
                 xlabel="position (token)" if by[1] == "pos" else "head",
-                ylabel="layer, head" if len(by) == 3 else "layer", colorbar="normalised effect", vmin=-top, vmax=top, cmap="RdBu_r",
+                ylabel="layer, head" if len(by) == 3 else "layer", colorbar="normalised effect",
+                vmin=-top, vmax=top, cmap="RdBu_r",
             ))
             flat = norm.flatten().nan_to_num(float("-inf"))
             best = int(flat.argmax())
@@ -272,8 +273,10 @@ def edge_circuits(
         xlabel="edges kept (k)", ylabel="(m_circuit - m_corrupt) / (m_clean - m_corrupt)",
         hlines=((1.0, "clean run (corrupt run = 0)"),),
     )
+    faithfulness = curve.to_dict()
+    del faithfulness["top_edges"]  # every edge up to max(ks) = the whole graph; "top" has the head
     data = {"method": spec.edges, "n_edges": n_edges, "top": [list(t) for t in top],
-            "faithfulness": curve.to_dict()}
+            "faithfulness": faithfulness}
     return data, [table, plot]
 
 
