@@ -27,6 +27,14 @@ class NonFiniteError(DataError):
     """NaN or inf where finite numbers are required (activations, labels, features)."""
 
 
+class NotApplicableError(ConfigError):
+    """A measurement is undefined for this model or task (e.g. Fourier measures on SCAN).
+
+    The diagnosis records such a (checkpoint, marker) cell as an explicit "not applicable" row
+    with this message, never as a silent NaN; elsewhere it is an ordinary configuration error.
+    """
+
+
 class StoreError(ProbekitError, RuntimeError):
     """An activation store is missing, incomplete, corrupted or made by a different run."""
 
@@ -45,6 +53,7 @@ __all__ = [
     "DeviceError",
     "ModelLoadError",
     "NonFiniteError",
+    "NotApplicableError",
     "ProbekitError",
     "StoreError",
 ]
