@@ -28,7 +28,7 @@ except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from probekit.executor import get_executor  # noqa: E402
-from probekit.train.cli import build_run  # noqa: E402
+from probekit.train.build import build_run  # noqa: E402
 from probekit.train.trainer import train  # noqa: E402
 
 

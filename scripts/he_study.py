@@ -142,7 +142,7 @@ def run_model(spec: ModelSpec) -> dict[str, Any]:
         sequence_pairs,
     )
     from probekit.models import load_checkpoint
-    from probekit.train import build_run, list_checkpoints, train
+    from probekit.train import build_run, list_checkpoints, loss_terms, train
 
     out = Path(spec.out_root) / spec.name
     torch.set_num_threads(1)
@@ -152,7 +152,8 @@ def run_model(spec: ModelSpec) -> dict[str, Any]:
     tcfg = dataclasses.replace(tcfg, steps=steps, eval_steps=(steps,), checkpoint_steps=(steps,),
                                eval_at_start=False)
     t0, c0 = time.perf_counter(), time.process_time()
-    hist = train(task, mcfg, tcfg, out / "run", progress=False, plot=False)
+    hist = train(task, mcfg, tcfg, out / "run", progress=False, plot=False,
+                 loss_terms=loss_terms(task, tcfg))
     train_s, train_cpu = time.perf_counter() - t0, time.process_time() - c0
     model = load_checkpoint(list_checkpoints(out / "run")[-1][1])
     last = hist.records[-1]

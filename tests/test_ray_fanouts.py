@@ -108,8 +108,8 @@ def test_checkpoint_probe_sweep_on_ray_equals_in_process(ray_cluster, single_thr
 
 @pytest.mark.slow
 def test_train_cli_population_on_a_ray_address(ray_cluster, tmp_path, capsys, single_thread):
+    from probekit.cli import main
     from probekit.train import History
-    from probekit.train.cli import main
 
     address = ray_cluster.get_runtime_context().gcs_address  # HOST:PORT of the test's cluster
     args = ["train", "modular_addition", "--steps", "3", "--seeds", "0", "1", "--no-progress",

@@ -11,7 +11,7 @@ through :func:`probekit.capture.record_with_grad`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,3 +147,63 @@ def he_regulariser_loss(
     m = torch.as_tensor(pool.modifier[draw], device=device)
     losses = [regulariser(acts[s][r, p], acts[s][r, p + 1], m) for s in sites]
     return torch.stack(losses).mean()
+
+
+class HELossTerm:
+    """The HE regulariser as an extra loss term of :func:`probekit.train.train` ([C]).
+
+    Has the shape of :class:`probekit.train.loss_term.LossTerm`: ``name`` keys its weight in
+    ``TrainConfig.loss_term_weights()`` (``he_lambda``), ``module`` (the per-modifier MLPs)
+    learns jointly with the model, and :meth:`loss` draws the step's pairs from a generator
+    seeded by ``(seed, step)``, so a resumed run continues exactly. Build it with
+    :func:`he_loss_term` (what :func:`probekit.train.build.loss_terms` does).
+    """
+
+    name = "he_regulariser"
+
+    def __init__(
+        self, module: HERegulariser, pool: PairPool, tokens: Sequence[Sequence[int]], *,
+        blocks: Sequence[int], n_pairs: int, seed: int, pad_id: int,
+    ):
+        self.module, self.pool, self.tokens = module, pool, tokens
+        self.blocks, self.n_pairs, self.seed, self.pad_id = tuple(blocks), n_pairs, seed, pad_id
+
+    def loss(self, model: HookedModel, step: int) -> Float[Tensor, ""]:
+        """:func:`he_regulariser_loss` on this step's draw of ``n_pairs`` pool pairs."""
+        rng = np.random.default_rng([self.seed, 4845, step])  # stateless: exact resume
+        return he_regulariser_loss(
+            model, self.module, self.tokens, self.pool, blocks=self.blocks,
+            n_pairs=self.n_pairs, rng=rng, pad_id=self.pad_id,
+        )
+
+
+def he_loss_term(
+    dataset: TaskDataset, *, pad_id: int, blocks: Sequence[int], n_pairs: int, pool_size: int,
+    hidden: int, seed: int,
+) -> Callable[[HookedModel, torch.device], HELossTerm]:
+    """A factory ``make(model, device)`` of the HE loss term on ``dataset`` (the training split).
+
+    Args:
+        dataset: the training split; its first ``pool_size`` primitive-modifier pairs are the
+            pool [C].
+        pad_id: the task's padding token.
+        blocks: 1-indexed blocks whose outputs are regularised ([C]: 2 and 4).
+        n_pairs: pairs drawn with replacement per step ([C]: 256).
+        pool_size: pool size ([C]: 2048).
+        hidden: width of the per-modifier MLPs ([C]: 256).
+        seed: seeds the MLPs' initialisation and the per-step draws.
+    """
+
+    def make(model: HookedModel, device: torch.device) -> HELossTerm:
+        n_layers = model.cfg.n_layers
+        if max(blocks) > n_layers:
+            raise ConfigError(
+                f"TrainConfig.he_layers={tuple(blocks)} names blocks past the model's {n_layers} "
+                f"layers; use 1-indexed blocks in 1..{n_layers}"
+            )
+        pool = mine_pair_pool(dataset, max_pool=pool_size)
+        module = HERegulariser(model.cfg.d_model, pool.modifiers, hidden=hidden, seed=seed)
+        return HELossTerm(module.to(device), pool, dataset.tokens, blocks=blocks,
+                          n_pairs=n_pairs, seed=seed, pad_id=pad_id)
+
+    return make

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..fingerprint import model_fingerprint
+from .identity import model_fingerprint
 from .protocol import HookedModel
 
 __all__ = ["load_model_cached", "model_paths"]

@@ -22,9 +22,9 @@ from jaxtyping import Bool
 from torch import Tensor
 
 from ..capture import AllTokens
+from ..capture.generate import is_correct
 from ..errors import ConfigError, DataError
 from ..interventions import Ablate, run_with_interventions
-from ..models.generate import is_correct
 from .selection import NeuronSet
 
 METHODS = ("zero", "mean")

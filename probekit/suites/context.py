@@ -169,7 +169,7 @@ class AnalysisContext:
     def _cached_answers(
         self, tokens: list[list[int]], golds: list[str]
     ) -> tuple[list[str], list[bool]]:
-        from ..models.generate import answer_correctness
+        from ..capture.generate import answer_correctness
 
         n_new = self.suite.data.max_new_tokens
         key = _key({"model": self.model_fingerprint, "data": dataset_fingerprint(tokens),

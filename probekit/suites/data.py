@@ -192,7 +192,7 @@ def build_examples(
             )
         golds = [str(g) for g in columns[data.answer_column]]
         if answers is None:
-            from ..models.generate import answer_correctness
+            from ..capture.generate import answer_correctness
 
             texts, correct = answer_correctness(
                 model, tokens, golds, max_new_tokens=data.max_new_tokens, progress=progress

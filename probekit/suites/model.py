@@ -17,6 +17,7 @@ __all__ = ["load_suite_model", "suite_model_reference", "trained_checkpoint", "t
 def trained_checkpoint(spec: TrainSpec, *, progress: bool = True) -> Path:
     """Train ``spec`` once into the user cache (keyed by the spec) and return the last checkpoint."""
     from ..train import presets
+    from ..train.build import loss_terms
     from ..train.trainer import list_checkpoints, train
 
     key = sha256_bytes(json.dumps(vars(spec), sort_keys=True, default=str).encode())[:12]
@@ -33,7 +34,7 @@ def trained_checkpoint(spec: TrainSpec, *, progress: bool = True) -> Path:
     tcfg = type(tcfg).from_dict({**tcfg.to_dict(), **changes})
     done = out / "DONE"
     if not done.exists():
-        train(task, mcfg, tcfg, out, progress=progress)
+        train(task, mcfg, tcfg, out, progress=progress, loss_terms=loss_terms(task, tcfg))
         atomic_write_text(done, "ok\n")
     return list_checkpoints(out)[-1][1]
 

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 from ..lazy import lazy_exports
 
 _EXPORTS = {
-    "add_train_parser": ".cli",
-    "build_run": ".cli",
+    "build_run": ".build",
+    "loss_terms": ".build",
+    "LossTerm": ".loss_term",
     "TrainConfig": ".config",
     "History": ".history",
     "load_optimizer": ".optim_state",
@@ -32,10 +33,11 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from .cli import add_train_parser as add_train_parser
-    from .cli import build_run as build_run
+    from .build import build_run as build_run
+    from .build import loss_terms as loss_terms
     from .config import TrainConfig as TrainConfig
     from .history import History as History
+    from .loss_term import LossTerm as LossTerm
     from .optim_state import load_optimizer as load_optimizer
     from .optim_state import save_optimizer as save_optimizer
     from .plot import plot_history as plot_history

@@ -10,20 +10,16 @@ train seeds together.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ConfigError
 from ..executor import add_executor_arguments
-from ..models.config import ModelConfig
-from .config import TrainConfig
-from .presets import PRESETS, get_preset
-
-if TYPE_CHECKING:
-    from ..testbeds.base import Task
+from .build import build_run, loss_terms
+from .build import parse_sets as parse_sets  # noqa: F401  (``probekit.train.cli.parse_sets``)
+from .presets import PRESETS
 
 _HELP = """\
 Train a model on a built-in testbed; an existing --out directory is resumed from its last
@@ -43,84 +39,6 @@ examples:
   probekit train scan --out runs/scan --set task.n_noise=3 --steps 2000
   probekit train modular_addition --out /shared/runs/modadd --seeds 0 1 2 3 --ray-address auto
 """
-
-_SCOPES = ("task", "model", "train")
-
-
-def parse_value(text: str) -> Any:
-    """JSON if it parses (lists become tuples), else the raw string."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return text
-    return _tuplify(value)
-
-
-def _tuplify(v: Any) -> Any:
-    return tuple(_tuplify(x) for x in v) if isinstance(v, list) else v
-
-
-def parse_sets(items: list[str], task_name: str) -> dict[str, dict[str, Any]]:
-    """``["task.p=97", "lr=3e-3"]`` -> ``{"task": {"p": 97}, "model": {}, "train": {"lr": 0.003}}``."""
-    from ..testbeds.registry import config_class
-
-    fields = {
-        "task": {f.name for f in dataclasses.fields(config_class(task_name))},
-        "model": {f.name for f in dataclasses.fields(ModelConfig)},
-        "train": {f.name for f in dataclasses.fields(TrainConfig)},
-    }
-    out: dict[str, dict[str, Any]] = {s: {} for s in _SCOPES}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set {item!r} is not key=value (e.g. --set train.lr=3e-3)")
-        scope, dot, name = key.partition(".")
-        if dot:
-            if scope not in _SCOPES:
-                raise ConfigError(f"--set {item!r}: prefix {scope!r} must be one of {_SCOPES}")
-            if name not in fields[scope]:
-                raise ConfigError(
-                    f"--set {item!r}: {scope} config has no field {name!r}; valid: {sorted(fields[scope])}"
-                )
-        else:
-            name = key
-            owners = [s for s in _SCOPES if name in fields[s]]
-            if len(owners) != 1:
-                where = "no config" if not owners else f"configs {owners}"
-                raise ConfigError(
-                    f"--set {item!r}: field {name!r} belongs to {where}; write it as "
-                    f"<scope>.{name}=... with scope in {_SCOPES}"
-                )
-            scope = owners[0]
-        out[scope][name] = parse_value(raw)
-    return out
-
-
-def build_run(
-    name: str,
-    *,
-    steps: int | None = None,
-    seed: int | None = None,
-    sets: list[str] | None = None,
-    device: str | None = None,
-) -> tuple[Task, ModelConfig, TrainConfig]:
-    """Resolve a preset plus overrides into (task, model config, train config)."""
-    from ..testbeds.registry import get_task
-
-    preset = get_preset(name)
-    over = parse_sets(list(sets or []), preset.task)
-    task_kw = {**preset.task_overrides, **over["task"]}
-    model_kw = {**preset.model_overrides, **over["model"]}
-    train_kw = {**preset.train.to_dict(), **over["train"]}
-    if seed is not None:
-        task_kw["seed"] = model_kw["seed"] = train_kw["seed"] = seed
-    if steps is not None:
-        train_kw["steps"] = steps
-    if device is not None:
-        train_kw["device"] = device
-    task = get_task(preset.task, **task_kw)
-    return task, task.model_config(**model_kw), TrainConfig.from_dict(train_kw)
-
 
 def add_train_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.ArgumentParser:
     """Add the ``train`` subcommand to an argparse ``subparsers``; handler in ``func``."""
@@ -161,7 +79,8 @@ def run_train_command(args: argparse.Namespace) -> int:
         args.name, steps=args.steps, seed=args.seed, sets=args.sets, device=args.device
     )
     history = train(
-        task, mcfg, tcfg, args.out, progress=not args.no_progress, resume=not args.no_resume
+        task, mcfg, tcfg, args.out, progress=not args.no_progress, resume=not args.no_resume,
+        loss_terms=loss_terms(task, tcfg),
     )
     last = history.records[-1]
     summary = {k: v for k, v in last.items() if k == "step" or k.endswith("/acc")}
@@ -195,14 +114,3 @@ def _train_population(args: argparse.Namespace) -> int:
         summary = {k: v for k, v in last.items() if k == "step" or k.endswith("/acc")}
         print(json.dumps({"out": run.out_dir, **summary}))  # noqa: T201
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (``python -m probekit.train.cli train ...``): same as ``probekit``."""
-    from ..cli import main as probekit_main
-
-    return probekit_main(argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

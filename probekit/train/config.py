@@ -113,6 +113,15 @@ class TrainConfig:
         if not isinstance(self.device, str) or not self.device:
             raise ConfigError(f"{own}.device must be a torch device string, got {self.device!r}")
 
+    def loss_term_weights(self) -> dict[str, float]:
+        """Weights of the extra loss terms this config asks for, by term name (nonzero only).
+
+        The trainer adds ``weight * term.loss(model, step)`` for each term its caller supplies
+        and checks that the supplied terms are exactly these (:mod:`probekit.train.loss_term`;
+        :func:`probekit.train.build.loss_terms` builds them).
+        """
+        return {"he_regulariser": float(self.he_lambda)} if self.he_lambda > 0 else {}
+
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form of the config (``from_dict`` inverts it)."""
         return dataclasses.asdict(self)

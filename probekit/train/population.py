@@ -47,12 +47,13 @@ class TrainRun:
 
 def train_run(run: TrainRun) -> History:
     """Train one model of the population and return its evaluation history."""
-    from .cli import build_run
+    from .build import build_run, loss_terms
     from .trainer import train
 
     task, mcfg, tcfg = build_run(run.preset, steps=run.steps, seed=run.seed,
                                  sets=list(run.sets), device=run.device)
-    return train(task, mcfg, tcfg, run.out_dir, progress=False, resume=run.resume, plot=False)
+    return train(task, mcfg, tcfg, run.out_dir, progress=False, resume=run.resume, plot=False,
+                 loss_terms=loss_terms(task, tcfg))
 
 
 def train_population(

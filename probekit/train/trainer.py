@@ -23,6 +23,7 @@ import json
 import re
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +43,13 @@ from ..util.device import resolve_device
 from ..util.io import atomic_write_text
 from .config import OPTIMISATION_FIELDS, TrainConfig
 from .history import History
+from .loss_term import LossTerm, LossTermFactory
 from .optim_state import load_optimizer, save_optimizer
 from .schedule import batch_position, checkpoint_schedule, epoch_permutation, eval_schedule, lr_at
 
 RUN_JSON = "run.json"
-#: weights of modules trained with the model but not part of it (the HE regulariser's MLPs)
+#: weights of the loss terms' modules, trained with the model but not part of it (e.g. the HE
+#: regulariser's MLPs), keyed ``<term name>.<parameter>``
 AUX_FILE = "aux.safetensors"
 CHECKPOINTS = "checkpoints"
 _STEP_DIR = re.compile(r"^step_(\d{7,})$")
@@ -173,7 +176,7 @@ def _check_resumable(meta: dict[str, Any], saved: dict[str, Any], out_dir: Path)
 def _save(
     out_dir: Path, step: int, model: Any, opt: torch.optim.Optimizer, names: list[str],
     meta: dict[str, Any], model_config: ModelConfig, last: dict[str, Any] | None,
-    aux: torch.nn.Module | None = None,
+    terms: Sequence[LossTerm] = (),
 ) -> Path:
     final = step_dir(out_dir, step)
     tmp = final.with_name(f".{final.name}.tmp")
@@ -182,8 +185,9 @@ def _save(
     extra = {**meta, "step": step, "metrics": last or {}}
     save_checkpoint(model, model_config, tmp, extra=extra)
     save_optimizer(opt, names, tmp)
-    if aux is not None:
-        save_file({k: v.contiguous() for k, v in aux.state_dict().items()}, str(tmp / AUX_FILE))
+    if terms:
+        aux = {f"{t.name}.{k}": v.contiguous() for t in terms for k, v in t.module.state_dict().items()}
+        save_file(aux, str(tmp / AUX_FILE))
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
@@ -199,8 +203,12 @@ def train(
     progress: bool = True,
     resume: bool = True,
     plot: bool = True,
+    loss_terms: Sequence[LossTermFactory] = (),
 ) -> History:
     """Train a fresh model (or resume the run in ``out_dir``) and return its :class:`History`.
+
+    The loss is the cross-entropy plus ``w * term.loss(model, step)`` for each extra loss term,
+    ``w`` from ``train_config.loss_term_weights()`` (:mod:`probekit.train.loss_term`).
 
     Args:
         task: a testbed (:func:`probekit.testbeds.get_task`).
@@ -211,6 +219,8 @@ def train(
         progress: show a tqdm bar.
         resume: continue from the last complete checkpoint in ``out_dir`` if there is one.
         plot: write ``curves.png`` at the end.
+        loss_terms: factories of the extra loss terms ``train_config`` weights, exactly those
+            (:func:`probekit.train.build.loss_terms` builds them from the config).
     """
     if out_dir is None:
         raise ConfigError("train() needs out_dir (a directory for checkpoints and history)")
@@ -253,10 +263,11 @@ def train(
 
     names = [n for n, _ in model.named_parameters()]
     params = [p for _, p in model.named_parameters()]
-    he = _he_setup(task, model, cfg, device, ck_dir) if cfg.he_lambda > 0 else None
-    if he is not None:  # regulariser MLPs learn jointly, in the same optimiser [C]
-        names += [f"he_regulariser.{n}" for n, _ in he.regulariser.named_parameters()]
-        params += list(he.regulariser.parameters())
+    weights = cfg.loss_term_weights()
+    terms = _build_terms(loss_terms, weights, model, device, ck_dir)
+    for term in terms:  # a term's parameters learn jointly, in the same optimiser
+        names += [f"{term.name}.{n}" for n, _ in term.module.named_parameters()]
+        params += list(term.module.parameters())
     opt = torch.optim.AdamW(
         params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay
     )
@@ -305,7 +316,7 @@ def train(
 
     if start == 0 and not history.records:  # (a run killed after step 0 has its record)
         last = do_eval(0) if 0 in evals else None
-        _save(out_dir, 0, model, opt, names, meta, mcfg, last, he and he.regulariser)
+        _save(out_dir, 0, model, opt, names, meta, mcfg, last, terms)
     stopped = last is not None and stop_reached(last)
     bar = progress_bar(desc=task.name, total=cfg.steps, initial=start, unit="step", enabled=progress)
     model.train()
@@ -325,8 +336,8 @@ def train(
         for g in opt.param_groups:
             g["lr"] = lr_at(step, cfg)
         loss, _, _ = masked_loss_and_correct(model(batch.tokens), batch.labels)
-        if he is not None:
-            loss = loss + cfg.he_lambda * he.loss(model, step)
+        for term in terms:
+            loss = loss + weights[term.name] * term.loss(model, step)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip is not None:
@@ -339,7 +350,7 @@ def train(
             bar.set_postfix(_postfix(last, split_names))
             stopped = stop_reached(last)
         if step in ckpt_steps or stopped:
-            _save(out_dir, step, model, opt, names, meta, mcfg, last, he and he.regulariser)
+            _save(out_dir, step, model, opt, names, meta, mcfg, last, terms)
     bar.close()
     if plot and len(history) > 1:
         from .plot import plot_history
@@ -350,44 +361,26 @@ def train(
     return history
 
 
-@dataclasses.dataclass
-class _HE:
-    """The HE regulariser of a run, its pair pool and the data it reads."""
-
-    regulariser: torch.nn.Module
-    pool: Any
-    tokens: list[list[int]]
-    cfg: TrainConfig
-    pad_id: int
-
-    def loss(self, model: Any, step: int) -> torch.Tensor:
-        from ..homomorphism.regulariser import he_regulariser_loss
-
-        rng = np.random.default_rng([self.cfg.seed, 4845, step])  # stateless: exact resume
-        return he_regulariser_loss(
-            model, self.regulariser, self.tokens, self.pool, blocks=self.cfg.he_layers,
-            n_pairs=self.cfg.he_pairs, rng=rng, pad_id=self.pad_id,
-        )
-
-
-def _he_setup(
-    task: Task, model: Any, cfg: TrainConfig, device: torch.device, ck_dir: Path | None
-) -> _HE:
-    from ..homomorphism.regulariser import HERegulariser, mine_pair_pool
-
-    if max(cfg.he_layers) > model.cfg.n_layers:
+def _build_terms(
+    factories: Sequence[LossTermFactory], weights: dict[str, float], model: Any,
+    device: torch.device, ck_dir: Path | None,
+) -> list[LossTerm]:
+    """Build the loss terms, check they are the ones the config weights, restore their weights."""
+    terms = [make(model, device) for make in factories]
+    names = [t.name for t in terms]
+    if sorted(names) != sorted(weights):
         raise ConfigError(
-            f"TrainConfig.he_layers={cfg.he_layers} names blocks past the model's "
-            f"{model.cfg.n_layers} layers; use 1-indexed blocks in 1..{model.cfg.n_layers}"
+            f"the train config weights the loss terms {sorted(weights)} but loss_terms= supplies "
+            f"{sorted(names)}; pass loss_terms=probekit.train.build.loss_terms(task, train_config)"
         )
-    train_ds = task.splits()["train"]
-    pool = mine_pair_pool(train_ds, max_pool=cfg.he_pool)
-    reg = HERegulariser(
-        model.cfg.d_model, pool.modifiers, hidden=cfg.he_hidden, seed=cfg.seed
-    ).to(device)
-    if ck_dir is not None and (ck_dir / AUX_FILE).is_file():
-        reg.load_state_dict(load_file(str(ck_dir / AUX_FILE), device=str(device)))
-    return _HE(reg, pool, train_ds.tokens, cfg, task.vocab.pad_id)
+    if terms and ck_dir is not None and (ck_dir / AUX_FILE).is_file():
+        saved = load_file(str(ck_dir / AUX_FILE), device=str(device))
+        for t in terms:
+            own = {k[len(t.name) + 1:]: v for k, v in saved.items() if k.startswith(f"{t.name}.")}
+            if not own and len(terms) == 1:  # checkpoints written before the terms were named
+                own = saved
+            t.module.load_state_dict(own)
+    return terms
 
 
 def _postfix(rec: dict[str, Any], splits: list[str]) -> dict[str, str]:

@@ -62,7 +62,7 @@ def test_smollm2_gqa_head_shapes(smol_runs):
 
 
 def test_smollm2_cached_greedy_matches_recompute(smol_runs):
-    from probekit.models.generate import greedy_continuations
+    from probekit.capture.generate import greedy_continuations
 
     model, tokens, _ = smol_runs
     got = greedy_continuations(model, tokens[:3], max_new_tokens=4, batch_size=3)

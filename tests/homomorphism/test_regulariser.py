@@ -7,8 +7,9 @@ from probekit.homomorphism import HEConfig, modifier_he
 from probekit.homomorphism.regulariser import HERegulariser, he_regulariser_loss, mine_pair_pool
 from probekit.models import load_checkpoint
 from probekit.testbeds import get_task
-from probekit.train import TrainConfig, list_checkpoints, train
-from probekit.train import trainer as trainer_mod
+from probekit.train import TrainConfig, list_checkpoints, loss_terms, train
+from probekit.train import build as build_mod
+from probekit.train.trainer import AUX_FILE
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,7 @@ def _cfg(steps=12, **kw):
 
 
 def _final(tmp, task, mcfg, cfg):
-    hist = train(task, mcfg, cfg, tmp, progress=False, plot=False)
+    hist = train(task, mcfg, cfg, tmp, progress=False, plot=False, loss_terms=loss_terms(task, cfg))
     return load_checkpoint(list_checkpoints(tmp)[-1][1]), hist
 
 
@@ -39,7 +40,8 @@ def test_lambda_zero_is_the_plain_trainer(tiny, tmp_path, monkeypatch):
     def forbidden(*a, **k):
         raise AssertionError("regulariser built with he_lambda=0")
 
-    monkeypatch.setattr(trainer_mod, "_he_setup", forbidden)
+    monkeypatch.setattr("probekit.homomorphism.regulariser.he_loss_term", forbidden)
+    assert build_mod.loss_terms(task, _cfg(he_lambda=0.0)) == ()
     m0, h0 = _final(tmp_path / "a", task, mcfg, _cfg(he_lambda=0.0))
     m1, _ = _final(tmp_path / "b", task, mcfg, _cfg())
     for p, q in zip(m0.parameters(), m1.parameters()):
@@ -131,7 +133,8 @@ def test_record_with_grad_keeps_graph_and_cleans_up(tiny):
 def test_bad_he_config(tiny, tmp_path):
     task, mcfg = tiny
     with pytest.raises(ValueError, match="he_layers=\\(5,\\) names blocks past the model's 2"):
-        train(task, mcfg, _cfg(he_lambda=0.2, he_layers=(5,)), tmp_path, progress=False)
+        cfg = _cfg(he_lambda=0.2, he_layers=(5,))
+        train(task, mcfg, cfg, tmp_path, progress=False, loss_terms=loss_terms(task, cfg))
     with pytest.raises(ValueError, match="he_lambda must be >= 0"):
         TrainConfig(he_lambda=-1.0)
     with pytest.raises(ValueError, match="1-indexed"):
@@ -145,3 +148,43 @@ def test_cli_sets_reach_the_regulariser():
     assert cfg.he_lambda == 0.2 and cfg.he_layers == (1, 3)
     _, mcfg, paper = build_run("scan_he_paper")
     assert paper.he_lambda == 0.2 and paper.he_layers == (2, 4) and mcfg.n_layers == 4
+
+
+def test_trainer_needs_exactly_the_weighted_terms(tiny, tmp_path):
+    """The trainer names no term: a weighted term its caller does not supply is an error."""
+    task, mcfg = tiny
+    cfg = _cfg(steps=2, he_lambda=0.2, he_layers=(1, 2))
+    with pytest.raises(ValueError, match=r"weights the loss terms \['he_regulariser'\] but "
+                       r"loss_terms= supplies \[\]; pass loss_terms=probekit.train.build"):
+        train(task, mcfg, cfg, tmp_path / "a", progress=False, plot=False)
+    with pytest.raises(ValueError, match=r"weights the loss terms \[\] but loss_terms= supplies "
+                       r"\['he_regulariser'\]"):
+        train(task, mcfg, _cfg(steps=2), tmp_path / "b", progress=False, plot=False,
+              loss_terms=loss_terms(task, cfg))
+
+
+def test_trainer_adds_a_supplied_term_with_its_config_weight(tiny, tmp_path):
+    """A toy term (no HE code) under the config's weight: L = CE + w * 0 leaves the model as the
+    plain trainer leaves it, and its parameters are checkpointed under the term's name."""
+    from safetensors.torch import load_file
+
+    task, mcfg = tiny
+
+    class Zero:
+        name = "he_regulariser"
+
+        def __init__(self, model, device):
+            self.module = torch.nn.Linear(2, 1)
+
+        def loss(self, model, step):
+            return 0.0 * self.module.weight.sum()
+
+    plain, _ = _final(tmp_path / "plain", task, mcfg, _cfg(steps=4))
+    hist = train(task, mcfg, _cfg(steps=4, he_lambda=0.7), tmp_path / "toy", progress=False,
+                 plot=False, loss_terms=[Zero])
+    toy = load_checkpoint(list_checkpoints(tmp_path / "toy")[-1][1])
+    for p, q in zip(plain.parameters(), toy.parameters()):
+        assert torch.equal(p, q)
+    aux = load_file(str(list_checkpoints(tmp_path / "toy")[-1][1] / AUX_FILE))
+    assert sorted(aux) == ["he_regulariser.bias", "he_regulariser.weight"]
+    assert hist.records[-1]["step"] == 4

@@ -2,8 +2,9 @@ import json
 
 import pytest
 
+from probekit.cli import main
 from probekit.train import History
-from probekit.train.cli import build_run, main, parse_sets
+from probekit.train.build import build_run, parse_sets
 from probekit.train.trainer import step_dir
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from probekit.train.cli import build_run
+from probekit.train.build import build_run
 from probekit.train.trainer import train
 
 

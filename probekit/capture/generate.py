@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from ..capture.batching import iter_batches, model_device
-from ..capture.runner import kv_cache_filled
+from ..models.protocol import HookedModel
 from ..progress import progress_bar
-from .protocol import HookedModel
+from .batching import iter_batches, model_device
+from .runner import kv_cache_filled
 
 _IDK = ("i don't know", "i do not know", "unknown", "not sure")
 

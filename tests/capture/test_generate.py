@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from probekit.models.generate import greedy_continuations, is_correct
+from probekit.capture.generate import greedy_continuations, is_correct
 
 
 @pytest.mark.parametrize(

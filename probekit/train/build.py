@@ -1,0 +1,119 @@
+"""Runs from presets: a preset plus ``--set`` overrides -> (task, model config, train config).
+
+The library side of ``probekit train`` (:mod:`probekit.train.cli` parses arguments and calls
+these; :mod:`probekit.train.population` builds each run of a population in its worker), and the
+one place that turns a :class:`~probekit.train.TrainConfig`'s loss-term weights into the terms
+themselves (:func:`loss_terms`): the trainer names no method package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError
+from ..models.config import ModelConfig
+from .config import TrainConfig
+from .loss_term import LossTermFactory
+from .presets import get_preset
+
+if TYPE_CHECKING:
+    from ..testbeds.base import Task
+
+__all__ = ["build_run", "loss_terms", "parse_sets", "parse_value"]
+
+_SCOPES = ("task", "model", "train")
+
+
+def parse_value(text: str) -> Any:
+    """JSON if it parses (lists become tuples), else the raw string."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    return _tuplify(value)
+
+
+def _tuplify(v: Any) -> Any:
+    return tuple(_tuplify(x) for x in v) if isinstance(v, list) else v
+
+
+def parse_sets(items: list[str], task_name: str) -> dict[str, dict[str, Any]]:
+    """``["task.p=97", "lr=3e-3"]`` -> ``{"task": {"p": 97}, "model": {}, "train": {"lr": 0.003}}``."""
+    from ..testbeds.registry import config_class
+
+    fields = {
+        "task": {f.name for f in dataclasses.fields(config_class(task_name))},
+        "model": {f.name for f in dataclasses.fields(ModelConfig)},
+        "train": {f.name for f in dataclasses.fields(TrainConfig)},
+    }
+    out: dict[str, dict[str, Any]] = {s: {} for s in _SCOPES}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r} is not key=value (e.g. --set train.lr=3e-3)")
+        scope, dot, name = key.partition(".")
+        if dot:
+            if scope not in _SCOPES:
+                raise ConfigError(f"--set {item!r}: prefix {scope!r} must be one of {_SCOPES}")
+            if name not in fields[scope]:
+                raise ConfigError(
+                    f"--set {item!r}: {scope} config has no field {name!r}; valid: {sorted(fields[scope])}"
+                )
+        else:
+            name = key
+            owners = [s for s in _SCOPES if name in fields[s]]
+            if len(owners) != 1:
+                where = "no config" if not owners else f"configs {owners}"
+                raise ConfigError(
+                    f"--set {item!r}: field {name!r} belongs to {where}; write it as "
+                    f"<scope>.{name}=... with scope in {_SCOPES}"
+                )
+            scope = owners[0]
+        out[scope][name] = parse_value(raw)
+    return out
+
+
+def build_run(
+    name: str,
+    *,
+    steps: int | None = None,
+    seed: int | None = None,
+    sets: list[str] | None = None,
+    device: str | None = None,
+) -> tuple[Task, ModelConfig, TrainConfig]:
+    """Resolve a preset plus overrides into (task, model config, train config)."""
+    from ..testbeds.registry import get_task
+
+    preset = get_preset(name)
+    over = parse_sets(list(sets or []), preset.task)
+    task_kw = {**preset.task_overrides, **over["task"]}
+    model_kw = {**preset.model_overrides, **over["model"]}
+    train_kw = {**preset.train.to_dict(), **over["train"]}
+    if seed is not None:
+        task_kw["seed"] = model_kw["seed"] = train_kw["seed"] = seed
+    if steps is not None:
+        train_kw["steps"] = steps
+    if device is not None:
+        train_kw["device"] = device
+    task = get_task(preset.task, **task_kw)
+    return task, task.model_config(**model_kw), TrainConfig.from_dict(train_kw)
+
+
+def loss_terms(task: Task, config: TrainConfig) -> tuple[LossTermFactory, ...]:
+    """The extra loss terms ``config`` weights (``config.loss_term_weights()``), for ``train``.
+
+    ``he_regulariser`` (``he_lambda > 0``): the HE regulariser of An & Du (2026) [C] on the
+    task's training split, :func:`probekit.homomorphism.regulariser.he_loss_term`.
+    """
+    terms: list[LossTermFactory] = []
+    if "he_regulariser" in config.loss_term_weights():
+        from ..homomorphism.regulariser import he_loss_term
+
+        terms.append(he_loss_term(
+            task.splits()["train"], pad_id=task.vocab.pad_id, blocks=config.he_layers,
+            n_pairs=config.he_pairs, pool_size=config.he_pool, hidden=config.he_hidden,
+            seed=config.seed,
+        ))
+    return tuple(terms)
