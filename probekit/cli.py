@@ -120,7 +120,7 @@ def _cmd_capture(args: argparse.Namespace) -> int:
 
     inputs = _capture_inputs(args)  # before the model loads: a typo fails in milliseconds
     rows = inputs["rows"]
-    executor = executor_from_args(args.executor, args.ray_address, progress=not args.quiet)
+    executor = executor_from_args(args, progress=not args.quiet)
     # with an executor the sharded capture below reuses this load (load_model_cached)
     model = load_model(args.model) if executor is None else load_model_cached(args.model)[0]
     tokens: list[list[int]] = []

@@ -2,7 +2,7 @@
 
 Every loop over independent work (per probe of a suite, per site of a permutation test, per
 seed of a benchmark, per layer batch ...) goes through an :class:`Executor`, so a scale-out
-backend (Ray) can run the same tasks elsewhere without touching the callers.
+backend (a cluster) can run the same tasks elsewhere without touching the callers.
 
 A task is ``fn(item)`` where ``fn`` is a plain importable (module-level) function and ``item``
 a picklable value, usually a frozen dataclass spec plus its data. No closures, no lambdas, no
@@ -10,36 +10,50 @@ shared mutable state: results come back only through the return value, in the or
 ``items``.
 
 The default :class:`InProcessExecutor` runs the tasks one after another in this process with a
-tqdm progress bar. Other backends register a factory under a name::
+tqdm progress bar. Other backends register a factory under a name, with the dataclass of their
+options (its fields are the options, its ``__post_init__`` validates them, without connecting
+anywhere) and optional CLI aliases of those options::
 
-    register_executor("ray", make_ray_executor)   # done by probekit.executors.ray
-    get_executor("ray", address="auto").map(fit_one, specs, desc="probes")
+    register_executor("mybackend", make_my_executor, options=MyOptions,
+                      aliases=(CliAlias(flag="--my-host", option="host", help="..."),))
+    get_executor("mybackend", host="node1").map(fit_one, specs, desc="probes")
 
-``get_executor("ray")`` imports :mod:`probekit.executors.ray` on first use.
+Suites choose a backend by name with its options (``[execution] executor = NAME`` and an
+``[execution.options]`` table), commands with ``--executor NAME --executor-opt KEY=VALUE``
+(:func:`add_executor_arguments`); both are validated by the backend's options class before any
+model loads. The modules of :mod:`probekit.executors` (the shipped backends) are imported on the
+first lookup, so a new backend is one module there and no edit elsewhere.
 
-This module never imports Ray (or any backend); backends import it.
+This module names no backend and never imports one; backends import it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import os
 import pickle
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .errors import ConfigError
 
 __all__ = [
+    "CliAlias",
     "Executor",
     "InProcessExecutor",
     "PathCheck",
     "add_executor_arguments",
     "available_executors",
     "check_worker_paths",
+    "executor_choice",
     "executor_from_args",
+    "executor_option_names",
+    "executor_options",
     "get_executor",
+    "make_executor",
     "map_resumable",
     "register_executor",
 ]
@@ -121,36 +135,148 @@ def _check_picklable(fn: Callable[..., Any], item: object, index: int, desc: str
             ) from None
 
 
+@dataclass(frozen=True, kw_only=True)
+class CliAlias:
+    """A command-line shortcut for one option of a backend.
+
+    ``FLAG VALUE`` means ``--executor BACKEND --executor-opt OPTION=VALUE``.
+
+    Attributes:
+        flag: the option string, e.g. ``"--my-host"``.
+        option: the backend option it sets (a field of the backend's options class).
+        help: the ``--help`` line.
+        metavar: shown for the value in ``--help``.
+    """
+
+    flag: str
+    option: str
+    help: str
+    metavar: str | None = None
+
+    @property
+    def dest(self) -> str:
+        """The argparse attribute holding the value (``--my-host`` -> ``my_host``)."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
 _FACTORIES: dict[str, Callable[..., Executor]] = {"inprocess": InProcessExecutor}
+#: name -> the dataclass of the backend's options (fields = option names; __post_init__ validates)
+_OPTIONS: dict[str, type] = {"inprocess": InProcessExecutor}
+_ALIASES: dict[str, tuple[CliAlias, ...]] = {}
+_BACKEND_PACKAGE = f"{__package__}.executors"  # every module there is a backend
+_discovered = False
 
-# Backends shipped with probekit, imported on first use (their modules call register_executor).
-# Importing them never imports the backend library itself (ray is imported when a task runs).
-_LAZY_BACKENDS: dict[str, str] = {"ray": "probekit.executors.ray"}
+
+def _discover_backends() -> None:
+    """Import every module of :mod:`probekit.executors` once (each registers its backend).
+
+    By package name, not by a static import: the backends sit above everything in the layers
+    and nothing imports them (``pyproject.toml`` import contracts).
+    """
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    import importlib
+    import pkgutil
+
+    package = importlib.import_module(_BACKEND_PACKAGE)
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{_BACKEND_PACKAGE}.{info.name}")
 
 
-def register_executor(name: str, factory: Callable[..., Executor]) -> None:
+def register_executor(
+    name: str, factory: Callable[..., Executor], *, options: type | None = None,
+    aliases: Sequence[CliAlias] = (),
+) -> None:
     """Make ``get_executor(name, **options)`` return ``factory(**options)``.
 
-    Backends call this when imported (e.g. ``probekit.executors.ray``); re-registering a name
-    replaces it.
+    Backends call this when imported (the modules of :mod:`probekit.executors` are imported on
+    the first lookup); re-registering a name replaces it.
+
+    Args:
+        name: the executor's name (``[execution] executor``, ``--executor``).
+        factory: builds the executor from keyword options.
+        options: a dataclass whose fields are the backend's options and whose construction
+            validates them (raising :class:`~probekit.errors.ConfigError` or ``ValueError``);
+            suite tables and ``--executor-opt`` are checked against it before anything runs.
+            ``None``: options are passed to ``factory`` unchecked.
+        aliases: command-line shortcuts of single options (:class:`CliAlias`).
     """
     if not name or not name.isidentifier():
-        raise ConfigError(f"executor name {name!r} must be a non-empty identifier, e.g. 'ray'")
+        raise ConfigError(f"executor name {name!r} must be a non-empty identifier, e.g. 'inprocess'")
+    if options is not None and not dataclasses.is_dataclass(options):
+        raise ConfigError(f"register_executor({name!r}): options must be a dataclass, got {options!r}")
+    fields = {f.name for f in dataclasses.fields(options)} if options is not None else set()
+    for alias in aliases:
+        if options is not None and alias.option not in fields:
+            raise ConfigError(f"register_executor({name!r}): alias {alias.flag} sets "
+                              f"{alias.option!r}, which is not an option of {options.__name__}")
     _FACTORIES[name] = factory
+    _ALIASES[name] = tuple(aliases)
+    if options is None:
+        _OPTIONS.pop(name, None)
+    else:
+        _OPTIONS[name] = options
 
 
 def available_executors() -> list[str]:
-    """Names accepted by :func:`get_executor` (lazily imported backends included)."""
-    return sorted(set(_FACTORIES) | set(_LAZY_BACKENDS))
+    """Names accepted by :func:`get_executor` (the backends of :mod:`probekit.executors` included)."""
+    _discover_backends()
+    return sorted(_FACTORIES)
+
+
+def executor_option_names(name: str) -> list[str] | None:
+    """The options backend ``name`` takes (``None``: registered without an options class)."""
+    if name not in available_executors():
+        raise ConfigError(f"unknown executor {name!r}; valid executors are {available_executors()}")
+    cls = _OPTIONS.get(name)
+    return None if cls is None else sorted(f.name for f in dataclasses.fields(cls))
+
+
+def executor_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Check ``options`` against backend ``name``'s options class; returns them as a dict.
+
+    Raises:
+        ConfigError: an unknown executor, an option the backend does not have (the message
+            lists its options), or a value its options class refuses.
+    """
+    valid = executor_option_names(name)
+    if valid is None:
+        return dict(options)
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ConfigError(f"executor {name!r} has no option {unknown[0]!r}; its options are {valid}")
+    try:
+        _OPTIONS[name](**options)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"executor {name!r} options {dict(options)}: {err}") from None
+    return dict(options)
+
+
+def make_executor(
+    name: str, options: Mapping[str, Any] | None = None, *, progress: bool | None = None
+) -> Executor:
+    """``get_executor(name, **options)`` with the options validated (no connection is made).
+
+    ``progress`` is passed when the backend has that option and ``options`` does not set it.
+    """
+    opts = executor_options(name, options or {})
+    cls = _OPTIONS.get(name)
+    if cls is not None and "progress" in {f.name for f in dataclasses.fields(cls)}:
+        opts.setdefault("progress", progress)
+    return get_executor(name, **opts)
 
 
 def get_executor(spec: object = None, **options: Any) -> Executor:
     """Resolve an executor spec (a name, an :class:`Executor` or None) to an executor.
 
-    ``None`` -> in-process, a name -> its registered factory (``"ray"`` imports
-    :mod:`probekit.executors.ray` on first use), an :class:`Executor` instance ->
-    itself (``options`` are then not allowed). ``spec`` is typed ``object`` because it comes from
-    suite files and CLI options too: anything else is refused here, with a message.
+    ``None`` -> in-process, a name -> its registered factory (the modules of
+    :mod:`probekit.executors` register theirs on the first lookup), an :class:`Executor`
+    instance -> itself (``options`` are then not allowed). ``spec`` is typed ``object`` because
+    it comes from suite files and CLI options too: anything else is refused here, with a message.
 
     Raises:
         ConfigError: unknown name (the message lists the valid names) or an object that is
@@ -159,15 +285,9 @@ def get_executor(spec: object = None, **options: Any) -> Executor:
     if spec is None:
         spec = "inprocess"
     if isinstance(spec, str):
-        if spec not in _FACTORIES and spec in _LAZY_BACKENDS:
-            import importlib
-
-            importlib.import_module(_LAZY_BACKENDS[spec])  # registers the factory
-        if spec not in _FACTORIES:
+        if spec not in available_executors():
             raise ConfigError(
-                f"unknown executor {spec!r}; valid executors are {available_executors()} "
-                "(for a Ray cluster: `ray start --head`, then executor 'ray' with address "
-                "'auto' or HOST:6379)"
+                f"unknown executor {spec!r}; valid executors are {available_executors()}"
             )
         return _FACTORIES[spec](**options)
     if isinstance(spec, Executor):
@@ -184,41 +304,81 @@ def get_executor(spec: object = None, **options: Any) -> Executor:
 
 
 def add_executor_arguments(parser: Any) -> None:
-    """Add ``--executor`` and ``--ray-address`` to an argparse parser (CLI commands that fan out)."""
+    """Add ``--executor``, ``--executor-opt KEY=VALUE`` and the backends' aliases to a parser."""
     parser.add_argument(
         "--executor", default=None,
-        help="runs the independent tasks: inprocess (default) or ray",
+        help=f"runs the independent tasks: one of {available_executors()} (default: inprocess; "
+        "a suite's [execution] table)",
     )
     parser.add_argument(
-        "--ray-address", default=None, metavar="auto|HOST:PORT",
-        help="Ray cluster to join (implies --executor ray): 'auto' on a node of a cluster started "
-        "with `ray start --head`, or the head's HOST:6379; unset: a local cluster in this process",
+        "--executor-opt", dest="executor_opt", action="append", default=[], metavar="KEY=VALUE",
+        help="an option of the executor (repeatable; values parsed as JSON when possible), e.g. "
+        "--executor-opt max_retries=5; replaces a suite's [execution.options]",
     )
+    for name in available_executors():
+        for alias in _ALIASES.get(name, ()):
+            parser.add_argument(alias.flag, dest=alias.dest, default=None, metavar=alias.metavar,
+                                help=f"{alias.help} (= --executor {name} --executor-opt "
+                                f"{alias.option}=VALUE)")
 
 
-def executor_from_args(
-    executor: str | None, ray_address: str | None, *, progress: bool | None = None
-) -> Executor | None:
-    """The executor of ``--executor`` / ``--ray-address`` (None when neither is given), connected.
+def parse_executor_opts(items: Iterable[str]) -> dict[str, Any]:
+    """``["address=auto", "num_cpus=4"]`` -> ``{"address": "auto", "num_cpus": 4}`` (JSON values)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--executor-opt {item!r} is not KEY=VALUE (e.g. --executor-opt "
+                              "max_retries=5)")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key.strip()] = raw
+    return out
 
-    A Ray executor connects here (``connect()``), so an unreachable cluster fails before any
-    model loads.
+
+def executor_choice(args: Any) -> tuple[str, dict[str, Any]] | None:
+    """``(name, options)`` of ``--executor`` / ``--executor-opt`` / a backend's alias flags.
+
+    ``None`` when none is given. An alias implies its backend; an alias of another backend than
+    ``--executor`` names is an error. The options are not validated here
+    (:func:`executor_options` does it).
 
     Raises:
-        ConfigError: an unknown executor, or ``--ray-address`` with another executor.
+        ConfigError: an alias given with another executor, ``--executor-opt`` without an
+            executor, or a malformed ``KEY=VALUE``.
     """
-    if executor is None and ray_address is None:
+    options = parse_executor_opts(getattr(args, "executor_opt", None) or [])
+    given = [(name, alias, getattr(args, alias.dest)) for name in available_executors()
+             for alias in _ALIASES.get(name, ()) if getattr(args, alias.dest, None) is not None]
+    chosen = getattr(args, "executor", None)
+    if chosen is None and not given:
+        if options:
+            raise ConfigError("--executor-opt given without --executor; name the executor, e.g. "
+                              f"--executor {available_executors()[-1]}")
         return None
-    name = executor or ("ray" if ray_address is not None else "inprocess")
-    if ray_address is not None and name != "ray":
-        raise ConfigError(
-            f"--ray-address {ray_address!r} given with --executor {name!r}; use --executor ray "
-            "(or drop --ray-address)"
-        )
-    options: dict[str, Any] = {"progress": progress}
-    if ray_address is not None:
-        options["address"] = ray_address
-    out = get_executor(name, **options)
+    name = chosen if chosen is not None else given[0][0]
+    for backend, alias, value in given:
+        if backend != name:
+            raise ConfigError(f"{alias.flag} {value!r} given with --executor {name!r}; use "
+                              f"--executor {backend} (or drop {alias.flag})")
+        options.setdefault(alias.option, value)
+    return name, options
+
+
+def executor_from_args(args: Any, *, progress: bool | None = None) -> Executor | None:
+    """The executor of :func:`add_executor_arguments`' options (None when none is given), connected.
+
+    An executor with a ``connect()`` method (a cluster client) connects here, so an unreachable
+    cluster fails before any model loads.
+
+    Raises:
+        ConfigError: an unknown executor or option, or an alias of another executor.
+    """
+    choice = executor_choice(args)
+    if choice is None:
+        return None
+    out = make_executor(*choice, progress=progress)
     connect = getattr(out, "connect", None)
     if connect is not None:
         connect()
@@ -257,7 +417,7 @@ def check_worker_paths(
 ) -> None:
     """Check, before any work, that the executor's workers see the paths the tasks will use.
 
-    Runs :func:`probe_paths` on every node when the executor can (``map_each_node``, e.g. Ray),
+    Runs :func:`probe_paths` on every node when the executor can (``map_each_node``),
     else as one task. ``read`` paths must exist, ``write`` paths must be writable directories.
 
     Raises:
@@ -275,7 +435,7 @@ def check_worker_paths(
         raise ConfigError(
             f"path {path!r} {problem} on worker {host}{more}: every worker must see the stores and "
             "checkpoints at the same path; put them on a filesystem all nodes mount (NFS, a "
-            "cluster volume) at the same mount point, or run without --executor ray"
+            "cluster volume) at the same mount point, or run with the in-process executor"
         )
 
 

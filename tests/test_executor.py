@@ -251,3 +251,109 @@ def test_task_key_is_stable_across_processes_and_content_based():
     changed = (*item[:2], item[2] + 1e-6, item[3])
     assert task_key(square, changed) != child
     assert task_key(fails_on_three, item) != child
+
+
+TOY_BACKEND = '''"""A toy backend: one module, registered on import like the shipped ones."""
+from dataclasses import dataclass
+
+from probekit.errors import ConfigError
+from probekit.executor import CliAlias, register_executor
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToyExecutor:
+    label: str = "toy"
+    reverse: bool = False
+    progress: bool | None = None
+
+    def __post_init__(self):
+        if not self.label:
+            raise ConfigError("toy executor: label must be non-empty, e.g. label=run1")
+
+    def map(self, fn, items, *, desc=None):
+        items = list(items)
+        order = list(reversed(range(len(items)))) if self.reverse else list(range(len(items)))
+        out = {i: fn(items[i]) for i in order}
+        RAN.append((self.label, order))
+        return [out[i] for i in range(len(items))]
+
+
+RAN = []
+register_executor("toy", ToyExecutor, options=ToyExecutor,
+                  aliases=(CliAlias(flag="--toy-label", option="label", help="the toy's label"),))
+'''
+
+
+@pytest.fixture
+def toy_backend(tmp_path, monkeypatch):
+    """``toy.py`` dropped into the backend package's search path: discovered, never imported by name."""
+    import sys
+
+    import probekit.executors
+    from probekit import executor as mod
+
+    (tmp_path / "toy.py").write_text(TOY_BACKEND)
+    monkeypatch.setattr(probekit.executors, "__path__", [*probekit.executors.__path__, str(tmp_path)])
+    monkeypatch.setattr(mod, "_discovered", False)
+    for name in ("_FACTORIES", "_OPTIONS", "_ALIASES"):  # registrations end with the test
+        monkeypatch.setattr(mod, name, dict(getattr(mod, name)))
+    yield
+    sys.modules.pop("probekit.executors.toy", None)
+
+
+def test_a_backend_module_registers_its_options_and_aliases(toy_backend, tmp_path):
+    import argparse
+    import sys
+
+    from probekit.executor import (
+        add_executor_arguments,
+        executor_from_args,
+        executor_options,
+        make_executor,
+    )
+
+    assert "toy" in available_executors()
+    toy = sys.modules["probekit.executors.toy"]
+    # options are validated by the backend's own class, before anything runs
+    assert executor_options("toy", {"label": "a", "reverse": True}) == {"label": "a", "reverse": True}
+    with pytest.raises(ConfigError, match="label must be non-empty"):
+        executor_options("toy", {"label": ""})
+    with pytest.raises(ConfigError, match=r"executor 'toy' has no option 'lable'; its options are "
+                       r"\['label', 'progress', 'reverse'\]"):
+        executor_options("toy", {"lable": "a"})
+    ex = make_executor("toy", {"reverse": True}, progress=False)
+    assert (ex.reverse, ex.progress) == (True, False)
+    assert ex.map(square, [Square(value=v) for v in (1, 2, 3)]) == [1, 4, 9]
+    assert toy.RAN[-1] == ("toy", [2, 1, 0])
+    # the CLI: --executor NAME --executor-opt KEY=VALUE (JSON values) and the backend's alias
+    parser = argparse.ArgumentParser()
+    add_executor_arguments(parser)
+    ex = executor_from_args(parser.parse_args(["--executor", "toy", "--executor-opt", "reverse=true",
+                                               "--executor-opt", "label=b"]))
+    assert (ex.label, ex.reverse) == ("b", True)
+    ex = executor_from_args(parser.parse_args(["--toy-label", "c"]))  # the alias implies the backend
+    assert isinstance(ex, toy.ToyExecutor) and ex.label == "c"
+    with pytest.raises(ConfigError, match=r"--toy-label 'c' given with --executor 'inprocess'; use "
+                       r"--executor toy \(or drop --toy-label\)"):
+        executor_from_args(parser.parse_args(["--executor", "inprocess", "--toy-label", "c"]))
+    with pytest.raises(ConfigError, match="label must be non-empty"):
+        executor_from_args(parser.parse_args(["--executor", "toy", "--executor-opt", "label="]))
+    assert executor_from_args(parser.parse_args([])) is None
+
+
+def test_a_backend_module_serves_suites(toy_backend, tmp_path):
+    from probekit.suites import SuiteError, load_suite
+    from tests.conftest import write_tiny_suite
+    from tests.suites.conftest import SUITE
+
+    (tmp_path / "suite").mkdir()
+    suite_dir = write_tiny_suite(tmp_path / "suite", SUITE)
+    path = suite_dir / "suite.toml"
+    text = path.read_text()
+    path.write_text(text + '\n[execution]\nexecutor = "toy"\n[execution.options]\nlabel = "suite"\n'
+                    "reverse = true\n")
+    ex = load_suite(path).execution.make_executor(progress=False)
+    assert (type(ex).__name__, ex.label, ex.reverse, ex.progress) == ("ToyExecutor", "suite", True, False)
+    path.write_text(text + '\n[execution]\nexecutor = "toy"\n[execution.options]\nlabel = ""\n')
+    with pytest.raises(SuiteError, match=r"suite\.toml:\d+: \[execution\]: .*label must be non-empty"):
+        load_suite(path)

@@ -2,7 +2,7 @@
 
 :func:`capture_sharded` cuts the dataset into the shards :func:`capture_to_store` would write
 (``shard_examples`` examples each, whole batches) and maps :func:`capture_shard_range` over
-ranges of ``shards_per_task`` missing shards with any executor (in-process, ``"ray"``). Each
+ranges of ``shards_per_task`` missing shards with any executor (in-process or a cluster backend). Each
 task loads the model once (cached per worker process), runs the same batches as the in-process
 capture, writes its shard files atomically and records each finished shard
 (:mod:`probekit.store.parts`); the driver then writes the manifest once, atomically. The store
@@ -137,7 +137,7 @@ def capture_sharded(
         tokens: token ids per example.
         directory: the store (on a filesystem every worker mounts at the same path).
         sites: sites to capture.
-        executor: a name (``"inprocess"``, ``"ray"``) or an executor; ``None``: in-process.
+        executor: a name (:func:`~probekit.executor.available_executors`) or an executor; ``None``: in-process.
         shards_per_task: consecutive shards per task (more: fewer tasks; fewer: finer resume).
         device: torch device of the model, in the driver and on every worker.
         metadata: per-example columns stored with the rows.

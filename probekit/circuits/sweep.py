@@ -110,7 +110,7 @@ def patching_sweep(
         metric: as for :func:`activation_patching`, and picklable (a module-level function or
             a ``functools.partial`` of one, e.g. ``partial(logit_diff, answer=a, foil=f)``).
         pairs_per_task: pairs per task.
-        executor: a name (``"inprocess"``, ``"ray"``) or an executor; ``None``: in-process.
+        executor: a name (:func:`~probekit.executor.available_executors`) or an executor; ``None``: in-process.
         device: torch device of the model on every worker.
         kind: activation kind patched (as in :func:`activation_patching`).
         by: grid axes (as in :func:`activation_patching`).

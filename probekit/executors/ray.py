@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from ..executor import register_executor, task_note
+from ..executor import CliAlias, register_executor, task_note
 
 __all__ = ["RayExecutor", "check_address", "check_reachable", "make_ray_executor"]
 
@@ -264,4 +264,9 @@ def make_ray_executor(**options: Any) -> RayExecutor:
     return RayExecutor(**options)
 
 
-register_executor("ray", make_ray_executor)
+# the options are RayExecutor's fields, validated by its __post_init__ (no connection, no ray import)
+register_executor("ray", make_ray_executor, options=RayExecutor, aliases=(CliAlias(
+    flag="--ray-address", option="address", metavar="auto|HOST:PORT",
+    help="Ray cluster to join: 'auto' on a node of a cluster started with `ray start --head`, or "
+    "the head's HOST:6379; unset: a local cluster in this process",
+),))

@@ -33,7 +33,7 @@ def _run(args: argparse.Namespace) -> int:
     files = [load_hypotheses(p) for p in args.files]  # every spec error before any model loads
     for i, spec in enumerate(files):
         check_suite_data(spec.suite)
-        execution = execution_from_args(args, spec.suite)  # --executor / --ray-address
+        execution = execution_from_args(args, spec.suite)  # --executor / --executor-opt
         if execution != spec.suite.execution:
             files[i] = dataclasses.replace(
                 spec, suite=dataclasses.replace(spec.suite, execution=execution))
@@ -64,7 +64,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def add_test_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.ArgumentParser:
     """Add the ``test`` subcommand to an argparse ``subparsers``; handler in ``func``."""
-    from ..suites.cli import add_executor_arguments
+    from ..executor import add_executor_arguments
 
     parser = subparsers.add_parser(
         "test", parents=list(parents),

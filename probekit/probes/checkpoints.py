@@ -1,7 +1,7 @@
 """Probe sweeps over checkpoints x sites, one executor task per checkpoint.
 
 :func:`sweep_checkpoints` maps :func:`probe_checkpoint` over a series of checkpoints (e.g. the
-training steps of a grokking run) with any executor (in-process, ``"ray"``): each task loads its
+training steps of a grokking run) with any executor (in-process or a cluster backend): each task loads its
 checkpoint, captures the sites into memory (:func:`~probekit.capture.collect_activations`) and
 runs the batched layer sweep (:func:`~probekit.probes.sweep_layers`, every site in one pass)
 with the same splits and seeds; the result holds one :class:`SweepResult` per checkpoint. On
@@ -109,7 +109,7 @@ def sweep_checkpoints(
         tokens: the examples (the same for every checkpoint).
         labels: one label per example.
         sites: sites captured and probed in each checkpoint.
-        executor: a name (``"inprocess"``, ``"ray"``) or an executor; ``None``: in-process.
+        executor: a name (:func:`~probekit.executor.available_executors`) or an executor; ``None``: in-process.
         device: torch device of each model.
         positions: position rule of the capture (default: last token).
         batch_size: capture batch size.

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigError
+from ..executor import add_executor_arguments
 
 _HELP = """\
 Run a suite (TOML) and write report.html, report.json and suite.resolved.json.
@@ -25,25 +26,21 @@ examples:
 
 
 def execution_from_args(args: argparse.Namespace, suite: Any) -> Any:
-    """The suite's ``[execution]`` with ``--executor`` / ``--ray-address`` applied (``report``, ``test``)."""
-    from .spec import ExecutionSpec
+    """The suite's ``[execution]`` with the command's executor options applied (``report``, ``test``).
 
-    if args.executor is None and args.ray_address is None:
+    ``--executor NAME`` alone keeps the file's options when the file names the same executor;
+    options given on the command line (``--executor-opt``, a backend's alias) replace them.
+    """
+    from ..executor import executor_choice
+
+    choice = executor_choice(args)
+    if choice is None:
         return suite.execution
-    executor = args.executor or ("ray" if args.ray_address is not None else "inprocess")
-    if args.ray_address is not None and executor != "ray":
-        raise ConfigError(
-            f"--ray-address {args.ray_address!r} given with --executor {executor!r}; "
-            "use --executor ray (or drop --ray-address)"
-        )
-    keep = suite.execution.executor == executor == "ray"
+    executor, options = choice
+    if not options and executor == suite.execution.executor:
+        options = suite.execution.options
     try:
-        return ExecutionSpec(
-            executor=executor,
-            address=args.ray_address if args.ray_address is not None
-            else (suite.execution.address if keep else None),
-            num_cpus=suite.execution.num_cpus if keep and args.ray_address is None else None,
-        )
+        return dataclasses.replace(suite.execution, executor=executor, options=options)
     except ValueError as err:
         raise ConfigError(f"--executor {executor!r}: {err}") from None
 
@@ -84,20 +81,6 @@ def _run(args: argparse.Namespace) -> int:
               f"effect={h.effect_size:+.3f}, p={h.p_value:.3g} -> {h.decision()}")
     print(f"wrote {paths['html']} and {paths['json']}")
     return 0
-
-
-def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--executor`` and ``--ray-address`` (read by :func:`execution_from_args`)."""
-    parser.add_argument(
-        "--executor", default=None,
-        help="runs the independent tasks: inprocess (default) or ray; overrides the file's "
-        "[execution] executor",
-    )
-    parser.add_argument(
-        "--ray-address", default=None, metavar="auto|HOST:PORT",
-        help="Ray cluster to join (implies --executor ray): 'auto' on a node of a cluster started "
-        "with `ray start --head`, or the head's HOST:6379; unset: a local cluster in this process",
-    )
 
 
 def add_report_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.ArgumentParser:

@@ -12,6 +12,7 @@ import re
 import tomllib
 import types
 import typing
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -118,25 +119,27 @@ class StatsSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class ExecutionSpec:
-    """``[execution]``: which executor runs the suite's independent tasks.
+    """``[execution]``: which executor runs the suite's independent tasks, with its options.
 
-    ``executor``: ``"inprocess"`` (default) or ``"ray"``; ``address`` (Ray only): ``"auto"``,
-    ``"HOST:PORT"`` of a head started with ``ray start --head``, or unset for a local cluster;
-    ``num_cpus``: CPUs of that local cluster. The CLI's ``--executor``/``--ray-address``
-    override the table. With an executor other than ``"inprocess"`` the suite's activation
+    ``executor``: a registered executor name (:func:`probekit.executor.available_executors`:
+    ``"inprocess"``, the default, and the backends of :mod:`probekit.executors`); ``options``:
+    the ``[execution.options]`` table, the backend's own options (its options class checks
+    them when the file loads, e.g. ``address = "auto"`` for a cluster backend). An option
+    written directly under ``[execution]`` (the form of earlier versions) is moved into
+    ``options`` with a ``FutureWarning``. The CLI's ``--executor``/``--executor-opt`` (and the
+    backends' aliases) override the table. With an executor other than ``"inprocess"`` the suite's activation
     capture runs as executor tasks too (:func:`~probekit.capture.capture_sharded`, one task per
     shard of ``capture_examples_per_shard`` examples rounded up to whole batches; the cache
     directory must be on a filesystem every worker mounts).
     """
 
     executor: str = "inprocess"
-    address: str | None = None
-    num_cpus: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
     capture_examples_per_shard: int = 256
 
     def __post_init__(self) -> None:
-        """Refuse an unknown executor, Ray options given to another executor, a shard size < 1."""
-        from ..executor import available_executors
+        """Refuse an unknown executor, options its backend refuses, a shard size < 1."""
+        from ..executor import available_executors, executor_options
 
         if self.capture_examples_per_shard < 1:
             raise ValueError(
@@ -146,34 +149,48 @@ class ExecutionSpec:
             raise ValueError(
                 f"executor = {self.executor!r}: must be one of {available_executors()}"
             )
-        if self.executor != "ray" and (self.address is not None or self.num_cpus is not None):
-            raise ValueError(
-                f"address/num_cpus are Ray options but executor = {self.executor!r}; "
-                "set executor = \"ray\" or drop them"
-            )
-        if self.address is not None:
-            from ..executors.ray import check_address
-
-            try:
-                check_address(self.address)
-            except ConfigError as err:
-                raise ValueError(str(err)) from None
-        if self.address is not None and self.num_cpus is not None:
-            raise ValueError(
-                "num_cpus sizes a local cluster; with an address the cluster's nodes set their "
-                "CPUs (`ray start --num-cpus N`): drop num_cpus"
-            )
+        try:
+            executor_options(self.executor, self.options)
+        except ConfigError as err:
+            raise ValueError(str(err)) from None
 
     def make_executor(self, *, progress: bool = True) -> Any:
         """The configured :class:`~probekit.executor.Executor` (no connection made yet)."""
-        from ..executor import get_executor
+        from ..executor import make_executor
 
-        if self.executor == "ray":
-            return get_executor("ray", address=self.address, num_cpus=self.num_cpus,
-                                progress=None if progress else False)
-        if self.executor == "inprocess":
-            return get_executor("inprocess", progress=None if progress else False)
-        return get_executor(self.executor)
+        return make_executor(self.executor, self.options, progress=None if progress else False)
+
+
+def _execution_table(table: Any, path: Path, text: str) -> Any:
+    """``[execution]`` with backend options written directly under it moved into ``options``.
+
+    The form of earlier versions (``executor = NAME`` and the backend's options side by side)
+    keeps working, with a ``FutureWarning`` naming the line; other unknown keys are left for
+    :func:`_build` to refuse.
+    """
+    from ..executor import available_executors, executor_option_names
+
+    if not isinstance(table, dict):
+        return table
+    name = table.get("executor", "inprocess")
+    if not isinstance(name, str) or name not in available_executors():
+        return table
+    own = {f.name for f in dataclasses.fields(ExecutionSpec)}
+    moved = {k: v for k, v in table.items()
+             if k not in own and k in (executor_option_names(name) or ())}
+    if not moved:
+        return table
+    options = table.get("options", {})
+    if not isinstance(options, dict) or set(moved) & set(options):
+        raise SuiteError(f"{_where(path, text, 'execution', next(iter(moved)))}: give each "
+                         "option once, in the [execution.options] table")
+    warnings.warn(
+        f"{_where(path, text, 'execution', next(iter(moved)))}: backend options directly under "
+        f"[execution] ({', '.join(moved)}) are deprecated; move them into an [execution.options] "
+        "table", FutureWarning, stacklevel=3,
+    )
+    rest = {k: v for k, v in table.items() if k not in moved}
+    return {**rest, "options": {**moved, **options}}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -449,7 +466,8 @@ def build_suite(
         capture=_build(CaptureSpec, raw.get("capture", {}), path, text, "capture"),
         analyses=analyses,
         stats=_build(StatsSpec, raw.get("stats", {}), path, text, "stats"),
-        execution=_build(ExecutionSpec, raw.get("execution", {}), path, text, "execution"),
+        execution=_build(ExecutionSpec, _execution_table(raw.get("execution", {}), path, text),
+                         path, text, "execution"),
         source=str(path),
     )
     for rel, key in ((model.checkpoint, "checkpoint"), (data.file, "file")):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..executor import add_executor_arguments
+from ..executor import add_executor_arguments, executor_choice
 from .build import build_run, loss_terms
 from .build import parse_sets as parse_sets  # noqa: F401  (``probekit.train.cli.parse_sets``)
 from .presets import PRESETS
@@ -73,7 +73,7 @@ def run_train_command(args: argparse.Namespace) -> int:
 
     if args.device is not None:
         resolve_device(args.device)  # one line, before anything is created
-    if args.seeds is not None or args.executor is not None or args.ray_address is not None:
+    if args.seeds is not None or executor_choice(args) is not None:
         return _train_population(args)
     task, mcfg, tcfg = build_run(
         args.name, steps=args.steps, seed=args.seed, sets=args.sets, device=args.device
@@ -99,7 +99,7 @@ def _train_population(args: argparse.Namespace) -> int:
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds {seeds}: a seed is repeated; give each seed once")
     build_run(args.name, steps=args.steps, seed=seeds[0], sets=args.sets, device=args.device)
-    executor = executor_from_args(args.executor, args.ray_address, progress=not args.no_progress)
+    executor = executor_from_args(args, progress=not args.no_progress)
     out = args.out.expanduser().resolve()
     population = args.seeds is not None
     runs = [TrainRun(preset=args.name, out_dir=str(out / f"seed{s}") if population else str(out),

@@ -1,7 +1,7 @@
 """Populations of trainings (seeds x configs) as independent executor tasks.
 
 One :class:`TrainRun` per model; :func:`train_population` maps :func:`train_run` over them with
-any executor (in-process by default, ``"ray"`` for a cluster). Each run writes its own
+any executor (in-process by default, a cluster backend of :mod:`probekit.executors`). Each run writes its own
 ``out_dir`` (on a shared filesystem when workers are on other nodes) and returns its
 :class:`~probekit.train.history.History`. On CPU with a fixed seed the histories are identical
 whichever executor ran them (up to the wall-clock column ``elapsed_s``), as long as torch uses
@@ -63,8 +63,8 @@ def train_population(
 
     Args:
         runs: the population, one :class:`TrainRun` each (distinct ``out_dir`` values).
-        executor: a name (``"inprocess"``, ``"ray"``) or an executor; ``None``: in-process.
-        options: options of a named executor, e.g. ``address="auto"`` for ``"ray"``.
+        executor: a name (:func:`~probekit.executor.available_executors`) or an executor; ``None``: in-process.
+        options: options of a named executor (its options class checks them).
     """
     dirs = [r.out_dir for r in runs]
     if len(set(dirs)) != len(dirs):

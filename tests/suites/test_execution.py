@@ -1,4 +1,4 @@
-"""``[execution]`` suite table and ``probekit report --executor/--ray-address``."""
+"""``[execution]`` suite table and ``probekit report --executor/--executor-opt/--ray-address``."""
 
 import importlib.util
 
@@ -23,16 +23,25 @@ def _suite(suite_dir, tmp_path, execution=""):
 
 def test_execution_table_parses_and_defaults_to_in_process(suite_dir, tmp_path):
     suite = load_suite(_suite(suite_dir, tmp_path))
-    assert suite.execution.executor == "inprocess" and suite.execution.address is None
+    assert suite.execution.executor == "inprocess" and suite.execution.options == {}
     assert isinstance(suite.execution.make_executor(progress=False), InProcessExecutor)
-    suite = load_suite(_suite(suite_dir, tmp_path, '\n[execution]\nexecutor = "ray"\naddress = "10.0.0.5:6379"\n'))
-    assert (suite.execution.executor, suite.execution.address) == ("ray", "10.0.0.5:6379")
-    assert suite.to_dict()["execution"]["address"] == "10.0.0.5:6379"
+    table = '\n[execution]\nexecutor = "ray"\n[execution.options]\naddress = "10.0.0.5:6379"\n'
+    suite = load_suite(_suite(suite_dir, tmp_path, table))
+    assert (suite.execution.executor, suite.execution.options) == ("ray", {"address": "10.0.0.5:6379"})
+    assert suite.to_dict()["execution"]["options"] == {"address": "10.0.0.5:6379"}
+    # the form of earlier versions (the backend's options beside `executor`) still loads, warned
+    with pytest.warns(FutureWarning, match=r"s\.toml:\d+: \[execution\] address.*deprecated.*"
+                      r"\[execution\.options\]"):
+        old = load_suite(_suite(suite_dir, tmp_path, '\n[execution]\nexecutor = "ray"\naddress = "10.0.0.5:6379"\n'))
+    assert old.execution == suite.execution
 
 
 @pytest.mark.parametrize(("table", "match"), [
     ('executor = "rya"', r"s\.toml:\d+: \[execution\]: executor = 'rya': must be one of \['inprocess', 'ray'\]"),
-    ('executor = "inprocess"\naddress = "auto"', r"address/num_cpus are Ray options"),
+    ('executor = "inprocess"\naddress = "auto"', r"s\.toml:\d+: \[execution\] address: unknown key"),
+    ('executor = "inprocess"\n[execution.options]\naddress = "auto"',
+     r"executor 'inprocess' has no option 'address'; its options are \['check_picklable', 'progress'\]"),
+    ('executor = "ray"\n[execution.options]\nnum_cpus = 2\naddress = "auto"', r"drop num_cpus"),
     ('executor = "ray"\naddress = "headnode"', r"Ray address 'headnode' is not .*ray start --head"),
     ('executor = "ray"\naddres = "auto"', r"s\.toml:\d+: \[execution\] addres: unknown key"),
 ])
