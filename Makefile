@@ -32,6 +32,7 @@ test-all: setup
 
 lint: setup
 	$(VENV)/bin/ruff check probekit tests scripts
+	$(VENV)/bin/lint-imports --no-cache  # the layer contracts of pyproject.toml (docs/architecture.md)
 
 bench: setup
 	$(PY) scripts/bench.py --out out/bench.json
