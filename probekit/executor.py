@@ -177,12 +177,9 @@ def _discover_backends() -> None:
     if _discovered:
         return
     _discovered = True
-    import importlib
-    import pkgutil
+    from .util.plugins import import_submodules
 
-    package = importlib.import_module(_BACKEND_PACKAGE)
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{_BACKEND_PACKAGE}.{info.name}")
+    import_submodules(_BACKEND_PACKAGE)
 
 
 def register_executor(

@@ -52,6 +52,7 @@ PLANTED = [
     ("stats/bootstrap.py", "from ..util import io", "probekit.stats is not allowed to import probekit.util"),
     ("train/population.py", "from . import cli", "Illegal imports of protected package probekit.train.cli"),
     ("capture/runner.py", "import ray", "probekit is not allowed to import ray"),
+    ("store/manifest.py", "from . import writer", "No cycles are allowed in probekit.store"),
     ("train/trainer.py", "from ..homomorphism import regulariser",
      "probekit.train.trainer is not allowed to import probekit.homomorphism"),
 ]

@@ -82,9 +82,7 @@ def register_measurement(
 @functools.cache
 def _load_builtin() -> None:
     """Import every module of :mod:`probekit.hypotheses.kinds` (each registers itself)."""
-    from . import kinds
-
-    import_submodules(kinds)
+    import_submodules(f"{__package__}.kinds")
 
 
 def registered_kinds() -> dict[str, MeasurementKind]:

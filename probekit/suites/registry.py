@@ -86,9 +86,7 @@ def register_analysis(section: str, *, spec: type) -> Callable[[Callable], Calla
 @functools.cache
 def _load_builtin() -> None:
     """Import every module of :mod:`probekit.suites.analyses` (each registers itself)."""
-    from . import analyses
-
-    import_submodules(analyses)
+    import_submodules(f"{__package__}.analyses")
 
 
 def registered() -> dict[str, Analysis]:
