@@ -214,8 +214,7 @@ def _expand(spec: DiagnosisFile) -> list[Path]:
                              f"checkpoint or run directory ({full}); check the path (relative to "
                              "the diagnosis file)")
         found += hits
-    unique = list(dict.fromkeys(p.resolve() for p in found))
-    return unique
+    return list(dict.fromkeys(p.resolve() for p in found))
 
 
 def _series_of(run_dir: Path, spec: DiagnosisFile) -> list[tuple[int, Path]]:

@@ -188,10 +188,7 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
         if c == d.outcome:
             raise ConfigError(f"{spec.where('diagnosis', 'covariates')}: the outcome {c!r} cannot "
                               "be a covariate of itself")
-    if d.groups is None:
-        groups = "seed" if "seed" in design else None
-    else:
-        groups = d.groups or None
+    groups = ("seed" if "seed" in design else None) if d.groups is None else (d.groups or None)
     if groups is not None:
         if groups not in design:
             raise ConfigError(f"{spec.where('diagnosis', 'groups')} = {groups!r}: not a design "
@@ -340,8 +337,13 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     granulated Kendall tau over the varying knobs; level-mean R^2 over ``color_by``; early
     warning over the series steps when there is a series.
     """
-    from . import diagnosis_blocks, early_warning, granulated_kendall_tau, level_mean_r2
-    from . import marker_analysis
+    from . import (
+        diagnosis_blocks,
+        early_warning,
+        granulated_kendall_tau,
+        level_mean_r2,
+        marker_analysis,
+    )
 
     d = spec.diagnosis
     finals = [i for i, f in enumerate(table["final"]) if f]
