@@ -69,9 +69,21 @@ _TIE = 1e-12  # a permuted statistic within this of the observed counts as "at l
 # --------------------------------------------------------------------------- pure numpy parts
 
 
-def permutations(n: int, n_permutations: int, rng: np.random.Generator) -> Int[np.ndarray, "perm n"]:
-    """``n_permutations`` independent uniform permutations of ``range(n)``, one per row."""
-    return rng.permuted(np.tile(np.arange(n), (n_permutations, 1)), axis=1)
+def permutations(
+    n: int, n_permutations: int, rng: np.random.Generator,
+    strata: Int[np.ndarray, " n"] | None = None,
+) -> Int[np.ndarray, "perm n"]:
+    """``n_permutations`` independent uniform permutations of ``range(n)``, one per row.
+
+    With ``strata`` (a code per item), items are permuted only within their stratum.
+    """
+    if strata is None:
+        return rng.permuted(np.tile(np.arange(n), (n_permutations, 1)), axis=1)
+    out = np.tile(np.arange(n), (n_permutations, 1))
+    for k in np.unique(strata):
+        idx = np.flatnonzero(strata == k)
+        out[:, idx] = idx[rng.permuted(np.tile(np.arange(idx.size), (n_permutations, 1)), axis=1)]
+    return out
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -337,7 +349,7 @@ class MarkerAnalysis:
         """A pandas DataFrame of :meth:`to_records` (pandas is imported here, not at load)."""
         try:
             import pandas as pd
-        except ImportError as e:  # pragma: no cover - pandas is installed in the test env
+        except ImportError as e:
             raise ConfigError(
                 "MarkerAnalysis.to_frame needs pandas; `pip install pandas` (or use to_records())"
             ) from e
@@ -402,15 +414,15 @@ class _Rows:
 
 
 def _rows_context(
-    keep: np.ndarray, y_all: np.ndarray, C_all: np.ndarray, g_all: np.ndarray, *,
-    n_permutations: int, n_bootstrap: int, seed: int, index: int,
+    keep: np.ndarray, y_all: np.ndarray, C_all: np.ndarray, g_all: np.ndarray,
+    s_all: np.ndarray | None, *, n_permutations: int, n_bootstrap: int, seed: int, index: int,
 ) -> _Rows:
     _, g = np.unique(g_all[keep], return_inverse=True)
     y = y_all[keep]
     n = y.size
     X = np.column_stack([np.ones(n), C_all[keep]])
     rng = np.random.default_rng([seed, index])
-    perms = permutations(n, n_permutations, rng)
+    perms = permutations(n, n_permutations, rng, None if s_all is None else s_all[keep])
     W = _group_weights(g, n_bootstrap, rng)
     Q = _basis(X)
     ey = _residual(Q, y)
@@ -424,8 +436,8 @@ def _rows_context(
 
 def _one_marker(
     m_all: np.ndarray, y_all: np.ndarray, C_all: np.ndarray, g_all: np.ndarray,
-    contexts: dict[bytes, _Rows], *, n_permutations: int, n_bootstrap: int,
-    confidence_level: float, seed: int,
+    s_all: np.ndarray | None, contexts: dict[bytes, _Rows], *, n_permutations: int,
+    n_bootstrap: int, confidence_level: float, seed: int,
 ) -> dict[str, Any]:
     """Every statistic of one marker but the Holm adjustments and the verdict."""
     keep = ~np.isnan(m_all)
@@ -448,7 +460,8 @@ def _one_marker(
         return {**base, "na": f"{n} models are too few for {q} regression terms"}
     key = keep.tobytes()
     if key not in contexts:
-        contexts[key] = _rows_context(keep, y_all, C_all, g_all, n_permutations=n_permutations,
+        contexts[key] = _rows_context(keep, y_all, C_all, g_all, s_all,
+                                      n_permutations=n_permutations,
                                       n_bootstrap=n_bootstrap, seed=seed, index=len(contexts))
     ctx = contexts[key]
     X, Q, W = ctx.X, ctx.Q, ctx.W
@@ -549,6 +562,7 @@ def marker_analysis(
     alpha: float = 0.05,
     seed: int = 0,
     confidence_level: float = 0.95,
+    strata: str | None = None,
 ) -> MarkerAnalysis:
     """Marginal, partial and out-of-sample association of each marker with ``outcome``.
 
@@ -573,6 +587,10 @@ def marker_analysis(
             same permutations and bootstrap resamples (stream ``[seed, k]`` for the k-th
             distinct row set), so their intervals are joint.
         confidence_level: level of the percentile intervals.
+        strata: a column whose levels the permutations stay within (diagnosis.md: "within
+            strata of the design if the caller asks for it"), e.g. the main knob: the marginal
+            test then asks whether the marker orders models *within* each level. None: permute
+            over all models.
 
     Returns:
         A :class:`MarkerAnalysis`.
@@ -597,6 +615,7 @@ def marker_analysis(
         raise DataError(f"outcome column {outcome!r} is constant ({y[0]:g} in all {y.size} rows); "
                         "nothing can predict it: check the outcome split or the population")
     C, terms = t.design(covariates)
+    strata_codes = None if strata is None else t.codes(strata, "strata")[0]
     if groups is None:
         g = np.arange(t.n_rows)
     else:
@@ -611,7 +630,7 @@ def marker_analysis(
         )
     contexts: dict[bytes, _Rows] = {}
     raw = [
-        _one_marker(t.numeric(name, "marker", allow_missing=True), y, C, g, contexts,
+        _one_marker(t.numeric(name, "marker", allow_missing=True), y, C, g, strata_codes, contexts,
                     n_permutations=n_permutations, n_bootstrap=n_bootstrap,
                     confidence_level=confidence_level, seed=seed)
         for name in chosen
@@ -647,6 +666,6 @@ def marker_analysis(
         outcome=outcome, covariates=covariates, covariate_terms=terms, groups=groups,
         n_models=t.n_rows, n_groups=n_groups,
         settings={"n_permutations": n_permutations, "n_bootstrap": n_bootstrap, "alpha": alpha,
-                  "confidence_level": confidence_level, "seed": seed},
+                  "confidence_level": confidence_level, "seed": seed, "strata": strata},
         markers=tuple(results), warnings=tuple(warnings),
     )

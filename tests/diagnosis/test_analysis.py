@@ -305,3 +305,27 @@ def test_dataframe_input_equals_mapping():
     b = marker_analysis(pd.DataFrame(t), "ood", covariates=["noise"], groups="seed",
                         n_permutations=100)
     assert a.to_records() == b.to_records()
+
+
+def test_permutations_within_strata():
+    t = population(0)
+    strata = np.asarray(t["seed"])
+    perms = permutations(30, 200, np.random.default_rng(0), strata)
+    assert (strata[perms] == strata).all()
+    assert (perms != np.arange(30)).any(1).mean() > 0.9  # actually permuted
+    plain = marker_analysis(t, "ood", markers=["tracks_knob", "planted"], groups="seed",
+                            n_permutations=400)
+    within = marker_analysis(t, "ood", markers=["tracks_knob", "planted"], groups="seed",
+                             n_permutations=400, strata="noise")
+    # across levels the knob drives both; within each noise level the tracker orders nothing
+    assert plain["tracks_knob"].p_holm <= 0.05 < within["tracks_knob"].p_holm
+    assert within["planted"].p_holm <= 0.05 and within.settings["strata"] == "noise"
+
+
+def test_to_frame_without_pandas(monkeypatch):
+    import sys
+
+    res = marker_analysis(population(0), "ood", markers=["planted"], n_permutations=100)
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ConfigError, match="pip install pandas"):
+        res.to_frame()
