@@ -99,9 +99,15 @@ def spearman_null(
     rho is Pearson's r of the average ranks, so with unit-norm centred ranks ``a``, ``b`` the
     null is the matrix product ``b[perms] @ a``.
     """
+    b, B = _rank_parts(y, perms)
     a = _unit(sps.rankdata(m))
+    return float(b @ a), B @ a
+
+
+def _rank_parts(y: np.ndarray, perms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit-norm centred ranks of ``y`` and their permuted copies (shared by all markers)."""
     b = _unit(sps.rankdata(y))
-    return float(b @ a), b[perms] @ a
+    return b, b[perms]
 
 
 def _basis(X: np.ndarray) -> np.ndarray:
@@ -131,9 +137,20 @@ def freedman_lane_null(
     """
     Q = _basis(X)
     em, ey = _residual(Q, m), _residual(Q, y)
-    nm, ny = np.linalg.norm(em), np.linalg.norm(ey)
+    E, den = _fl_parts(ey, Q, perms)
+    return _fl_statistic(em, ey, E, den)
+
+
+def _fl_parts(ey: np.ndarray, Q: np.ndarray, perms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Permuted outcome residuals ``e_y[pi]`` and ``|(I - H) e_y[pi]|`` (shared by all markers)."""
     E = ey[perms]
-    den = np.sqrt(np.maximum((E * E).sum(1) - ((E @ Q) ** 2).sum(1), 0.0))
+    return E, np.sqrt(np.maximum((E * E).sum(1) - ((E @ Q) ** 2).sum(1), 0.0))
+
+
+def _fl_statistic(
+    em: np.ndarray, ey: np.ndarray, E: np.ndarray, den: np.ndarray
+) -> tuple[float, np.ndarray]:
+    nm, ny = np.linalg.norm(em), np.linalg.norm(ey)
     with np.errstate(divide="ignore", invalid="ignore"):
         null = (E @ em) / (nm * den)
     return float(em @ ey / (nm * ny)), null
@@ -144,11 +161,41 @@ def logo_predictions(
 ) -> Float[np.ndarray, " n"]:
     """Leave-one-group-out OLS predictions of ``y`` from ``X`` (``X`` holds the intercept).
 
-    Each group's rows are predicted by the least-squares fit (minimum-norm for a rank-deficient
-    fold) on all other rows.
+    Each group's rows are predicted by the least-squares fit on all other rows. Computed from
+    the full fit: with hat matrix ``H`` and residuals ``e``, the held-out residuals of group
+    ``g`` are ``(I - H_gg)^{-1} e_g`` (exact for OLS; e.g. Hastie et al. 2009, sec. 7.10 for
+    one left out); a fold whose training rows do not span ``X``'s columns (``I - H_gg``
+    singular) is fitted directly (minimum-norm least squares).
     """
+    n, q = X.shape
+    Q = _basis(X)
+    if Q.shape[1] < q:  # rank-deficient design: fit every fold directly
+        return _logo_direct(y, X, groups, np.unique(groups))
+    e = _residual(Q, y)
     pred = np.empty_like(y)
-    for k in np.unique(groups):
+    _, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
+    single = counts[inverse.reshape(-1)] == 1
+    h = (Q * Q).sum(1)
+    ok = single & (1.0 - h > 1e-10)
+    pred[ok] = y[ok] - e[ok] / (1.0 - h[ok])
+    direct = list(np.unique(groups[single & ~ok]))
+    for k in np.unique(groups[~single]):
+        idx = np.flatnonzero(groups == k)
+        Qg = Q[idx]
+        A = np.eye(idx.size) - Qg @ Qg.T
+        if np.linalg.svd(A, compute_uv=False).min() <= 1e-10:
+            direct.append(k)
+            continue
+        pred[idx] = y[idx] - np.linalg.solve(A, e[idx])
+    if direct:
+        rows = np.isin(groups, direct)
+        pred[rows] = _logo_direct(y, X, groups, np.array(direct))[rows]
+    return pred
+
+
+def _logo_direct(y: np.ndarray, X: np.ndarray, groups: np.ndarray, which: np.ndarray) -> np.ndarray:
+    pred = np.full_like(y, np.nan)
+    for k in which:
         test = groups == k
         beta = np.linalg.lstsq(X[~test], y[~test], rcond=None)[0]
         pred[test] = X[test] @ beta
@@ -182,12 +229,19 @@ def _wranks(W: np.ndarray, x: np.ndarray) -> np.ndarray:
     return (below + (S + 1.0) / 2.0)[:, tie]
 
 
-def _wresidual(W: np.ndarray, X: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Residual of ``v`` on ``X`` by weighted least squares, one fit per row of ``W``."""
+def _wgram_pinv(W: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``pinv(X^T diag(w) X)`` for every row ``w`` of ``W`` (shared by all markers)."""
     WX = W[:, :, None] * X
-    G = np.matmul(WX.transpose(0, 2, 1), X)
+    return np.linalg.pinv(np.matmul(WX.transpose(0, 2, 1), X), rcond=1e-10)
+
+
+def _wresidual(
+    W: np.ndarray, X: np.ndarray, v: np.ndarray, gram_pinv: np.ndarray | None = None
+) -> np.ndarray:
+    """Residual of ``v`` on ``X`` by weighted least squares, one fit per row of ``W``."""
+    G = _wgram_pinv(W, X) if gram_pinv is None else gram_pinv
     rhs = (W * v) @ X
-    beta = np.matmul(np.linalg.pinv(G, rcond=1e-10), rhs[:, :, None])[:, :, 0]
+    beta = np.matmul(G, rhs[:, :, None])[:, :, 0]
     return v - beta @ X.T
 
 
@@ -411,6 +465,11 @@ class _Rows:
     pred_c: np.ndarray
     y_ranks_boot: np.ndarray
     y_resid_boot: np.ndarray | None
+    y_unit_ranks: np.ndarray
+    y_ranks_perm: np.ndarray
+    ey_perm: np.ndarray
+    ey_perm_norm: np.ndarray
+    gram_pinv: np.ndarray
 
 
 def _rows_context(
@@ -427,10 +486,14 @@ def _rows_context(
     Q = _basis(X)
     ey = _residual(Q, y)
     y_linear = bool(np.linalg.norm(ey) <= 1e-10 * np.linalg.norm(y - y.mean()))
+    b, B = _rank_parts(y, perms)
+    E, den = _fl_parts(ey, Q, perms)
+    gram_pinv = _wgram_pinv(W, X)
     return _Rows(
         keep=keep, g=g, y=y, X=X, perms=perms, W=W, Q=Q, ey=ey, y_linear=y_linear,
         pred_c=logo_predictions(y, X, g), y_ranks_boot=_wranks(W, y),
-        y_resid_boot=None if y_linear else _wresidual(W, X, y),
+        y_resid_boot=None if y_linear else _wresidual(W, X, y, gram_pinv),
+        y_unit_ranks=b, y_ranks_perm=B, ey_perm=E, ey_perm_norm=den, gram_pinv=gram_pinv,
     )
 
 
@@ -465,7 +528,8 @@ def _one_marker(
                                       n_bootstrap=n_bootstrap, seed=seed, index=len(contexts))
     ctx = contexts[key]
     X, Q, W = ctx.X, ctx.Q, ctx.W
-    rho, null_rho = spearman_null(m, y, ctx.perms)
+    a = _unit(sps.rankdata(m))
+    rho, null_rho = float(ctx.y_unit_ranks @ a), ctx.y_ranks_perm @ a
     pearson = float(_unit(m) @ _unit(y))
     out = {**base, "spearman": rho, "pearson": pearson, "p": _two_sided_p(rho, null_rho)}
 
@@ -477,7 +541,7 @@ def _one_marker(
     if ctx.y_linear:
         notes.append("the outcome is a linear function of the covariates: no partial correlation")
     if not notes:
-        r, null_r = freedman_lane_null(m, y, X, ctx.perms)
+        r, null_r = _fl_statistic(em, ctx.ey, ctx.ey_perm, ctx.ey_perm_norm)
         out.update(partial_r=r, partial_p=_two_sided_p(r, null_r))
     out["reason"] = "; ".join(notes)
     out["marker_residuals"], out["outcome_residuals"] = tuple(em.tolist()), tuple(ctx.ey.tolist())
@@ -495,7 +559,7 @@ def _one_marker(
         "pearson": _wcorr(W, np.broadcast_to(m, W.shape), np.broadcast_to(y, W.shape)),
     }
     if not notes and ctx.y_resid_boot is not None:
-        boot["partial"] = _wcorr(W, _wresidual(W, X, m), ctx.y_resid_boot)
+        boot["partial"] = _wcorr(W, _wresidual(W, X, m, ctx.gram_pinv), ctx.y_resid_boot)
     sw = W.sum(1)
     yb = (W * y).sum(1) / sw
     sst_b = (W * (y - yb[:, None]) ** 2).sum(1)

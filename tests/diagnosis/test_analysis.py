@@ -15,6 +15,7 @@ from probekit.diagnosis.analysis import (
     _wranks,
     _wresidual,
     freedman_lane_null,
+    logo_predictions,
     permutations,
     spearman_null,
 )
@@ -329,3 +330,19 @@ def test_to_frame_without_pandas(monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ConfigError, match="pip install pandas"):
         res.to_frame()
+
+
+@pytest.mark.parametrize("kind", ["single", "groups", "unseen_level"])
+def test_logo_predictions_equal_refits(kind):
+    rng = np.random.default_rng(4)
+    n = 24
+    X = np.column_stack([np.ones(n), rng.normal(size=(n, 2))])
+    y = rng.normal(size=n)
+    g = np.arange(n) if kind == "single" else np.arange(n) % 4
+    if kind == "unseen_level":  # an indicator only group 0 has: that fold is rank-deficient
+        X = np.column_stack([X, (g == 0).astype(float)])
+    ref = np.empty(n)
+    for k in np.unique(g):
+        te = g == k
+        ref[te] = X[te] @ np.linalg.lstsq(X[~te], y[~te], rcond=None)[0]
+    np.testing.assert_allclose(logo_predictions(y, X, g), ref, atol=1e-10)
