@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ProbekitError
 from ..report.blocks import Column, Table, Text, blocks_to_dicts, strict_json
 from ..suites.spec import ModelSpec, Suite
 from ..util.io import atomic_write_json, atomic_write_text, sha256_bytes
@@ -338,6 +338,7 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     warning over the series steps when there is a series.
     """
     from . import (
+        conditional_mutual_information,
         diagnosis_blocks,
         early_warning,
         granulated_kendall_tau,
@@ -355,33 +356,38 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     analysis = marker_analysis(final_table, s.outcome, markers=markers, covariates=s.covariates,
                                groups=s.groups, **options)
     extras: dict[str, Any] = {}
-    granulated = levels = early = None
+    notes: list[Any] = []
+
+    def each(fn: Any, *args: Any) -> list[Any]:
+        """``fn(final_table, outcome, marker, *args)`` per marker; a refusal becomes a warning."""
+        out = []
+        for m in markers:
+            try:
+                out.append(fn(final_table, s.outcome, m, *args))
+            except ProbekitError as err:
+                notes.append(Text(text=f"{fn.__name__} of {m}: {err}", level="warning"))
+        return out
+
+    granulated: list[Any] = []
+    levels: list[Any] = []
+    early = None
     if s.knobs:
-        granulated = {m: granulated_kendall_tau(final_table, s.outcome, m, list(s.knobs))
-                      for m in markers}
-        extras["granulated_kendall_tau"] = {m: _json(g) for m, g in granulated.items()}
+        granulated = each(granulated_kendall_tau, list(s.knobs))
+        granulated += each(conditional_mutual_information, list(s.knobs))
+        extras["granulated"] = [r for g in granulated for r in g.to_records()]
     if s.color_by is not None and s.color_by in s.knobs:
-        levels = {m: level_mean_r2(final_table, s.outcome, m, s.color_by) for m in markers}
-        extras["level_mean_r2"] = {m: _json(v) for m, v in levels.items()}
+        levels = each(level_mean_r2, s.color_by)
+        extras["level_mean_r2"] = [r for v in levels for r in v.to_records()]
     if any(not f for f in table["final"]):
         ecols = list(dict.fromkeys(["step", f"final_{s.outcome}", *s.covariates,
                                     *([s.groups] if s.groups else []), *markers]))
         early = early_warning(_subtable(table, list(range(len(table["step"]))), ecols),
                               f"final_{s.outcome}", step="step", markers=markers,
                               covariates=s.covariates, groups=s.groups, **options)
-        extras["early_warning"] = _json(early)
-    blocks = diagnosis_blocks(analysis, final_table, color_by=s.color_by, levels=levels,
-                              granulated=granulated, early=early)
-    return analysis, extras, tuple(blocks)
-
-
-def _json(value: Any) -> Any:
-    to_dict = getattr(value, "to_dict", None)
-    if to_dict is not None:
-        return to_dict()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return value
+        extras["early_warning"] = early.to_dict()
+    blocks = diagnosis_blocks(analysis, final_table, color_by=s.color_by, levels=levels or None,
+                              granulated=granulated or None, early=early)
+    return analysis, extras, (*blocks, *notes)
 
 
 def _na_blocks(spec: DiagnosisFile, table: dict[str, list[Any]],
