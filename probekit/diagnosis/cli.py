@@ -53,8 +53,8 @@ def _run(args: argparse.Namespace) -> int:
     n = len(result.table["checkpoint"])
     print(f"{args.file}: {n} checkpoints, outcome {result.settings.outcome!r}")  # noqa: T201
     if result.analysis is not None:
-        for name in result.analysis.markers:
-            print(f"  {result.analysis.sentence(name)}")  # noqa: T201
+        for stats in result.analysis.markers:
+            print(f"  {result.analysis.sentence(stats.marker)}")  # noqa: T201
     for na in result.not_applicable[:5]:
         print(f"  not applicable: {na['marker']} on {na['checkpoint']}: {na['reason']}")  # noqa: T201
     if out is not None:
