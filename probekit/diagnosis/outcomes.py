@@ -24,13 +24,16 @@ whatever the run's evaluation schedule was.
 
 from __future__ import annotations
 
+import json
 import re
 import zlib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["checkpoint_task", "outcome_columns", "outcome_names", "split_column"]
+__all__ = ["checkpoint_task", "crossing_column", "crossing_step", "outcome_columns",
+           "outcome_names", "split_column"]
 
 TRAIN, ID = "train", "test_id"
 
@@ -104,3 +107,29 @@ def outcome_names(splits: list[str]) -> set[str]:
             groups[m.group(1)] = groups.get(m.group(1), 0) + 1
     out |= {f"ood:{p}" for p, k in groups.items() if k > 1}
     return out
+
+
+def crossing_column(threshold: float) -> str:
+    """Name of the crossing-step column: ``id_step_0.9``."""
+    return f"id_step_{threshold:g}"
+
+
+def crossing_step(run_dir: str | Path, threshold: float) -> int | None:
+    """First step whose history record has held-out (``test_id``) accuracy >= ``threshold``.
+
+    The accuracy is the task's primary metric (``acc``; SCAN: ``token_acc``) as the trainer logged
+    it (``history.json`` of the run). ``None`` when the run never reaches it or has no history.
+    """
+    from ..testbeds.registry import TASKS
+
+    path = Path(run_dir) / "history.json"
+    meta = Path(run_dir) / "run.json"
+    if not path.is_file():
+        return None
+    task = json.loads(meta.read_text()).get("task") if meta.is_file() else None
+    metric = getattr(TASKS[task][0], "primary_metric", "acc") if task in TASKS else "acc"
+    for rec in json.loads(path.read_text()).get("records", []):
+        value = rec.get(f"{ID}/{metric}")
+        if value is not None and value >= threshold:
+            return int(rec["step"])
+    return None

@@ -30,7 +30,13 @@ from ..report.blocks import Column, Table, Text, blocks_to_dicts, strict_json
 from ..suites.spec import ModelSpec, Suite
 from ..util.io import atomic_write_json, atomic_write_text, sha256_bytes
 from .markers import CellStore, MarkerCell, checkpoint_fingerprint, marker_key, measure_marker
-from .outcomes import checkpoint_task, outcome_columns, outcome_names
+from .outcomes import (
+    checkpoint_task,
+    crossing_column,
+    crossing_step,
+    outcome_columns,
+    outcome_names,
+)
 from .population import Checkpoint, grid_runs, population_dir, resolve_population, varying_knobs
 from .spec import DiagnosisFile, MarkerSpec, load_diagnosis
 
@@ -160,6 +166,8 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
             covariate / groups / color_by column, or fewer than 3 groups.
     """
     d = spec.diagnosis
+    if d.crossing is not None:
+        expected = {k: v | {crossing_column(d.crossing)} for k, v in expected.items()}
     finals = [r for r in rows if r.final]
     lacking = [r.path for r in finals if d.outcome not in expected[r.path]]
     if lacking:
@@ -325,6 +333,12 @@ def _table(rows: list[Checkpoint], outcomes: list[dict[str, float]],
     return table
 
 
+def _run_dir(row: Checkpoint) -> Path:
+    """The training-run directory of a row (a checkpoint's ``<run>/checkpoints/step_N``)."""
+    run = Path(row.run)
+    return run.parent.parent if run.parent.name == "checkpoints" else run
+
+
 def _subtable(table: dict[str, list[Any]], keep: list[int], columns: list[str]) -> dict[str, list[Any]]:
     return {c: [table[c][i] for i in keep] for c in columns}
 
@@ -470,6 +484,9 @@ def diagnose(
              for fp in fps]
     final_cols = [c for c in dict.fromkeys(k for o in outcomes for k in o) if c not in STEP_COLUMNS]
     table = _table(rows, outcomes, cells, spec.markers, final_cols)
+    if spec.diagnosis.crossing is not None:
+        steps = {r.run: crossing_step(_run_dir(r), spec.diagnosis.crossing) for r in rows}
+        table[crossing_column(spec.diagnosis.crossing)] = [steps[r.run] for r in rows]
     finals = [i for i, r in enumerate(rows) if r.final]
     usable = [m.name for m in spec.markers
               if all(cells[i][m.name].value is not None for i in finals)]

@@ -127,6 +127,9 @@ class DiagnosisSettings:
         n_permutations, n_bootstrap, alpha, seed: of :func:`probekit.diagnosis.marker_analysis`.
         max_eval_examples: outcome accuracies use at most this many examples per split (a fixed
             seeded subset, the same for every checkpoint); ``None``: all.
+        crossing: also record each run's first step at which its held-out (``test_id``)
+            accuracy in the training history reaches this value, as the column
+            ``id_step_<crossing>`` (empty when it never does); ``None``: no such column.
     """
 
     outcome: str
@@ -138,6 +141,7 @@ class DiagnosisSettings:
     alpha: float = 0.05
     seed: int = 0
     max_eval_examples: int | None = None
+    crossing: float | None = None
 
     def __post_init__(self) -> None:
         """Refuse sizes the statistics cannot use."""
@@ -145,6 +149,8 @@ class DiagnosisSettings:
             raise ValueError("n_permutations and n_bootstrap must be >= 1")
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha = {self.alpha}: must be in (0, 1)")
+        if self.crossing is not None and not 0.0 < self.crossing <= 1.0:
+            raise ValueError(f"crossing = {self.crossing}: an accuracy in (0, 1]")
         if self.max_eval_examples is not None and self.max_eval_examples < 1:
             raise ValueError(f"max_eval_examples = {self.max_eval_examples}: must be >= 1 or unset")
 

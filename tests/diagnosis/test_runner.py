@@ -142,3 +142,11 @@ def test_new_marker_computes_only_itself(population, calls):
     res = runner.diagnose(_file(population, more))
     assert calls.log == ["gini_logit"] * 12
     assert np.isfinite(np.array(res.table["gini_logit"], dtype=float)).all()
+
+
+def test_tasks_are_picklable_for_multiprocess_executors(population, calls):
+    from probekit.executor import InProcessExecutor
+
+    res = runner.diagnose(_file(population, WEIGHT_NORM),
+                          executor=InProcessExecutor(check_picklable=True))
+    assert res.provenance["checkpoint_tasks"] == 12 and calls.log == ["wn"] * 12
