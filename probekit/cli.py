@@ -220,13 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _plugin_registrars() -> list[Any]:
-    """Subcommands contributed by other modules (train, report, test, patch)."""
+    """Subcommands contributed by other modules (train, report, test, patch, diagnose)."""
+    from .diagnosis.cli import add_diagnose_parser
     from .hypotheses.cli import add_test_parser
     from .suites.cli import add_report_parser
     from .suites.patch_cli import add_patch_parser
     from .train.cli import add_train_parser
 
-    return [add_train_parser, add_report_parser, add_test_parser, add_patch_parser]
+    return [add_train_parser, add_report_parser, add_test_parser, add_patch_parser,
+            add_diagnose_parser]
 
 
 def _package_of(filename: str) -> str:

@@ -13,7 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Block", "Column", "Heatmap", "LinePlot", "Series", "Table", "Text", "strict_json"]
+from ..errors import ConfigError
+
+__all__ = [
+    "Block", "Column", "Heatmap", "LinePlot", "Scatter", "Series", "Table", "Text", "strict_json",
+]
 
 
 def strict_json(value: Any) -> Any:
@@ -163,7 +167,42 @@ class Text:
         return {"block": "text", "text": self.text, "level": self.level}
 
 
-Block = Table | LinePlot | Heatmap | Text
+@dataclass(frozen=True, kw_only=True)
+class Scatter:
+    """Points ``(x[i], y[i])``, optionally coloured by a category per point (one legend entry each).
+
+    ``categories``: one label per point (e.g. a design knob's value), drawn in order of first
+    appearance; ``color_label`` titles the legend. ``None`` coordinates are not drawn.
+    """
+
+    title: str
+    x: tuple[float | None, ...]
+    y: tuple[float | None, ...]
+    xlabel: str = ""
+    ylabel: str = ""
+    categories: tuple[str, ...] | None = None
+    color_label: str = ""
+
+    def __post_init__(self) -> None:
+        """Check that the coordinate (and category) sequences have one entry per point."""
+        n = len(self.x)
+        if len(self.y) != n or (self.categories is not None and len(self.categories) != n):
+            raise ConfigError(
+                f"Scatter {self.title!r}: x has {n} points, y {len(self.y)}, categories "
+                f"{None if self.categories is None else len(self.categories)}; pass one per point"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``{"block": "scatter", ...}``)."""
+        return strict_json({
+            "block": "scatter", "title": self.title, "x": list(self.x), "y": list(self.y),
+            "xlabel": self.xlabel, "ylabel": self.ylabel,
+            "categories": None if self.categories is None else list(self.categories),
+            "color_label": self.color_label,
+        })
+
+
+Block = Table | LinePlot | Heatmap | Scatter | Text
 
 
 def blocks_to_dicts(blocks: Sequence[Block]) -> list[dict[str, Any]]:

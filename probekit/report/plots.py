@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["heatmap", "line_plot", "series_colors"]
+__all__ = ["heatmap", "line_plot", "scatter", "series_colors"]
 
 _STYLE = {"line": "o-", "dashed": "--", "dotted": ":"}
 _COLORS = ["tab:red", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
@@ -91,4 +91,26 @@ def heatmap(block: dict[str, Any]) -> bytes:
     ax.set_ylabel(block.get("ylabel", ""))
     ax.set_title(block["title"])
     fig.colorbar(im, ax=ax, label=block.get("colorbar", ""))
+    return _png(fig)
+
+
+def scatter(block: dict[str, Any]) -> bytes:
+    """A ``scatter`` block: points coloured by category (legend outside the axes), or plain."""
+    x, y = _arr(block["x"]), _arr(block["y"])
+    fig, ax = plt.subplots(figsize=(5.0, 3.8))
+    cats = block.get("categories")
+    if cats:
+        order = list(dict.fromkeys(cats))
+        cmap = plt.get_cmap("viridis", max(len(order), 2))
+        for k, c in enumerate(order):
+            sel = np.array([v == c for v in cats])
+            ax.scatter(x[sel], y[sel], s=18, color=cmap(k), label=str(c), alpha=0.85)
+        ax.legend(title=block.get("color_label") or None, fontsize=7, title_fontsize=7,
+                  loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    else:
+        ax.scatter(x, y, s=18, color="tab:blue", alpha=0.85)
+    ax.set_xlabel(block.get("xlabel", ""))
+    ax.set_ylabel(block.get("ylabel", ""))
+    ax.set_title(block["title"], fontsize=9)
+    ax.grid(alpha=0.3)
     return _png(fig)

@@ -83,13 +83,16 @@ def _render_block(block: dict[str, Any]) -> dict[str, Any]:
         out["png"] = base64.b64encode(plots.line_plot(block)).decode()
     elif kind == "heatmap":
         out["png"] = base64.b64encode(plots.heatmap(block)).decode()
+    elif kind == "scatter":
+        out["png"] = base64.b64encode(plots.scatter(block)).decode()
     elif kind == "table":
         out["cells"] = [
             [format_cell(row.get(c["key"]), c["fmt"]) for c in block["columns"]]
             for row in block["rows"]
         ]
     elif kind != "text":
-        raise ValueError(f"unknown report block type {kind!r}; expected table, lineplot, heatmap, text")
+        raise ValueError(f"unknown report block type {kind!r}; expected table, lineplot, heatmap, "
+                         "scatter, text")
     return out
 
 

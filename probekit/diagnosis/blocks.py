@@ -1,0 +1,248 @@
+"""Report blocks of a diagnosis: ranking table, one sentence per marker, scatter plots.
+
+Everything here turns results of :mod:`.analysis`, :mod:`.granulated`, :mod:`.levels` and
+:mod:`.early` into the typed blocks of :mod:`probekit.report.blocks`; it computes nothing new.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from probekit.errors import DataError
+from probekit.report.blocks import Block, Column, LinePlot, Scatter, Series, Table, Text
+
+from .analysis import ADDS, MarkerAnalysis
+from .early import EarlyWarning
+from .granulated import CMIResult, GranulatedTau
+from .levels import UNIT, LevelMeanR2
+from .table import as_marker_table
+
+__all__ = ["diagnosis_blocks"]
+
+_CAPTION = (
+    "Sorted by |partial r|. adds_beyond_covariates: the partial correlation given the covariates "
+    "rejects after Holm and the leave-one-group-out delta R^2 CI lies above 0; "
+    "explained_by_covariates: the marginal (Spearman) test rejects after Holm but the former does "
+    "not hold; no_association: otherwise; not_applicable: see the reason. CIs: percentile "
+    "bootstrap over {unit}; p: permutation (Freedman-Lane for the partial)."
+)
+
+
+def _ranking(analysis: MarkerAnalysis) -> Table:
+    def key(s: Any) -> tuple[int, float]:
+        r = s.partial_r if math.isfinite(s.partial_r) else s.pearson
+        return (0 if s.applicable else 1, -abs(r) if math.isfinite(r) else 0.0)
+
+    stats = sorted(analysis.markers, key=key)
+    rows = tuple(
+        {"marker": s.marker, "verdict": s.verdict, "spearman": s.spearman,
+         "spearman_ci": [s.spearman_low, s.spearman_high], "p_holm": s.p_holm,
+         "partial_r": s.partial_r, "partial_ci": [s.partial_low, s.partial_high],
+         "partial_p_holm": s.partial_p_holm, "delta_r2": s.delta_r2,
+         "delta_ci": [s.delta_r2_low, s.delta_r2_high], "n": s.n, "reason": s.reason}
+        for s in stats
+    )
+    level = f"{analysis.settings['confidence_level']:.0%}"
+    unit = f"groups ({analysis.groups})" if analysis.groups else "models"
+    given = ", ".join(analysis.covariates) or "none"
+    return Table(
+        title=f"Markers vs {analysis.outcome} (covariates: {given})",
+        columns=(Column(key="marker", header="marker", fmt="", align="left"),
+                 Column(key="verdict", header="verdict", fmt="", align="left"),
+                 Column(key="spearman", header="Spearman", fmt="+.3f"),
+                 Column(key="spearman_ci", header=f"{level} CI", fmt="ci"),
+                 Column(key="p_holm", header="Holm p", fmt=".3g"),
+                 Column(key="partial_r", header="partial r", fmt="+.3f"),
+                 Column(key="partial_ci", header=f"{level} CI", fmt="ci"),
+                 Column(key="partial_p_holm", header="Holm p", fmt=".3g"),
+                 Column(key="delta_r2", header="delta R^2 (LOGO)", fmt="+.3f"),
+                 Column(key="delta_ci", header=f"{level} CI", fmt="ci"),
+                 Column(key="n", header="n", fmt="d"),
+                 Column(key="reason", header="note", fmt="", align="left")),
+        rows=rows,
+        highlight=tuple(i for i, s in enumerate(stats) if s.verdict == ADDS),
+        caption=_CAPTION.format(unit=unit),
+    )
+
+
+def _categories(t: Any, color_by: str | None, rows: Sequence[int]) -> tuple[str, ...] | None:
+    if color_by is None:
+        return None
+    t.check_names([color_by], "color_by")
+    code, levels = t.codes(color_by, "color_by")
+    return tuple(f"{color_by}={_level(levels[code[i]])}" for i in rows)
+
+
+def _level(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _sorted_by_category(x: list[float], y: list[float], cats: tuple[str, ...] | None,
+                        order: list[int] | None) -> tuple[tuple, tuple, tuple | None]:
+    if cats is None or order is None:
+        return tuple(x), tuple(y), cats
+    return (tuple(x[i] for i in order), tuple(y[i] for i in order),
+            tuple(cats[i] for i in order))
+
+
+def _scatters(analysis: MarkerAnalysis, t: Any, color_by: str | None) -> list[Block]:
+    y_all = t.numeric(analysis.outcome, "outcome")
+    out: list[Block] = []
+    code = t.codes(color_by, "color_by")[0] if color_by else None
+    for s in analysis.markers:
+        if not s.applicable:
+            continue
+        rows = list(s.rows)
+        m = t.numeric(s.marker, "marker", allow_missing=True)
+        cats = _categories(t, color_by, rows)
+        order = sorted(range(len(rows)), key=lambda i: code[rows[i]]) if code is not None else None
+        x, y, c = _sorted_by_category([float(m[i]) for i in rows], [float(y_all[i]) for i in rows],
+                                      cats, order)
+        out.append(Scatter(
+            title=f"{s.marker} vs {analysis.outcome} (Spearman {s.spearman:+.2f}, n = {s.n})",
+            x=x, y=y, xlabel=s.marker, ylabel=analysis.outcome, categories=c,
+            color_label=color_by or ""))
+        if analysis.covariates and s.marker_residuals:
+            given = ", ".join(analysis.covariates)
+            x, y, c = _sorted_by_category(list(s.marker_residuals), list(s.outcome_residuals),
+                                          cats, order)
+            out.append(Scatter(
+                title=f"{s.marker}: partial residuals given {given} (partial r {s.partial_r:+.2f})",
+                x=x, y=y, xlabel=f"{s.marker} | {given}", ylabel=f"{analysis.outcome} | {given}",
+                categories=c, color_label=color_by or ""))
+    return out
+
+
+def _levels_table(levels: Sequence[LevelMeanR2]) -> Table:
+    rows = tuple(
+        {"marker": r["marker"], "knob": r["knob"], "degree": r["degree"],
+         "n_levels": r["n_levels"], "r2_levels": r["r2_level_means"],
+         "r2_models": r["r2_models"], "n": r["n_models"], "reason": r["reason"]}
+        for lv in levels for r in lv.to_records()
+    )
+    return Table(
+        title=UNIT,
+        columns=(Column(key="marker", header="marker", fmt="", align="left"),
+                 Column(key="knob", header="knob", fmt="", align="left"),
+                 Column(key="degree", header="poly degree", fmt="d"),
+                 Column(key="n_levels", header="levels", fmt="d"),
+                 Column(key="r2_levels", header="R^2 over level means"),
+                 Column(key="r2_models", header="R^2 over models"),
+                 Column(key="n", header="models", fmt="d"),
+                 Column(key="reason", header="note", fmt="", align="left")),
+        rows=rows,
+        caption="An & Du's unit: outcome and marker averaged over seeds at each level of the knob, "
+        "polynomial fit of the means. Shown beside the per-model R^2 of the same fit; averaging "
+        "removes the within-level spread, so level means overstate what a marker says about one "
+        "model. The ranking above (per model, given the covariates) is the primary result.",
+    )
+
+
+def _granulated_tables(items: Sequence[GranulatedTau | CMIResult]) -> list[Block]:
+    out: list[Block] = []
+    taus = [g for g in items if isinstance(g, GranulatedTau)]
+    if taus:
+        out.append(Table(
+            title="Granulated Kendall tau (Jiang et al. 2020)",
+            columns=(Column(key="marker", header="marker", fmt="", align="left"),
+                     Column(key="knob", header="knob", fmt="", align="left"),
+                     Column(key="tau", header="tau", fmt="+.3f"),
+                     Column(key="n_groups", header="groups", fmt="d"),
+                     Column(key="reason", header="note", fmt="", align="left")),
+            rows=tuple(r for g in taus for r in g.to_records()),
+            caption="tau of (marker, outcome) within each group of models that differ only in "
+            "the knob, averaged over groups; '(all: psi)' is the mean over knobs (their Psi). "
+            "Defined on a full grid of the knobs only.",
+        ))
+    cmis = [g for g in items if isinstance(g, CMIResult)]
+    if cmis:
+        out.append(Table(
+            title="Conditional mutual information (Jiang et al. 2020)",
+            columns=(Column(key="marker", header="marker", fmt="", align="left"),
+                     Column(key="score", header="min normalised CMI"),
+                     Column(key="argmin", header="attained given", fmt="", align="left"),
+                     Column(key="unconditional", header="given nothing"),
+                     Column(key="n_pairs", header="pairs", fmt="d"),
+                     Column(key="reason", header="note", fmt="", align="left")),
+            rows=tuple({"marker": c.marker, "score": c.score,
+                        "argmin": ", ".join(c.argmin) or "(none)",
+                        "unconditional": c.sets.get((), math.nan), "n_pairs": c.n_pairs,
+                        "reason": c.reason} for c in cmis),
+            caption="I(V_m; V_y | U_S) / H(V_y | U_S) over ordered pairs of models that differ "
+            "in one knob (V = sign of the difference), minimised over conditioning sets S of "
+            "knobs; 0: the marker's order says nothing about the outcome's once S is known.",
+        ))
+    return out
+
+
+def _early_blocks(early: EarlyWarning) -> list[Block]:
+    labels = tuple(str(s) for s in early.steps)
+    out: list[Block] = []
+    for key, name in (("partial_r", "partial r"), ("delta_r2", "delta R^2 (LOGO)")):
+        low, high = ("partial_low", "partial_high") if key == "partial_r" else \
+            ("delta_r2_low", "delta_r2_high")
+        series = tuple(
+            Series(name=marker,
+                   values=tuple(_finite(getattr(a[marker], key)) for a in early.analyses),
+                   low=tuple(_finite(getattr(a[marker], low)) for a in early.analyses),
+                   high=tuple(_finite(getattr(a[marker], high)) for a in early.analyses))
+            for marker in early.markers
+        )
+        given = ", ".join(early.covariates) or "nothing"
+        out.append(LinePlot(title=f"early warning: {name} with the final {early.outcome}, given "
+                            f"{given} (per step)", x_labels=labels, series=series,
+                            xlabel=early.step, ylabel=name, hlines=((0.0, "0"),)))
+    out.extend(Text(text=early.sentence(m)) for m in early.markers)
+    return out
+
+
+def _finite(v: float) -> float | None:
+    return float(v) if math.isfinite(v) else None
+
+
+def diagnosis_blocks(
+    analysis: MarkerAnalysis,
+    table: Any,
+    *,
+    color_by: str | None = None,
+    levels: LevelMeanR2 | Sequence[LevelMeanR2] | None = None,
+    granulated: GranulatedTau | CMIResult | Sequence[GranulatedTau | CMIResult] | None = None,
+    early: EarlyWarning | None = None,
+) -> tuple[Block, ...]:
+    """The report blocks of a diagnosis, in reading order.
+
+    Warnings; the ranking table (one row per marker, sorted by |partial r|, verdict column);
+    one sentence per marker; for each applicable marker a scatter against the outcome and a
+    partial-residual scatter (residual marker vs residual outcome given the covariates), both
+    coloured by ``color_by`` (e.g. the main design knob); the level-mean table labelled
+    "level means (An & Du's unit)"; the granulated-tau and CMI tables; the early-warning curves
+    (partial r and delta R^2 per step, one series per marker).
+
+    Args:
+        analysis: the :func:`marker_analysis` result.
+        table: the table it was computed on (for the scatter plots).
+        color_by: a column to colour points by (None: one colour).
+        levels: :func:`level_mean_r2` result(s).
+        granulated: :func:`granulated_kendall_tau` / :func:`conditional_mutual_information`
+            result(s).
+        early: an :func:`early_warning` result.
+    """
+    t = as_marker_table(table)
+    if t.n_rows != analysis.n_models:
+        raise DataError(f"the table has {t.n_rows} rows but the analysis was made on "
+                        f"{analysis.n_models}; pass the table given to marker_analysis")
+    blocks: list[Block] = [Text(text=w, level="warning") for w in analysis.warnings]
+    blocks.append(_ranking(analysis))
+    blocks.extend(Text(text=analysis.sentence(s.marker)) for s in analysis.markers)
+    blocks.extend(_scatters(analysis, t, color_by))
+    if levels is not None:
+        blocks.append(_levels_table([levels] if isinstance(levels, LevelMeanR2) else list(levels)))
+    if granulated is not None:
+        items = [granulated] if isinstance(granulated, (GranulatedTau, CMIResult)) else granulated
+        blocks.extend(_granulated_tables(list(items)))
+    if early is not None:
+        blocks.extend(_early_blocks(early))
+    return tuple(blocks)
+

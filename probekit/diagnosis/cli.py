@@ -1,0 +1,81 @@
+"""``probekit diagnose FILE.toml [--out DIR] [--check] [--executor NAME] [--ray-address ADDR]``.
+
+Exit status: 0 when the diagnosis ran (or ``--check`` found the file valid), 2 on a spec or
+data error (one line, from the top-level CLI).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+_HELP = """\
+Diagnose a population of models: which internal markers predict the outcome (e.g. OOD
+accuracy), and whether they add anything beyond the design knobs and ID accuracy.
+
+The file names the population (existing checkpoints, or a grid of a training preset trained on
+demand and cached), the [[marker]]s (registered measurement kinds, as in `probekit test`) and
+the [diagnosis] question. One task per checkpoint computes its outcomes and markers; finished
+cells are cached, so a killed run resumes and a new [[marker]] computes only itself.
+Writes markers.csv (checkpoint x design, outcomes, markers), markers.json (CIs, not-applicable
+reasons), report.html and report.json to --out.
+
+examples:
+  probekit diagnose probes/diagnose_modadd_smoke.toml --out out/diagnose_smoke
+  probekit diagnose probes/diagnose_modadd.toml --check
+  probekit diagnose probes/diagnose_modadd.toml --out out/modadd --executor ray --ray-address auto
+"""
+
+
+def _run(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from ..suites.cli import execution_from_args
+    from .runner import check_diagnosis, diagnose
+    from .spec import load_diagnosis
+
+    spec = load_diagnosis(args.file)
+    execution = execution_from_args(args, spec.suite)  # --executor / --ray-address
+    if execution != spec.suite.execution:
+        spec = dataclasses.replace(spec, suite=dataclasses.replace(spec.suite, execution=execution))
+    lines = check_diagnosis(spec)
+    if args.check:
+        print("\n".join(lines))  # noqa: T201
+        return 0
+    executor = spec.suite.execution.make_executor(progress=not args.quiet)
+    connect = getattr(executor, "connect", None)
+    if connect is not None:
+        connect()  # an unreachable cluster fails here, before any training
+    out = Path(args.out) if args.out is not None else None
+    result = diagnose(spec, out=out, executor=executor, progress=not args.quiet)
+    n = len(result.table["checkpoint"])
+    print(f"{args.file}: {n} checkpoints, outcome {result.settings.outcome!r}")  # noqa: T201
+    if result.analysis is not None:
+        for stats in result.analysis.markers:
+            print(f"  {result.analysis.sentence(stats.marker)}")  # noqa: T201
+    for na in result.not_applicable[:5]:
+        print(f"  not applicable: {na['marker']} on {na['checkpoint']}: {na['reason']}")  # noqa: T201
+    if out is not None:
+        print(f"  wrote {out / 'markers.csv'}, {out / 'report.html'} and {out / 'report.json'}")  # noqa: T201
+    return 0
+
+
+def add_diagnose_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.ArgumentParser:
+    """Add the ``diagnose`` subcommand to an argparse ``subparsers``; handler in ``func``."""
+    from ..suites.cli import add_executor_arguments
+
+    parser = subparsers.add_parser(
+        "diagnose", parents=list(parents),
+        help="which markers predict a population's OOD outcome beyond the design (diagnose_*.toml)",
+        description=_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("file", help="diagnosis TOML file (probes/diagnose_*.toml)")
+    parser.add_argument("--out", help="output directory for markers.csv and report.html/json")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--check", action="store_true",
+                        help="only validate (spec, grid keys, markers, checkpoints), then exit")
+    add_executor_arguments(parser)
+    parser.set_defaults(func=_run)
+    return parser

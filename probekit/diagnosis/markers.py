@@ -1,0 +1,135 @@
+"""Marker values of one checkpoint: a registered measurement kind's estimate and CI, cached.
+
+A ``[[marker]]`` names a measurement kind (:mod:`probekit.hypotheses.registry`); on a
+checkpoint its value is the kind's :class:`~probekit.hypotheses.measurement.Measurement`
+estimate, with the percentile bootstrap CI (Efron & Tibshirani 1993) of its resamples (the
+kind's own, or of the mean of its per-unit values) at ``[stats] confidence_level``. A kind that
+raises :class:`~probekit.errors.NotApplicableError` gives an explicit not-applicable cell
+(``value=None`` and the reason), never a NaN.
+
+Cells are cached per (checkpoint fingerprint, marker key) as small JSON files written
+atomically (:class:`CellStore`), so a killed diagnosis resumes without redoing finished cells and
+a new ``[[marker]]`` computes only itself. The key digests everything that changes the value:
+the kind, its keys and the file's ``[data]``, ``[capture]`` and ``[stats]`` sections.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..util.io import atomic_write_json, sha256_bytes, sha256_file
+from .spec import MarkerSpec
+
+__all__ = ["CellStore", "MarkerCell", "checkpoint_fingerprint", "marker_key", "measure_marker"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MarkerCell:
+    """One (checkpoint, marker) cell of the table.
+
+    Attributes:
+        marker: the marker's name.
+        value: the measurement's estimate; ``None`` when not applicable.
+        low, high: its CI (``None`` when not applicable).
+        metric, n, unit: what was measured and over how many units.
+        reason: why the marker is not applicable to this checkpoint (``None`` when it is).
+    """
+
+    marker: str
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    metric: str = ""
+    n: int = 0
+    unit: str = ""
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MarkerCell:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**data)
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def marker_key(marker: MarkerSpec, suite: Any) -> str:
+    """Digest (16 hex digits) of what a marker's value depends on besides the checkpoint."""
+    payload = {
+        "measure": marker.measure, "spec": dataclasses.asdict(marker.spec),
+        "data": dataclasses.asdict(suite.data), "capture": dataclasses.asdict(suite.capture),
+        "stats": dataclasses.asdict(suite.stats),
+    }
+    return sha256_bytes(json.dumps(_plain(payload), sort_keys=True).encode())[:16]
+
+
+def checkpoint_fingerprint(path: str | Path) -> str:
+    """sha256 (16 hex digits) of a checkpoint's config and weights files: its cache identity."""
+    path = Path(path)
+    parts = [sha256_file(path / name) for name in ("config.json", "model.safetensors")
+             if (path / name).is_file()]
+    return sha256_bytes("|".join(parts).encode())[:16]
+
+
+class CellStore:
+    """Finished cells under ``root/<checkpoint fingerprint>/<key>.json`` (atomic writes)."""
+
+    def __init__(self, root: str | Path) -> None:
+        """Hold the root directory (created on the first write)."""
+        self.root = Path(root)
+
+    def path(self, fingerprint: str, key: str) -> Path:
+        """The file of one cell."""
+        return self.root / fingerprint / f"{key}.json"
+
+    def get(self, fingerprint: str, key: str) -> dict[str, Any] | None:
+        """The recorded cell, or ``None`` (also for a damaged record: it is then redone)."""
+        path = self.path(fingerprint, key)
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text())
+        except ValueError:
+            return None
+
+    def put(self, fingerprint: str, key: str, value: dict[str, Any]) -> None:
+        """Record a finished cell atomically."""
+        path = self.path(fingerprint, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, value)
+
+
+def measure_marker(marker: MarkerSpec, ctx: Any) -> MarkerCell:
+    """The marker on the context's model: estimate and percentile CI, or not applicable.
+
+    Args:
+        marker: the ``[[marker]]`` spec.
+        ctx: an :class:`~probekit.suites.context.AnalysisContext` whose model is the checkpoint.
+    """
+    from ..errors import NotApplicableError
+    from ..hypotheses.registry import get_kind
+    from ..stats.bootstrap import bootstrap_indices, percentile_interval
+
+    kind = get_kind(marker.measure)
+    try:
+        m = (kind.measure(marker.spec, ctx, control=False) if kind.control
+             else kind.measure(marker.spec, ctx))
+    except NotApplicableError as err:
+        return MarkerCell(marker=marker.name, value=None, reason=str(err))
+    st = ctx.stats
+    if m.resamples is not None:
+        reps = m.resamples
+    else:
+        reps = m.values[bootstrap_indices(m.values.size, st.n_bootstrap, st.seed)].mean(axis=1)
+    low, high = (float(x) for x in percentile_interval(reps, st.confidence_level))
+    return MarkerCell(marker=marker.name, value=float(m.estimate), low=low, high=high,
+                      metric=m.metric, n=int(m.n), unit=m.unit)

@@ -1,0 +1,538 @@
+"""Run a diagnosis file: population -> one executor task per checkpoint -> table -> analysis -> report.
+
+:func:`diagnose` resolves the population (training a grid on demand), then maps
+:func:`checkpoint_cells` over the checkpoints whose cells are not cached yet: each task loads its
+checkpoint once (an :class:`~probekit.suites.context.AnalysisContext` whose model is that
+checkpoint), computes its outcome columns (:mod:`probekit.diagnosis.outcomes`) and every missing
+marker (:mod:`probekit.diagnosis.markers`), recording each finished cell atomically. The table is
+written as ``markers.csv`` (one row per checkpoint: ``checkpoint, run, step, final``, the design
+columns, the outcomes, the markers; series rows also carry their run's final outcomes as
+``final_<column>``) with ``markers.json`` beside it (each cell's CI, and the reason of every
+not-applicable cell); :func:`_analyse` is the one place that calls the statistics of
+:mod:`probekit.diagnosis` (marker analysis, granulated tau, level means, early warning), whose
+blocks make ``report.html`` / ``report.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, ProbekitError
+from ..report.blocks import Column, Table, Text, blocks_to_dicts, strict_json
+from ..suites.spec import ModelSpec, Suite
+from ..util.io import atomic_write_json, atomic_write_text, sha256_bytes
+from .markers import CellStore, MarkerCell, checkpoint_fingerprint, marker_key, measure_marker
+from .outcomes import (
+    checkpoint_task,
+    crossing_column,
+    crossing_step,
+    outcome_columns,
+    outcome_names,
+)
+from .population import Checkpoint, grid_runs, population_dir, resolve_population, varying_knobs
+from .spec import DiagnosisFile, MarkerSpec, load_diagnosis
+
+__all__ = ["CheckpointTask", "DiagnosisResult", "Settings", "check_diagnosis", "checkpoint_cells", "diagnose"]
+
+FIXED = ("checkpoint", "run", "step", "final")
+#: train-time columns measured at each checkpoint's own step (covariates "so far")
+STEP_COLUMNS = ("train_accuracy", "train_loss")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointTask:
+    """What one executor task computes for one checkpoint (picklable).
+
+    Attributes:
+        checkpoint: the row.
+        fingerprint: its :func:`~probekit.diagnosis.markers.checkpoint_fingerprint`.
+        suite: the file's suite sections with ``model`` = this checkpoint.
+        markers: ``(marker, key)`` pairs still to compute.
+        outcome_key: cell key of the outcome columns, ``None`` when they are cached.
+        max_eval_examples, eval_seed: the outcome evaluation's subset.
+        cells: the :class:`~probekit.diagnosis.markers.CellStore` root.
+        cache_dir: activation cache root (``None``: the default).
+    """
+
+    checkpoint: Checkpoint
+    fingerprint: str
+    suite: Suite
+    markers: tuple[tuple[MarkerSpec, str], ...]
+    outcome_key: str | None
+    max_eval_examples: int | None
+    eval_seed: int
+    cells: str
+    cache_dir: str | None = None
+
+
+def checkpoint_cells(task: CheckpointTask) -> dict[str, Any]:
+    """Outcomes and markers of one checkpoint, each recorded in the cell store when done.
+
+    Returns ``{"outcomes": {...} or None, "cells": {key: MarkerCell dict}}``.
+    """
+    from ..executor import InProcessExecutor
+    from ..models.checkpoint import read_checkpoint_meta
+    from ..suites.context import AnalysisContext
+
+    ctx = AnalysisContext(task.suite, progress=False, executor=InProcessExecutor(progress=False),
+                          cache_dir=task.cache_dir)
+    store = CellStore(task.cells)
+    outcomes = None
+    if task.outcome_key is not None:
+        meta = read_checkpoint_meta(task.checkpoint.path)
+        outcomes = outcome_columns(ctx.model, checkpoint_task(task.suite.data, meta),
+                                   max_examples=task.max_eval_examples, seed=task.eval_seed)
+        store.put(task.fingerprint, task.outcome_key, outcomes)
+    cells = {}
+    for marker, key in task.markers:
+        cell = measure_marker(marker, ctx).to_dict()
+        store.put(task.fingerprint, key, cell)
+        cells[key] = cell
+    return {"outcomes": outcomes, "cells": cells}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """The resolved ``[diagnosis]`` question: outcome, covariates, groups, knobs."""
+
+    outcome: str
+    covariates: tuple[str, ...]
+    groups: str | None
+    color_by: str | None
+    knobs: tuple[str, ...]
+
+
+def _outcome_key(spec: DiagnosisFile) -> str:
+    d = spec.diagnosis
+    payload = {"data": dataclasses.asdict(spec.suite.data), "max": d.max_eval_examples,
+               "seed": d.seed, "version": 1}
+    return "outcomes-" + sha256_bytes(json.dumps(payload, sort_keys=True, default=str).encode())[:16]
+
+
+def _task_signature(name: Any, config: dict[str, Any]) -> str:
+    """Tasks differing only in their seed have the same split names (so one is built for all)."""
+    rest = {k: v for k, v in config.items() if k != "seed"}
+    return json.dumps([name, rest], sort_keys=True, default=str)
+
+
+def _expected_columns(spec: DiagnosisFile, rows: list[Checkpoint]) -> dict[str, set[str]]:
+    """Outcome columns each final checkpoint will have (from its task's split names)."""
+    from ..models.checkpoint import read_checkpoint_meta
+
+    cache: dict[str, set[str]] = {}
+    out = {}
+    for r in rows:
+        if not r.final:
+            continue
+        meta = read_checkpoint_meta(r.path)
+        extra = meta.get("extra") or {}
+        sig = _task_signature(extra.get("task"), extra.get("task_config") or {})
+        if spec.suite.data.task is not None:
+            sig = "data"
+        if sig not in cache:
+            cache[sig] = outcome_names(list(checkpoint_task(spec.suite.data, meta).splits()))
+        out[r.path] = cache[sig]
+    return out
+
+
+def _grid_expected(spec: DiagnosisFile) -> tuple[list[Checkpoint], dict[str, set[str]]]:
+    """Rows (final only, not trained yet) and their outcome columns of a grid, for ``--check``."""
+    from ..testbeds import get_task
+    from ..train.cli import build_run
+
+    rows, cols, cache = [], {}, {}
+    for r in grid_runs(spec):
+        task, _, _ = build_run(r.run.preset, steps=r.run.steps, seed=r.run.seed,
+                               sets=list(r.run.sets), device=r.run.device)
+        if spec.suite.data.task is not None:
+            task = get_task(spec.suite.data.task, **spec.suite.data.task_options)
+        sig = _task_signature(task.name, dataclasses.asdict(task.config))
+        if sig not in cache:
+            cache[sig] = outcome_names(list(task.splits()))
+        rows.append(Checkpoint(path=r.run.out_dir, run=r.run.out_dir, step=r.final_step,
+                               final=True, design=r.design))
+        cols[r.run.out_dir] = cache[sig]
+    return rows, cols
+
+
+def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
+                     expected: dict[str, set[str]]) -> Settings:
+    """Defaults of ``[diagnosis]`` filled in and every named column checked.
+
+    Raises:
+        ConfigError: the outcome split missing on some checkpoints (naming them), an unknown
+            covariate / groups / color_by column, or fewer than 3 groups.
+    """
+    d = spec.diagnosis
+    if d.crossing is not None:
+        expected = {k: v | {crossing_column(d.crossing)} for k, v in expected.items()}
+    finals = [r for r in rows if r.final]
+    lacking = [r.path for r in finals if d.outcome not in expected[r.path]]
+    if lacking:
+        having = [r.path for r in finals if d.outcome in expected[r.path]]
+        some = sorted(set().union(*expected.values()) - {"train_loss", "id_loss"})
+        if having:
+            raise ConfigError(
+                f"{spec.where('diagnosis', 'outcome')} = {d.outcome!r}: the outcome split is "
+                f"missing on {len(lacking)} of {len(finals)} checkpoints (e.g. {lacking[0]}; "
+                f"present on {having[0]}); evaluate every checkpoint on the same splits: name the "
+                "task in [data] task = ... (the same examples for all)"
+            )
+        raise ConfigError(f"{spec.where('diagnosis', 'outcome')} = {d.outcome!r}: no such outcome "
+                          f"column; the checkpoints have {some}")
+    design = list(dict.fromkeys(k for r in finals for k in r.design))
+    knobs = tuple(varying_knobs(rows))
+    columns = set(design) | set().union(*expected.values())
+    if d.covariates is not None:
+        covariates = tuple(d.covariates)
+    else:
+        covariates = knobs + tuple(c for c in ("id_accuracy",) if c != d.outcome)
+    for c in covariates:
+        if c not in columns:
+            raise ConfigError(f"{spec.where('diagnosis', 'covariates')}: covariate {c!r} is not a "
+                              f"column of the table; columns are {sorted(columns)}")
+        if c == d.outcome:
+            raise ConfigError(f"{spec.where('diagnosis', 'covariates')}: the outcome {c!r} cannot "
+                              "be a covariate of itself")
+    groups = ("seed" if "seed" in design else None) if d.groups is None else (d.groups or None)
+    if groups is not None:
+        if groups not in design:
+            raise ConfigError(f"{spec.where('diagnosis', 'groups')} = {groups!r}: not a design "
+                              f"column; the design columns are {design}")
+        levels = {json.dumps(r.design.get(groups)) for r in finals}
+        if len(levels) < 3:
+            raise ConfigError(
+                f"{spec.where('diagnosis', 'groups')}: {len(levels)} group(s) of {groups!r} "
+                f"({sorted(levels)}); leave-one-group-out needs >= 3: add seeds to the population "
+                "or set groups = \"\" (models as the unit)")
+    color_by = d.color_by if d.color_by is not None else (knobs[0] if knobs else None)
+    if color_by is not None and color_by not in design:
+        raise ConfigError(f"{spec.where('diagnosis', 'color_by')} = {color_by!r}: not a design "
+                          f"column; the design columns are {design}")
+    return Settings(outcome=d.outcome, covariates=covariates, groups=groups, color_by=color_by,
+                    knobs=knobs)
+
+
+def check_diagnosis(spec_or_path: str | Path | DiagnosisFile) -> list[str]:
+    """Validate everything knowable without training or forward passes; one line per finding.
+
+    The file, a grid's keys and values against its preset, the marker specs, that the
+    checkpoints exist and agree (task, vocabulary), the outcome split on every checkpoint, the
+    covariates and the number of groups.
+
+    Raises:
+        ConfigError: the first problem (``FILE:LINE`` where it comes from the file).
+    """
+    spec = spec_or_path if isinstance(spec_or_path, DiagnosisFile) else load_diagnosis(spec_or_path)
+    if spec.population.trained:
+        rows, expected = _grid_expected(spec)
+        what = f"grid of {len(rows)} runs of preset {spec.population.preset!r} (not trained by --check)"
+    else:
+        rows = resolve_population(spec, train=False)
+        expected = _expected_columns(spec, rows)
+        what = f"{sum(r.final for r in rows)} checkpoints ({len(rows)} rows with the series)"
+    s = resolve_settings(spec, rows, expected)
+    return [f"{spec.source}: diagnosis file is valid", f"  population: {what}",
+            f"  markers: {', '.join(m.name for m in spec.markers)}",
+            f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiagnosisResult:
+    """A diagnosis: the table, the analysis and the report; ``to_dict()`` is ``report.json``.
+
+    Attributes:
+        spec: the diagnosis file.
+        settings: the resolved question (outcome, covariates, groups).
+        table: column -> values, one entry per checkpoint (what ``markers.csv`` holds).
+        cells: per row, marker name -> :class:`MarkerCell` (CI, not-applicable reason).
+        analysis: the :class:`~probekit.diagnosis.analysis.MarkerAnalysis` of the final models
+            (``None`` when no marker is applicable).
+        extras: further statistics (granulated tau, level means, early warning) for the report.
+        blocks: the report blocks.
+        provenance: timestamp, run time, trained runs, computed cells.
+    """
+
+    spec: DiagnosisFile
+    settings: Settings
+    table: dict[str, list[Any]]
+    cells: tuple[dict[str, MarkerCell], ...]
+    analysis: Any = None
+    extras: dict[str, Any] = field(default_factory=dict)
+    blocks: tuple[Any, ...] = ()
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def not_applicable(self) -> list[dict[str, Any]]:
+        """Every not-applicable cell: checkpoint, marker and reason."""
+        return [{"checkpoint": self.table["checkpoint"][i], "marker": name, "reason": c.reason}
+                for i, row in enumerate(self.cells) for name, c in row.items() if c.value is None]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Strict-JSON report: the suite-report layout plus ``diagnosis`` and ``table``."""
+        n = len(self.table["checkpoint"])
+        n_final = sum(bool(f) for f in self.table["final"])
+        analysis = self.analysis.to_dict() if self.analysis is not None else None
+        return strict_json({
+            "suite": {**self.spec.to_dict(), "name": self.spec.name,
+                      "description": self.spec.suite.description},
+            "model": {"id": f"population of {n_final} models ({n} checkpoints with the series)",
+                      "fingerprint": self.provenance.get("population_key", ""),
+                      "n_layers": self.provenance.get("n_layers", 0),
+                      "d_model": self.provenance.get("d_model", 0),
+                      "compatibility_mode": False,
+                      "source": str(self.provenance.get("population_dir", ""))},
+            "data": {"n_examples": n, "splits": {"final checkpoints": n_final,
+                                                 "series checkpoints": n - n_final},
+                     "positions": self.spec.suite.capture.positions, "probe_device": "cpu",
+                     "source": {"task": self.spec.suite.data.task or "(each checkpoint's training task)",
+                                "task_options": dict(self.spec.suite.data.task_options)}},
+            "provenance": self.provenance,
+            "hypotheses": [],
+            "diagnosis": {"settings": dataclasses.asdict(self.settings), "analysis": analysis,
+                          **self.extras},
+            "table": self.table,
+            "not_applicable": self.not_applicable,
+            "analyses": [{"section": "diagnosis", "title": "Diagnosis: which markers predict "
+                          f"{self.settings.outcome}", "data": {}, "warnings": [], "hypotheses": [],
+                          "blocks": blocks_to_dicts(list(self.blocks))}],
+        })
+
+
+def _csv(table: dict[str, list[Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(list(table))
+    for row in zip(*table.values()):
+        writer.writerow(["" if v is None else v for v in row])
+    return buf.getvalue()
+
+
+def _table(rows: list[Checkpoint], outcomes: list[dict[str, float]],
+           cells: list[dict[str, MarkerCell]], markers: tuple[MarkerSpec, ...],
+           final_outcome_cols: list[str]) -> dict[str, list[Any]]:
+    """The marker table: fixed, design, outcome, marker and ``final_*`` columns."""
+    design = list(dict.fromkeys(k for r in rows for k in r.design))
+    ocols = list(dict.fromkeys(k for o in outcomes for k in o))
+    table: dict[str, list[Any]] = {
+        "checkpoint": [r.path for r in rows], "run": [r.run for r in rows],
+        "step": [r.step for r in rows], "final": [int(r.final) for r in rows],
+    }
+    for k in design:
+        table[k] = [r.design.get(k) for r in rows]
+    for k in ocols:
+        table[k] = [o.get(k) for o in outcomes]
+    for m in markers:
+        table[m.name] = [c[m.name].value for c in cells]
+    if any(not r.final for r in rows):
+        final_of = {r.run: i for i, r in enumerate(rows) if r.final}
+        for k in final_outcome_cols:
+            table[f"final_{k}"] = [outcomes[final_of[r.run]].get(k) for r in rows]
+    return table
+
+
+def _run_dir(row: Checkpoint) -> Path:
+    """The training-run directory of a row (a checkpoint's ``<run>/checkpoints/step_N``)."""
+    run = Path(row.run)
+    return run.parent.parent if run.parent.name == "checkpoints" else run
+
+
+def _subtable(table: dict[str, list[Any]], keep: list[int], columns: list[str]) -> dict[str, list[Any]]:
+    return {c: [table[c][i] for i in keep] for c in columns}
+
+
+def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
+             markers: list[str]) -> tuple[Any, dict[str, Any], tuple[Any, ...]]:
+    """The statistics of :mod:`probekit.diagnosis` on the table and their report blocks.
+
+    The one place that calls the analysis layer: ``marker_analysis`` on the final models;
+    granulated Kendall tau over the varying knobs; level-mean R^2 over ``color_by``; early
+    warning over the series steps when there is a series.
+    """
+    from . import (
+        conditional_mutual_information,
+        diagnosis_blocks,
+        early_warning,
+        granulated_kendall_tau,
+        level_mean_r2,
+        marker_analysis,
+    )
+
+    d = spec.diagnosis
+    finals = [i for i, f in enumerate(table["final"]) if f]
+    cols = list(dict.fromkeys([s.outcome, *s.covariates, *([s.groups] if s.groups else []),
+                               *s.knobs, *([s.color_by] if s.color_by else []), *markers]))
+    final_table = _subtable(table, finals, cols)
+    options = dict(n_permutations=d.n_permutations, n_bootstrap=d.n_bootstrap, alpha=d.alpha,
+                   seed=d.seed)
+    analysis = marker_analysis(final_table, s.outcome, markers=markers, covariates=s.covariates,
+                               groups=s.groups, **options)
+    extras: dict[str, Any] = {}
+    notes: list[Any] = []
+
+    def each(fn: Any, *args: Any) -> list[Any]:
+        """``fn(final_table, outcome, marker, *args)`` per marker; a refusal becomes a warning."""
+        out = []
+        for m in markers:
+            try:
+                out.append(fn(final_table, s.outcome, m, *args))
+            except ProbekitError as err:
+                notes.append(Text(text=f"{fn.__name__} of {m}: {err}", level="warning"))
+        return out
+
+    granulated: list[Any] = []
+    levels: list[Any] = []
+    early = None
+    if s.knobs:
+        granulated = each(granulated_kendall_tau, list(s.knobs))
+        granulated += each(conditional_mutual_information, list(s.knobs))
+        extras["granulated"] = [r for g in granulated for r in g.to_records()]
+    if s.color_by is not None and s.color_by in s.knobs:
+        levels = each(level_mean_r2, s.color_by)
+        extras["level_mean_r2"] = [r for v in levels for r in v.to_records()]
+    if any(not f for f in table["final"]):
+        ecols = list(dict.fromkeys(["step", f"final_{s.outcome}", *s.covariates,
+                                    *([s.groups] if s.groups else []), *markers]))
+        early = early_warning(_subtable(table, list(range(len(table["step"]))), ecols),
+                              f"final_{s.outcome}", step="step", markers=markers,
+                              covariates=s.covariates, groups=s.groups, **options)
+        extras["early_warning"] = early.to_dict()
+    blocks = diagnosis_blocks(analysis, final_table, color_by=s.color_by, levels=levels or None,
+                              granulated=granulated or None, early=early)
+    return analysis, extras, (*blocks, *notes)
+
+
+def _na_blocks(spec: DiagnosisFile, table: dict[str, list[Any]],
+               cells: list[dict[str, MarkerCell]]) -> list[Any]:
+    """A table of not-applicable markers (checkpoints and reason), or nothing."""
+    rows = []
+    for m in spec.markers:
+        bad = [i for i, c in enumerate(cells) if c[m.name].value is None]
+        if bad:
+            rows.append({"marker": m.name, "measure": m.measure,
+                         "n": f"{len(bad)} of {len(cells)}",
+                         "reason": cells[bad[0]][m.name].reason})
+    if not rows:
+        return []
+    return [Table(title="Markers not applicable", columns=(
+        Column(key="marker", header="marker", fmt="", align="left"),
+        Column(key="measure", header="kind", fmt="", align="left"),
+        Column(key="n", header="checkpoints", fmt="", align="left"),
+        Column(key="reason", header="reason", fmt="", align="left")), rows=tuple(rows),
+        caption="These cells are empty in markers.csv (reasons in markers.json); a marker not "
+        "applicable to every final model is left out of the analysis.")]
+
+
+def diagnose(
+    spec_or_path: str | Path | DiagnosisFile, *, out: str | Path | None = None,
+    executor: Any = None, check: bool = False, progress: bool = False,
+    cache_dir: str | Path | None = None,
+) -> DiagnosisResult | None:
+    """Run a diagnosis file; with ``out``, write markers.csv/json and report.html/json there.
+
+    Args:
+        spec_or_path: a ``probes/diagnose_*.toml`` path or a loaded :class:`DiagnosisFile`.
+        out: output directory (nothing written when None).
+        executor: runs the trainings and the per-checkpoint tasks (name or executor; default:
+            the file's ``[execution]``).
+        check: only validate (:func:`check_diagnosis`; nothing trained, no forward pass); returns None.
+        progress: progress bars.
+        cache_dir: activation cache root of the markers (default ``PROBEKIT_CACHE``).
+    """
+    from ..executor import check_worker_paths, get_executor
+    from ..models.checkpoint import read_checkpoint_meta
+
+    spec = spec_or_path if isinstance(spec_or_path, DiagnosisFile) else load_diagnosis(spec_or_path)
+    if check:
+        check_diagnosis(spec)
+        return None
+    start = time.perf_counter()
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    ex = (get_executor(executor) if executor is not None
+          else spec.suite.execution.make_executor(progress=progress))
+    pop_dir = population_dir(spec)
+    rows = resolve_population(spec, train=True, executor=ex)
+    settings = resolve_settings(spec, rows, _expected_columns(spec, rows))
+    store = CellStore(pop_dir / "cells")
+    okey = _outcome_key(spec)
+    mkeys = {m.name: marker_key(m, spec.suite) for m in spec.markers}
+    fps = [checkpoint_fingerprint(r.path) for r in rows]
+    tasks, where = [], []
+    for i, (r, fp) in enumerate(zip(rows, fps)):
+        todo = tuple((m, mkeys[m.name]) for m in spec.markers if store.get(fp, mkeys[m.name]) is None)
+        need_outcomes = store.get(fp, okey) is None
+        if todo or need_outcomes:
+            suite = dataclasses.replace(spec.suite, model=ModelSpec(checkpoint=r.path))
+            tasks.append(CheckpointTask(
+                checkpoint=r, fingerprint=fp, suite=suite, markers=todo,
+                outcome_key=okey if need_outcomes else None,
+                max_eval_examples=spec.diagnosis.max_eval_examples, eval_seed=spec.diagnosis.seed,
+                cells=str(store.root), cache_dir=None if cache_dir is None else str(cache_dir)))
+            where.append(i)
+    if tasks:
+        store.root.mkdir(parents=True, exist_ok=True)
+        check_worker_paths(ex, read=[r.path for r in rows[:1]], write=[store.root])
+        for task, res in zip(tasks, ex.map(checkpoint_cells, tasks, desc="checkpoints")):
+            if res["outcomes"] is not None:  # the worker's store may be on another node
+                store.put(task.fingerprint, okey, res["outcomes"])
+            for key, cell in res["cells"].items():
+                store.put(task.fingerprint, key, cell)
+    outcomes = [store.get(fp, okey) for fp in fps]
+    cells = [{m.name: MarkerCell.from_dict(store.get(fp, mkeys[m.name])) for m in spec.markers}
+             for fp in fps]
+    final_cols = [c for c in dict.fromkeys(k for o in outcomes for k in o) if c not in STEP_COLUMNS]
+    table = _table(rows, outcomes, cells, spec.markers, final_cols)
+    if spec.diagnosis.crossing is not None:
+        steps = {r.run: crossing_step(_run_dir(r), spec.diagnosis.crossing) for r in rows}
+        table[crossing_column(spec.diagnosis.crossing)] = [steps[r.run] for r in rows]
+    finals = [i for i, r in enumerate(rows) if r.final]
+    usable = [m.name for m in spec.markers
+              if all(cells[i][m.name].value is not None for i in finals)]
+    blocks: list[Any] = []
+    analysis, extras = None, {}
+    if usable:
+        analysis, extras, stat_blocks = _analyse(spec, settings, table, usable)
+        blocks += list(stat_blocks)
+    else:
+        blocks.append(Text(text="No marker is applicable to every final model: nothing to "
+                           "analyse (see the table below).", level="warning"))
+    blocks += _na_blocks(spec, table, cells)
+    meta = read_checkpoint_meta(rows[0].path)
+    result = DiagnosisResult(
+        spec=spec, settings=settings, table=table, cells=tuple(cells), analysis=analysis,
+        extras=extras, blocks=tuple(blocks),
+        provenance={"timestamp": stamp, "run_seconds": round(time.perf_counter() - start, 2),
+                    "checkpoint_tasks": len(tasks), "population_dir": str(pop_dir),
+                    "population_key": spec.population_key(),
+                    "n_layers": int(meta["model"].get("n_layers", 0)),
+                    "d_model": int(meta["model"].get("d_model", 0))},
+    )
+    if out is not None:
+        write_outputs(result, out)
+    return result
+
+
+def write_outputs(result: DiagnosisResult, out: str | Path) -> dict[str, Path]:
+    """``markers.csv`` + ``markers.json`` + ``report.html`` / ``report.json`` in ``out``."""
+    from ..report.write import write_report
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"csv": out / "markers.csv", "cells": out / "markers.json"}
+    atomic_write_text(paths["csv"], _csv(result.table))
+    atomic_write_json(paths["cells"], strict_json({
+        "columns": list(result.table),
+        "cells": [{"checkpoint": result.table["checkpoint"][i], **{n: c.to_dict() for n, c in row.items()}}
+                  for i, row in enumerate(result.cells)],
+        "not_applicable": result.not_applicable,
+    }))
+    paths.update(write_report(result, out))
+    return paths

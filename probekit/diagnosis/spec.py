@@ -1,0 +1,327 @@
+"""Diagnosis files (``probes/diagnose_*.toml``): a population, its markers and the question.
+
+A diagnosis file is a suite's fixed sections (``[suite]``, ``[data]``, ``[capture]``,
+``[stats]``, ``[execution]``; no ``[model]``: the population gives the models) plus::
+
+    [population]                 # existing checkpoints ...
+    checkpoints = "runs/*/checkpoints/step_0003000"     # a glob or a list (relative to the file)
+    # ... or a grid trained on demand (cached by config; an interrupted run resumes)
+    preset = "modular_addition"
+    grid = { "train.weight_decay" = [0.3, 1.0], "task.train_fraction" = [0.4, 0.6], seed = [0, 1, 2] }
+    sets = ["task.p=23"]         # fixed --set overrides of every run
+    steps = 300                  # training steps (default: the preset's)
+    every = 50                   # or series = [30, 75]: intermediate checkpoints (early warning)
+
+    [[marker]]
+    name = "gini"
+    measure = "fourier_gini"     # a registered measurement kind; its own keys follow
+    source = "embed"
+
+    [diagnosis]
+    outcome = "id_accuracy"      # a column of the table (see probekit.diagnosis.outcomes)
+    covariates = ["train.weight_decay", "task.train_fraction", "train_loss"]
+
+Every key is validated like suite sections (``FILE:LINE: [section] key`` errors); a marker's
+keys by its kind's spec class (an unknown ``measure`` lists the registered kinds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..suites.spec import Suite, SuiteError, build_suite, build_table, location, read_toml
+from ..util.config import close_match_hint
+from ..util.io import sha256_bytes
+
+__all__ = [
+    "DiagnosisFile",
+    "DiagnosisSettings",
+    "MarkerSpec",
+    "PopulationSpec",
+    "load_diagnosis",
+]
+
+#: the suite sections a diagnosis file shares with suites (no [model]: the population)
+SUITE_SECTIONS = ("suite", "data", "capture", "stats", "execution")
+#: the [model] placeholder of the suite part: each checkpoint replaces it
+_PLACEHOLDER_MODEL = {"train": {"preset": "(population)"}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PopulationSpec:
+    """``[population]``: existing checkpoints, or a grid of trainings of one preset.
+
+    Attributes:
+        checkpoints: a glob or a list of globs / paths (relative to the file) of checkpoint
+            directories (``.../checkpoints/step_N``) or run directories (their last checkpoint,
+            plus the ``series`` / ``every`` steps).
+        preset: training preset of a grid (:data:`probekit.train.presets.PRESETS`).
+        grid: ``--set`` key -> list of values (``"task.noise"``, ``"train.weight_decay"``), plus
+            ``seed``; the population is their Cartesian product.
+        sets: fixed ``--set`` overrides applied to every run of the grid.
+        steps: training steps of every run (default: the preset's).
+        series: intermediate checkpoint steps whose markers are measured too (early warning).
+        every: a series every ``every`` steps (instead of ``series``).
+        out: population directory (runs and cached cells; default under the probekit cache,
+            keyed by the population's config).
+        device: training device override of the grid's runs.
+    """
+
+    checkpoints: str | tuple[str, ...] | None = None
+    preset: str | None = None
+    grid: dict[str, Any] = field(default_factory=dict)
+    sets: tuple[str, ...] = ()
+    steps: int | None = None
+    series: tuple[int, ...] | None = None
+    every: int | None = None
+    out: str | None = None
+    device: str | None = None
+
+    @property
+    def trained(self) -> bool:
+        """True for a grid trained on demand (``preset``), False for existing checkpoints."""
+        return self.preset is not None
+
+    def series_steps(self, final: int) -> tuple[int, ...]:
+        """The intermediate steps (< ``final``) of the series, ascending."""
+        if self.every is not None:
+            return tuple(range(self.every, final, self.every))
+        return tuple(sorted(s for s in set(self.series or ()) if s < final))
+
+
+@dataclass(frozen=True, kw_only=True)
+class MarkerSpec:
+    """One ``[[marker]]``: a name and a registered measurement kind with its keys.
+
+    Attributes:
+        name: the marker's column in ``markers.csv``.
+        measure: the registered measurement kind (:mod:`probekit.hypotheses.registry`).
+        spec: that kind's spec dataclass instance (the table's other keys).
+    """
+
+    name: str
+    measure: str
+    spec: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form mirroring the TOML table."""
+        return {"name": self.name, "measure": self.measure, **_plain(dataclasses.asdict(self.spec))}
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiagnosisSettings:
+    """``[diagnosis]``: which column is the outcome and what is already known.
+
+    Attributes:
+        outcome: the outcome column (``"id_accuracy"``, ``"ood:NAME"``; see
+            :mod:`probekit.diagnosis.outcomes`).
+        covariates: the known predictors (default: the varying design knobs and
+            ``id_accuracy``, the outcome itself left out).
+        groups: the resampling / leave-one-out unit (default ``"seed"`` when the population
+            has seeds; ``""`` for none: models are then the unit).
+        color_by: the design knob colouring the scatter plots (default: the first varying one).
+        n_permutations, n_bootstrap, alpha, seed: of :func:`probekit.diagnosis.marker_analysis`.
+        max_eval_examples: outcome accuracies use at most this many examples per split (a fixed
+            seeded subset, the same for every checkpoint); ``None``: all.
+        crossing: also record each run's first step at which its held-out (``test_id``)
+            accuracy in the training history reaches this value, as the column
+            ``id_step_<crossing>`` (empty when it never does); ``None``: no such column.
+    """
+
+    outcome: str
+    covariates: tuple[str, ...] | None = None
+    groups: str | None = None
+    color_by: str | None = None
+    n_permutations: int = 1000
+    n_bootstrap: int = 1000
+    alpha: float = 0.05
+    seed: int = 0
+    max_eval_examples: int | None = None
+    crossing: float | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse sizes the statistics cannot use."""
+        if self.n_permutations < 1 or self.n_bootstrap < 1:
+            raise ValueError("n_permutations and n_bootstrap must be >= 1")
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha = {self.alpha}: must be in (0, 1)")
+        if self.crossing is not None and not 0.0 < self.crossing <= 1.0:
+            raise ValueError(f"crossing = {self.crossing}: an accuracy in (0, 1]")
+        if self.max_eval_examples is not None and self.max_eval_examples < 1:
+            raise ValueError(f"max_eval_examples = {self.max_eval_examples}: must be >= 1 or unset")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiagnosisFile:
+    """A validated diagnosis file.
+
+    Attributes:
+        suite: the fixed sections (its ``model`` is a placeholder: each checkpoint replaces it).
+        population: ``[population]``.
+        markers: the ``[[marker]]`` tables, in file order.
+        diagnosis: ``[diagnosis]``.
+        text: the file's text (for ``FILE:LINE`` messages of later checks).
+    """
+
+    suite: Suite
+    population: PopulationSpec
+    markers: tuple[MarkerSpec, ...]
+    diagnosis: DiagnosisSettings
+    text: str = field(default="", repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        """The file's ``[suite] name`` (default: the file stem)."""
+        return self.suite.name
+
+    @property
+    def source(self) -> Path:
+        """The diagnosis file's path."""
+        return Path(self.suite.source)
+
+    def where(self, section: str, key: str | None = None, index: int = 0) -> str:
+        """``FILE:LINE: [section] key`` of a key of this file."""
+        return location(self.source, self.text, section, key, index)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form mirroring the TOML (the suite sections without the placeholder model)."""
+        out = self.suite.to_dict()
+        out.pop("model", None)
+        out["population"] = _plain(dataclasses.asdict(self.population))
+        out["marker"] = [m.to_dict() for m in self.markers]
+        out["diagnosis"] = _plain(dataclasses.asdict(self.diagnosis))
+        return out
+
+    def population_key(self) -> str:
+        """Digest of what defines the population's models (12 hex digits): its default directory."""
+        pop = dataclasses.asdict(self.population)
+        pop.pop("out")
+        if not self.population.trained:  # the same globs from another file are other models
+            pop["base"] = str(self.source.parent.resolve())
+        return sha256_bytes(json.dumps(_plain(pop), sort_keys=True).encode())[:12]
+
+
+def _plain(value: Any) -> Any:
+    """Tuples -> lists, recursively (JSON form)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _population(raw: Any, path: Path, text: str) -> PopulationSpec:
+    if "population" not in raw:
+        raise SuiteError(f"{path}: missing section [population] (checkpoints = \"GLOB\", or "
+                         "preset = \"...\" with a grid)")
+    pop = build_table(PopulationSpec, raw["population"], path, text, "population")
+    where = location(path, text, "population")
+    if (pop.checkpoints is None) == (pop.preset is None):
+        raise SuiteError(f"{where}: give exactly one of checkpoints (existing models) or preset "
+                         "(+ grid: a population trained on demand)")
+    if pop.checkpoints is not None:
+        given = [k for k in ("grid", "sets", "steps", "device") if getattr(pop, k) not in ({}, (), None)]
+        if given:
+            raise SuiteError(f"{location(path, text, 'population', given[0])}: only a trained "
+                             "population (preset = ...) takes grid, sets, steps and device")
+        if isinstance(pop.checkpoints, tuple) and not pop.checkpoints:
+            raise SuiteError(f"{location(path, text, 'population', 'checkpoints')}: empty list")
+    if pop.preset is not None:
+        from ..train.presets import PRESETS
+
+        if pop.preset not in PRESETS:
+            raise SuiteError(f"{location(path, text, 'population', 'preset')} = {pop.preset!r}: "
+                             f"unknown preset{close_match_hint(pop.preset, PRESETS)}; valid "
+                             f"presets are {sorted(PRESETS)}")
+        for key, values in pop.grid.items():
+            if not isinstance(values, list) or not values:
+                raise SuiteError(f"{location(path, text, 'population', 'grid')}: grid key {key!r} "
+                                 f"= {values!r}: expected a non-empty list of values")
+            if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
+                raise SuiteError(f"{location(path, text, 'population', 'grid')}: grid key {key!r} "
+                                 f"repeats a value in {values}; give each value once")
+        if "seed" in pop.grid and any(isinstance(s, bool) or not isinstance(s, int)
+                                      for s in pop.grid["seed"]):
+            raise SuiteError(f"{location(path, text, 'population', 'grid')}: seed values must be "
+                             f"integers, got {pop.grid['seed']}")
+    if pop.series is not None and pop.every is not None:
+        raise SuiteError(f"{location(path, text, 'population', 'every')}: give series or every, "
+                         "not both")
+    if pop.every is not None and pop.every < 1:
+        raise SuiteError(f"{location(path, text, 'population', 'every')} = {pop.every}: must be >= 1")
+    if pop.series is not None and any(s < 1 for s in pop.series):
+        raise SuiteError(f"{location(path, text, 'population', 'series')} = {list(pop.series)}: "
+                         "steps must be >= 1")
+    if pop.steps is not None and pop.steps < 1:
+        raise SuiteError(f"{location(path, text, 'population', 'steps')} = {pop.steps}: must be >= 1")
+    return pop
+
+
+def _marker(table: Any, i: int, path: Path, text: str) -> MarkerSpec:
+    from ..hypotheses.registry import registered_kinds
+
+    head = location(path, text, "marker", index=i)
+    if not isinstance(table, dict):
+        raise SuiteError(f"{head}: expected a table ([[marker]])")
+    kinds = registered_kinds()
+    name, measure = table.get("name"), table.get("measure")
+    if not isinstance(name, str) or not name:
+        raise SuiteError(f"{head}: missing key 'name' (the marker's column in markers.csv)")
+    if measure is None:
+        raise SuiteError(f"{head}: missing required key 'measure'; registered kinds are {sorted(kinds)}")
+    if measure not in kinds:
+        raise SuiteError(
+            f"{location(path, text, 'marker', 'measure', i)} = {measure!r}: unknown measurement "
+            f"kind{close_match_hint(str(measure), kinds)}; registered kinds are {sorted(kinds)}"
+        )
+    spec_cls = kinds[measure].spec
+    fields = [f.name for f in dataclasses.fields(spec_cls)]
+    for key in table:
+        if key not in ("name", "measure") and key not in fields:
+            valid = sorted({"name", "measure", *fields})
+            raise SuiteError(
+                f"{location(path, text, 'marker', key, i)}: unknown key{close_match_hint(key, valid)} "
+                f"for measure {measure!r}; valid keys are {valid}"
+            )
+    spec = build_table(spec_cls, {k: v for k, v in table.items() if k in fields},
+                       path, text, "marker", index=i)
+    return MarkerSpec(name=name, measure=measure, spec=spec)
+
+
+def load_diagnosis(path: str | Path) -> DiagnosisFile:
+    """Parse and validate a diagnosis file; errors are ``FILE:LINE: [section] key ...``.
+
+    Only what the file itself states is checked here; :func:`probekit.diagnosis.runner.check_diagnosis`
+    also checks the population (grid keys against the preset, checkpoints that exist and agree).
+    """
+    path, text, raw = read_toml(path, what="diagnosis")
+    valid = [*SUITE_SECTIONS, "population", "marker", "diagnosis"]
+    unknown = sorted(set(raw) - set(valid))
+    if unknown:
+        extra = (" (a diagnosis file has no [model]: [population] gives the models)"
+                 if unknown[0] == "model" else close_match_hint(unknown[0], valid))
+        raise SuiteError(f"{location(path, text, unknown[0])}: unknown section{extra}; valid "
+                         f"sections are {valid}")
+    population = _population(raw, path, text)
+    tables = raw.get("marker")
+    if not tables:
+        raise SuiteError(f"{path}: no [[marker]]; add at least one (name, measure and its keys)")
+    if not isinstance(tables, list):
+        raise SuiteError(f"{location(path, text, 'marker')}: write markers as [[marker]] tables")
+    markers = tuple(_marker(t, i, path, text) for i, t in enumerate(tables))
+    names = [m.name for m in markers]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise SuiteError(f"{location(path, text, 'marker', 'name', [i for i, n in enumerate(names) if n == dup[0]][1])}: "
+                         f"marker name {dup[0]!r} is used twice; names are column names")
+    if "diagnosis" not in raw:
+        raise SuiteError(f"{path}: missing section [diagnosis] (outcome = \"ood:NAME\" at least)")
+    settings = build_table(DiagnosisSettings, raw["diagnosis"], path, text, "diagnosis")
+    fixed = {k: v for k, v in raw.items() if k in SUITE_SECTIONS}
+    suite = build_suite(path, text, {**fixed, "model": _PLACEHOLDER_MODEL})
+    return DiagnosisFile(suite=suite, population=population, markers=markers,
+                         diagnosis=settings, text=text)

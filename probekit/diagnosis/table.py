@@ -1,0 +1,219 @@
+"""The marker table of a diagnosis: validation and normalisation (``shared/methods/diagnosis.md``).
+
+A marker table has one row per model (checkpoint) and named columns: design knobs (noise,
+seed, ...), outcomes (ID / OOD accuracy) and markers. It is given as a mapping ``column ->
+sequence`` or a pandas DataFrame (detected by duck typing; pandas is never imported here).
+
+Columns are **numeric** (ints, floats, bools; ``None`` / NaN mark a missing cell) or
+**categorical** (strings; used as covariates they are one-hot coded with the first level in
+sorted order dropped). Missing cells are allowed only in marker columns, where they mean "not
+applicable to this model"; the outcome, the covariates and the groups must be complete.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from numbers import Number
+from typing import Any, Literal
+
+import numpy as np
+from jaxtyping import Bool, Float, Int
+
+from probekit.errors import ConfigError, DataError
+
+__all__ = ["MarkerTable", "as_marker_table"]
+
+Kind = Literal["numeric", "categorical"]
+
+
+def _is_missing(v: Any) -> bool:
+    if v is None:
+        return True
+    try:
+        return isinstance(v, Number) and not isinstance(v, bool) and math.isnan(float(v))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+
+
+def _rows(mask: np.ndarray, limit: int = 8) -> str:
+    idx = np.flatnonzero(mask).tolist()
+    text = ", ".join(str(i) for i in idx[:limit])
+    return text + (f", ... ({len(idx)} rows)" if len(idx) > limit else "")
+
+
+@dataclass(frozen=True)
+class MarkerTable:
+    """A validated table: one entry per column, all of one length ``n_rows``.
+
+    Attributes:
+        columns: column name -> object array of the cells (``None`` for a missing cell).
+        kinds: column name -> ``"numeric"`` or ``"categorical"`` (a column with no value at all
+            counts as numeric).
+        n_rows: number of rows (models).
+    """
+
+    columns: dict[str, np.ndarray]
+    kinds: dict[str, Kind]
+    n_rows: int
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Column names in table order."""
+        return tuple(self.columns)
+
+    def check_names(self, names: Sequence[str], role: str) -> None:
+        """Raise ``ConfigError`` naming the first unknown column and listing the valid ones."""
+        for name in names:
+            if name not in self.columns:
+                raise ConfigError(
+                    f"{role} column {name!r} is not in the table; valid columns: "
+                    f"{', '.join(repr(c) for c in self.columns)}"
+                )
+
+    def missing(self, name: str) -> Bool[np.ndarray, " n"]:
+        """True where the cell of ``name`` is missing (``None`` / NaN)."""
+        return np.array([_is_missing(v) for v in self.columns[name]], dtype=bool)
+
+    def numeric(self, name: str, role: str, *, allow_missing: bool = False) -> Float[np.ndarray, " n"]:
+        """Column ``name`` as float64 (NaN where missing, only when ``allow_missing``).
+
+        Raises:
+            ConfigError: unknown column.
+            DataError: a categorical column, or missing / infinite cells where none are allowed.
+        """
+        self.check_names([name], role)
+        if self.kinds[name] != "numeric":
+            raise DataError(
+                f"{role} column {name!r} holds text ({self.columns[name][0]!r}, ...) but a number "
+                "per row is needed; use a numeric column, or pass it as a covariate "
+                "(one-hot coded)"
+            )
+        miss = self.missing(name)
+        out = np.array([np.nan if m else float(v) for v, m in zip(self.columns[name], miss, strict=True)])
+        if miss.any() and not allow_missing:
+            raise DataError(
+                f"{role} column {name!r} has missing (None/NaN) cells in rows {_rows(miss)}; "
+                f"the {role} must be complete: drop those rows or fill them"
+            )
+        inf = np.isinf(out)
+        if inf.any():
+            raise DataError(
+                f"{role} column {name!r} has infinite values in rows {_rows(inf)}; pass finite "
+                "numbers (or None for a not-applicable marker cell)"
+            )
+        return out
+
+    def codes(self, name: str, role: str) -> tuple[Int[np.ndarray, " n"], tuple[Any, ...]]:
+        """Integer codes of a complete column (numeric or text) and its levels in sorted order."""
+        self.check_names([name], role)
+        miss = self.missing(name)
+        if miss.any():
+            raise DataError(
+                f"{role} column {name!r} has missing (None/NaN) cells in rows {_rows(miss)}; "
+                "every row needs a value"
+            )
+        values = [v.item() if hasattr(v, "item") else v for v in self.columns[name]]
+        levels = tuple(sorted(set(values), key=lambda v: (str(type(v)), v)))
+        index = {v: i for i, v in enumerate(levels)}
+        return np.array([index[v] for v in values], dtype=np.int64), levels
+
+    def design(self, names: Sequence[str]) -> tuple[Float[np.ndarray, "n p"], tuple[str, ...]]:
+        """Covariate matrix (without intercept): numeric columns as is, text columns one-hot.
+
+        A text column with levels ``l_0 < l_1 < ...`` (sorted) gives indicator columns
+        ``NAME=l_1, NAME=l_2, ...`` (``l_0`` dropped, absorbed by the intercept).
+        """
+        cols: list[np.ndarray] = []
+        labels: list[str] = []
+        for name in names:
+            if self.kinds.get(name) == "categorical":
+                code, levels = self.codes(name, "covariate")
+                for k in range(1, len(levels)):
+                    cols.append((code == k).astype(np.float64))
+                    labels.append(f"{name}={levels[k]}")
+            else:
+                cols.append(self.numeric(name, "covariate"))
+                labels.append(name)
+        X = np.column_stack(cols) if cols else np.zeros((self.n_rows, 0))
+        return X, tuple(labels)
+
+
+def _cells(table: Any) -> dict[str, list[Any]]:
+    if hasattr(table, "columns") and hasattr(table, "to_dict") and hasattr(table, "__getitem__") \
+            and not isinstance(table, Mapping):  # a pandas DataFrame, by duck typing
+        return {str(c): list(table[c].tolist()) for c in table.columns}
+    if not isinstance(table, Mapping):
+        raise ConfigError(
+            f"table must be a mapping column -> sequence or a pandas DataFrame, got "
+            f"{type(table).__name__}"
+        )
+    out: dict[str, list[Any]] = {}
+    for name, values in table.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"column names must be strings, got {name!r}")
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+            raise DataError(
+                f"column {name!r} must be a sequence of one value per row, got "
+                f"{type(values).__name__}"
+            )
+        arr = np.asarray(values, dtype=object)
+        if arr.ndim != 1:
+            raise DataError(f"column {name!r} must be one-dimensional, got shape {arr.shape}")
+        out[name] = list(values.tolist() if hasattr(values, "tolist") else values)
+    return out
+
+
+def _kind(name: str, values: list[Any]) -> Kind:
+    present = [v for v in values if not _is_missing(v)]
+    text = [isinstance(v, str) for v in present]
+    if all(text) and present:
+        return "categorical"
+    if any(text):
+        i = next(i for i, v in enumerate(values) if not _is_missing(v) and not isinstance(v, str))
+        j = next(i for i, v in enumerate(values) if isinstance(v, str))
+        raise DataError(
+            f"column {name!r} mixes numbers and text (row {i}: {values[i]!r}, row {j}: "
+            f"{values[j]!r}); use one type per column"
+        )
+    for v in present:
+        if not isinstance(v, (Number, np.number)):
+            raise DataError(
+                f"column {name!r} has a value of type {type(v).__name__} ({v!r}); cells must be "
+                "numbers, strings or None"
+            )
+    return "numeric"
+
+
+def as_marker_table(table: Any) -> MarkerTable:
+    """Validate ``table`` (mapping column -> sequence, or a pandas DataFrame).
+
+    Raises:
+        ConfigError: not a mapping / DataFrame, or non-string column names.
+        DataError: ragged columns (both lengths named), an empty table, mixed-type columns.
+    """
+    if isinstance(table, MarkerTable):
+        return table
+    cells = _cells(table)
+    if not cells:
+        raise DataError("the table has no columns; pass one column per design knob, outcome and marker")
+    lengths = {name: len(v) for name, v in cells.items()}
+    first = next(iter(lengths))
+    for name, n in lengths.items():
+        if n != lengths[first]:
+            raise DataError(
+                f"ragged table: column {first!r} has {lengths[first]} rows but column {name!r} "
+                f"has {n}; every column needs one value per model (None for a not-applicable "
+                "marker cell)"
+            )
+    n_rows = lengths[first]
+    if n_rows == 0:
+        raise DataError("the table has no rows; pass one row per model")
+    kinds = {name: _kind(name, v) for name, v in cells.items()}
+    columns = {}
+    for name, v in cells.items():
+        arr = np.empty(n_rows, dtype=object)
+        arr[:] = [None if _is_missing(x) else x for x in v]
+        columns[name] = arr
+    return MarkerTable(columns=columns, kinds=kinds, n_rows=n_rows)

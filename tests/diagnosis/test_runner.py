@@ -1,0 +1,152 @@
+"""The runner: one task per checkpoint, the marker table, cached cells (resume, new markers)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import probekit.diagnosis.runner as runner
+from probekit.errors import NotApplicableError
+from probekit.hypotheses.measurement import Measurement
+from probekit.hypotheses.registry import register_measurement
+from probekit.models import load_checkpoint
+from probekit.testbeds import get_task
+from probekit.train.trainer import evaluate
+
+from .population_helpers import WEIGHT_NORM, write_checkpoint, write_file
+
+
+@dataclass(frozen=True, kw_only=True)
+class _NASpec:
+    """Keys of the test kind that is never applicable."""
+
+
+@register_measurement("diag_test_not_applicable", spec=_NASpec)
+def _not_applicable(spec: _NASpec, ctx) -> Measurement:
+    """Undefined on every model (like Fourier measures on SCAN)."""
+    raise NotApplicableError("this test marker is undefined for modular addition")
+
+
+MARKERS = (WEIGHT_NORM + '\n\n[[marker]]\nname = "gini"\nmeasure = "fourier_gini"\n\n'
+           '[[marker]]\nname = "na"\nmeasure = "diag_test_not_applicable"')
+
+
+class Killed(Exception):
+    """Stands in for a killed driver."""
+
+
+@pytest.fixture
+def population(tmp_path, monkeypatch, single_thread):
+    """Six run directories (2 train fractions x 3 seeds) with checkpoints at steps 0, 10, 20."""
+    monkeypatch.setenv("PROBEKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(runner, "_analyse", lambda spec, s, table, markers: (None, {}, ()))
+    for f in (0.4, 0.6):
+        for seed in range(3):
+            for step in (0, 10, 20):
+                d = write_checkpoint(tmp_path / "runs" / f"f{f}-s{seed}" / "checkpoints" /
+                                     f"step_{step:07d}", seed=seed + 10 * step, step=step,
+                                     train_fraction=f)
+                (d / "optimizer.json").write_text("{}")
+    return tmp_path
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Names of the markers measured, in order; ``calls.kill_at = n`` kills the n-th call."""
+    log: list[str] = []
+    real = runner.measure_marker
+
+    def counting(marker, ctx):
+        if getattr(counting, "kill_at", None) == len(log):
+            raise Killed()
+        log.append(marker.name)
+        return real(marker, ctx)
+
+    monkeypatch.setattr(runner, "measure_marker", counting)
+    counting.log = log
+    return counting
+
+
+def _file(root: Path, markers: str = MARKERS) -> Path:
+    return write_file(root, 'checkpoints = "runs/*"\nseries = [10]\nout = "pop"', markers,
+                      'outcome = "id_accuracy"\ncovariates = ["task.train_fraction", "train_loss"]')
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path) as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_table_rows_columns_outcomes_and_not_applicable(population, calls):
+    out = population / "out"
+    res = runner.diagnose(_file(population), out=out)
+    rows = _read_csv(out / "markers.csv")
+    assert len(rows) == 12  # 6 runs x (step 10 + final step 20)
+    assert list(rows[0])[:6] == ["checkpoint", "run", "step", "final", "seed", "task.train_fraction"]
+    for col in ("train_accuracy", "train_loss", "id_accuracy", "id_loss", "wn", "gini", "na",
+                "final_id_accuracy"):
+        assert col in rows[0]
+    assert [(r["step"], r["final"]) for r in rows[:2]] == [("10", "0"), ("20", "1")]
+    # the outcome is the testbed's own evaluation of the checkpoint's task: the same numbers
+    for r in rows[:2]:
+        model = load_checkpoint(r["checkpoint"])
+        task = get_task("modular_addition", p=11, train_fraction=0.4,
+                        seed=json.loads(Path(r["checkpoint"], "config.json").read_text())
+                        ["extra"]["task_config"]["seed"])
+        ref = evaluate(model, task.splits()["test_id"].to_tensors(task.vocab.pad_id))
+        assert float(r["id_accuracy"]) == pytest.approx(ref["acc"], abs=1e-12)
+        assert float(r["id_loss"]) == pytest.approx(ref["loss"], rel=1e-6)
+        wn = sum(float((p.detach().double() ** 2).sum()) for p in model.parameters())
+        assert float(r["wn"]) == pytest.approx(wn, rel=1e-9)
+    # series rows carry their run's final outcome
+    assert rows[0]["final_id_accuracy"] == rows[1]["id_accuracy"]
+    # not applicable: an empty cell with its reason, never NaN
+    assert all(r["na"] == "" for r in rows)
+    cells = json.loads((out / "markers.json").read_text())
+    assert cells["cells"][0]["na"]["reason"] == "this test marker is undefined for modular addition"
+    assert cells["cells"][0]["gini"]["low"] <= cells["cells"][0]["gini"]["value"] <= \
+        cells["cells"][0]["gini"]["high"]
+    assert len(res.not_applicable) == 12
+    report = json.loads((out / "report.json").read_text())
+    assert report["not_applicable"][0]["marker"] == "na"
+    assert "Markers not applicable" in (out / "report.html").read_text()
+    assert "NaN" not in (out / "markers.csv").read_text()
+    assert res.provenance["checkpoint_tasks"] == 12 and len(calls.log) == 36
+
+
+def test_killed_run_resumes_without_redoing_finished_cells(population, calls):
+    path = _file(population)
+    calls.kill_at = 7  # killed during the third checkpoint's second marker
+    with pytest.raises(Killed):
+        runner.diagnose(path)
+    assert calls.log == ["wn", "gini", "na"] * 2 + ["wn"]
+    calls.kill_at = None
+    calls.log.clear()
+    res = runner.diagnose(path)
+    assert calls.log == ["gini", "na"] + ["wn", "gini", "na"] * 9  # 12 checkpoints in all
+    calls.log.clear()
+    again = runner.diagnose(path)
+    assert calls.log == [] and again.provenance["checkpoint_tasks"] == 0
+    assert again.table == res.table
+
+
+def test_new_marker_computes_only_itself(population, calls):
+    runner.diagnose(_file(population))
+    calls.log.clear()
+    more = MARKERS + '\n\n[[marker]]\nname = "gini_logit"\nmeasure = "fourier_gini"\nsource = "neuron_logit"'
+    res = runner.diagnose(_file(population, more))
+    assert calls.log == ["gini_logit"] * 12
+    assert np.isfinite(np.array(res.table["gini_logit"], dtype=float)).all()
+
+
+def test_tasks_are_picklable_for_multiprocess_executors(population, calls):
+    from probekit.executor import InProcessExecutor
+
+    res = runner.diagnose(_file(population, WEIGHT_NORM),
+                          executor=InProcessExecutor(check_picklable=True))
+    assert res.provenance["checkpoint_tasks"] == 12 and calls.log == ["wn"] * 12
