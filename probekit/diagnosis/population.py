@@ -97,7 +97,7 @@ def grid_runs(spec: DiagnosisFile, out: Path | None = None) -> list[GridRun]:
         SuiteError: a grid key unknown to the preset's configs, or a value they refuse
             (``FILE:LINE: [population] grid``).
     """
-    from ..train.cli import build_run
+    from ..train.build import build_run
     from ..train.population import TrainRun
 
     pop = spec.population

@@ -146,7 +146,7 @@ def _expected_columns(spec: DiagnosisFile, rows: list[Checkpoint]) -> dict[str, 
 def _grid_expected(spec: DiagnosisFile) -> tuple[list[Checkpoint], dict[str, set[str]]]:
     """Rows (final only, not trained yet) and their outcome columns of a grid, for ``--check``."""
     from ..testbeds import get_task
-    from ..train.cli import build_run
+    from ..train.build import build_run
 
     rows, cols, cache = [], {}, {}
     for r in grid_runs(spec):
