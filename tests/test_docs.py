@@ -1,0 +1,185 @@
+"""The docs cannot drift: every Python block of README.md and the guides runs, every link resolves.
+
+* Each ```python block of ``README.md`` and ``docs/*.md`` is executed, a file's blocks in order
+  in one namespace (so a guide sets up its model once), in a temporary working directory that
+  links the repository's data folders (``probes/``, ``circuits/``, ``docs/``, ``scripts/``), so
+  the paths the docs name resolve and what the blocks write stays out of the checkout.
+  A block preceded by ``<!-- doc-test: skip (REASON) -->`` is not run; the reason is required.
+* ```bash / ```console blocks are not run; every ``probekit SUBCOMMAND`` they show must be a
+  subcommand of the CLI parser and every repository path they name (``probes/...``,
+  ``circuits/...``, ``scripts/...``, ``docs/...``) must exist.
+* Every relative link (``[text](path)``, ``![alt](path)``) in ``README.md`` and ``docs/**/*.md``
+  must name an existing file or folder (anchors and web links are not checked).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA_DIRS = ("probes", "circuits", "docs", "scripts")
+
+# Files whose code blocks are templates for code inside the package (relative imports,
+# elided bodies), not snippets a user runs; their links are still checked.
+TEMPLATE_FILES = {"docs/architecture.md": "how-to templates for package modules (relative imports)"}
+
+_FENCE = re.compile(r"^```(\w*)\s*$")
+_SKIP = re.compile(r"^<!--\s*doc-test:\s*skip\s*\((?P<reason>[^)]+)\)\s*-->\s*$")
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+_REPO_PATH = re.compile(r"(?<![\w/.$-])((?:probes|circuits|scripts|docs)/[\w./*-]*[\w*])")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block of a markdown file."""
+
+    path: str      # relative to the repository root
+    line: int      # 1-based line of the first code line
+    lang: str
+    code: str
+    skip: str | None   # the reason of a doc-test skip marker, if any
+
+
+def doc_files() -> list[str]:
+    """README.md and the top-level guides under docs/, repository-relative."""
+    return ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))
+
+
+def blocks(rel: str) -> list[Block]:
+    """Every fenced block of ``rel`` with its language and skip marker."""
+    lines = (ROOT / rel).read_text().splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if m is None:
+            i += 1
+            continue
+        j = i - 1
+        while j >= 0 and not lines[j].strip():
+            j -= 1
+        skip = _SKIP.match(lines[j].strip()) if j >= 0 else None
+        end = i + 1
+        while end < len(lines) and not lines[end].startswith("```"):
+            end += 1
+        out.append(Block(path=rel, line=i + 2, lang=m.group(1), code="\n".join(lines[i + 1:end]),
+                         skip=skip.group("reason").strip() if skip else None))
+        i = end + 1
+    return out
+
+
+def _run_file(rel: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Execute ``rel``'s Python blocks in order in one namespace; returns timing lines."""
+    for name in DATA_DIRS:
+        (tmp_path / name).symlink_to(ROOT / name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.syspath_prepend(str(ROOT))
+    namespace: dict[str, object] = {"__name__": "__doc_test__"}
+    timings = []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)      # small problems: 2 OpenMP threads on 2 shared cores spin (~10x)
+    try:
+        for block in blocks(rel):
+            if block.lang != "python" or block.skip is not None:
+                continue
+            t0 = time.perf_counter()
+            exec(compile(block.code, f"{rel}:{block.line}", "exec"), namespace)  # noqa: S102
+            timings.append(f"{rel}:{block.line} {time.perf_counter() - t0:.1f} s")
+    finally:
+        torch.set_num_threads(threads)
+    return timings
+
+
+RUN_FILES = [f for f in doc_files()
+             if f not in TEMPLATE_FILES and any(b.lang == "python" for b in blocks(f))]
+
+
+@pytest.mark.parametrize("rel", RUN_FILES)
+def test_python_blocks_run(rel, tmp_path, monkeypatch, capsys):
+    """Every Python block of the file runs (in order, one namespace), on the tiny checkpoints."""
+    timings = _run_file(rel, tmp_path, monkeypatch)
+    with capsys.disabled():
+        if os.environ.get("PROBEKIT_DOC_TIMINGS"):
+            print("\n" + "\n".join(timings))
+
+
+@pytest.mark.parametrize("rel", doc_files())
+def test_skip_markers_name_a_reason_and_a_python_block(rel):
+    """A skip marker stands right before a Python block and says why it does not run."""
+    lines = (ROOT / rel).read_text().splitlines()
+    marked = {b.line for b in blocks(rel) if b.skip is not None}
+    for i, line in enumerate(lines):
+        if "doc-test:" in line:
+            assert _SKIP.match(line.strip()), f"{rel}:{i + 1}: malformed marker {line!r}; " \
+                "write <!-- doc-test: skip (REASON) -->"
+            nxt = next(k for k in range(i + 1, len(lines)) if lines[k].strip())
+            assert lines[nxt].startswith("```python") and nxt + 2 in marked, \
+                f"{rel}:{i + 1}: a skip marker must stand right before a ```python block"
+
+
+def _cli_commands() -> set[str]:
+    import argparse
+
+    from probekit.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return set(sub.choices)
+
+
+def _shell_lines(rel: str):
+    for b in blocks(rel):
+        if b.lang not in ("bash", "console", "sh", "shell"):
+            continue
+        for k, raw in enumerate(b.code.splitlines()):
+            line = raw.split(" #", 1)[0].strip()
+            if b.lang == "console":
+                if not line.startswith("$ "):
+                    continue          # program output
+                line = line[2:]
+            yield b.line + k, line
+
+
+@pytest.mark.parametrize("rel", doc_files())
+def test_shell_blocks_name_real_commands_and_files(rel):
+    """Each ``probekit X`` shown is a CLI subcommand; each repository path named exists."""
+    commands = _cli_commands()
+    problems = []
+    for lineno, line in _shell_lines(rel):
+        for m in re.finditer(r"(?:^|[\s;&|(])probekit\s+([a-z][\w-]*)", line):
+            if m.group(1) not in commands:
+                problems.append(f"{rel}:{lineno}: 'probekit {m.group(1)}' is no subcommand "
+                                f"(have {sorted(commands)})")
+        for m in _REPO_PATH.finditer(line):
+            path = m.group(1)
+            if not (list(ROOT.glob(path)) if "*" in path else (ROOT / path).exists()):
+                problems.append(f"{rel}:{lineno}: {path} does not exist")
+    assert not problems, "\n".join(problems)
+
+
+LINK_FILES = ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
+
+
+@pytest.mark.parametrize("rel", LINK_FILES)
+def test_relative_links_resolve(rel):
+    """Every relative link or image of the file names an existing file (relative to the file)."""
+    text = re.sub(r"^```.*?^```", "", (ROOT / rel).read_text(), flags=re.S | re.M)
+    base = (ROOT / rel).parent
+    broken = []
+    for m in _LINK.finditer(text):
+        target = m.group(1)
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue                  # web link, mailto:, in-page anchor
+        path = target.split("#", 1)[0]
+        if not (base / path).exists():
+            broken.append(f"{rel}: {target}")
+    assert not broken, "broken relative links:\n" + "\n".join(broken)
