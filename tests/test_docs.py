@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,17 +174,56 @@ def test_shell_blocks_name_real_commands_and_files(rel):
 LINK_FILES = ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
 
 
+def _prose(path: Path) -> str:
+    """The markdown text outside fenced code blocks."""
+    return re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M)
+
+
+def anchors(path: Path) -> set[str]:
+    """GitHub's heading anchors of a markdown file (lower case, punctuation dropped, - for space)."""
+    out: set[str] = set()
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*$", _prose(path), flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        k, name = 0, slug
+        while name in out:             # repeated headings get -1, -2, ...
+            k += 1
+            name = f"{slug}-{k}"
+        out.add(name)
+    return out
+
+
 @pytest.mark.parametrize("rel", LINK_FILES)
 def test_relative_links_resolve(rel):
-    """Every relative link or image of the file names an existing file (relative to the file)."""
-    text = re.sub(r"^```.*?^```", "", (ROOT / rel).read_text(), flags=re.S | re.M)
+    """Every relative link or image names an existing file (relative to the file) and heading."""
     base = (ROOT / rel).parent
     broken = []
-    for m in _LINK.finditer(text):
+    for m in _LINK.finditer(_prose(ROOT / rel)):
         target = m.group(1)
-        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
-            continue                  # web link, mailto:, in-page anchor
-        path = target.split("#", 1)[0]
-        if not (base / path).exists():
-            broken.append(f"{rel}: {target}")
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+            continue                  # web link, mailto:
+        path, _, anchor = target.partition("#")
+        dest = (base / path) if path else (ROOT / rel)
+        if not dest.exists():
+            broken.append(f"{rel}: {target} (no such file)")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            broken.append(f"{rel}: {target} (no heading #{anchor} in {path or rel})")
     assert not broken, "broken relative links:\n" + "\n".join(broken)
+
+
+def test_anchor_slugs_follow_github(tmp_path):
+    """Slugs as GitHub makes them, on headings this repository uses."""
+    md = tmp_path / "x.md"
+    md.write_text("# Hypothesis tests (`probekit test`)\n## Patching reports: `probekit patch` and "
+                  "`[[patching]]`\n```\n# not a heading\n```\n## An & Du\n## An & Du\n")
+    assert anchors(md) == {"hypothesis-tests-probekit-test",
+                           "patching-reports-probekit-patch-and-patching", "an--du", "an--du-1"}
+
+
+def test_blocks_read_languages_lines_and_skip_reasons(tmp_path, monkeypatch):
+    """Each fence's language, first code line and skip reason are read; unmarked blocks run."""
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "g.md").write_text("text\n```python\na = 1\n```\n\n<!-- doc-test: skip (trains "
+                                   "175 models) -->\n```python\nb = 2\n```\n```bash\nls\n```\n")
+    got = [(b.lang, b.line, b.code, b.skip) for b in blocks("g.md")]
+    assert got == [("python", 3, "a = 1", None), ("python", 8, "b = 2", "trains 175 models"),
+                   ("bash", 11, "ls", None)]
