@@ -154,10 +154,8 @@ def _shell_lines(rel: str):
             yield b.line + k, line
 
 
-@pytest.mark.parametrize("rel", doc_files())
-def test_shell_blocks_name_real_commands_and_files(rel):
-    """Each ``probekit X`` shown is a CLI subcommand; each repository path named exists."""
-    commands = _cli_commands()
+def shell_problems(rel: str, commands: set[str]) -> list[str]:
+    """Unknown ``probekit`` subcommands and missing repository paths in ``rel``'s shell blocks."""
     problems = []
     for lineno, line in _shell_lines(rel):
         for m in re.finditer(r"(?:^|[\s;&|(])probekit\s+([a-z][\w-]*)", line):
@@ -168,7 +166,28 @@ def test_shell_blocks_name_real_commands_and_files(rel):
             path = m.group(1)
             if not (list(ROOT.glob(path)) if "*" in path else (ROOT / path).exists()):
                 problems.append(f"{rel}:{lineno}: {path} does not exist")
+    return problems
+
+
+@pytest.mark.parametrize("rel", doc_files())
+def test_shell_blocks_name_real_commands_and_files(rel):
+    """Each ``probekit X`` shown is a CLI subcommand; each repository path named exists."""
+    problems = shell_problems(rel, _cli_commands())
     assert not problems, "\n".join(problems)
+
+
+def test_shell_check_finds_unknown_commands_and_paths(tmp_path, monkeypatch):
+    """A made-up subcommand and a missing suite are reported; output lines and comments are not."""
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "probes").mkdir()
+    (tmp_path / "probes" / "a.toml").write_text("")
+    (tmp_path / "g.md").write_text(
+        "```bash\nprobekit report probes/a.toml  # probekit nope probes/zz.toml\n"
+        "probekit frobnicate probes/b.toml\n```\n"
+        "```console\n$ probekit test probes/*.toml\nprobekit bogus output line\n```\n")
+    assert shell_problems("g.md", {"report", "test"}) == [
+        "g.md:3: 'probekit frobnicate' is no subcommand (have ['report', 'test'])",
+        "g.md:3: probes/b.toml does not exist"]
 
 
 LINK_FILES = ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
