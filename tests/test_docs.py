@@ -5,8 +5,8 @@
   links the repository's data folders (``probes/``, ``circuits/``, ``docs/``, ``scripts/``), so
   the paths the docs name resolve and what the blocks write stays out of the checkout.
   A block preceded by ``<!-- doc-test: skip (REASON) -->`` is not run; the reason is required.
-* ```bash / ```console blocks are not run; every ``probekit SUBCOMMAND`` they show must be a
-  subcommand of the CLI parser and every repository path they name (``probes/...``,
+* ```bash / ```console blocks (and the command lines of unlabelled fences) are not run; every
+  ``probekit SUBCOMMAND`` they show must be a subcommand of the CLI parser and every repository path they name (``probes/...``,
   ``circuits/...``, ``scripts/...``, ``docs/...``) must exist.
 * Every relative link (``[text](path)``, ``![alt](path)``) in ``README.md`` and ``docs/**/*.md``
   must name an existing file or folder (anchors and web links are not checked).
@@ -143,10 +143,12 @@ def _cli_commands() -> set[str]:
 
 def _shell_lines(rel: str):
     for b in blocks(rel):
-        if b.lang not in ("bash", "console", "sh", "shell"):
+        if b.lang not in ("bash", "console", "sh", "shell", ""):
             continue
         for k, raw in enumerate(b.code.splitlines()):
             line = raw.split(" #", 1)[0].strip()
+            if b.lang == "" and not line.startswith(("probekit ", "python scripts/")):
+                continue              # an unlabelled fence: only its command lines
             if b.lang == "console":
                 if not line.startswith("$ "):
                     continue          # program output
