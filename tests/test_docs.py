@@ -171,7 +171,10 @@ def shell_problems(rel: str, commands: set[str]) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("rel", doc_files())
+LINK_FILES = ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
+
+
+@pytest.mark.parametrize("rel", LINK_FILES)
 def test_shell_blocks_name_real_commands_and_files(rel):
     """Each ``probekit X`` shown is a CLI subcommand; each repository path named exists."""
     problems = shell_problems(rel, _cli_commands())
@@ -190,9 +193,6 @@ def test_shell_check_finds_unknown_commands_and_paths(tmp_path, monkeypatch):
     assert shell_problems("g.md", {"report", "test"}) == [
         "g.md:3: 'probekit frobnicate' is no subcommand (have ['report', 'test'])",
         "g.md:3: probes/b.toml does not exist"]
-
-
-LINK_FILES = ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
 
 
 def _prose(path: Path) -> str:
