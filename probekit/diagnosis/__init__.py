@@ -4,8 +4,11 @@ Statistics on a marker table (one row per model; ``shared/methods/diagnosis.md``
 :func:`marker_analysis` (marginal, partial and leave-one-group-out association per marker, with
 verdicts), :func:`granulated_kendall_tau` and :func:`conditional_mutual_information` (Jiang et
 al. 2020), :func:`level_mean_r2` (An & Du's level-mean unit), :func:`early_warning` (markers at
-each series step) and :func:`diagnosis_blocks` (report blocks). Pure numpy / scipy; exports are
-lazy (:mod:`probekit.lazy`).
+each series step) and :func:`diagnosis_blocks` (report blocks), all pure numpy / scipy; and the
+engine above suites and hypotheses: :func:`load_diagnosis` (a diagnosis file: ``[population]``,
+``[[marker]]``, ``[diagnosis]``), :func:`diagnose` (train or find the population, measure every
+marker per checkpoint through the executor, analyse, write ``markers.csv`` and the report) and
+:func:`check_diagnosis`. Exports are lazy (:mod:`probekit.lazy`).
 """
 
 from typing import TYPE_CHECKING
@@ -27,6 +30,11 @@ _EXPORTS = {
     "EarlyWarning": ".early",
     "early_warning": ".early",
     "diagnosis_blocks": ".blocks",
+    "DiagnosisResult": ".runner",
+    "check_diagnosis": ".runner",
+    "diagnose": ".runner",
+    "DiagnosisFile": ".spec",
+    "load_diagnosis": ".spec",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)
@@ -44,5 +52,10 @@ if TYPE_CHECKING:
     from .granulated import granulated_kendall_tau as granulated_kendall_tau
     from .levels import LevelMeanR2 as LevelMeanR2
     from .levels import level_mean_r2 as level_mean_r2
+    from .runner import DiagnosisResult as DiagnosisResult
+    from .runner import check_diagnosis as check_diagnosis
+    from .runner import diagnose as diagnose
+    from .spec import DiagnosisFile as DiagnosisFile
+    from .spec import load_diagnosis as load_diagnosis
     from .table import MarkerTable as MarkerTable
     from .table import as_marker_table as as_marker_table
