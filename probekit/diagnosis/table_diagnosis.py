@@ -98,7 +98,7 @@ class TableDiagnosis:
     def to_dict(self) -> dict[str, Any]:
         """JSON form mirroring the TOML."""
         return {"suite": {"name": self.name, "description": self.description},
-                "population": {"table": str(self.table), "where": self.where,
+                "population": {"table": _shown(self.table), "where": self.where,
                                "knobs": None if self.knobs is None else list(self.knobs)},
                 "diagnosis": {**_plain(dataclasses.asdict(self.diagnosis)),
                               "markers": None if self.markers is None else list(self.markers)}}
@@ -111,6 +111,14 @@ class _PopulationTable:
     table: str
     where: dict[str, Any] = field(default_factory=dict)
     knobs: tuple[str, ...] | None = None
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when below it (reports move), else absolute."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _plain(value: Any) -> Any:
@@ -311,10 +319,10 @@ class TableDiagnosisResult:
             "model": {"id": f"population of {n} models (from the table {self.spec.table.name})",
                       "fingerprint": self.provenance.get("table_sha256", "")[:12],
                       "n_layers": 0, "d_model": 0, "compatibility_mode": False,
-                      "source": str(self.spec.table)},
+                      "source": _shown(self.spec.table)},
             "data": {"n_examples": n, "splits": {"models": n}, "positions": "",
                      "probe_device": "cpu",
-                     "source": {"file": str(self.spec.table),
+                     "source": {"file": _shown(self.spec.table),
                                 "sha256": self.provenance.get("table_sha256", ""),
                                 "where": self.spec.where}},
             "provenance": self.provenance,
@@ -367,7 +375,7 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
         spec=spec, settings=settings, table=rows, markers=tuple(markers), analysis=analysis,
         extras=extras, blocks=tuple(blocks),
         provenance={"timestamp": stamp, "run_seconds": round(time.perf_counter() - start, 2),
-                    "table": str(spec.table), "rows_in_table": len(next(iter(full.values()))),
+                    "table": _shown(spec.table), "rows_in_table": len(next(iter(full.values()))),
                     "rows_analysed": n, "where": spec.where,
                     "table_sha256": sha256_bytes(spec.table.read_bytes())},
     )
@@ -413,7 +421,7 @@ def run_table_cli(args: Any) -> int:
     out = Path(args.out) if args.out is not None else None
     result = diagnose_table(spec, out=out)
     n = len(next(iter(result.table.values())))
-    print(f"{args.file}: {n} models from {spec.table}, outcome {result.settings.outcome!r}, "  # noqa: T201
+    print(f"{args.file}: {n} models from {_shown(spec.table)}, outcome {result.settings.outcome!r}, "  # noqa: T201
           f"covariates {list(result.settings.covariates)}")
     levels = {r["marker"]: r for r in result.extras.get("level_mean_r2", []) if r["degree"] == 1}
     for stats in result.analysis.markers:
