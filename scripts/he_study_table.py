@@ -16,11 +16,12 @@ also has ``coverage`` (k). ``train_clauses`` is the clause-count list as text (`
 empty cell is "not applicable" (a 1-clause model has no sequence pairs).
 
 With ``--variants``, also runs the noise-sweep diagnosis with each covariate set (noise and ID
-accuracy, noise only, ID accuracy only, noise as a 16-level factor) and writes
-``docs/diagnosis/he_noise/variants.json``.
+accuracy, noise only, ID accuracy only, noise as a 16-level factor, none) and the regulariser
+arm's (arm and noise, arm only, arm, noise and ID accuracy, none), writing ``variants.json``
+beside each ``markers.csv``.
 
     python scripts/he_study_table.py                 # the four markers.csv
-    python scripts/he_study_table.py --variants      # + variants.json (about a minute)
+    python scripts/he_study_table.py --variants      # + variants.json (about 20 s)
 """
 
 from __future__ import annotations
@@ -36,10 +37,15 @@ OUT = ROOT / "docs" / "diagnosis"
 COLUMNS = ("name", "noise", "train_clauses", "n_layers", "seed", "he_lambda", "id_accuracy",
            "ood_accuracy", "modifier_he", "sequence_he", "modifier_he_normalised",
            "modifier_he_ridge")
-#: noise-sweep diagnosis, covariate sets of --variants (name -> covariates)
-VARIANTS = {"noise + id_accuracy": ["noise", "id_accuracy"], "noise": ["noise"],
-            "id_accuracy": ["id_accuracy"], "noise as a factor": ["noise_level"],
-            "none": []}
+#: covariate sets of --variants per diagnosis file (name -> covariates)
+VARIANTS = {
+    "he_study": {"noise + id_accuracy": ["noise", "id_accuracy"], "noise": ["noise"],
+                 "id_accuracy": ["id_accuracy"], "noise as a factor": ["noise_level"],
+                 "none": []},
+    "he_regulariser": {"he_lambda + noise": ["he_lambda", "noise"], "he_lambda": ["he_lambda"],
+                       "he_lambda + noise + id_accuracy": ["he_lambda", "noise", "id_accuracy"],
+                       "none": []},
+}
 
 
 def row(model: dict[str, Any]) -> dict[str, Any]:
@@ -97,22 +103,21 @@ def write_tables(study: Path = STUDY, out: Path = OUT) -> dict[str, Path]:
     return paths
 
 
-def variants(out: Path = OUT / "he_noise" / "variants.json") -> dict[str, Any]:
-    """The noise-sweep diagnosis once per covariate set of :data:`VARIANTS`."""
+def variants(name: str, out: Path) -> dict[str, Any]:
+    """``probes/diagnose_<name>.toml`` once per covariate set of ``VARIANTS[name]``."""
     import dataclasses
 
+    from probekit.diagnosis.runner import _csv
     from probekit.diagnosis.table_diagnosis import diagnose_table, load_table_diagnosis
     from probekit.diagnosis.table_io import read_marker_table
 
-    spec = load_table_diagnosis(ROOT / "probes" / "diagnose_he_study.toml")
+    spec = load_table_diagnosis(ROOT / "probes" / f"diagnose_{name}.toml")
     table = read_marker_table(spec.table)
     factor = out.parent / "markers_noise_factor.csv"  # noise as text: one-hot coded
-    from probekit.diagnosis.runner import _csv
-
     factor.write_text(_csv({**table, "noise_level": [f"n{v:02d}" for v in table["noise"]]}))
     result: dict[str, Any] = {}
     try:
-        for label, covariates in VARIANTS.items():
+        for label, covariates in VARIANTS[name].items():
             d = dataclasses.replace(spec.diagnosis, covariates=tuple(covariates))
             res = diagnose_table(dataclasses.replace(spec, diagnosis=d,
                                                      table=factor if "noise_level" in covariates
@@ -139,7 +144,8 @@ def main() -> None:
     args = parser.parse_args()
     write_tables(args.study, args.out)
     if args.variants:
-        variants(args.out / "he_noise" / "variants.json")
+        variants("he_study", args.out / "he_noise" / "variants.json")
+        variants("he_regulariser", args.out / "he_regulariser" / "variants.json")
 
 
 if __name__ == "__main__":
