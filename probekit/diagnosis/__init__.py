@@ -4,7 +4,9 @@ Statistics on a marker table (one row per model; ``shared/methods/diagnosis.md``
 :func:`marker_analysis` (marginal, partial and leave-one-group-out association per marker, with
 verdicts), :func:`granulated_kendall_tau` and :func:`conditional_mutual_information` (Jiang et
 al. 2020), :func:`level_mean_r2` (An & Du's level-mean unit), :func:`early_warning` (markers at
-each series step) and :func:`diagnosis_blocks` (report blocks). Pure numpy / scipy; exports are
+each series step) and :func:`diagnosis_blocks` (report blocks); :func:`read_marker_table` and
+:func:`diagnose_table` analyse an existing table (``probekit diagnose`` with ``[population]
+table = FILE`` or ``--table``). Pure numpy / scipy; exports are
 lazy (:mod:`probekit.lazy`).
 """
 
@@ -27,6 +29,9 @@ _EXPORTS = {
     "EarlyWarning": ".early",
     "early_warning": ".early",
     "diagnosis_blocks": ".blocks",
+    "read_marker_table": ".table_io",
+    "diagnose_table": ".table_diagnosis",
+    "load_table_diagnosis": ".table_diagnosis",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)
@@ -46,3 +51,6 @@ if TYPE_CHECKING:
     from .levels import level_mean_r2 as level_mean_r2
     from .table import MarkerTable as MarkerTable
     from .table import as_marker_table as as_marker_table
+    from .table_diagnosis import diagnose_table as diagnose_table
+    from .table_diagnosis import load_table_diagnosis as load_table_diagnosis
+    from .table_io import read_marker_table as read_marker_table

@@ -117,3 +117,14 @@ def test_cli_writes_the_three_files(tmp_path, capsys):
     assert verdicts["modifier_he"] == "explained_by_covariates"
     html = (out / "report.html").read_text()
     assert "level means (An &amp; Du&#39;s unit)" in html and "explained_by_covariates" in html
+
+
+def test_committed_report_renders_in_chromium(tmp_path):
+    """The shipped report.html passes the headless Chromium check (images load, nothing clipped)."""
+    from tests.report.chromium import find_chromium, render_report
+
+    if find_chromium() is None:
+        pytest.skip("headless Chromium not installed")
+    result = render_report(TABLE.parent / "report.html", tmp_path / "he_noise.png")
+    assert result["images"] == 8 and result["broken"] == [], result  # 4 markers x 2 scatters
+    assert result["clipped"] == [], result
