@@ -565,7 +565,9 @@ def _one_marker(
     yb = (W * y).sum(1) / sw
     sst_b = (W * (y - yb[:, None]) ** 2).sum(1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        boot["delta_r2"] = np.where(sst_b > 0, (W @ (ec * ec) - W @ (ef * ef)) / sst_b, np.nan)
+        # a resample of (nearly) one outcome value has no R^2: left out of the interval
+        flat = sst_b <= 1e-12 * (W @ (y - y.mean()) ** 2)
+        boot["delta_r2"] = np.where(flat, np.nan, (W @ (ec * ec) - W @ (ef * ef)) / sst_b)
     for name, samples in boot.items():
         if np.isfinite(samples).any():
             lo, hi = percentile_interval(samples, confidence_level)

@@ -117,6 +117,12 @@ def _outcome_key(spec: DiagnosisFile) -> str:
     return "outcomes-" + sha256_bytes(json.dumps(payload, sort_keys=True, default=str).encode())[:16]
 
 
+def _task_signature(name: Any, config: dict[str, Any]) -> str:
+    """Tasks differing only in their seed have the same split names (so one is built for all)."""
+    rest = {k: v for k, v in config.items() if k != "seed"}
+    return json.dumps([name, rest], sort_keys=True, default=str)
+
+
 def _expected_columns(spec: DiagnosisFile, rows: list[Checkpoint]) -> dict[str, set[str]]:
     """Outcome columns each final checkpoint will have (from its task's split names)."""
     from ..models.checkpoint import read_checkpoint_meta
@@ -128,7 +134,7 @@ def _expected_columns(spec: DiagnosisFile, rows: list[Checkpoint]) -> dict[str, 
             continue
         meta = read_checkpoint_meta(r.path)
         extra = meta.get("extra") or {}
-        sig = json.dumps([extra.get("task"), extra.get("task_config")], sort_keys=True, default=str)
+        sig = _task_signature(extra.get("task"), extra.get("task_config") or {})
         if spec.suite.data.task is not None:
             sig = "data"
         if sig not in cache:
@@ -148,7 +154,7 @@ def _grid_expected(spec: DiagnosisFile) -> tuple[list[Checkpoint], dict[str, set
                                sets=list(r.run.sets), device=r.run.device)
         if spec.suite.data.task is not None:
             task = get_task(spec.suite.data.task, **spec.suite.data.task_options)
-        sig = json.dumps([task.name, dataclasses.asdict(task.config)], sort_keys=True, default=str)
+        sig = _task_signature(task.name, dataclasses.asdict(task.config))
         if sig not in cache:
             cache[sig] = outcome_names(list(task.splits()))
         rows.append(Checkpoint(path=r.run.out_dir, run=r.run.out_dir, step=r.final_step,

@@ -113,3 +113,14 @@ def test_errors_are_one_line_exit_2(tmp_path, capsys):
     assert "missing.toml not found" in capsys.readouterr().err
     assert main(["diagnose", str(SMOKE), "--check", "--executor", "nope"]) == 2
     assert "must be one of" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", [
+    "diagnose_modadd.toml",
+    # builds the SCAN splits of each of the 6 noise levels: ~1 min on a loaded 2-core box
+    pytest.param("diagnose_scan_noise.toml", marks=pytest.mark.slow),
+])
+def test_shipped_full_populations_pass_check(name, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PROBEKIT_CACHE", str(tmp_path / "cache"))
+    assert main(["diagnose", str(ROOT / "probes" / name), "--check"]) == 0
+    assert "diagnosis file is valid" in capsys.readouterr().out

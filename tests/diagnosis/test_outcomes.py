@@ -60,3 +60,17 @@ def test_crossing_step_reads_the_history(tmp_path):
     assert crossing_step(tmp_path, 0.9) == 100
     assert crossing_step(tmp_path, 0.95) is None
     assert crossing_step(tmp_path / "nowhere", 0.9) is None
+
+
+def test_data_task_gives_the_same_examples_for_every_checkpoint():
+    from types import SimpleNamespace
+
+    from probekit.diagnosis.outcomes import checkpoint_task
+
+    own = {"extra": {"task": "modular_addition",
+                     "task_config": {"p": 11, "train_fraction": 0.7, "seed": 4}}}
+    named = checkpoint_task(SimpleNamespace(task="modular_addition",
+                                            task_options={"p": 11, "train_fraction": 0.5}), own)
+    assert (named.config.train_fraction, named.config.seed) == (0.5, 0)  # the file's, not the model's
+    mine = checkpoint_task(SimpleNamespace(task=None, task_options={}), own)
+    assert (mine.config.train_fraction, mine.config.seed) == (0.7, 4)
