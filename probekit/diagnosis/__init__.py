@@ -8,7 +8,9 @@ each series step) and :func:`diagnosis_blocks` (report blocks), all pure numpy /
 engine above suites and hypotheses: :func:`load_diagnosis` (a diagnosis file: ``[population]``,
 ``[[marker]]``, ``[diagnosis]``), :func:`diagnose` (train or find the population, measure every
 marker per checkpoint through the executor, analyse, write ``markers.csv`` and the report) and
-:func:`check_diagnosis`. Exports are lazy (:mod:`probekit.lazy`).
+:func:`check_diagnosis`; :func:`read_marker_table` and :func:`diagnose_table` analyse an existing
+table (``[population] table = FILE`` or ``probekit diagnose --table``). Exports are lazy
+(:mod:`probekit.lazy`).
 """
 
 from typing import TYPE_CHECKING
@@ -35,6 +37,9 @@ _EXPORTS = {
     "diagnose": ".runner",
     "DiagnosisFile": ".spec",
     "load_diagnosis": ".spec",
+    "read_marker_table": ".table_io",
+    "diagnose_table": ".table_diagnosis",
+    "load_table_diagnosis": ".table_diagnosis",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)
@@ -59,3 +64,6 @@ if TYPE_CHECKING:
     from .spec import load_diagnosis as load_diagnosis
     from .table import MarkerTable as MarkerTable
     from .table import as_marker_table as as_marker_table
+    from .table_diagnosis import diagnose_table as diagnose_table
+    from .table_diagnosis import load_table_diagnosis as load_table_diagnosis
+    from .table_io import read_marker_table as read_marker_table

@@ -412,22 +412,23 @@ class MarkerAnalysis:
     def sentence(self, marker: str) -> str:
         """One sentence for ``marker``: effect, CI, p and verdict.
 
-        E.g. ``"he: Spearman -0.84 [-0.90, -0.75] with ood (Holm p 0.001), but given noise the
-        partial r is 0.07 [-0.10, 0.20] (Holm p 0.55) and it adds delta R^2 -0.01 [-0.03, 0.01]
-        out of sample: explained by the covariates."``
+        E.g. ``"he: Spearman -0.84 [-0.90, -0.75] with ood (p 0.001, Holm p 0.004, ...), but
+        given noise the partial r is 0.07 [-0.10, 0.20] (p 0.55, Holm p 1) and it adds delta R^2
+        -0.01 [-0.03, 0.01] out of sample: explained by the covariates."`` (p: the permutation
+        p of the marker alone; Holm p: adjusted over the markers, the one the verdict uses).
         """
         s = self[marker]
         if not s.applicable:
             return f"{marker}: not applicable ({s.reason})."
         level = f"{self.settings['confidence_level']:.0%}"
         head = (f"{marker}: Spearman {_f(s.spearman)} [{_f(s.spearman_low)}, "
-                f"{_f(s.spearman_high)}] with {self.outcome} (Holm p {_p(s.p_holm)}, n = {s.n} "
+                f"{_f(s.spearman_high)}] with {self.outcome} (p {_p(s.p)}, Holm p {_p(s.p_holm)}, n = {s.n} "
                 f"models, {level} CI over {s.n_groups} {self._unit()})")
         given = (f"given {_names(self.covariates)}" if self.covariates
                  else "with no covariates (partial = Pearson)")
         joint = ", but" if s.verdict == EXPLAINED else ";"
         part = (f"{joint} {given} the partial r is {_f(s.partial_r)} [{_f(s.partial_low)}, "
-                f"{_f(s.partial_high)}] (Holm p {_p(s.partial_p_holm)}) and it adds delta R^2 "
+                f"{_f(s.partial_high)}] (p {_p(s.partial_p)}, Holm p {_p(s.partial_p_holm)}) and it adds delta R^2 "
                 f"{_f(s.delta_r2)} [{_f(s.delta_r2_low)}, {_f(s.delta_r2_high)}] out of sample")
         word = {ADDS: "adds beyond the covariates", EXPLAINED: "explained by the covariates",
                 NONE: "no association"}[s.verdict]

@@ -214,10 +214,10 @@ def diagnosis_blocks(
     """The report blocks of a diagnosis, in reading order.
 
     Warnings; the ranking table (one row per marker, sorted by |partial r|, verdict column);
-    one sentence per marker; for each applicable marker a scatter against the outcome and a
+    one sentence per marker; the level-mean table labelled "level means (An & Du's unit)",
+    beside the per-model numbers; for each applicable marker a scatter against the outcome and a
     partial-residual scatter (residual marker vs residual outcome given the covariates), both
-    coloured by ``color_by`` (e.g. the main design knob); the level-mean table labelled
-    "level means (An & Du's unit)"; the granulated-tau and CMI tables; the early-warning curves
+    coloured by ``color_by`` (e.g. the main design knob); the granulated-tau and CMI tables; the early-warning curves
     (partial r and delta R^2 per step, one series per marker).
 
     Args:
@@ -236,9 +236,9 @@ def diagnosis_blocks(
     blocks: list[Block] = [Text(text=w, level="warning") for w in analysis.warnings]
     blocks.append(_ranking(analysis))
     blocks.extend(Text(text=analysis.sentence(s.marker)) for s in analysis.markers)
-    blocks.extend(_scatters(analysis, t, color_by))
-    if levels is not None:
+    if levels is not None:  # beside the per-model numbers, before the plots
         blocks.append(_levels_table([levels] if isinstance(levels, LevelMeanR2) else list(levels)))
+    blocks.extend(_scatters(analysis, t, color_by))
     if granulated is not None:
         items = [granulated] if isinstance(granulated, (GranulatedTau, CMIResult)) else granulated
         blocks.extend(_granulated_tables(list(items)))

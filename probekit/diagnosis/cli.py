@@ -26,6 +26,8 @@ examples:
   probekit diagnose probes/diagnose_modadd_smoke.toml --out out/diagnose_smoke
   probekit diagnose probes/diagnose_modadd.toml --check
   probekit diagnose probes/diagnose_modadd.toml --out out/modadd --executor ray --ray-address auto
+  probekit diagnose probes/diagnose_modadd.toml --table out/modadd/markers.csv --out out/re
+  probekit diagnose probes/diagnose_he_study.toml --out docs/diagnosis/he_noise   # [population] table = ...
 """
 
 
@@ -35,7 +37,10 @@ def _run(args: argparse.Namespace) -> int:
     from ..suites.cli import execution_from_args
     from .runner import check_diagnosis, diagnose
     from .spec import load_diagnosis
+    from .table_diagnosis import is_table_diagnosis, run_table_cli
 
+    if args.table is not None or is_table_diagnosis(args.file):
+        return run_table_cli(args)  # analyse an existing table: nothing trained or measured
     spec = load_diagnosis(args.file)
     execution = execution_from_args(args, spec.suite)  # --executor / --ray-address
     if execution != spec.suite.execution:
@@ -76,6 +81,8 @@ def add_diagnose_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argpars
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--check", action="store_true",
                         help="only validate (spec, grid keys, markers, checkpoints), then exit")
+    parser.add_argument("--table", help="analyse this marker table (.csv / .json records, e.g. "
+                        "an earlier run's markers.csv) instead of computing the population")
     add_executor_arguments(parser)
     parser.set_defaults(func=_run)
     return parser

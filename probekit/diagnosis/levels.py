@@ -42,7 +42,8 @@ class LevelMeanR2:
         levels: the knob's levels (sorted); n_per_level: models averaged at each.
         marker_means, outcome_means: the means at each level.
         degrees: polynomial degrees; r2_levels: R^2 over the level means per degree (NaN when
-            the degree is >= the number of levels, an interpolation; ``reasons`` says so);
+            degree + 1 >= the number of levels: the fit interpolates the means, R^2 = 1 by
+            construction; ``reasons`` says so);
             r2_models: R^2 of the same degree over the individual models.
         n, n_missing: models used and rows dropped for a missing marker cell.
     """
@@ -107,9 +108,9 @@ def level_mean_r2(
                         f"constant over the levels of {knob!r}; R^2 is undefined")
     r2l, r2m, why = [], [], []
     for d in degrees:
-        if d >= used.size:
+        if d + 1 >= used.size:  # d + 1 coefficients through d + 1 means: R^2 = 1 by construction
             r2l.append(math.nan)
-            why.append(f"degree {d} >= {used.size} levels would interpolate the means")
+            why.append(f"degree {d} on {used.size} levels would interpolate the means")
         else:
             r2l.append(_r2(mm, my, d))
             why.append("")

@@ -109,6 +109,7 @@ def scatter(block: dict[str, Any]) -> bytes:
                   loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     else:
         ax.scatter(x, y, s=18, color="tab:blue", alpha=0.85)
+    ax.locator_params(axis="x", nbins=6)  # long tick labels (residuals: -0.075) must not collide
     ax.set_xlabel(block.get("xlabel", ""))
     ax.set_ylabel(block.get("ylabel", ""))
     ax.set_title(block["title"], fontsize=9)

@@ -34,7 +34,12 @@ def test_level_means_equal_polyfit():
 
 def test_degree_at_least_levels_is_explicit():
     t = {"k": [0, 0, 1, 1, 2, 2], "m": [1.0, 1.2, 2.0, 2.1, 2.9, 3.2], "y": [0.1, 0.2, 0.5, 0.4, 0.9, 1.0]}
-    res = level_mean_r2(t, "y", "m", "k", degrees=(1, 3))
-    assert math.isnan(res.r2_levels[1]) and res.reasons[1] == "degree 3 >= 3 levels would interpolate the means"
+    res = level_mean_r2(t, "y", "m", "k", degrees=(1, 2, 3))
+    assert math.isfinite(res.r2_levels[0]) and res.reasons[0] == ""
+    # degree 2 through 3 level means (3 coefficients) interpolates them: R^2 = 1 is no evidence
+    assert math.isnan(res.r2_levels[1]) and res.reasons[1] == "degree 2 on 3 levels would interpolate the means"
+    assert math.isnan(res.r2_levels[2]) and res.reasons[2] == "degree 3 on 3 levels would interpolate the means"
+    two = level_mean_r2({k: v[:4] for k, v in t.items()}, "y", "m", "k", degrees=(1,))
+    assert math.isnan(two.r2_levels[0])  # a line through 2 means
     with pytest.raises(DataError, match="knob 'k' has 1 level"):
         level_mean_r2(dict(t, k=[0] * 6), "y", "m", "k")

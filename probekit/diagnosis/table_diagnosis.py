@@ -1,0 +1,436 @@
+"""Diagnose a population from an existing marker table: no training, no forward pass.
+
+Two entries, one analysis (the runner's own :func:`~probekit.diagnosis.runner._analyse`: marker
+analysis, granulated tau / CMI, level means, early warning when the table has series rows):
+
+- a **table diagnosis file**, whose ``[population]`` names a table instead of models::
+
+      [suite]
+      name = "he_noise"
+      description = "An & Du's noise sweep, from its table"
+
+      [population]
+      table = "../docs/diagnosis/he_noise/markers.csv"   # .csv or .json records, relative to the file
+      where = { he_lambda = 0.0 }     # optional: keep rows whose column equals a value (or is in a list)
+      knobs = ["noise"]               # optional: the design knobs (default: inferred, see below)
+
+      [diagnosis]
+      outcome = "ood_accuracy"
+      markers = ["modifier_he", "sequence_he"]   # default: the numeric columns not otherwise used
+      covariates = ["noise", "id_accuracy"]      # default: the knobs and id_accuracy
+      groups = "seed"                            # default: "seed" when there is such a column
+      color_by = "noise"                         # default: the first knob
+
+- ``probekit diagnose FILE.toml --table markers.csv``: a regular diagnosis file (its
+  ``[[marker]]`` names and ``[diagnosis]``) re-analysed on a table it wrote before (or any table
+  with those columns), e.g. with another ``[diagnosis]``.
+
+Knobs, when not given: every column that varies over the analysed rows and is not the outcome,
+a marker, the groups, ``checkpoint / run / step / final``, an outcome-like column (``train_*``,
+``id_*``, ``ood*``, ``final_*``) or a text identifier (a different value on every row); when
+the markers are not named either, a numeric column is a knob only if it is a covariate (the
+other numeric columns are the markers).
+Empty cells are missing values: allowed in marker columns (a "not applicable" cell), an error in
+the outcome, the covariates and the groups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..report.blocks import strict_json
+from ..suites.spec import SuiteError, build_suite, build_table, location, read_toml
+from ..util.io import atomic_write_text, sha256_bytes
+from .spec import DiagnosisFile, DiagnosisSettings, PopulationSpec
+from .table_io import read_marker_table
+
+__all__ = [
+    "TableDiagnosis",
+    "TableDiagnosisResult",
+    "diagnose_table",
+    "is_table_diagnosis",
+    "load_table_diagnosis",
+    "table_diagnosis_from_file",
+]
+
+FIXED = ("checkpoint", "run", "step", "final")
+_OUTCOME_PREFIXES = ("train_", "id_", "ood", "final_")
+#: [diagnosis] keys of a computed population only
+_COMPUTED_ONLY = ("max_eval_examples", "crossing")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableDiagnosis:
+    """A diagnosis of an existing table.
+
+    Attributes:
+        source: the file the question comes from (table diagnosis file or diagnosis file).
+        text: its text (``FILE:LINE`` messages).
+        name, description: ``[suite]``.
+        table: the table file (resolved).
+        where: column -> value or list of values; rows kept when every column matches.
+        knobs: the design knobs (None: inferred).
+        markers: marker columns (None: every numeric column not otherwise used).
+        diagnosis: the ``[diagnosis]`` settings (outcome, covariates, groups, color_by, ...).
+    """
+
+    source: Path
+    text: str = field(repr=False)
+    name: str
+    description: str = ""
+    table: Path
+    where: dict[str, Any] = field(default_factory=dict)
+    knobs: tuple[str, ...] | None = None
+    markers: tuple[str, ...] | None = None
+    diagnosis: DiagnosisSettings
+
+    def at(self, section: str, key: str | None = None) -> str:
+        """``FILE:LINE: [section] key`` of a key of the source file."""
+        return location(self.source, self.text, section, key)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form mirroring the TOML."""
+        return {"suite": {"name": self.name, "description": self.description},
+                "population": {"table": _shown(self.table), "where": self.where,
+                               "knobs": None if self.knobs is None else list(self.knobs)},
+                "diagnosis": {**_plain(dataclasses.asdict(self.diagnosis)),
+                              "markers": None if self.markers is None else list(self.markers)}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class _PopulationTable:
+    """``[population]`` of a table diagnosis file."""
+
+    table: str
+    where: dict[str, Any] = field(default_factory=dict)
+    knobs: tuple[str, ...] | None = None
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when below it (reports move), else absolute."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def is_table_diagnosis(path: str | Path) -> bool:
+    """True when the TOML file's ``[population]`` names a ``table`` (False if unreadable)."""
+    try:
+        _, _, raw = read_toml(path, what="diagnosis")
+    except SuiteError:
+        return False
+    pop = raw.get("population")
+    return isinstance(pop, dict) and "table" in pop
+
+
+def load_table_diagnosis(path: str | Path) -> TableDiagnosis:
+    """Parse a table diagnosis file; errors are ``FILE:LINE: [section] key ...``."""
+    path, text, raw = read_toml(path, what="diagnosis")
+    valid = ["suite", "population", "diagnosis"]
+    unknown = sorted(set(raw) - set(valid))
+    if unknown:
+        raise SuiteError(f"{location(path, text, unknown[0])}: unknown section in a table "
+                         f"diagnosis (the table gives the models and the markers); valid "
+                         f"sections are {valid}")
+    for section in ("population", "diagnosis"):
+        if section not in raw:
+            raise SuiteError(f"{path}: missing section [{section}]")
+    suite = build_suite(path, text, {"suite": raw.get("suite", {}),
+                                     "model": {"train": {"preset": "(population)"}}, "data": {"label": "(table)"}})
+    pop = build_table(_PopulationTable, raw["population"], path, text, "population")
+    d = dict(raw["diagnosis"])
+    markers = d.pop("markers", None)
+    for key in _COMPUTED_ONLY:
+        if key in d:
+            raise SuiteError(f"{location(path, text, 'diagnosis', key)}: only a computed "
+                             "population (checkpoints or preset) takes this key; a table is "
+                             "analysed as it is")
+    if markers is not None and (not isinstance(markers, list) or not markers
+                                or not all(isinstance(m, str) for m in markers)):
+        raise SuiteError(f"{location(path, text, 'diagnosis', 'markers')} = {markers!r}: expected "
+                         "a non-empty list of column names")
+    settings = build_table(DiagnosisSettings, d, path, text, "diagnosis")
+    for column, value in pop.where.items():
+        values = value if isinstance(value, list) else [value]
+        if not values or not all(isinstance(v, (int, float, str)) for v in values):
+            raise SuiteError(f"{location(path, text, 'population', 'where')}: {column} = "
+                             f"{value!r}: expected a number, a string or a list of them")
+    return TableDiagnosis(
+        source=path, text=text, name=suite.name, description=suite.description,
+        table=(path.parent / pop.table).resolve() if not Path(pop.table).is_absolute()
+        else Path(pop.table), where=dict(pop.where),
+        knobs=None if pop.knobs is None else tuple(pop.knobs),
+        markers=None if markers is None else tuple(markers), diagnosis=settings,
+    )
+
+
+def table_diagnosis_from_file(spec: DiagnosisFile, table: str | Path) -> TableDiagnosis:
+    """A regular diagnosis file's question (its marker names, ``[diagnosis]``) on ``table``."""
+    return TableDiagnosis(source=spec.source, text=spec.text, name=spec.name,
+                          description=spec.suite.description, table=Path(table),
+                          markers=tuple(m.name for m in spec.markers), diagnosis=spec.diagnosis)
+
+
+def _select_rows(spec: TableDiagnosis, table: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    if not spec.where:
+        return table
+    keep = list(range(len(next(iter(table.values())))))
+    for column, value in spec.where.items():
+        if column not in table:
+            raise ConfigError(f"{spec.at('population', 'where')}: column {column!r} is not in "
+                              f"{spec.table}; columns are {list(table)}")
+        wanted = value if isinstance(value, list) else [value]
+        keep = [i for i in keep if any(_same(table[column][i], w) for w in wanted)]
+    if not keep:
+        raise ConfigError(f"{spec.at('population', 'where')}: no row of {spec.table} matches "
+                          f"{spec.where}")
+    return {c: [v[i] for i in keep] for c, v in table.items()}
+
+
+def _same(cell: Any, wanted: Any) -> bool:
+    if isinstance(cell, (int, float)) and isinstance(wanted, (int, float)):
+        return float(cell) == float(wanted)
+    return cell == wanted
+
+
+def _outcome_like(name: str) -> bool:
+    return name.startswith(_OUTCOME_PREFIXES)
+
+
+def _varies(values: list[Any]) -> bool:
+    return len({repr(v) for v in values}) > 1
+
+
+def _settings(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Any, list[str]]:
+    """The runner's Settings and the marker columns, every named column checked."""
+    from .runner import Settings
+
+    d = spec.diagnosis
+    columns = list(table)
+    finals = ([i for i, f in enumerate(table["final"]) if f] if "final" in table
+              else list(range(len(table[columns[0]]))))
+
+    def need(name: str, key: str, role: str) -> None:
+        if name not in table:
+            raise ConfigError(f"{spec.at('diagnosis', key)}: {role} {name!r} is not a column of "
+                              f"{spec.table}; columns are {columns}")
+
+    need(d.outcome, "outcome", "the outcome")
+    if d.groups is None:
+        groups = "seed" if "seed" in table else None
+    else:
+        groups = d.groups or None
+        if groups is not None:
+            need(groups, "groups", "groups column")
+    taken = {d.outcome, *FIXED, *([groups] if groups else [])}
+    if spec.markers is not None:
+        for m in spec.markers:
+            need(m, "markers", "marker")
+    if spec.knobs is not None:
+        for k in spec.knobs:
+            if k not in table:
+                raise ConfigError(f"{spec.at('population', 'knobs')}: knob {k!r} is not a column "
+                                  f"of {spec.table}; columns are {columns}")
+        knobs = tuple(spec.knobs)
+    else:
+        chosen = set(spec.markers or ())
+        knobs = tuple(
+            c for c in columns if c not in taken and c not in chosen and not _outcome_like(c)
+            and (spec.markers is not None or not _numeric(table[c]) or c in (d.covariates or ()))
+            and _varies([table[c][i] for i in finals])
+            and not (not _numeric(table[c]) and len({table[c][i] for i in finals}) == len(finals)))
+    if d.covariates is not None:
+        covariates = tuple(d.covariates)
+        for c in covariates:
+            need(c, "covariates", "covariate")
+            if c == d.outcome:
+                raise ConfigError(f"{spec.at('diagnosis', 'covariates')}: the outcome {c!r} "
+                                  "cannot be a covariate of itself")
+    else:
+        covariates = knobs + tuple(c for c in ("id_accuracy",) if c in table and c != d.outcome)
+    if spec.markers is not None:
+        markers = list(spec.markers)
+    else:
+        used = taken | set(covariates) | set(knobs)
+        markers = [c for c in columns if c not in used and not _outcome_like(c)
+                   and _numeric(table[c]) and _varies([table[c][i] for i in finals])]
+        if not markers:
+            raise ConfigError(f"{spec.at('diagnosis')}: no marker column left in {spec.table} "
+                              f"(columns {columns}); name them: markers = [...]")
+    color_by = d.color_by if d.color_by is not None else (knobs[0] if knobs else None)
+    if color_by is not None:
+        need(color_by, "color_by", "color_by column")
+    return Settings(outcome=d.outcome, covariates=covariates, groups=groups, color_by=color_by,
+                    knobs=knobs), markers
+
+
+def _numeric(values: list[Any]) -> bool:
+    return all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableDiagnosisResult:
+    """A diagnosis of a table; ``to_dict()`` is ``report.json`` (the suite-report layout).
+
+    Attributes:
+        spec: the question.
+        settings: the resolved outcome, covariates, groups, knobs.
+        table: the analysed rows (after ``where``), column -> values: what ``markers.csv`` holds.
+        markers: the marker columns.
+        analysis: the :class:`~probekit.diagnosis.analysis.MarkerAnalysis`.
+        extras: granulated tau / CMI, level means, early warning.
+        blocks: the report blocks.
+        provenance: timestamp, run time, the table file and its digest.
+    """
+
+    spec: TableDiagnosis
+    settings: Any
+    table: dict[str, list[Any]]
+    markers: tuple[str, ...]
+    analysis: Any
+    extras: dict[str, Any] = field(default_factory=dict)
+    blocks: tuple[Any, ...] = ()
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Strict JSON: the layout of :meth:`probekit.diagnosis.runner.DiagnosisResult.to_dict`."""
+        from ..report.blocks import blocks_to_dicts
+
+        n = len(next(iter(self.table.values())))
+        return strict_json({
+            "suite": {**self.spec.to_dict(), "name": self.spec.name,
+                      "description": self.spec.description},
+            "model": {"id": f"population of {n} models (from the table {self.spec.table.name})",
+                      "fingerprint": self.provenance.get("table_sha256", "")[:12],
+                      "n_layers": 0, "d_model": 0, "compatibility_mode": False,
+                      "source": _shown(self.spec.table)},
+            "data": {"n_examples": n, "splits": {"models": n}, "positions": "",
+                     "probe_device": "cpu",
+                     "source": {"file": _shown(self.spec.table),
+                                "sha256": self.provenance.get("table_sha256", ""),
+                                "where": self.spec.where}},
+            "provenance": self.provenance,
+            "hypotheses": [],
+            "diagnosis": {"settings": dataclasses.asdict(self.settings),
+                          "markers": list(self.markers),
+                          "analysis": self.analysis.to_dict(), **self.extras},
+            "table": self.table,
+            "not_applicable": [],
+            "analyses": [{"section": "diagnosis", "title": "Diagnosis: which markers predict "
+                          f"{self.settings.outcome}", "data": {}, "warnings": [],
+                          "hypotheses": [], "blocks": blocks_to_dicts(list(self.blocks))}],
+        })
+
+
+def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path | None = None,
+                   table: str | Path | None = None) -> TableDiagnosisResult:
+    """Analyse a marker table; with ``out``, write markers.csv, report.json and report.html there.
+
+    Args:
+        spec_or_path: a table diagnosis file or a loaded :class:`TableDiagnosis`.
+        out: output directory (nothing written when None).
+        table: another table file instead of the spec's.
+
+    Raises:
+        DataError: an unreadable table (``FILE:LINE``), missing cells in the outcome /
+            covariates / groups.
+        ConfigError: a column named in ``[diagnosis]`` / ``[population]`` that the table lacks.
+    """
+    from .runner import _analyse, _csv
+
+    spec = (spec_or_path if isinstance(spec_or_path, TableDiagnosis)
+            else load_table_diagnosis(spec_or_path))
+    if table is not None:
+        spec = dataclasses.replace(spec, table=Path(table))
+    start = time.perf_counter()
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    full = read_marker_table(spec.table)
+    rows = _select_rows(spec, full)
+    settings, markers = _settings(spec, rows)
+    n = len(next(iter(rows.values())))
+    internal = dict(rows)
+    if "final" not in internal:
+        internal["final"] = [1] * n
+    host = DiagnosisFile(  # the runner's analysis reads only the [diagnosis] settings
+        suite=build_suite(spec.source, spec.text, {"model": {"train": {"preset": "(table)"}}, "data": {"label": "(table)"}}),
+        population=PopulationSpec(), markers=(), diagnosis=spec.diagnosis, text=spec.text)
+    analysis, extras, blocks = _analyse(host, settings, internal, markers)
+    result = TableDiagnosisResult(
+        spec=spec, settings=settings, table=rows, markers=tuple(markers), analysis=analysis,
+        extras=extras, blocks=tuple(blocks),
+        provenance={"timestamp": stamp, "run_seconds": round(time.perf_counter() - start, 2),
+                    "table": _shown(spec.table), "rows_in_table": len(next(iter(full.values()))),
+                    "rows_analysed": n, "where": spec.where,
+                    "table_sha256": sha256_bytes(spec.table.read_bytes())},
+    )
+    if out is not None:
+        from ..report.write import write_report
+
+        out = Path(out)
+        if (out / "markers.csv").resolve() == spec.table.resolve() and rows != full:
+            raise ConfigError(f"--out {out} would overwrite the input table {spec.table} with "
+                              f"the {n} rows kept by where = {spec.where}; write elsewhere")
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "markers.csv", _csv(rows))
+        write_report(result, out)
+    return result
+
+
+def check_table_diagnosis(spec: TableDiagnosis) -> list[str]:
+    """Read the table and resolve the question (every named column checked); one line each."""
+    full = read_marker_table(spec.table)
+    rows = _select_rows(spec, full)
+    s, markers = _settings(spec, rows)
+    n = len(next(iter(rows.values())))
+    return [f"{spec.source}: table diagnosis is valid",
+            f"  table: {spec.table} ({n} of {len(next(iter(full.values())))} rows"
+            + (f" where {spec.where})" if spec.where else ")"),
+            f"  markers: {', '.join(markers)}; knobs: {list(s.knobs)}",
+            f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}"]
+
+
+def run_table_cli(args: Any) -> int:
+    """``probekit diagnose`` on a table (a table diagnosis file, or ``FILE --table PATH``)."""
+    if is_table_diagnosis(args.file):
+        spec = load_table_diagnosis(args.file)
+        if args.table is not None:
+            spec = dataclasses.replace(spec, table=Path(args.table))
+    else:
+        from .spec import load_diagnosis
+
+        spec = table_diagnosis_from_file(load_diagnosis(args.file), args.table)
+    if args.check:
+        print("\n".join(check_table_diagnosis(spec)))  # noqa: T201
+        return 0
+    out = Path(args.out) if args.out is not None else None
+    result = diagnose_table(spec, out=out)
+    n = len(next(iter(result.table.values())))
+    print(f"{args.file}: {n} models from {_shown(spec.table)}, outcome {result.settings.outcome!r}, "  # noqa: T201
+          f"covariates {list(result.settings.covariates)}")
+    levels = {r["marker"]: r for r in result.extras.get("level_mean_r2", []) if r["degree"] == 1}
+    for stats in result.analysis.markers:
+        print(f"  {result.analysis.sentence(stats.marker)}")  # noqa: T201
+        lv = levels.get(stats.marker)
+        if lv is not None and math.isfinite(lv["r2_level_means"]):
+            print(f"    beside it, in An & Du's unit: R^2 (linear) over the {lv['n_levels']} "  # noqa: T201
+                  f"{lv['knob']} level means {lv['r2_level_means']:.2f}, over the "
+                  f"{lv['n_models']} models {lv['r2_models']:.2f}")
+    if out is not None:
+        print(f"  wrote {out / 'markers.csv'}, {out / 'report.html'} and {out / 'report.json'}")  # noqa: T201
+    return 0

@@ -1,0 +1,130 @@
+"""The shipped HE-study diagnosis (issue 32's headline) from its committed table.
+
+``probes/diagnose_he_study.toml`` analyses ``docs/diagnosis/he_noise/markers.csv`` (the 80
+plain models of the noise sweep of ``docs/he_study/paper/study.json``): modifier HE correlates
+with OOD accuracy over models (R^2 0.58) but given the noise level its partial r is 0.07
+(p 0.55): ``explained_by_covariates``, with the level-mean R^2 0.93 beside it.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from probekit.cli import main
+from probekit.diagnosis.table_diagnosis import diagnose_table, load_table_diagnosis
+from scripts.he_study_table import STUDY, populations
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = ROOT / "probes" / "diagnose_he_study.toml"
+TABLE = ROOT / "docs" / "diagnosis" / "he_noise" / "markers.csv"
+
+
+def _columns() -> dict[str, np.ndarray]:
+    rows = list(csv.DictReader(TABLE.open()))
+    return {k: np.array([float(r[k]) for r in rows])
+            for k in ("noise", "id_accuracy", "ood_accuracy", "modifier_he", "sequence_he")}
+
+
+def _partial(m: np.ndarray, y: np.ndarray, covariates: list[np.ndarray]) -> float:
+    """Pearson r of m and y after a least-squares fit of each on [1, covariates] (numpy)."""
+    X = np.column_stack([np.ones(m.size), *covariates])
+    em = m - X @ np.linalg.lstsq(X, m, rcond=None)[0]
+    ey = y - X @ np.linalg.lstsq(X, y, rcond=None)[0]
+    return float(em @ ey / np.sqrt((em @ em) * (ey @ ey)))
+
+
+@pytest.fixture(scope="module")
+def results():
+    spec = load_table_diagnosis(SPEC)
+    noise_only = dataclasses.replace(spec, diagnosis=dataclasses.replace(
+        spec.diagnosis, covariates=("noise",)))
+    return {"both": diagnose_table(spec), "noise": diagnose_table(noise_only)}
+
+
+def test_committed_table_is_the_study_noise_sweep():
+    """The CSV is what scripts/he_study_table.py writes from docs/he_study/paper/study.json."""
+    rows = populations(json.loads(STUDY.read_text())["models"])["he_noise"]
+    table = list(csv.DictReader(TABLE.open()))
+    assert len(table) == len(rows) == 80
+    assert {(int(r["noise"]), int(r["seed"])) for r in table} == {(n, s) for n in range(16) for s in range(5)}
+    for r, ref in zip(table, rows, strict=True):
+        assert r["name"] == ref["name"] and float(r["modifier_he"]) == ref["modifier_he"]
+        assert float(r["ood_accuracy"]) == ref["ood_accuracy"] and r["he_lambda"] == "0.0"
+
+
+@pytest.mark.parametrize(("variant", "covariates"), [("both", ["noise", "id_accuracy"]),
+                                                     ("noise", ["noise"])])
+def test_modifier_he_is_explained_by_the_noise_level(results, variant, covariates):
+    a = results[variant].analysis
+    c = _columns()
+    for marker in ("modifier_he", "sequence_he"):
+        direct = _partial(c[marker], c["ood_accuracy"], [c[k] for k in covariates])
+        assert a[marker].partial_r == pytest.approx(direct, abs=1e-6)
+    s = a["modifier_he"]
+    assert s.verdict == "explained_by_covariates"
+    assert s.p_holm <= 0.05 and s.partial_p_holm > 0.05
+    assert s.spearman == pytest.approx(-0.842, abs=1e-3)  # docs/he_study: Spearman -0.84
+    if variant == "noise":  # the issue's numbers: partial r 0.07, p 0.55
+        assert s.partial_r == pytest.approx(0.0671, abs=1e-4)
+        assert 0.45 < s.partial_p < 0.65
+    text = a.sentence("modifier_he")
+    assert text.startswith("modifier_he: Spearman -0.84 [") and text.endswith(
+        "explained by the covariates.")
+
+
+def test_level_mean_r2_is_reported_beside_the_per_model_r2(results):
+    rec = {(r["marker"], r["degree"]): r for r in results["noise"].extras["level_mean_r2"]}
+    r = rec[("modifier_he", 1)]
+    assert r["knob"] == "noise" and r["n_levels"] == 16
+    assert r["r2_level_means"] == pytest.approx(0.9344, abs=1e-4)  # An & Du's unit
+    assert r["r2_models"] == pytest.approx(0.5781, abs=1e-4)  # = Pearson r^2 over 80 models
+    c = _columns()
+    assert r["r2_models"] == pytest.approx(np.corrcoef(c["modifier_he"], c["ood_accuracy"])[0, 1] ** 2,
+                                           abs=1e-10)
+
+
+def test_given_id_accuracy_alone_modifier_he_adds(results):
+    """Without the noise level as a covariate, ID accuracy does not absorb HE (partial -0.49)."""
+    spec = load_table_diagnosis(SPEC)
+    spec = dataclasses.replace(spec, diagnosis=dataclasses.replace(
+        spec.diagnosis, covariates=("id_accuracy",), n_permutations=300),
+        markers=("modifier_he",))
+    a = diagnose_table(spec).analysis
+    c = _columns()
+    assert a["modifier_he"].partial_r == pytest.approx(
+        _partial(c["modifier_he"], c["ood_accuracy"], [c["id_accuracy"]]), abs=1e-6)
+    assert a["modifier_he"].partial_r == pytest.approx(-0.494, abs=1e-3)
+    assert a["modifier_he"].verdict == "adds_beyond_covariates"
+
+
+def test_cli_writes_the_three_files(tmp_path, capsys):
+    out = tmp_path / "he_noise"
+    assert main(["diagnose", str(SPEC), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "80 models from" in printed and "explained by the covariates" in printed
+    assert "R^2 (linear) over the 16 noise level means 0.93, over the 80 models 0.58" in printed
+    for name in ("markers.csv", "report.json", "report.html"):
+        assert (out / name).is_file()
+    assert (out / "markers.csv").read_bytes() == TABLE.read_bytes()
+    report = json.loads((out / "report.json").read_text())
+    verdicts = {r["marker"]: r["verdict"] for r in report["diagnosis"]["analysis"]["markers"]}
+    assert verdicts["modifier_he"] == "explained_by_covariates"
+    html = (out / "report.html").read_text()
+    assert "level means (An &amp; Du&#39;s unit)" in html and "explained_by_covariates" in html
+
+
+def test_committed_report_renders_in_chromium(tmp_path):
+    """The shipped report.html passes the headless Chromium check (images load, nothing clipped)."""
+    from tests.report.chromium import find_chromium, render_report
+
+    if find_chromium() is None:
+        pytest.skip("headless Chromium not installed")
+    result = render_report(TABLE.parent / "report.html", tmp_path / "he_noise.png")
+    assert result["images"] == 8 and result["broken"] == [], result  # 4 markers x 2 scatters
+    assert result["clipped"] == [], result

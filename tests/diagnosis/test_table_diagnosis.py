@@ -1,0 +1,95 @@
+"""probekit diagnose on an existing table: [population] table = FILE, or FILE --table PATH."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from probekit.cli import main
+from probekit.diagnosis import marker_analysis
+from probekit.diagnosis.runner import _csv
+from probekit.diagnosis.table_diagnosis import diagnose_table, load_table_diagnosis
+from probekit.errors import ConfigError
+
+
+def _population(path, seed=0):
+    """Planted: 'planted' adds beyond the knob; 'tracks' only follows it; 12 x 3 seeds x 2 arms."""
+    rng = np.random.default_rng(seed)
+    knob = np.repeat(np.arange(6.0), 6)
+    seed_col = np.tile(np.arange(3), 12)
+    arm = np.tile(["a", "a", "a", "b", "b", "b"], 6)
+    z = rng.normal(size=36)
+    y = -0.5 * knob + z + 0.3 * rng.normal(size=36)
+    table = {"name": [f"m{i}" for i in range(36)], "knob": knob.astype(int).tolist(),
+             "seed": seed_col.tolist(), "arm": arm.tolist(), "id_accuracy": (0.5 + 0.01 * rng.normal(size=36)).tolist(),
+             "ood": y.tolist(), "planted": (z + 0.2 * rng.normal(size=36)).tolist(),
+             "tracks": (knob + 0.3 * rng.normal(size=36)).tolist(),
+             "sparse": [None if i % 9 == 0 else float(v) for i, v in enumerate(rng.normal(size=36))]}
+    path.write_text(_csv(table))
+    return table
+
+
+def _spec(tmp_path, extra="", diagnosis='outcome = "ood"\n'):
+    text = ('[suite]\nname = "planted"\n\n[population]\ntable = "markers.csv"\n' + extra
+            + "\n[diagnosis]\n" + diagnosis + "n_permutations = 300\n")
+    path = tmp_path / "diag.toml"
+    path.write_text(text)
+    return path
+
+
+def test_table_diagnosis_equals_marker_analysis(tmp_path):
+    table = _population(tmp_path / "markers.csv")
+    res = diagnose_table(_spec(tmp_path, 'where = { arm = "a" }\nknobs = ["knob"]\n'))
+    keep = [i for i, a in enumerate(table["arm"]) if a == "a"]
+    assert len(res.table["name"]) == 18 and res.settings.knobs == ("knob",)
+    assert res.settings.covariates == ("knob", "id_accuracy") and res.settings.groups == "seed"
+    assert list(res.markers) == ["planted", "tracks", "sparse"]  # the numeric columns left
+    # no knobs named: a numeric column is a knob only as a covariate; text 'arm' is constant here
+    guess = diagnose_table(_spec(tmp_path, 'where = { arm = "a" }\n',
+                                 'outcome = "ood"\ncovariates = ["knob"]\n'))
+    assert guess.settings.knobs == ("knob",) and list(guess.markers) == list(res.markers)
+    sub = {k: [v[i] for i in keep] for k, v in table.items()}
+    ref = marker_analysis(sub, "ood", markers=["planted", "tracks", "sparse"],
+                          covariates=["knob", "id_accuracy"], groups="seed", n_permutations=300)
+    for a, b in zip(res.analysis.to_records(), ref.to_records(), strict=True):
+        assert a == pytest.approx(b, nan_ok=True)
+    assert res.analysis["sparse"].n_missing == 2  # empty cells: not applicable to those models
+
+
+def test_planted_verdicts_from_the_file(tmp_path):
+    _population(tmp_path / "markers.csv")
+    res = diagnose_table(_spec(tmp_path, diagnosis='outcome = "ood"\ncovariates = ["knob"]\n'
+                                                   'markers = ["planted", "tracks"]\n'))
+    assert res.analysis["planted"].verdict == "adds_beyond_covariates"
+    assert res.analysis["tracks"].verdict == "explained_by_covariates"
+
+
+@pytest.mark.parametrize(("diagnosis", "extra", "match"), [
+    ('outcome = "ood"\ncovariates = ["nope"]\n', "", r"diag\.toml:\d+: \[diagnosis\] covariates: covariate 'nope' is not a column"),
+    ('outcome = "oood"\n', "", r"diag\.toml:\d+: \[diagnosis\] outcome: the outcome 'oood' is not a column"),
+    ('outcome = "ood"\nmarkers = ["planted", "gone"]\n', "", r"marker 'gone' is not a column"),
+    ('outcome = "ood"\n', 'where = { arm = "c" }\n', r"\[population\] where: no row"),
+    ('outcome = "ood"\ncrossing = 0.9\n', "", r"\[diagnosis\] crossing: only a computed population"),
+])
+def test_bad_columns_name_the_file_line(tmp_path, diagnosis, extra, match):
+    _population(tmp_path / "markers.csv")
+    with pytest.raises(ConfigError, match=match):
+        diagnose_table(load_table_diagnosis(_spec(tmp_path, extra, diagnosis)))
+
+
+def test_cli_table_file_and_table_flag(tmp_path, capsys):
+    _population(tmp_path / "markers.csv")
+    spec = _spec(tmp_path, diagnosis='outcome = "ood"\ncovariates = ["knob"]\n')
+    assert main(["diagnose", str(spec), "--check"]) == 0
+    assert "table diagnosis is valid" in capsys.readouterr().out
+    out = tmp_path / "out"
+    assert main(["diagnose", str(spec), "--out", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} >= {"markers.csv", "report.json", "report.html"}
+    assert "planted: Spearman" in capsys.readouterr().out
+    # --table: the same question on another table (a missing one: one line, exit 2)
+    assert main(["diagnose", str(spec), "--table", str(tmp_path / "missing.csv")]) == 2
+    assert "missing.csv not found" in capsys.readouterr().err
+    # --out into the input's folder with a where filter would overwrite the input table
+    spec = _spec(tmp_path, 'where = { arm = "a" }\n', 'outcome = "ood"\ncovariates = ["knob"]\n')
+    assert main(["diagnose", str(spec), "--out", str(tmp_path)]) == 2
+    assert "would overwrite the input table" in capsys.readouterr().err
