@@ -291,3 +291,56 @@ def test_selectivity_with_a_single_type_is_refused():
     ctx = _ctx(X, [0, 1] * 20, tokens=[[i, 9] for i in range(40)])
     with pytest.raises(ConfigError, match="one type"):
         probe_selectivity(ProbeSelectivitySpec(site="resid_post@0", types="position"), ctx)
+
+
+# -- end to end: a claim file through `probekit test` -------------------------------------------
+def test_marker_claims_through_the_runner(tmp_path, capsys):
+    import json
+
+    from safetensors.torch import load_file
+
+    from probekit.cli import main
+    from probekit.geometry import layer_rotation as rotations
+
+    final = SERIES / "step_0001000"
+    (tmp_path / "markers.toml").write_text(f'''
+[model]
+checkpoint = "{final}"
+[data]
+label = "answer"
+train_split = "train"
+test_split = "test_id"
+max_per_split = 150
+[capture]
+positions = "last"
+[[claim]]
+name = "the weights rotated away from their initialisation"
+measure = "layer_rotation"
+compare = ">="
+threshold = 0.5
+[[claim]]
+name = "W_E is conditioned within two decades"
+measure = "weight_condition_number"
+weight = "W_E"
+log10 = true
+compare = "between"
+threshold = [1.0, 3.0]
+[[claim]]
+name = "the residual stream at '=' spreads over more than 2 dimensions"
+measure = "participation_ratio"
+site = "resid_post@0"
+compare = ">="
+threshold = 2.0
+''')
+    assert main(["test", str(tmp_path / "markers.toml"), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    claims = json.loads((tmp_path / "o" / "report.json").read_text())["claims"]
+    assert [c["verdict"] for c in claims] == ["PASS"] * 3
+    s0 = load_file(str(SERIES / "step_0000000" / "model.safetensors"))
+    s1 = load_file(str(final / "model.safetensors"))
+    rot = [float(v[-1]) for v in rotations([s0, s1]).values()]
+    assert claims[0]["effect"] == pytest.approx(np.mean(rot), rel=1e-10) and len(rot) == 9
+    sv = torch.linalg.svdvals(s1["embed.weight"].double())
+    assert claims[1]["effect"] == pytest.approx(math.log10(sv[0] / sv[-1]), rel=1e-10)
+    assert claims[1]["ci"] == [pytest.approx(claims[1]["effect"])] * 2  # exact: no sampling unit
+    assert claims[2]["effect"] > 2.0 and claims[2]["n"] == 150
+    assert capsys.readouterr().out.count("PASS") == 3
