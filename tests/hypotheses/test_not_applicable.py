@@ -137,3 +137,14 @@ def test_homomorphism_error_without_modifiers_or_clauses_is_not_applicable():
     with pytest.raises(ConfigError, match="prompt_only") as info:
         homomorphism_error(HomomorphismErrorSpec(layer=0), cfg_err)
     assert not isinstance(info.value, NotApplicableError)
+
+
+def test_circuit_efficiency_of_an_unfit_checkpoint_is_not_applicable():
+    """At initialisation the mean train margin is < 0: norm per margin is undefined there."""
+    from pathlib import Path
+
+    from probekit.models import load_checkpoint
+
+    init = Path(__file__).resolve().parents[2] / "probes/checkpoints/modadd-p53-series/step_0000000"
+    with pytest.raises(NotApplicableError, match="logit margin is -?[0-9.e-]+ <= 0"):
+        mp.circuit_efficiency(mp.CircuitEfficiencySpec(), FakeContext(model=load_checkpoint(init)))

@@ -212,15 +212,15 @@ def circuit_efficiency(spec: CircuitEfficiencySpec, ctx: Any) -> Measurement:
     import numpy as np
 
     from ...circuits.progress import logit_margin, sum_squared_weights
-    from ...errors import DataError
+    from ...errors import NotApplicableError
     from ...stats.bootstrap import bootstrap_indices
 
     model, logits, mask = _grid(ctx, spec.checkpoint)
     margin = logit_margin(logits)[_split(spec.split, mask)]
     norm = float(np.sqrt(sum_squared_weights(model.parameters())))
-    if margin.mean() <= 0:
-        raise DataError(f"mean {spec.split} logit margin is {margin.mean():.3g} <= 0: the model "
-                        "does not fit these pairs, so norm per margin is undefined")
+    if margin.mean() <= 0:  # e.g. an early checkpoint of a population: undefined, not an error
+        raise NotApplicableError(f"mean {spec.split} logit margin is {margin.mean():.3g} <= 0: the "
+                                 "model does not fit these pairs, so norm per margin is undefined")
     boot = margin[bootstrap_indices(margin.size, ctx.stats.n_bootstrap, ctx.stats.seed)].mean(1)
     return Measurement(
         metric="parameter norm per logit margin", estimate=norm / float(margin.mean()),
