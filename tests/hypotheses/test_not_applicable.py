@@ -148,3 +148,13 @@ def test_circuit_efficiency_of_an_unfit_checkpoint_is_not_applicable():
     init = Path(__file__).resolve().parents[2] / "probes/checkpoints/modadd-p53-series/step_0000000"
     with pytest.raises(NotApplicableError, match="logit margin is -?[0-9.e-]+ <= 0"):
         mp.circuit_efficiency(mp.CircuitEfficiencySpec(), FakeContext(model=load_checkpoint(init)))
+
+
+def test_progress_kinds_on_the_kg_checkpoint_are_not_applicable():
+    from pathlib import Path
+
+    from probekit.models import load_checkpoint
+
+    kg = load_checkpoint(Path(__file__).resolve().parents[2] / "probes/checkpoints/kg-composition")
+    with pytest.raises(NotApplicableError, match="task 'kg_composition'"):
+        mp.fourier_gini(mp.FourierGiniSpec(source="neuron_logit"), FakeContext(model=kg))
