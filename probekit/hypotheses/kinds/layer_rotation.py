@@ -86,7 +86,8 @@ def layer_rotation(spec: LayerRotationSpec, ctx: Any) -> Measurement:
 
     init_model, source = initial_model(ctx, spec.init)
     if spec.weight == "all":
-        rot = rotations([init_model.state_dict(), ctx.model.state_dict()])
+        current = {k: v.detach().cpu() for k, v in ctx.model.state_dict().items()}
+        rot = rotations([init_model.state_dict(), current])  # the init is loaded on the CPU
         per = {k: float(v[-1]) for k, v in rot.items()}
         return Measurement(
             metric="layer rotation (mean over weights)", values=np.array(list(per.values())),
