@@ -29,8 +29,10 @@ from .dynamics import DynamicsMarkers as DynamicsMarkers
 from .dynamics import activation_condition_number as activation_condition_number
 from .dynamics import checkpoint_dynamics as checkpoint_dynamics
 from .dynamics import layer_rotation as layer_rotation
+from .dynamics import matrix_condition_number as matrix_condition_number
 from .dynamics import plot_dynamics as plot_dynamics
 from .dynamics import weight_condition_numbers as weight_condition_numbers
+from .dynamics import weight_rotation as weight_rotation
 from .factorization import FactorizationResult as FactorizationResult
 from .factorization import concept_factorization as concept_factorization
 from .simulated import SimulatedCapacityResult as SimulatedCapacityResult

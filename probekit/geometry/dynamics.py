@@ -68,17 +68,47 @@ def layer_rotation(states: Sequence[Mapping[str, Tensor]]) -> dict[str, Float[Te
                     f"checkpoint {i} lacks weight {k!r} of shape {tuple(w0.shape)}; all "
                     "checkpoints must come from the same architecture"
                 )
-            a, b = w0.reshape(-1), cur[k].reshape(-1)
-            out[k].append(float(1.0 - (a @ b) / (a.norm() * b.norm())))
+            out[k].append(weight_rotation(w0, cur[k]))
     return {k: torch.tensor(v, dtype=torch.float64) for k, v in out.items()}
+
+
+def weight_rotation(w0: Tensor, w: Tensor) -> float:
+    """Cosine distance ``1 - <w0, w> / (|w0| |w|)`` of two flattened weight tensors.
+
+    Carbonnelle & De Vleeschouwer (arXiv 1806.01603): the layer rotation of a weight ``w`` away
+    from its initial value ``w0``; 0 when ``w`` is a positive multiple of ``w0``, 1 when
+    orthogonal, 2 when opposite. Raises :class:`~probekit.errors.DataError` on a shape mismatch
+    or a zero tensor (the angle is undefined).
+    """
+    if w0.shape != w.shape:
+        raise DataError(f"weights of shapes {tuple(w0.shape)} and {tuple(w.shape)}; layer rotation "
+                        "compares one weight at two training steps (same shape)")
+    a, b = w0.reshape(-1).to(torch.float64), w.reshape(-1).to(torch.float64)
+    norm = a.norm() * b.norm()
+    if norm == 0:
+        raise DataError("a zero weight tensor has no direction; layer rotation is undefined")
+    return float(1.0 - (a @ b) / norm)
+
+
+def matrix_condition_number(w: Float[Tensor, "m n"]) -> float:
+    """``s_max / s_min`` over the ``min(m, n)`` singular values of a matrix (inf if singular).
+
+    The 2-norm condition number; invariant to scale and transpose. A rectangular matrix counts
+    only its ``min(m, n)`` singular values, so a ``(d, 4d)`` MLP weight is well conditioned when
+    its ``d`` rows are far from linearly dependent.
+    """
+    if w.ndim != 2 or min(w.shape) < 1:
+        raise DataError(f"expected a matrix (m, n), got shape {tuple(w.shape)}; reshape it first, "
+                        "e.g. w.reshape(w.shape[0], -1)")
+    s = torch.linalg.svdvals(w.to(torch.float64))
+    return float(s[0] / s[-1]) if s[-1] > 0 else float("inf")
 
 
 def weight_condition_numbers(state: Mapping[str, Tensor]) -> dict[str, float]:
     """``s_max / s_min`` of every >= 2-D weight reshaped to ``(shape[0], -1)`` (inf if singular)."""
     out = {}
     for k, w in weight_matrices(state).items():
-        s = torch.linalg.svdvals(w.reshape(w.shape[0], -1))
-        out[k] = float(s[0] / s[-1]) if s[-1] > 0 else float("inf")
+        out[k] = matrix_condition_number(w.reshape(w.shape[0], -1))
     return out
 
 

@@ -67,3 +67,28 @@ def test_checkpoint_series_and_plot(tmp_path):
 def test_mismatched_checkpoints_raise():
     with pytest.raises(DataError, match="same architecture"):
         layer_rotation([_state(torch.eye(2)), _state(torch.eye(3))])
+
+
+def test_weight_rotation_and_condition_number_of_constructed_matrices():
+    from probekit.geometry.dynamics import matrix_condition_number, weight_rotation
+
+    g = torch.Generator().manual_seed(1)
+    w0 = torch.randn(6, 4, generator=g, dtype=torch.float64)
+    u = torch.randn(6, 4, generator=g, dtype=torch.float64)
+    u = u - (u * w0).sum() / (w0 * w0).sum() * w0  # orthogonal to w0
+    u = u * w0.norm() / u.norm()
+    for theta in (0.0, 0.3, math.pi / 2, 2.5):
+        w = 2.0 * (math.cos(theta) * w0 + math.sin(theta) * u)
+        assert weight_rotation(w0, w) == pytest.approx(1 - math.cos(theta), abs=1e-12)
+    with pytest.raises(DataError, match="zero weight"):
+        weight_rotation(w0, torch.zeros_like(w0))
+    with pytest.raises(DataError, match="same shape"):
+        weight_rotation(w0, w0.T)
+    q1, _ = torch.linalg.qr(torch.randn(6, 6, generator=g, dtype=torch.float64))
+    q2, _ = torch.linalg.qr(torch.randn(4, 4, generator=g, dtype=torch.float64))
+    s = torch.zeros(6, 4, dtype=torch.float64)
+    s[range(4), range(4)] = torch.tensor([50.0, 7.0, 3.0, 0.5], dtype=torch.float64)
+    assert matrix_condition_number(q1 @ s @ q2) == pytest.approx(100.0, rel=1e-10)
+    assert matrix_condition_number((q1 @ s @ q2).T) == pytest.approx(100.0, rel=1e-10)
+    s[3, 3] = 0.0
+    assert matrix_condition_number(s) == math.inf

@@ -39,11 +39,11 @@ def bridge_entity_probe(spec: BridgeEntityProbeSpec, ctx) -> Measurement:
 
     from ...circuits import bridge_entity_probe as fit_probe
     from ...errors import ConfigError
-    from .bridge_entity_rank import entity_token_lookup
+    from .bridge_entity_rank import entity_token_lookup, kg_column
 
     ex = ctx.examples
+    bridges = kg_column(ex, spec.bridge_column, kind="bridge_entity_probe")
     token = entity_token_lookup(ex, spec.entity_token, kind="bridge_entity_probe")
-    bridges = ex.column(spec.bridge_column)
 
     def rows(split: str) -> np.ndarray:
         return np.array([i for i in ex.split(split) if bridges[i] is not None], dtype=np.int64)

@@ -62,6 +62,18 @@ def entity_token_lookup(ex: Any, template: str, *, kind: str) -> Callable[[Any],
     return token
 
 
+def kg_column(ex: Any, name: str, *, kind: str) -> list[Any]:
+    """The KG-composition column ``name`` (e.g. ``bridge``); NotApplicableError on other tasks."""
+    from ...errors import NotApplicableError
+
+    if name not in ex.columns:
+        raise NotApplicableError(
+            f"{kind} needs two-hop knowledge-graph queries (the kg_composition testbed's "
+            f"{name!r} column); this data has columns {sorted(ex.columns)}"
+        )
+    return ex.columns[name]
+
+
 @register_measurement("bridge_entity_rank", spec=BridgeEntityRankSpec)
 def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx) -> Measurement:
     """Share of queries whose bridge (at r1) or answer (last token) is top-``k`` after ``layer``."""
@@ -77,9 +89,10 @@ def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx) -> Measurement:
         raise ConfigError(f"bridge_entity_rank: layer {spec.layer} must be in 0..{n_layers - 1} "
                           f"and top_k {spec.top_k} >= 1")
     ex = ctx.examples
+    bridges = kg_column(ex, spec.bridge_column, kind="bridge_entity_rank")
+    answers = kg_column(ex, spec.answer_column, kind="bridge_entity_rank")
     token = entity_token_lookup(ex, spec.entity_token, kind="bridge_entity_rank")
     idx = ex.split(spec.split)
-    bridges, answers = ex.column(spec.bridge_column), ex.column(spec.answer_column)
     idx = np.array([i for i in idx if bridges[i] is not None])  # two-hop queries only
     if idx.size < 2:
         raise ConfigError(f"split {spec.split!r} has {idx.size} two-hop queries (rows with "

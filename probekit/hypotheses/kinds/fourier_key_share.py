@@ -26,6 +26,18 @@ class FourierKeyShareSpec:
     batch_size: int = 512
 
 
+def _check_task(model: object) -> None:
+    """NotApplicableError when the model is a checkpoint trained on a task other than modadd."""
+    from ...errors import NotApplicableError
+    from ...models.checkpoint import read_checkpoint_meta
+
+    path = getattr(model, "probekit_checkpoint", None)
+    task = None if path is None else read_checkpoint_meta(path).get("extra", {}).get("task")
+    if task is not None and task != "modular_addition":
+        raise NotApplicableError(f"fourier_key_share: {path} was trained on task {task!r}; the "
+                                 "Fourier key frequencies are defined for modular addition only")
+
+
 @register_measurement("fourier_key_share", spec=FourierKeyShareSpec)
 def fourier_key_share(spec: FourierKeyShareSpec, ctx) -> Measurement:
     """Fraction of the non-constant Fourier power in the ``k`` strongest frequencies.
@@ -42,6 +54,7 @@ def fourier_key_share(spec: FourierKeyShareSpec, ctx) -> Measurement:
     from ...stats.bootstrap import bootstrap_indices
 
     model = ctx.model
+    _check_task(model)
     if spec.source == "embedding":
         w = model.W_E.detach().double().cpu().numpy()[: spec.p]  # (p, d)
         power = frequency_power(w, spec.p)  # (freq, d)

@@ -30,6 +30,29 @@ class HomomorphismErrorSpec:
     seed: int = 0
 
 
+def _check_compositions(ctx: Any, spec: HomomorphismErrorSpec) -> None:
+    """NotApplicableError when the data has no SCAN parse or none of the claimed compositions."""
+    from ...errors import NotApplicableError
+    from ...suites.analyses.homomorphism import PARSE_COLUMNS
+
+    ex = ctx.examples
+    missing = [c for c in PARSE_COLUMNS if c not in ex.columns]
+    if missing:
+        raise NotApplicableError(
+            f"homomorphism_error needs a SCAN-style task (parse columns {missing} missing; "
+            f"have {sorted(ex.columns)}): HE is defined for compositional commands only"
+        )
+    idx = ex.split(spec.split)
+    if spec.composition == "modifier":
+        mods = ex.columns["mod_positions"]
+        if not any(m is not None for i in idx for m in mods[i]):
+            raise NotApplicableError(f"the {spec.split!r} inputs have no modifiers (no modified "
+                                     "clause), so modifier HE is undefined for this task")
+    elif not any(len(ex.columns["part_spans"][i]) > 1 for i in idx):
+        raise NotApplicableError(f"the {spec.split!r} inputs are all single clauses, so sequence "
+                                 "HE (consecutive parts) is undefined for this task")
+
+
 @register_measurement("homomorphism_error", spec=HomomorphismErrorSpec)
 def homomorphism_error(spec: HomomorphismErrorSpec, ctx: Any) -> Measurement:
     """HE at ``layer`` from :func:`probekit.suites.analyses.homomorphism.measure_he`.
@@ -45,6 +68,7 @@ def homomorphism_error(spec: HomomorphismErrorSpec, ctx: Any) -> Measurement:
     from ...stats.bootstrap import bootstrap_indices
     from ...suites.analyses.homomorphism import measure_he
 
+    _check_compositions(ctx, spec)
     cfg = HEConfig(families=tuple(spec.families), solver=spec.solver, pooling=spec.pooling,
                    site=spec.site, train_fraction=spec.train_fraction, seed=spec.seed)
     layers, results = measure_he(ctx, spec.split, (spec.composition,), cfg)

@@ -28,14 +28,15 @@ def _checkpoint_dir(ctx: Any, checkpoint: str | None) -> Any:
     """The claim's checkpoint directory (relative to the file), else the ``[model]`` one."""
     from pathlib import Path
 
-    from ...errors import ConfigError
+    from ...errors import NotApplicableError
 
     if checkpoint is not None:
         return ctx.suite.resolve(checkpoint)
     path = getattr(ctx.model, "probekit_checkpoint", None)
     if path is None:
-        raise ConfigError("this claim needs a modular-addition checkpoint: give checkpoint = "
-                          "\"DIR\" or a [model] checkpoint / train spec")
+        raise NotApplicableError("this measure needs a modular-addition checkpoint; the model is "
+                                 "not a probekit checkpoint: give checkpoint = \"DIR\" or a "
+                                 "[model] checkpoint / train spec")
     return Path(path)
 
 
@@ -43,15 +44,18 @@ def train_mask(checkpoint: Any) -> Any:
     """``(p, p)`` bool grid of the training pairs recorded in a checkpoint's task config."""
     import numpy as np
 
-    from ...errors import ConfigError
+    from ...errors import NotApplicableError
     from ...models.checkpoint import read_checkpoint_meta
     from ...testbeds import get_task
 
     extra = read_checkpoint_meta(checkpoint).get("extra", {})
     if extra.get("task") != "modular_addition" or "task_config" not in extra:
-        raise ConfigError(f"{checkpoint} was not trained on the modular_addition testbed (its "
-                          "config.json records no such task); train one with `probekit train "
-                          "modular_addition`")
+        task = extra.get("task")
+        raise NotApplicableError(
+            f"{checkpoint} was trained on {'task ' + repr(task) if task else 'no recorded task'}"
+            ", not the modular_addition testbed: the Fourier / progress measures are defined for "
+            "modular addition only (train one with `probekit train modular_addition`)"
+        )
     task = get_task("modular_addition", **extra["task_config"])
     train = task.splits()["train"]
     p = task.config.p
@@ -208,15 +212,15 @@ def circuit_efficiency(spec: CircuitEfficiencySpec, ctx: Any) -> Measurement:
     import numpy as np
 
     from ...circuits.progress import logit_margin, sum_squared_weights
-    from ...errors import DataError
+    from ...errors import NotApplicableError
     from ...stats.bootstrap import bootstrap_indices
 
     model, logits, mask = _grid(ctx, spec.checkpoint)
     margin = logit_margin(logits)[_split(spec.split, mask)]
     norm = float(np.sqrt(sum_squared_weights(model.parameters())))
-    if margin.mean() <= 0:
-        raise DataError(f"mean {spec.split} logit margin is {margin.mean():.3g} <= 0: the model "
-                        "does not fit these pairs, so norm per margin is undefined")
+    if margin.mean() <= 0:  # e.g. an early checkpoint of a population: undefined, not an error
+        raise NotApplicableError(f"mean {spec.split} logit margin is {margin.mean():.3g} <= 0: the "
+                                 "model does not fit these pairs, so norm per margin is undefined")
     boot = margin[bootstrap_indices(margin.size, ctx.stats.n_bootstrap, ctx.stats.seed)].mean(1)
     return Measurement(
         metric="parameter norm per logit margin", estimate=norm / float(margin.mean()),
@@ -256,6 +260,7 @@ def _series_dirs(ctx: Any, pattern: str) -> list[tuple[int, Any]]:
 
     if pattern == "run":
         model_dir = _checkpoint_dir(ctx, None)
+        train_mask(model_dir)  # not applicable to another task: say so before globbing a series
         root = model_dir.parent / "step_*"
     else:
         root = ctx.suite.resolve(pattern)
