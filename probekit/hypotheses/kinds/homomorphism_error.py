@@ -23,7 +23,7 @@ class HomomorphismErrorSpec:
     statistic: Literal["mse", "normalised"] = "normalised"
     split: str = "train"
     families: tuple[Literal["affine", "bilinear", "mlp"], ...] = ("affine", "bilinear", "mlp")
-    solver: Literal["ridge", "adam"] = "ridge"
+    solver: Literal["adam", "closed_form_ridge"] = "adam"
     pooling: Literal["mean", "last"] = "mean"
     site: str = "resid_post"
     train_fraction: float = 0.8

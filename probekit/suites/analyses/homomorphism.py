@@ -33,7 +33,8 @@ class HomomorphismSpec:
         split: examples whose inputs give the pairs ([C]: the training inputs).
         kinds: ``modifier`` (primitive + adjacent modifier) and/or ``sequence`` (``then``).
         families: operator families averaged into HE.
-        solver: ``ridge`` (closed form) or ``adam`` ([C]'s 50-epoch fit) for affine/bilinear.
+        solver: ``adam`` ([C]'s 50-epoch fit, default) or ``closed_form_ridge`` (exact least
+            squares for affine/bilinear: 0 by construction for [C]'s linear target).
         pooling: span pooling, ``mean`` [C] or ``last``.
         site: hook kind read at every block.
         train_fraction, shuffle, seed: operator fit/score split and seeds.
@@ -42,7 +43,7 @@ class HomomorphismSpec:
     split: str = "train"
     kinds: tuple[Literal["modifier", "sequence"], ...] = ("modifier", "sequence")
     families: tuple[Literal["affine", "bilinear", "mlp"], ...] = ("affine", "bilinear", "mlp")
-    solver: Literal["ridge", "adam"] = "ridge"
+    solver: Literal["adam", "closed_form_ridge"] = "adam"
     pooling: Literal["mean", "last"] = "mean"
     site: str = "resid_post"
     train_fraction: float = 0.8
