@@ -100,10 +100,11 @@ def composition_he(
         for f_idx, s_pos in cells:
             if not len(s_pos):
                 continue
-            if len(f_idx) < 2:
+            if len(f_idx) < 2 or (cfg.parts == "separate" and len(s_pos) < 2):
                 raise DataError(
-                    f"group {lab[score[s_pos[0]]]!r} has {len(f_idx)} fit pair(s); one operator "
-                    "per group (parts='separate') needs >= 2: use more examples"
+                    f"group {lab[score[s_pos[0]]]!r} has {len(f_idx)} fit and {len(s_pos)} "
+                    "scored pair(s); one operator per group (parts='separate') needs >= 2 of "
+                    "each (1 - R^2 within a group): use more examples"
                 )
             op = make_operator(family, solver=cfg.solver, alpha=cfg.alpha, seed=cfg.seed)
             op.fit(X[:, torch.from_numpy(f_idx)], Y[:, torch.from_numpy(f_idx)])
