@@ -173,7 +173,13 @@ def run_model(spec: ModelSpec) -> dict[str, Any]:
             c = measure(states=top, pairs=pairs, config=HEConfig(solver="adam", seed=spec.seed))
         except DataError:  # too few pairs for the 80/20 split (tiny 1-clause data)
             continue
-        r = measure(states=states, pairs=pairs, config=HEConfig(families=("affine", "bilinear")))
+        r = measure(states=states, pairs=pairs, config=HEConfig(
+            families=("affine", "bilinear"), solver="closed_form_ridge"))
+        try:  # [O] parts from separate passes, one ridge operator per modifier, 1 - R^2
+            sep = measure(model, ds, pad_id=task.vocab.pad_id, config=HEConfig(
+                parts="separate", families=("affine",), solver="closed_form_ridge"))
+        except DataError:  # a group with < 2 fit pairs
+            sep = None
         he[kind] = {
             "he": c.headline,  # [C]: Adam-fit affine/bilinear/MLP, mean held-out MSE
             "he_ci": [float(c.he_low[-1]), float(c.he_high[-1])],
@@ -183,6 +189,8 @@ def run_model(spec: ModelSpec) -> dict[str, Any]:
             "per_family": dict(zip(c.families, c.mse[-1].tolist())),
             "per_group": dict(zip(c.groups, c.group_mse[-1].mean(0).tolist())),
             "n_pairs": c.n_pairs,
+            "he_separate": None if sep is None else sep.headline_normalised,
+            "per_layer_separate": None if sep is None else sep.he_normalised.tolist(),
         }
     res = {
         "spec": json.loads(json.dumps(asdict(spec))),
@@ -245,7 +253,8 @@ def write_outputs(rows: list[dict[str, Any]], analysis: dict[str, Any], out: Pat
                                "id_token_acc", "ood_token_acc", "train_s", "he_s",
                                "train_cpu_s", "he_cpu_s")}
         | {"modifier_he_normalised": r["he"].get("modifier", {}).get("he_normalised"),
-           "modifier_he_ridge": r["he"].get("modifier", {}).get("he_ridge")}
+           "modifier_he_ridge": r["he"].get("modifier", {}).get("he_ridge"),
+           "modifier_he_separate": r["he"].get("modifier", {}).get("he_separate")}
         for r in rows
     ]}
     atomic_write_json(out / "study.json", summary)

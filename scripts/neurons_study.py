@@ -69,7 +69,12 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
         "mean_intra_change": float(np.diag(change).mean()),
         "mean_inter_change": float(change[off].mean()),
         "p": {t["relation"]: t["p"] for t in exp["tests"]},
+        "p_floor": exp.get("p_floor"),
         "p_holm": {t["relation"]: t["p_holm"] for t in exp["tests"]},
+        "p_holm_floor": exp.get("p_holm_floor"),
+        "generation_p": {t["relation"]: t["p"] for t in exp.get("generation", {}).get("tests", [])},
+        "generation_p_holm": {t["relation"]: t["p_holm"]
+                              for t in exp.get("generation", {}).get("tests", [])},
         "interference_cells": exp["interference"],
     }
 

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats)")
     ax.set_title(f"lead {claim['effect']:.0f} steps [{claim['ci'][0]:.0f}, {claim['ci'][1]:.0f}]; "
-                 f"keys {d['keys']}")
+                 f"keys {d['keys']}; {d.get('path', 'logits')} path")
     ax.legend(fontsize=8)
     bx.plot(steps, d["gini_embed"], label="Gini of W_E Fourier norms")
     bx.plot(steps, d["gini_neuron_logit"], label="Gini of W_L Fourier norms")

@@ -39,6 +39,9 @@ from .patching import activation_patching as activation_patching
 from .progress import ProgressSeries as ProgressSeries
 from .progress import excluded_logits as excluded_logits
 from .progress import gini as gini
+from .progress import neuron_excluded_logits as neuron_excluded_logits
+from .progress import neuron_path as neuron_path
+from .progress import neuron_restricted_logits as neuron_restricted_logits
 from .progress import progress_measures as progress_measures
 from .progress import restricted_logits as restricted_logits
 from .sweep import patching_sweep as patching_sweep

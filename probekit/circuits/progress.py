@@ -6,14 +6,43 @@ residues ``a``, ``b``; output residue ``c``; the ``=`` class dropped as in the a
 the two orthonormal *sum directions* ``u_k = (sqrt 2 / p) cos(w_k (a + b))`` and
 ``v_k = (sqrt 2 / p) sin(w_k (a + b))``, ``w_k = 2 pi k / p`` (the notebook's
 ``get_component_cos_xpy`` / ``get_component_sin_xpy``: ``(cos_a cos_b -+ sin_a sin_b) / sqrt 2``
-in the 2-D Fourier basis). With ``P_S`` the projection onto the sum directions of the key
-frequencies ``S`` (applied to every output column):
+in the 2-D Fourier basis). ``P_S`` is the projection onto the sum directions of the key
+frequencies ``S``, applied along the input plane (to every output column / neuron).
 
-* **restricted loss**: cross-entropy of ``mean_{ab} L + P_S L`` (the constant over inputs, i.e.
-  the notebook's bias correction, plus the key-frequency components; every other direction
-  zeroed), on all ``p^2`` pairs by default;
-* **excluded loss**: cross-entropy of ``L - P_S L`` (key frequencies removed, everything else
-  kept) on the training pairs;
+Restricted and excluded loss come in two readings, chosen by ``path``:
+
+* ``path="neuron"`` (default; the paper's definition): only the **neuron path** is restricted.
+  With ``N[a, b, :]`` the MLP activations (``hook_post``, ReLU output) at the ``=`` token and
+  ``W_L = W_out W_U`` (``d_mlp x p``, residue outputs), the authors' ``get_restricted_loss``
+  (``progress-measures-paper`` notebook, "Look During Training") builds
+  ``approx = mean_ab N + P_S N``, maps it through ``W_L`` and adds the "bias term"
+  ``mean_ab L - mean_ab (approx W_L)``. Since every sum direction has zero mean over the inputs,
+  this is exactly::
+
+      restricted = mean_ab L + (P_S N) W_L
+
+  (everything the model adds outside the neuron path, i.e. the direct and attention paths,
+  ``b_out`` and ``b_U``, survives only through its mean over inputs). Their ``get_excluded_loss``
+  removes the key components from the neuron activations and keeps the rest of the residual
+  stream: ``(N - P_S N) W_out + resid_mid`` then ``W_U``. We compute it as::
+
+      excluded = L - (P_S N) W_L
+
+  which equals theirs plus the input-constant ``b_out W_U + b_U`` (their expression drops these
+  biases: the original model had no unembedding bias; we keep them so that ``S = {}`` gives the
+  full logits).
+* ``path="logits"``: the projection acts on the full logits, so the direct / attention paths'
+  key components are kept (restricted) or removed (excluded) as well::
+
+      restricted = mean_ab L + P_S L,   excluded = L - P_S L
+
+  This is probekit's earlier reading. On a 1-layer model the two differ by
+  ``P_S`` of the non-neuron logits; on the shipped p=53 checkpoints by about 0.06 nats.
+
+The restricted loss is averaged over ``restricted_split`` pairs (default all ``p^2``; the
+notebook's training-time curve uses the held-out pairs, ``"test"``), the excluded loss over the
+training pairs (as the notebook). Other measures:
+
 * **Gini** (Hurley & Rickard 2009) of the ``p`` L2 norms of the Fourier components (constant, each
   cos and sin separately) of ``W_E`` (token embedding of the residues) and of the neuron-logit
   map ``W_L = W_out W_U`` (§3; outputs = residues);
@@ -32,7 +61,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from jaxtyping import Bool, Float, Int
@@ -42,7 +71,9 @@ from ..errors import ConfigError, DataError, NonFiniteError
 from .fourier import fourier_basis
 
 __all__ = [
+    "PATHS",
     "CheckpointProgress",
+    "NeuronPath",
     "ProgressPoint",
     "ProgressSeries",
     "checkpoint_progress",
@@ -51,15 +82,22 @@ __all__ = [
     "fourier_component_norms",
     "gini",
     "logit_margin",
+    "ablated_logits",
     "measure_grid",
     "modular_pair_loss",
     "modular_logit_grid",
+    "neuron_excluded_logits",
+    "neuron_path",
+    "neuron_restricted_logits",
     "progress_measures",
     "restricted_logits",
     "sum_direction_power",
     "sum_directions",
     "sum_squared_weights",
 ]
+
+LossPath = Literal["neuron", "logits"]
+PATHS: tuple[str, ...] = ("neuron", "logits")
 
 
 def _check_grid(logits: np.ndarray) -> np.ndarray:
@@ -109,7 +147,10 @@ def _project(x: np.ndarray, keys: Sequence[int] | np.ndarray) -> np.ndarray:
 def restricted_logits(
     logits: Float[np.ndarray, "p p p"], keys: Sequence[int] | np.ndarray
 ) -> Float[np.ndarray, "p p p"]:
-    """``mean_{ab} L + P_S L``: the constant and the key sum directions only (Nanda et al. §5.1)."""
+    """``mean_{ab} L + P_S L``: the full logits' constant and key sum directions (``path="logits"``).
+
+    The paper's restricted logits project the neuron path only: :func:`neuron_restricted_logits`.
+    """
     x = _check_grid(logits)
     return x.mean(axis=(0, 1), keepdims=True) + _project(x, keys)
 
@@ -117,9 +158,120 @@ def restricted_logits(
 def excluded_logits(
     logits: Float[np.ndarray, "p p p"], keys: Sequence[int] | np.ndarray
 ) -> Float[np.ndarray, "p p p"]:
-    """``L - P_S L``: the key frequencies' sum directions removed, all else kept (§5.1)."""
+    """``L - P_S L``: the full logits' key sum directions removed (``path="logits"``).
+
+    The paper's excluded logits remove them from the neuron path only:
+    :func:`neuron_excluded_logits`.
+    """
     x = _check_grid(logits)
     return x - _project(x, keys)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NeuronPath:
+    """The neuron path of a 1-layer modular-addition model on all ``p^2`` pairs.
+
+    Attributes:
+        acts: ``(p, p, d_mlp)`` MLP activations (``blocks.0.mlp.hook_post``) at the ``=`` token.
+        w_logit: ``(d_mlp, p)`` neuron-logit map ``W_L = W_out W_U`` (residue outputs only).
+    """
+
+    acts: Float[np.ndarray, "p p mlp"]
+    w_logit: Float[np.ndarray, "mlp p"]
+
+    def __post_init__(self) -> None:
+        p = self.acts.shape[0]
+        if (self.acts.ndim != 3 or self.acts.shape[1] != p or self.w_logit.ndim != 2
+                or self.w_logit.shape != (self.acts.shape[2], p)):
+            raise DataError(
+                f"NeuronPath: acts {self.acts.shape} and w_logit {self.w_logit.shape}; expected "
+                "acts (p, p, d_mlp) and w_logit (d_mlp, p)"
+            )
+        if not (np.isfinite(self.acts).all() and np.isfinite(self.w_logit).all()):
+            raise NonFiniteError("NeuronPath holds NaN or inf; the model diverged?")
+
+
+def _check_neurons(x: np.ndarray, neurons: NeuronPath) -> None:
+    if neurons.acts.shape[0] != x.shape[0]:
+        raise DataError(f"neuron path over p={neurons.acts.shape[0]} but logits over "
+                        f"p={x.shape[0]}; compute both from the same model and modulus")
+
+
+def neuron_restricted_logits(
+    logits: Float[np.ndarray, "p p p"], neurons: NeuronPath, keys: Sequence[int] | np.ndarray
+) -> Float[np.ndarray, "p p p"]:
+    """``mean_{ab} L + (P_S N) W_L``: Nanda et al.'s restricted logits (``path="neuron"``).
+
+    Equal to the authors' ``get_restricted_loss`` logits (``approx W_L`` plus their bias term
+    ``mean L - mean(approx W_L)``, ``approx = mean N + P_S N``); see the module docstring.
+    """
+    x = _check_grid(logits)
+    _check_neurons(x, neurons)
+    return x.mean(axis=(0, 1), keepdims=True) + _project(neurons.acts, keys) @ neurons.w_logit
+
+
+def neuron_excluded_logits(
+    logits: Float[np.ndarray, "p p p"], neurons: NeuronPath, keys: Sequence[int] | np.ndarray
+) -> Float[np.ndarray, "p p p"]:
+    """``L - (P_S N) W_L``: the key components removed from the neuron path only (``"neuron"``).
+
+    The authors' ``get_excluded_loss`` logits plus the input-constant ``b_out W_U + b_U``.
+    """
+    x = _check_grid(logits)
+    _check_neurons(x, neurons)
+    return x - _project(neurons.acts, keys) @ neurons.w_logit
+
+
+def neuron_path(model: Any, p: int, *, batch_size: int = 4096) -> NeuronPath:
+    """MLP activations at ``=`` of ``"a b ="`` for all pairs, and ``W_L = W_out W_U[:, :p]``.
+
+    Needs Nanda et al.'s architecture: one block whose MLP output reaches the unembedding
+    linearly (no LayerNorm); else a :class:`ConfigError` pointing to ``path="logits"``.
+    """
+    import torch
+
+    from ..capture import LastToken
+    from ..interventions import Read, run_with_interventions
+    from ..sites import Site
+
+    cfg = model.cfg
+    if int(cfg.n_layers) != 1 or getattr(cfg, "normalization_type", None) is not None or getattr(
+            cfg, "attn_only", False):
+        raise ConfigError(
+            f"path='neuron' needs a 1-layer model with an MLP and no LayerNorm (Nanda et al.'s), "
+            f"got n_layers={cfg.n_layers}, normalization_type="
+            f"{getattr(cfg, 'normalization_type', None)!r}; use path='logits' (full-logit projection)"
+        )
+    site = Site(0, "mlp_post")
+    a, b = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
+    tokens = np.stack([a.ravel(), b.ravel(), np.full(p * p, p)], axis=1).tolist()
+    chunks = []
+    with torch.no_grad():
+        for lo in range(0, len(tokens), batch_size):
+            out = run_with_interventions(model, tokens[lo: lo + batch_size],
+                                         [Read(site=site, positions=LastToken())], logits="none")
+            chunks.append(out[site].double().cpu().numpy())
+    acts = np.concatenate(chunks).reshape(p, p, -1)
+    w_logit = (model.W_out[0].detach().double() @ model.W_U[:, :p].detach().double()).cpu().numpy()
+    return NeuronPath(acts=acts, w_logit=w_logit)
+
+
+def ablated_logits(
+    logits: Float[np.ndarray, "p p p"], keys: Sequence[int] | np.ndarray, *,
+    which: Literal["restricted", "excluded"], path: LossPath = "neuron",
+    neurons: NeuronPath | None = None,
+) -> Float[np.ndarray, "p p p"]:
+    """Restricted or excluded logits along ``path`` (``neurons`` needed for ``"neuron"``)."""
+    if path not in PATHS:
+        raise ConfigError(f"path={path!r}; choose 'neuron' (Nanda et al.) or 'logits'")
+    if which not in ("restricted", "excluded"):
+        raise ConfigError(f"which={which!r}; choose 'restricted' or 'excluded'")
+    if path == "logits":
+        return (restricted_logits if which == "restricted" else excluded_logits)(logits, keys)
+    if neurons is None:
+        raise ConfigError("path='neuron' needs the neuron path: neurons=neuron_path(model, p)")
+    fn = neuron_restricted_logits if which == "restricted" else neuron_excluded_logits
+    return fn(logits, neurons, keys)
 
 
 def sum_direction_power(logits: Float[np.ndarray, "p p p"]) -> Float[np.ndarray, " freq"]:
@@ -245,8 +397,9 @@ class ProgressPoint:
     Attributes:
         step: training step of the checkpoint.
         train_loss, test_loss: loss of the full logits on the train / held-out pairs.
-        restricted_loss: loss of the restricted logits on ``restricted_split`` pairs.
-        excluded_loss: loss of the excluded logits on the train pairs.
+        restricted_loss: loss of the restricted logits (along ``path``) on ``restricted_split``
+            pairs.
+        excluded_loss: loss of the excluded logits (along ``path``) on the train pairs.
         train_acc, test_acc: argmax accuracy of the full logits.
         gini_embed, gini_neuron_logit: Gini of the Fourier-component norms of ``W_E`` and
             ``W_L = W_out W_U``.
@@ -286,6 +439,7 @@ class CheckpointProgress:
     keys: tuple[int, ...]
     train_mask: np.ndarray
     restricted_split: str = "all"
+    loss_path: str = "neuron"
 
 
 def _split_mask(name: str, train_mask: np.ndarray) -> np.ndarray:
@@ -297,9 +451,14 @@ def _split_mask(name: str, train_mask: np.ndarray) -> np.ndarray:
 
 def measure_grid(
     logits: Float[np.ndarray, "p p p"], model: Any, *, step: int, keys: Sequence[int],
-    train_mask: Bool[np.ndarray, "p p"], restricted_split: str = "all",
+    train_mask: Bool[np.ndarray, "p p"], restricted_split: str = "all", path: LossPath = "neuron",
+    neurons: NeuronPath | None = None,
 ) -> ProgressPoint:
-    """Every progress measure of one checkpoint from its logit grid and weights."""
+    """Every progress measure of one checkpoint from its logit grid and weights.
+
+    ``path`` picks the restricted / excluded reading (module docstring); with ``"neuron"`` the
+    neuron path is read from ``model`` unless ``neurons`` is given.
+    """
     p = logits.shape[0]
     train_mask = np.asarray(train_mask, dtype=bool)
     if train_mask.shape != (p, p) or not train_mask.any() or train_mask.all():
@@ -307,8 +466,12 @@ def measure_grid(
                         f"held-out pairs, got shape {train_mask.shape}")
     test_mask = ~train_mask
     loss = modular_pair_loss(logits)
-    r_loss = modular_pair_loss(restricted_logits(logits, keys))
-    e_loss = modular_pair_loss(excluded_logits(logits, keys))
+    if path == "neuron" and neurons is None:
+        neurons = neuron_path(model, p)
+    r_loss = modular_pair_loss(ablated_logits(logits, keys, which="restricted", path=path,
+                                              neurons=neurons))
+    e_loss = modular_pair_loss(ablated_logits(logits, keys, which="excluded", path=path,
+                                              neurons=neurons))
     margin = logit_margin(logits)
     power = sum_direction_power(logits)
     w_e = model.W_E.detach().double().cpu().numpy()[:p]
@@ -337,7 +500,7 @@ def checkpoint_progress(task: CheckpointProgress) -> ProgressPoint:
     model = load_checkpoint(task.path)
     logits = modular_logit_grid(model, task.train_mask.shape[0])
     return measure_grid(logits, model, step=task.step, keys=task.keys, train_mask=task.train_mask,
-                        restricted_split=task.restricted_split)
+                        restricted_split=task.restricted_split, path=task.loss_path)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -350,6 +513,8 @@ class ProgressSeries:
         points: one :class:`ProgressPoint` per checkpoint, ascending step.
         train_mask: ``(p, p)`` train pairs.
         restricted_split: the pairs the restricted loss is averaged over.
+        path: ``"neuron"`` (Nanda et al.) or ``"logits"``: what the restricted / excluded
+            logits project (module docstring).
     """
 
     p: int
@@ -357,6 +522,7 @@ class ProgressSeries:
     points: tuple[ProgressPoint, ...]
     train_mask: np.ndarray = field(repr=False)
     restricted_split: str = "all"
+    path: str = "neuron"
 
     @property
     def steps(self) -> np.ndarray:
@@ -372,7 +538,7 @@ class ProgressSeries:
         names = ("train_loss", "test_loss", "restricted_loss", "excluded_loss", "train_acc",
                  "test_acc", "gini_embed", "gini_neuron_logit", "sum_sq_weights", "train_margin",
                  "norm_per_margin", "key_power_share")
-        return {"p": self.p, "keys": list(self.keys),
+        return {"p": self.p, "keys": list(self.keys), "path": self.path,
                 "restricted_split": self.restricted_split, "steps": self.steps.tolist(),
                 **{n: self.curve(n).tolist() for n in names}}
 
@@ -380,13 +546,14 @@ class ProgressSeries:
 def progress_measures(
     checkpoints: Sequence[tuple[int, str | Path]], *, train_mask: Bool[np.ndarray, "p p"],
     keys: Sequence[int] | None = None, n_keys: int = 5, restricted_split: str = "all",
-    executor: Any = None,
+    path: LossPath = "neuron", executor: Any = None,
 ) -> ProgressSeries:
     """Nanda et al.'s progress measures over ``(step, checkpoint_dir)`` pairs (any order).
 
     ``keys=None`` takes the ``n_keys`` frequencies with the most sum-direction power in the
     last checkpoint's logits (:func:`sum_direction_power`; one extra load of that checkpoint),
-    held fixed over the series.
+    held fixed over the series. ``path``: ``"neuron"`` (default, Nanda et al.'s restricted /
+    excluded loss on the neuron path) or ``"logits"`` (full-logit projection).
     Checkpoints are measured one executor task each (:mod:`probekit.executor`).
     """
     from ..executor import get_executor
@@ -394,6 +561,8 @@ def progress_measures(
 
     if not checkpoints:
         raise DataError("progress_measures needs >= 1 checkpoint")
+    if path not in PATHS:
+        raise ConfigError(f"path={path!r}; choose 'neuron' (Nanda et al.) or 'logits'")
     ordered = sorted((int(s), str(d)) for s, d in checkpoints)
     train_mask = np.asarray(train_mask, dtype=bool)
     p = train_mask.shape[0]
@@ -404,7 +573,8 @@ def progress_measures(
         keys = (np.argsort(-power[1:], kind="stable") + 1)[:n_keys]
     keys = tuple(_check_keys(keys, p))
     tasks = [CheckpointProgress(path=d, step=s, keys=keys, train_mask=train_mask,
-                                restricted_split=restricted_split) for s, d in ordered]
+                                restricted_split=restricted_split, loss_path=path)
+             for s, d in ordered]
     points = get_executor(executor).map(checkpoint_progress, tasks, desc="checkpoints")
-    return ProgressSeries(p=p, keys=keys, points=tuple(points),
-                          train_mask=train_mask, restricted_split=restricted_split)
+    return ProgressSeries(p=p, keys=keys, points=tuple(points), train_mask=train_mask,
+                          restricted_split=restricted_split, path=path)

@@ -19,6 +19,8 @@ from .pairs import PairIndex as PairIndex
 from .pairs import modifier_pairs as modifier_pairs
 from .pairs import sequence_pairs as sequence_pairs
 from .result import HEResult as HEResult
+from .separate import deleted_part_inputs as deleted_part_inputs
+from .separate import separate_pass_vectors as separate_pass_vectors
 from .split import split_pairs as split_pairs
 from .states import TokenStates as TokenStates
 from .states import capture_states as capture_states

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from ..errors import ConfigError
-from .operators import FAMILIES, Solver
+from .operators import FAMILIES, SOLVERS, Solver
 from .states import Pooling
+
+Parts = Literal["same_pass", "separate"]
+PARTS: tuple[str, ...] = ("same_pass", "separate")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -15,9 +19,20 @@ class HEConfig:
 
     Attributes:
         families: operator families fit separately; HE = their mean error [C].
-        solver: ``"ridge"`` closed form for affine/bilinear ([O], exact) or ``"adam"`` ([C]'s
-            50-epoch Adam fit); the MLP always uses [C]'s Adam schedule.
-        alpha: ridge penalty.
+        solver: ``"adam"`` (default: [C]'s 50-epoch Adam fit, lr 1e-3, weight decay 1e-6,
+            batch 128, no shuffling) or ``"closed_form_ridge"`` for affine/bilinear: exact least
+            squares, so 0 by construction for [C]'s linear target ``(a + b) / 2`` (meaningful
+            only for a target that is not a linear function of the parts, e.g.
+            ``parts="separate"``). The MLP always uses [C]'s Adam schedule.
+        alpha: ridge penalty of ``closed_form_ridge``.
+        parts: where the part and composite states come from. ``"same_pass"`` [C]: both parts
+            from the input's one forward pass, composite ``(a + b) / 2``, one operator shared by
+            all modifiers. ``"separate"`` ([O], a homomorphism in the usual sense; see
+            :mod:`probekit.homomorphism.separate`): part ``a`` read in its own left context,
+            part ``b`` from a pass with ``a`` deleted from the input (so it never sees ``a``),
+            the composite's span from its own pass, one operator per modifier / connective,
+            and ``he_normalised`` (held-out ``1 - R^2`` within each group) as the statistic;
+            [O] pairs it with ``families=("affine",)``, ``solver="closed_form_ridge"``.
         train_fraction, shuffle, seed: first ``train_fraction`` of the pairs fit, the rest scored
             [C]; ``shuffle=True`` splits a seeded permutation instead. ``seed`` also seeds the
             operators' initialisation and the bootstrap.
@@ -31,8 +46,9 @@ class HEConfig:
     """
 
     families: tuple[str, ...] = FAMILIES
-    solver: Solver = "ridge"
+    solver: Solver = "adam"
     alpha: float = 1e-3
+    parts: Parts = "same_pass"
     train_fraction: float = 0.8
     shuffle: bool = False
     seed: int = 0
@@ -49,8 +65,13 @@ class HEConfig:
         own = "HEConfig"
         if not self.families or any(f not in FAMILIES for f in self.families):
             raise ConfigError(f"{own}.families={self.families!r}; choose from {list(FAMILIES)}")
-        if self.solver not in ("ridge", "adam"):
-            raise ConfigError(f"{own}.solver={self.solver!r}; choose 'ridge' or 'adam'")
+        if self.solver not in SOLVERS:
+            hint = " (renamed 'closed_form_ridge')" if self.solver == "ridge" else ""
+            raise ConfigError(f"{own}.solver={self.solver!r}{hint}; choose 'adam' ([C]) or "
+                              "'closed_form_ridge' (exact least squares)")
+        if self.parts not in PARTS:
+            raise ConfigError(f"{own}.parts={self.parts!r}; choose 'same_pass' ([C]) or "
+                              "'separate' (part states from separate forward passes)")
         if not self.alpha >= 0:
             raise ConfigError(f"{own}.alpha must be >= 0, got {self.alpha!r}")
         if not 0.0 < self.train_fraction < 1.0:

@@ -2,7 +2,9 @@
 
 ``composition_he(a, b, target)`` with ``a, b, target`` of shape ``(layer, pair, d)``: operators
 ``f([a; b]) ~ target`` are fit on all layers at once, and the held-out error is summarised per
-layer, family and group with percentile-bootstrap CIs (An & Du 2026, [C] fit/score protocol).
+layer, family and group with percentile-bootstrap CIs (An & Du 2026, [C] fit/score protocol:
+one operator shared by every group; with ``HEConfig(parts="separate")``, [O], one operator per
+group, fit on that group's fit pairs, and ``1 - R^2`` taken within groups).
 """
 
 from __future__ import annotations
@@ -78,23 +80,42 @@ def composition_he(
     )
     X = torch.cat([a, b], dim=-1).to(torch.float64)
     Y = target.to(torch.float64)
-    fit_t, score_t = torch.from_numpy(fit), torch.from_numpy(score)
-    Ys = Y[:, score_t]
-    # per scored pair: squared error and squared deviation from the scored mean, mean over dims
-    sq_dev = ((Ys - Ys.mean(1, keepdim=True)) ** 2).mean(-1).numpy()  # (layer, score)
+    Ys = Y[:, torch.from_numpy(score)]
+    groups = tuple(dict.fromkeys(labels))
+    lab = np.asarray(labels)
+    lab_scored = lab[score]
+    # [C]: one operator for every pair; parts="separate" [O]: one per modifier / connective
+    cells = [(fit, np.arange(len(score)))] if cfg.parts == "same_pass" else [
+        (fit[lab[fit] == g], np.flatnonzero(lab_scored == g)) for g in groups
+    ]
+    # per scored pair: squared deviation from the scored mean (of its group when operators are
+    # per group: 1 - R^2 within groups), mean over dims
+    sq_dev = np.zeros((L, len(score)))
+    for _, s_pos in cells:
+        ys = Ys[:, torch.from_numpy(s_pos)]
+        sq_dev[:, s_pos] = ((ys - ys.mean(1, keepdim=True)) ** 2).mean(-1).numpy()
     errs = []
     for family in cfg.families:
-        op = make_operator(family, solver=cfg.solver, alpha=cfg.alpha, seed=cfg.seed)
-        op.fit(X[:, fit_t], Y[:, fit_t])
-        pred = op.predict_tensor(X[:, score_t])
+        pred = torch.zeros_like(Ys)
+        for f_idx, s_pos in cells:
+            if not len(s_pos):
+                continue
+            if len(f_idx) < 2 or (cfg.parts == "separate" and len(s_pos) < 2):
+                raise DataError(
+                    f"group {lab[score[s_pos[0]]]!r} has {len(f_idx)} fit and {len(s_pos)} "
+                    "scored pair(s); one operator per group (parts='separate') needs >= 2 of "
+                    "each (1 - R^2 within a group): use more examples"
+                )
+            op = make_operator(family, solver=cfg.solver, alpha=cfg.alpha, seed=cfg.seed)
+            op.fit(X[:, torch.from_numpy(f_idx)], Y[:, torch.from_numpy(f_idx)])
+            pred[:, torch.from_numpy(s_pos)] = op.predict_tensor(
+                X[:, torch.from_numpy(score[s_pos])])
         errs.append(((pred - Ys) ** 2).mean(-1).numpy())
     err = np.stack(errs, axis=1)  # (layer, family, score)
     sst = sq_dev.sum(-1)[:, None]
     mse = err.mean(-1)
     normalised = err.sum(-1) / sst
 
-    groups = tuple(dict.fromkeys(labels))
-    lab_scored = np.asarray([labels[int(i)] for i in score])
     group_mse = np.full((L, len(cfg.families), len(groups)), np.nan)
     counts = []
     for g, name in enumerate(groups):

@@ -5,7 +5,9 @@ from .deactivation import deactivation_ops as deactivation_ops
 from .deactivation import first_token_correct as first_token_correct
 from .deactivation import first_token_correct_sets as first_token_correct_sets
 from .deactivation import generation_correct as generation_correct
+from .deactivation import generation_correct_sets as generation_correct_sets
 from .deactivation import greedy_under as greedy_under
+from .deactivation import greedy_under_sets as greedy_under_sets
 from .experiments import DeactivationConfig as DeactivationConfig
 from .experiments import RelationNeuronResult as RelationNeuronResult
 from .experiments import relation_neuron_experiments as relation_neuron_experiments

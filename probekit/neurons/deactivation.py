@@ -8,6 +8,9 @@ or each unit's mean response). Factual recall is scored two ways:
   normalised continuation starts with the gold object (or one of its ``|``-separated aliases);
 - ``first_token``: the gold object's first token is the argmax of the next-token distribution
   (one forward pass; used for the many random-set controls).
+
+Both are scored for many unit sets per forward pass (``*_sets``: each set's ablation restricted
+to its own rows of the batch).
 """
 
 from __future__ import annotations
@@ -201,6 +204,71 @@ def greedy_under(
                 n.append(int(t))
         out.extend(new)
     return out
+
+
+@torch.inference_mode()
+def greedy_under_sets(
+    model: object,
+    tokens: Sequence[Sequence[int]],
+    op_sets: Sequence[Sequence[Ablate]],
+    *,
+    max_new_tokens: int = 8,
+    batch_size: int = 32,
+) -> list[list[list[int]]]:
+    """:func:`greedy_under` under each of several op sets, many sets per forward pass.
+
+    ``out[g][i]`` is the continuation of prompt ``i`` with ``op_sets[g]`` applied. Rows are
+    packed ``(set, prompt)`` pairs, ``batch_size`` to a forward, each set's ops restricted to its
+    rows (as :func:`first_token_correct_sets`); the growing sequences are re-run each step.
+    """
+    if max_new_tokens < 1:
+        raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+    for ops in op_sets:
+        for op in ops:
+            if getattr(op, "rows", None) is not None:
+                raise ConfigError(
+                    f"op at {op.site} already has rows={op.rows}; pass ops for every row (rows=None)"
+                )
+    n = len(tokens)
+    out: list[list[list[int]]] = [[[] for _ in range(n)] for _ in op_sets]
+    pairs = [(g, i) for g in range(len(op_sets)) for i in range(n)]
+    for chunk in _batches(len(pairs), batch_size):
+        rows = [pairs[k] for k in chunk]
+        groups: dict[int, list[int]] = {}
+        for row, (g, _) in enumerate(rows):
+            groups.setdefault(g, []).append(row)
+        whole = len(groups) == 1
+        ops = [
+            op if whole else dataclasses.replace(op, rows=tuple(members))
+            for g, members in groups.items()
+            for op in op_sets[g]
+        ]
+        seqs = [list(tokens[i]) for _, i in rows]
+        for _ in range(max_new_tokens):
+            logits = run_with_interventions(model, seqs, ops, logits="last").output
+            for (g, i), seq, t in zip(rows, seqs, logits.argmax(-1).tolist(), strict=True):
+                seq.append(int(t))
+                out[g][i].append(int(t))
+    return out
+
+
+@torch.inference_mode()
+def generation_correct_sets(
+    model: object,
+    facts: FactSet,
+    op_sets: Sequence[Sequence[Ablate]],
+    *,
+    max_new_tokens: int = 8,
+    batch_size: int = 32,
+) -> Bool[np.ndarray, "set fact"]:
+    """:func:`generation_correct` under each of several op sets (:func:`greedy_under_sets`)."""
+    conts = greedy_under_sets(model, facts.tokens, op_sets, max_new_tokens=max_new_tokens,
+                              batch_size=batch_size)
+    decode = model.tokenizer.decode  # type: ignore[attr-defined]
+    return np.array([[is_correct(decode(c), g) for c, g in zip(per_set, facts.golds, strict=True)]
+                     for per_set in conts], dtype=bool).reshape(len(op_sets), len(facts.tokens))
 
 
 def generation_correct(

@@ -14,7 +14,11 @@ units per site (layer and module), and r's lowest-AP units.
   The test needs only r's facts, so the random sets are scored on r's test facts (the first
   ``n_spread`` of them on every relation, for the matrix's spread and interference), many sets
   per forward pass (:func:`first_token_correct_sets`); by default ``n_random`` is the fewest sets
-  with which Holm over the relations can reach ``alpha`` (139 for 7 relations at 0.05).
+  with which Holm over the relations can reach ``alpha`` (139 for 7 relations at 0.05). A
+  permutation p cannot fall below ``1 / (1 + n_random)`` (:attr:`RelationNeuronResult.p_floor`).
+- With ``generation=True`` the same test is also run on greedy generation (the paper's metric):
+  r's own set and the same ``n_random`` random sets, scored on r's facts many sets per forward
+  (:func:`generation_correct_sets`).
 - Optionally (``post=True``) the same neurons are also deactivated at ``mlp_post`` (the usual
   "MLP neuron", neurons.md: report both). Zeroing gate/up unit ``i`` and zeroing post unit ``i``
   are the same intervention when ``act(0) = 0`` (SiLU, ReLU, GELU); the two differ where gate and
@@ -45,6 +49,7 @@ from .deactivation import (
     deactivation_ops,
     first_token_correct_sets,
     generation_correct,
+    generation_correct_sets,
 )
 from .selection import NeuronSet, jaccard_matrix, random_like, select_neurons
 from .statistics import NeuronStatistics
@@ -64,7 +69,8 @@ class DeactivationConfig:
         alpha: level the default ``n_random`` is chosen for.
         shares: cumulativity shares of the set.
         n_single: single top neurons deactivated one at a time.
-        generation: also score greedy generation (slower) for the baseline and r's own sets.
+        generation: also score greedy generation (slower): the baseline, r's own sets, and the
+            ``n_random`` random sets of the per-relation test on r's facts.
         post: also deactivate the same neurons at ``mlp_post`` (zero ablation only).
         max_new_tokens, batch_size, seed: decoding length, rows per forward, random-set seed.
     """
@@ -126,6 +132,8 @@ class RelationNeuronResult:
         lowest_change: ``(set r, relation r')`` change for r's lowest-AP units.
         cumulative: ``(set r, share)`` accuracy drop on r; ``single``: ``(set r, neuron)``.
         tests: per relation, "r's neurons hurt r more than random sets", Holm-adjusted p.
+        random_own_generation, tests_generation, p_holm_generation: the same test on greedy
+            generation (NaN / empty unless ``generation``).
         interference: ``(r, r')`` cells whose gain beats every random set.
         jaccard: overlap of the relations' sets.
         change_post / tests_post / p_holm_post: the same neurons deactivated at ``mlp_post``
@@ -154,12 +162,25 @@ class RelationNeuronResult:
     change_post: Tensor
     tests_post: tuple[StatTestResult, ...] = ()
     p_holm_post: tuple[float, ...] = ()
+    random_own_generation: Tensor | None = None
+    tests_generation: tuple[StatTestResult, ...] = ()
+    p_holm_generation: tuple[float, ...] = ()
     config: DeactivationConfig = field(default_factory=DeactivationConfig)
 
     @property
     def n_random(self) -> int:
         """Random sets per relation in the test."""
         return int(self.random_own.shape[1])
+
+    @property
+    def p_floor(self) -> float:
+        """Smallest permutation p the test can give: ``1 / (1 + n_random)``."""
+        return 1.0 / (1 + self.n_random)
+
+    @property
+    def p_holm_floor(self) -> float:
+        """Smallest Holm-adjusted p over the relations: ``min(1, n_relations / (1 + n_random))``."""
+        return min(1.0, len(self.relations) / (1 + self.n_random))
 
     def random_spread(self) -> tuple[Tensor, Tensor]:
         """Per ``(set r, relation r')``: the min and max change over the spread random sets."""
@@ -174,7 +195,8 @@ class RelationNeuronResult:
 
         def tests(ts: tuple[StatTestResult, ...], ps: tuple[float, ...]) -> list[dict]:
             return [
-                {"relation": r, "drop": clean(t.statistic), "p": t.p_value, "p_holm": p,
+                {"relation": r, "drop": clean(t.statistic), "p": t.p_value,
+                 "p_floor": self.p_floor, "p_holm": p, "p_holm_floor": self.p_holm_floor,
                  "z_vs_random": clean(t.effect_size)}
                 for r, t, p in zip(self.relations, ts, ps, strict=True)
             ]
@@ -185,6 +207,8 @@ class RelationNeuronResult:
             "n_test": list(self.n_test),
             "set_sizes": {r: len(s) for r, s in self.sets.items()},
             "n_random": self.n_random,
+            "p_floor": self.p_floor,
+            "p_holm_floor": self.p_holm_floor,
             "n_spread": int(self.random_change.shape[1]),
             "baseline_first": clean(self.baseline_first),
             "baseline_generation": clean(self.baseline_generation),
@@ -202,6 +226,11 @@ class RelationNeuronResult:
             "interference": [list(c) for c in self.interference],
             "jaccard": clean(self.jaccard),
         }
+        if self.tests_generation:
+            out["generation"] = {
+                "random_own": clean(self.random_own_generation),
+                "tests": tests(self.tests_generation, self.p_holm_generation),
+            }
         if self.tests_post:
             out["post"] = {
                 "set_sizes": {r: len(s.at_mlp_post()) for r, s in self.sets.items()},
@@ -247,6 +276,8 @@ def relation_neuron_experiments(
     size = len(sets[rels[0]])  # every relation's set has the same size
     per_r = (n_random - n_spread) + len(cfg.shares) + min(cfg.n_single, size) + (
         cfg.post * n_random)  # sets scored on r's facts only
+    if cfg.generation:
+        per_r += n_random  # the test's random sets, decoded on r's facts
     bar = tqdm(total=n_facts * (1 + n_rel * (2 + n_spread + cfg.post)) + per_r * sum(n_test),
                desc="deactivation rows", unit="row", disable=not progress)
 
@@ -273,6 +304,7 @@ def relation_neuron_experiments(
     gen_change = torch.full((n_rel, n_rel), float("nan"), dtype=torch.float64)
     change_post = torch.full((n_rel, n_rel), float("nan"), dtype=torch.float64)
     rand_post = torch.zeros(n_rel, n_random, dtype=torch.float64)
+    rand_gen = torch.full((n_rel, n_random), float("nan"), dtype=torch.float64)
     if cfg.generation:
         _, ok = generation_correct(
             model, facts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size
@@ -318,6 +350,12 @@ def relation_neuron_experiments(
                 model, facts, ops, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size
             )
             gen_change[i] = acc(ok) - gen_base
+            rand_ops = [deactivation_ops(n, method=cfg.method, means=means) for n in randoms]
+            rand_ok = generation_correct_sets(model, on_r, rand_ops,
+                                              max_new_tokens=cfg.max_new_tokens,
+                                              batch_size=cfg.batch_size)
+            bar.update(rand_ok.size)
+            rand_gen[i] = torch.from_numpy(rand_ok.mean(1) - float(gen_base[i]))
     bar.close()
 
     def permutation_tests(
@@ -337,6 +375,12 @@ def relation_neuron_experiments(
     tests, p_holm = permutation_tests(-torch.diagonal(change), -rand_own, "")
     tests_post: tuple[StatTestResult, ...] = ()
     p_holm_post: tuple[float, ...] = ()
+    tests_gen: tuple[StatTestResult, ...] = ()
+    p_holm_gen: tuple[float, ...] = ()
+    if cfg.generation:
+        tests_gen, p_holm_gen = permutation_tests(
+            -torch.diagonal(gen_change), -rand_gen, " (greedy generation)"
+        )
     if cfg.post:
         tests_post, p_holm_post = permutation_tests(
             -torch.diagonal(change_post), -rand_post, " at mlp_post"
@@ -370,5 +414,8 @@ def relation_neuron_experiments(
         change_post=change_post,
         tests_post=tests_post,
         p_holm_post=p_holm_post,
+        random_own_generation=rand_gen if cfg.generation else None,
+        tests_generation=tests_gen,
+        p_holm_generation=p_holm_gen,
         config=cfg,
     )

@@ -9,19 +9,25 @@ import torch
 
 from probekit.circuits.fourier import fourier_basis
 from probekit.circuits.progress import (
+    NeuronPath,
+    ablated_logits,
     crossing_step,
     excluded_logits,
     fourier_component_norms,
     gini,
     logit_margin,
+    modular_logit_grid,
     modular_pair_loss,
+    neuron_excluded_logits,
+    neuron_path,
+    neuron_restricted_logits,
     progress_measures,
     restricted_logits,
     sum_direction_power,
     sum_directions,
     sum_squared_weights,
 )
-from probekit.errors import ConfigError, DataError  # noqa: F401
+from probekit.errors import ConfigError, DataError, NonFiniteError
 from probekit.executor import InProcessExecutor
 
 P = 11
@@ -172,3 +178,144 @@ def test_series_on_the_shipped_checkpoints_matches_their_training_logs():
     assert final.key_power_share > 0.99  # the grokked logits live in 5 sum frequencies
     assert final.restricted_loss < final.test_loss < final.excluded_loss
     assert final.gini_embed > series.points[0].gini_embed
+
+
+# --- the neuron path (Nanda et al.'s restricted / excluded loss) vs the full-logit projection ---
+
+
+def _attention_carrier(p=31, keys=(3, 7), eps=0.05, amp=4.0):
+    """A 1-layer model whose attention path writes ``amp * sum_k cos(w_k (a + b - c))`` into the
+    logits and whose MLP does not depend on the input at all.
+
+    Head pairs read score and value from ``cos(w a)`` / ``sin(w a)`` embedding dimensions with
+    scores ``eps * cos`` (or ``sin``); '=' gets score -30 (no attention). To first order in
+    ``eps`` the softmax over (a, b) is ``1/2 + (s(a) - s(b)) / 4``, whose cross terms are
+    ``-(eps/2) cos a cos b``, ``-(eps/2) sin a sin b`` and ``-(eps/4) sin(a + b)``; the unembedding
+    combines them into ``amp cos(w (a + b - c))`` (error O(eps^2), about 5e-3 here). The MLP
+    reads nothing (ReLU(0 x + 1) = 1 on every input) and writes a constant into a dimension the
+    unembedding maps to small random logits: its neuron activations hold no key frequency.
+    """
+    from probekit.models.config import ModelConfig
+    from probekit.models.native import build_model
+
+    K = len(keys)
+    d = 1 + 2 * K + 3 * K  # '=' flag | cos, sin per key | three head outputs per key
+    model = build_model(ModelConfig(n_layers=1, d_model=d, n_heads=3 * K, d_head=1,
+                                    d_vocab=p + 1, n_ctx=3, d_mlp=4, normalization_type=None))
+    params = {n.replace("._original_component", ""): v for n, v in model.named_parameters()}
+    x = np.arange(p)
+    with torch.no_grad():
+        for v in params.values():
+            v.zero_()
+        E, U = params["tok_embed.weight"], params["head.weight"]
+        q, k, v, o = (params[f"layers.0.attn.{n}.weight"] for n in "qkvo")
+        E[p, 0] = 1.0
+        for i, f in enumerate(keys):
+            w = 2 * np.pi * f * x / p
+            cd, sd = 1 + 2 * i, 2 + 2 * i
+            E[:p, cd], E[:p, sd] = torch.tensor(np.cos(w)), torch.tensor(np.sin(w))
+            for j, (score_dim, value_dim) in enumerate(((cd, cd), (sd, sd), (cd, sd))):
+                h = 3 * i + j
+                q[h, 0], k[h, score_dim], k[h, 0], v[h, value_dim] = 1.0, eps, -30.0, 1.0
+                o[1 + 2 * K + h, h] = 1.0
+            out = 1 + 2 * K + 3 * i
+            U[:p, out] = torch.tensor(-2 * amp / eps * np.cos(w))
+            U[:p, out + 1] = torch.tensor(2 * amp / eps * np.cos(w))
+            U[:p, out + 2] = torch.tensor(-4 * amp / eps * np.sin(w))
+        params["layers.0.mlp.fc_in.bias"][:] = 1.0
+        params["layers.0.mlp.fc_out.weight"][0] = 1.0
+        U[:p, 0] = 0.1 * torch.randn(p, generator=torch.Generator().manual_seed(0))
+    return model.eval()
+
+
+def test_attention_carried_key_signal_counts_only_on_the_logit_path():
+    p, keys = 31, (3, 7)
+    model = _attention_carrier(p, keys)
+    logits = modular_logit_grid(model, p)
+    neurons = neuron_path(model, p)
+    np.testing.assert_allclose(neurons.acts, 1.0, atol=1e-6)  # the MLP ignores its input
+    a, b, c = np.meshgrid(np.arange(p), np.arange(p), np.arange(p), indexing="ij")
+    planted = sum(4.0 * np.cos(2 * np.pi * k * (a + b - c) / p) for k in keys)
+    mean = logits.mean((0, 1))
+    # the full-logit projection keeps the attention path's key components (O(eps^2) error) ...
+    kept = restricted_logits(logits, keys) - mean
+    assert np.abs(kept - planted).max() < 6e-3
+    logit_path = modular_pair_loss(restricted_logits(logits, keys)).mean()
+    assert logit_path == pytest.approx(modular_pair_loss(planted + mean).mean(), abs=2e-3)
+    assert logit_path == pytest.approx(0.551, abs=0.01)
+    # ... the paper's restricted loss keeps only the neuron path's: the constant logits remain,
+    # whose loss is logsumexp(m) - mean(m) >= log p
+    paper = modular_pair_loss(neuron_restricted_logits(logits, neurons, keys)).mean()
+    const = float(np.log(np.exp(mean - mean.max()).sum()) + mean.max() - mean.mean())
+    assert paper == pytest.approx(const, abs=1e-9)
+    assert paper == pytest.approx(3.544, abs=0.01) and paper > np.log(p) > 6 * logit_path
+    # excluded: removing the neuron path's key components changes nothing here
+    np.testing.assert_allclose(neuron_excluded_logits(logits, neurons, keys), logits, atol=1e-9)
+    assert modular_pair_loss(excluded_logits(logits, keys)).mean() > 100  # the logit path's does
+
+
+def _notebook_losses(model, p, keys):
+    """The authors' get_restricted_loss / get_excluded_loss (progress-measures-paper notebook),
+    in torch on the model's cache; restricted on every pair here."""
+    a, b = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
+    tokens = torch.tensor(np.stack([a.ravel(), b.ravel(), np.full(p * p, p)], 1))
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(tokens)
+    logits = logits[:, -1, :p].double()
+    acts = cache["blocks.0.mlp.hook_post"][:, -1].double()
+    W_out, W_U = model.W_out[0].detach().double(), model.W_U[:, :p].detach().double()
+    approx = torch.zeros_like(acts) + acts.mean(0)
+    key_part = torch.zeros_like(acts)
+    A, B = torch.arange(p)[:, None], torch.arange(p)[None, :]
+    for f in keys:
+        for fn in (torch.cos, torch.sin):
+            vec = fn(f * 2 * torch.pi / p * (A + B)).double()
+            vec = (vec / vec.norm()).reshape(-1, 1)
+            key_part += (acts * vec).sum(0) * vec
+    approx += key_part
+    restricted = approx @ W_out @ W_U
+    restricted += logits.mean(0, keepdim=True) - restricted.mean(0, keepdim=True)
+    resid = (acts - key_part) @ W_out + cache["blocks.0.hook_resid_mid"][:, -1].double()
+    excluded = resid @ W_U
+    return restricted.numpy().reshape(p, p, p), excluded.numpy().reshape(p, p, p), W_out, W_U
+
+
+def test_neuron_path_equals_the_authors_notebook_on_a_shipped_checkpoint():
+    from probekit.models import load_checkpoint
+
+    p, keys = 53, (2, 7, 12, 13, 20)
+    model = load_checkpoint(SERIES / "step_0000050")  # mid-circuit: the paths differ most
+    logits = modular_logit_grid(model, p)
+    neurons = neuron_path(model, p)
+    restricted, excluded, W_out, W_U = _notebook_losses(model, p, keys)
+    # float32 forwards (ours batched through probekit, theirs one run_with_cache): logits of
+    # size ~30 agree to 1e-3
+    np.testing.assert_allclose(neuron_restricted_logits(logits, neurons, keys), restricted,
+                               atol=1e-3)
+    # ours keeps the input-constant biases the notebook drops: b_out W_U (+ b_U)
+    bias = (model.b_out[0].detach().double() @ W_U).numpy() + model.b_U[:p].detach().double().numpy()
+    np.testing.assert_allclose(neuron_excluded_logits(logits, neurons, keys), excluded + bias,
+                               atol=1e-3)
+    # the two paths differ by the attention path's key components: 0.056 nats at step 50 (and
+    # 0.0033 / 0.0004 at steps 100 / 200, 1e-8 at 1000)
+    paper = modular_pair_loss(ablated_logits(logits, keys, which="restricted",
+                                             neurons=neurons)).mean()
+    full = modular_pair_loss(ablated_logits(logits, keys, which="restricted", path="logits")).mean()
+    assert paper == pytest.approx(2.148, abs=2e-3) and full == pytest.approx(2.092, abs=2e-3)
+
+
+def test_neuron_path_is_refused_where_it_is_undefined():
+    from probekit.models.config import ModelConfig
+    from probekit.models.native import build_model
+
+    two = build_model(ModelConfig(n_layers=2, d_model=8, n_heads=2, d_head=4, d_vocab=12, n_ctx=3,
+                                  normalization_type=None))
+    with pytest.raises(ConfigError, match="path='logits'"):
+        neuron_path(two, 11)
+    with pytest.raises(ConfigError, match="neurons=neuron_path"):
+        ablated_logits(_grid(), [1], which="restricted", path="neuron")
+    with pytest.raises(NonFiniteError, match="NeuronPath"):
+        NeuronPath(acts=np.full((P, P, 4), np.nan), w_logit=np.zeros((4, P)))
+    neurons = NeuronPath(acts=np.zeros((P + 2, P + 2, 4)), w_logit=np.zeros((4, P + 2)))
+    with pytest.raises(DataError, match="same model"):
+        neuron_restricted_logits(_grid(), neurons, [1])

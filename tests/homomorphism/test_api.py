@@ -14,7 +14,7 @@ from probekit.homomorphism import (
 )
 from probekit.testbeds.base import TaskDataset
 
-FAST = HEConfig(families=("affine", "bilinear"))
+FAST = HEConfig(families=("affine", "bilinear"), solver="closed_form_ridge")
 
 
 def test_modifier_pairs_are_adjacent_primitive_modifier_tokens(scan_task):

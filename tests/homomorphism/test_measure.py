@@ -6,7 +6,7 @@ from probekit.errors import DataError
 from probekit.homomorphism import HEConfig, composition_he, split_pairs
 from tests.homomorphism.conftest import planted
 
-AFFINE = HEConfig(families=("affine",), alpha=1e-10)
+AFFINE = HEConfig(families=("affine",), alpha=1e-10, solver="closed_form_ridge")
 
 
 def test_exact_affine_composition_has_zero_affine_he():
@@ -18,10 +18,25 @@ def test_exact_affine_composition_has_zero_affine_he():
 
 
 def test_c_target_is_exactly_affine():
-    # [C]'s composite (a + b) / 2 is linear in [a; b]: affine and bilinear HE vanish
+    # [C]'s composite (a + b) / 2 is linear in [a; b]: the closed-form affine and bilinear fits
+    # give HE = 0 for any states whatsoever
     a, b, _ = planted()
-    res = composition_he(a, b, config=HEConfig(families=("affine", "bilinear"), alpha=1e-10))
+    res = composition_he(a, b, config=HEConfig(families=("affine", "bilinear"), alpha=1e-10,
+                                               solver="closed_form_ridge"))
     assert res.mse.max() < 1e-18
+
+
+def test_default_reproduces_cs_adam_residual_which_scales_with_the_states():
+    # the default (solver="adam") is [C]'s number: the residual of a 50-epoch Adam fit of the
+    # linear target, so it is > 0 and grows with the square of the state size (states x 10 ->
+    # HE x 100, up to the optimiser's nonlinearity in the scale)
+    a, b, _ = planted(layers=1, n=200)
+    cfg = HEConfig(families=("affine",))
+    assert cfg.solver == "adam"
+    base = composition_he(a, b, config=cfg).headline
+    assert base == pytest.approx(0.2965, rel=1e-2)  # 200 pairs, d = 6: an unconverged fit
+    big = composition_he(10 * a, 10 * b, config=cfg).headline
+    assert big / base == pytest.approx(96.1, rel=2e-2)
 
 
 def test_he_rises_monotonically_with_noise():
@@ -49,7 +64,7 @@ def test_normalised_he_invariant_to_rotation_and_scale():
 
 def test_per_layer_equals_one_layer_at_a_time():
     a, b, t = planted(noise=0.3, layers=3)
-    cfg = HEConfig()
+    cfg = HEConfig(solver="closed_form_ridge")
     full = composition_he(a, b, t, config=cfg, layers=(4, 5, 6))
     for i in range(3):
         one = composition_he(a[i : i + 1], b[i : i + 1], t[i : i + 1], config=cfg, layers=(4 + i,))

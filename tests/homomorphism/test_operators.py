@@ -18,7 +18,7 @@ def _xy(n=40, d=5, seed=0):
 def test_affine_equals_sklearn_ridge(n, alpha):
     X, Y = _xy(n)
     ref = Ridge(alpha=alpha).fit(X, Y)
-    op = AffineOperator(alpha=alpha).fit(X, Y)
+    op = AffineOperator(alpha=alpha, solver="closed_form_ridge").fit(X, Y)
     np.testing.assert_allclose(op.coef_.numpy(), ref.coef_.T, atol=1e-10)
     np.testing.assert_allclose(op.predict(X[:5] + 1), ref.predict(X[:5] + 1), atol=1e-10)
     assert op.score(X, Y) == pytest.approx(ref.score(X, Y.copy()), abs=1e-10)
@@ -29,7 +29,7 @@ def test_bilinear_equals_ridge_on_product_features():
     d = Y.shape[1]
     feats = np.concatenate([X, X[:, :d] * X[:, d:]], axis=1)
     ref = Ridge(alpha=0.1).fit(feats, Y)
-    op = BilinearOperator(alpha=0.1).fit(X, Y)
+    op = BilinearOperator(alpha=0.1, solver="closed_form_ridge").fit(X, Y)
     np.testing.assert_allclose(op.predict(X), ref.predict(feats), atol=1e-10)
     assert bilinear_features(torch.as_tensor(X)).shape == (40, 3 * d)
 
@@ -37,7 +37,7 @@ def test_bilinear_equals_ridge_on_product_features():
 def test_batched_affine_equals_per_layer():
     rng = np.random.default_rng(1)
     X, Y = rng.normal(size=(3, 30, 8)), rng.normal(size=(3, 30, 4))
-    batched = AffineOperator(alpha=0.5).fit(X, Y).predict(X)
+    batched = AffineOperator(alpha=0.5, solver="closed_form_ridge").fit(X, Y).predict(X)
     for layer in range(3):
         ref = Ridge(alpha=0.5).fit(X[layer], Y[layer]).predict(X[layer])
         np.testing.assert_allclose(batched[layer], ref, atol=1e-10)
@@ -102,5 +102,16 @@ def test_bad_inputs():
         AffineOperator().fit(np.where(X > 2, np.nan, X), Y)
     with pytest.raises(ConfigError, match="not fitted"):
         AffineOperator().predict(X)
-    with pytest.raises(ConfigError, match="solver"):
+    with pytest.raises(ConfigError, match="closed_form_ridge"):
         AffineOperator(solver="sgd").fit(X, Y)
+
+
+def test_default_solver_is_cs_adam_fit():
+    # the estimators default to [C]'s 50-epoch Adam schedule, not the closed form
+    X, Y = _xy(n=60, d=3)
+    default = AffineOperator().fit(X, Y)
+    adam = AffineOperator(solver="adam", epochs=50, batch_size=128, lr=1e-3,
+                          weight_decay=1e-6).fit(X, Y)
+    np.testing.assert_allclose(default.predict(X), adam.predict(X), atol=0)
+    exact = AffineOperator(solver="closed_form_ridge", alpha=0.0).fit(X, Y)
+    assert exact.score(X, Y) > default.score(X, Y) + 0.05

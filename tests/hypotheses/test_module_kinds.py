@@ -98,6 +98,13 @@ def test_homomorphism_kind_equals_the_he_result():
     assert norm.estimate == pytest.approx(ref.he_normalised[1], rel=1e-10)
     lo, hi = np.percentile(norm.resamples, [2.5, 97.5])
     assert lo <= norm.estimate <= hi
+    # parts = "separate" ([O]): the same numbers as modifier_he on the model
+    sep = homomorphism_error(HomomorphismErrorSpec(layer=1, families=fams, parts="separate",
+                                                   solver="closed_form_ridge"), ctx)
+    cfg = HEConfig(families=fams, parts="separate", solver="closed_form_ridge")
+    ref = modifier_he(model, ds, config=cfg, pad_id=task.vocab.pad_id)
+    assert sep.estimate == pytest.approx(ref.he_normalised[1], rel=1e-10)
+    assert sep.details["parts"] == "separate" and "separate passes" in sep.method
 
 
 def _parity_relations(seed):

@@ -12,6 +12,8 @@ from probekit.circuits.progress import (
     logit_margin,
     modular_logit_grid,
     modular_pair_loss,
+    neuron_path,
+    neuron_restricted_logits,
     progress_measures,
     restricted_logits,
 )
@@ -40,9 +42,13 @@ def test_train_mask_is_the_testbeds_split(final):
 def test_restricted_and_excluded_loss_kinds(final):
     ctx, logits, mask = final
     keys = (2, 7, 12, 13, 20)
-    m = mp.restricted_loss(mp.LogitAblationSpec(keys=keys), ctx)
-    ref = modular_pair_loss(restricted_logits(logits, keys))
+    m = mp.restricted_loss(mp.LogitAblationSpec(keys=keys), ctx)  # path = "neuron" (the paper's)
+    ref = modular_pair_loss(neuron_restricted_logits(logits, neuron_path(ctx.model, 53), keys))
     assert m.n == 53 * 53 and m.estimate == pytest.approx(ref.mean(), rel=1e-12)
+    assert m.details["path"] == "neuron" and "neuron path" in m.method
+    full = mp.restricted_loss(mp.LogitAblationSpec(keys=keys, path="logits"), ctx)
+    ref = modular_pair_loss(restricted_logits(logits, keys))
+    assert full.estimate == pytest.approx(ref.mean(), rel=1e-12) and "full logits" in full.method
     e = mp.excluded_loss(mp.LogitAblationSpec(split="train"), ctx)  # keys found: the same five
     assert e.details["keys"] == [2, 20, 12, 7, 13] and e.n == mask.sum()
     assert e.estimate > 3.0 > m.estimate  # removing 5 frequencies destroys the training fit
@@ -72,6 +78,7 @@ def test_restricted_loss_lead_matches_the_series_crossings():
     want = (crossing_step(series.steps, series.curve("test_loss"), 1.0)
             - crossing_step(series.steps, series.curve("restricted_loss"), 1.0))
     assert m.estimate == pytest.approx(want) and m.details["steps"] == [0, 50, 100, 200, 1000]
+    assert m.details["path"] == series.path == "neuron"
     assert 50 < m.details["restricted_step"] < 100 < m.details["test_step"] < 200
     assert judge_all([(claim(">=", (0.0,)), m)])[0].verdict == "PASS"
     with pytest.raises(DataError, match="never falls"):

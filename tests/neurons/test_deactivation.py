@@ -107,3 +107,49 @@ def test_to_dict_is_strict_json_when_the_random_null_is_degenerate(planted):
     d = res.to_dict()
     json.dumps(d, allow_nan=False)
     assert all(t["z_vs_random"] is None or np.isfinite(t["z_vs_random"]) for t in d["tests"])
+
+
+def test_greedy_under_sets_equals_set_by_set(planted):
+    from probekit.neurons import greedy_under_sets
+
+    model, fs, stats = planted
+    op_sets = [[], deactivation_ops(select_neurons(stats, "rel0", k=RED)),
+               deactivation_ops(select_neurons(stats, "rel2", k=2))]
+    # n_ctx = 2 (one-token prompts): one new token; batch 5 mixes sets within a forward
+    idx = list(range(0, len(fs.tokens), max(1, len(fs.tokens) // 7)))[:7]
+    prompts = [fs.tokens[i] for i in idx]
+    got = greedy_under_sets(model, prompts, op_sets, max_new_tokens=1, batch_size=5)
+    for g, ops in enumerate(op_sets):
+        assert got[g] == greedy_under(model, prompts, ops, max_new_tokens=1)
+    assert got[0] != got[1]  # rel0's units change some continuation
+
+
+class _IdTokenizer:
+    """Decodes ids as space-separated numbers, so gold object ``str(id)`` is a generation match."""
+
+    @staticmethod
+    def decode(ids):
+        return " ".join(str(i) for i in ids)
+
+
+def test_generation_test_and_p_floors(planted, monkeypatch):
+    from probekit.neurons import generation_correct_sets
+
+    model, fs, stats = planted
+    monkeypatch.setattr(model, "tokenizer", _IdTokenizer(), raising=False)
+    cfg = DeactivationConfig(k=RED, fraction=None, n_random=19, shares=(1.0,), n_single=1,
+                             generation=True, max_new_tokens=1)
+    res = relation_neuron_experiments(model, stats, fs, cfg, progress=False)
+    # one greedy token = the first-token metric: the same drops, random nulls and p-values
+    np.testing.assert_array_equal(res.baseline_generation.numpy(), res.baseline_first.numpy())
+    np.testing.assert_allclose(res.random_own_generation.numpy(), res.random_own.numpy())
+    assert [t.p_value for t in res.tests_generation] == [t.p_value for t in res.tests]
+    assert res.p_holm_generation == res.p_holm
+    assert res.p_floor == pytest.approx(1 / 20) and res.p_holm_floor == pytest.approx(3 / 20)
+    assert all(t.p_value == res.p_floor for t in res.tests_generation)  # at its floor
+    d = res.to_dict()
+    assert d["generation"]["tests"][0]["p_floor"] == pytest.approx(0.05)
+    assert d["tests"][0]["p_holm_floor"] == pytest.approx(0.15)
+    ok = generation_correct_sets(model, fs, [[], deactivation_ops(res.sets["rel1"])],
+                                 max_new_tokens=1)
+    np.testing.assert_array_equal(ok[1], np.array(fs.relations) != "rel1")

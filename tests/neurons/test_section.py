@@ -56,6 +56,9 @@ def test_neurons_section_on_planted_checkpoint(tmp_path):
     own = np.array(exp["random_own"]) * 100  # the range over all 59 sets, on r's own facts
     assert [r["rand"] for r in table["rows"]] == [f"[{o.min():+.0f}, {o.max():+.0f}]" for o in own]
     assert any(c["header"] == "59 random sets: change on r [min, max]" for c in table["columns"])
+    # every p sits beside its permutation floor 1 / (1 + n_random) (Holm: 3 / 60)
+    assert [r["p_floor"] for r in table["rows"]] == [1 / 60] * 3 == [exp["p_floor"]] * 3
+    assert [r["p_holm_floor"] for r in table["rows"]] == [3 / 60] * 3
     blocks = [b["block"] for b in section.to_dict()["blocks"]]
     assert blocks.count("heatmap") == 1 and blocks.count("lineplot") == 2
 

@@ -47,7 +47,9 @@ def tiny_suite_dir(tmp_path_factory):
 
 def test_shipped_suite_validates():
     suite = load_suite(ROOT / "probes" / "scan_homomorphism.toml")
-    assert [type(s).__name__ for s in suite.analyses] == ["HomomorphismSpec"]
+    assert [type(s).__name__ for s in suite.analyses] == ["HomomorphismSpec"] * 2
+    assert [s.parts for s in suite.analyses] == ["same_pass", "separate"]
+    assert suite.analyses[0].solver == "adam"
 
 
 def test_suite_section_equals_the_api(tiny_suite_dir):
@@ -63,6 +65,16 @@ def test_suite_section_equals_the_api(tiny_suite_dir):
     assert section.data["sequence"]["n_pairs"] > 0
     html = write_report(result, d / "rep")["html"].read_text()
     assert "Homomorphism error" in html and "1 - R^2 (ours)" in html
+    # parts = "separate" ([O]) equals the API too
+    (d / "sep.toml").write_text(SUITE.format(prompt_only="false")
+                                + 'parts = "separate"\nsolver = "closed_form_ridge"\n')
+    result = run_suite(load_suite(d / "sep.toml"), progress=False)
+    section = next(a for a in result.analyses if a.section == "homomorphism")
+    cfg = HEConfig(families=("affine", "bilinear"), parts="separate", solver="closed_form_ridge")
+    ref = modifier_he(model, task, config=cfg)
+    np.testing.assert_allclose(section.data["modifier"]["he_normalised"], ref.he_normalised,
+                               rtol=1e-8)
+    assert "separate passes" in section.title
     (d / "bad.toml").write_text(SUITE.format(prompt_only="true"))
     with pytest.raises(ConfigError, match="prompt_only = false"):
         run_suite(load_suite(d / "bad.toml"), progress=False)

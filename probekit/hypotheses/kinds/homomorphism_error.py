@@ -15,7 +15,9 @@ class HomomorphismErrorSpec:
 
     ``layer``: the block; ``composition``: ``"modifier"`` (primitive + modifier) or
     ``"sequence"`` (``then``); ``statistic``: ``"mse"`` ([C]: mean over operator families of the
-    held-out MSE) or ``"normalised"`` (ours: ``1 - R^2``); the rest as ``[[homomorphism]]``.
+    held-out MSE) or ``"normalised"`` (ours: ``1 - R^2``); ``parts``: ``"same_pass"`` ([C])
+    or ``"separate"`` ([O]: part states from separate forward passes, one operator per
+    modifier; :mod:`probekit.homomorphism.separate`); the rest as ``[[homomorphism]]``.
     """
 
     layer: int
@@ -23,7 +25,8 @@ class HomomorphismErrorSpec:
     statistic: Literal["mse", "normalised"] = "normalised"
     split: str = "train"
     families: tuple[Literal["affine", "bilinear", "mlp"], ...] = ("affine", "bilinear", "mlp")
-    solver: Literal["ridge", "adam"] = "ridge"
+    solver: Literal["adam", "closed_form_ridge"] = "adam"
+    parts: Literal["same_pass", "separate"] = "same_pass"
     pooling: Literal["mean", "last"] = "mean"
     site: str = "resid_post"
     train_fraction: float = 0.8
@@ -69,8 +72,9 @@ def homomorphism_error(spec: HomomorphismErrorSpec, ctx: Any) -> Measurement:
     from ...suites.analyses.homomorphism import measure_he
 
     _check_compositions(ctx, spec)
-    cfg = HEConfig(families=tuple(spec.families), solver=spec.solver, pooling=spec.pooling,
-                   site=spec.site, train_fraction=spec.train_fraction, seed=spec.seed)
+    cfg = HEConfig(families=tuple(spec.families), solver=spec.solver, parts=spec.parts,
+                   pooling=spec.pooling, site=spec.site, train_fraction=spec.train_fraction,
+                   seed=spec.seed)
     layers, results = measure_he(ctx, spec.split, (spec.composition,), cfg)
     if spec.layer not in layers:
         raise ConfigError(f"layer {spec.layer} not measured; blocks are {list(layers)}")
@@ -78,8 +82,12 @@ def homomorphism_error(spec: HomomorphismErrorSpec, ctx: Any) -> Measurement:
     row = res.layers.index(spec.layer)
     err, dev = res.pair_he[row], res.pair_sq_dev[row]
     method = (f"{spec.composition} HE at {spec.site}@{spec.layer}: operators "
-              f"{list(spec.families)} fit on {res.n_fit} pairs, scored on {res.n_scored}")
-    details = {"he_mse": float(res.he[row]), "he_normalised": float(res.he_normalised[row]),
+              f"{list(spec.families)} ({spec.solver}) fit on {res.n_fit} pairs, scored on "
+              f"{res.n_scored}; " + ("parts from one pass, one shared operator [C]"
+                                     if spec.parts == "same_pass" else
+                                     "parts from separate passes, one operator per group [O]"))
+    details = {"parts": spec.parts, "solver": spec.solver}
+    details |= {"he_mse": float(res.he[row]), "he_normalised": float(res.he_normalised[row]),
                "n_pairs": res.n_pairs}
     if spec.statistic == "mse":
         return Measurement(metric="HE (held-out MSE)", values=err, unit="scored pairs",

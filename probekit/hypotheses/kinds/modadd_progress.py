@@ -5,7 +5,8 @@ Kinds (definitions in :mod:`probekit.circuits.progress`), each on a probekit che
 pairs come from the checkpoint's recorded task config:
 
 * ``restricted_loss``, ``excluded_loss``: per-pair loss of the restricted / excluded logits
-  (units: pairs of ``split``; bootstrap over pairs);
+  (units: pairs of ``split``; bootstrap over pairs); ``path = "neuron"`` (default: the paper's,
+  key frequencies of the MLP neuron path only) or ``"logits"`` (the full logits projected);
 * ``fourier_gini``: Gini of the Fourier-component norms of ``W_E`` or ``W_L = W_out W_U``
   (bootstrap over the embedding / neuron dimensions the norms are taken over);
 * ``weight_norm``: total sum of squared weights (exact: no sampling unit, a degenerate CI);
@@ -98,28 +99,35 @@ class LogitAblationSpec:
 
     ``checkpoint``: a checkpoint directory (default: ``[model]``); ``keys``: the key frequencies
     (default: the ``n_keys`` with the most sum-direction power in this checkpoint's logits);
-    ``split``: ``"all"`` pairs, ``"train"`` or ``"test"`` (held-out).
+    ``split``: ``"all"`` pairs, ``"train"`` or ``"test"`` (held-out); ``path``: ``"neuron"``
+    (Nanda et al.: project the MLP activations at ``=`` onto the key frequencies, times
+    ``W_out W_U``, plus the mean logits) or ``"logits"`` (project the full logits, so the
+    attention / direct paths' key components count too).
     """
 
     checkpoint: str | None = None
     keys: tuple[int, ...] | None = None
     n_keys: int = 5
     split: Literal["all", "train", "test"] = "all"
+    path: Literal["neuron", "logits"] = "neuron"
 
 
 def _ablation(spec: LogitAblationSpec, ctx: Any, which: str) -> Measurement:
-    from ...circuits.progress import excluded_logits, modular_pair_loss, restricted_logits
+    from ...circuits.progress import ablated_logits, modular_pair_loss, neuron_path
 
-    _, logits, mask = _grid(ctx, spec.checkpoint)
+    model, logits, mask = _grid(ctx, spec.checkpoint)
     keys = _keys(logits, spec.keys, spec.n_keys)
-    fn = restricted_logits if which == "restricted" else excluded_logits
-    loss = modular_pair_loss(fn(logits, keys))[_split(spec.split, mask)]
+    neurons = neuron_path(model, mask.shape[0]) if spec.path == "neuron" else None
+    ablated = ablated_logits(logits, keys, which=which, path=spec.path, neurons=neurons)
+    loss = modular_pair_loss(ablated)[_split(spec.split, mask)]
     full = modular_pair_loss(logits)[_split(spec.split, mask)]
+    what = "neuron path" if spec.path == "neuron" else "full logits"
     return Measurement(
         metric=f"{which} loss", values=loss, unit=f"{spec.split} pairs",
-        method=f"cross-entropy of the {which} logits (key frequencies {list(keys)}; Nanda et al. "
-        f"2023) over {loss.size} {spec.split} pairs; full-logit loss {full.mean():.4g}",
-        details={"keys": list(keys), "full_loss": float(full.mean())},
+        method=f"cross-entropy of the {which} logits ({what}; key frequencies {list(keys)}; "
+        f"Nanda et al. 2023) over {loss.size} {spec.split} pairs; full-logit loss "
+        f"{full.mean():.4g}",
+        details={"keys": list(keys), "path": spec.path, "full_loss": float(full.mean())},
     )
 
 
@@ -240,7 +248,9 @@ class RestrictedLeadSpec:
     directories (relative to the file) forming one training run; ``loss_threshold``: the loss (nats) whose first crossing defines each curve's
     drop (linear interpolation between checkpoints); ``keys`` / ``n_keys``: key frequencies
     (default: top ``n_keys`` of the last checkpoint, fixed over the series);
-    ``restricted_split``: pairs the restricted loss averages over (Nanda: all).
+    ``restricted_split``: pairs the restricted loss averages over (default all; the authors'
+    training-time curve uses the held-out pairs, ``"test"``); ``path``: ``"neuron"`` (Nanda et
+    al.'s restricted loss, default) or ``"logits"`` (full-logit projection).
     """
 
     checkpoints: str = "run"
@@ -248,6 +258,7 @@ class RestrictedLeadSpec:
     keys: tuple[int, ...] | None = None
     n_keys: int = 5
     restricted_split: Literal["all", "train", "test"] = "all"
+    path: Literal["neuron", "logits"] = "neuron"
 
 
 def _series_dirs(ctx: Any, pattern: str) -> list[tuple[int, Any]]:
@@ -299,7 +310,8 @@ def restricted_loss_lead(spec: RestrictedLeadSpec, ctx: Any) -> Measurement:
     dirs = _series_dirs(ctx, spec.checkpoints)
     mask = train_mask(dirs[-1][1])
     series = progress_measures(dirs, train_mask=mask, keys=spec.keys, n_keys=spec.n_keys,
-                               restricted_split=spec.restricted_split, executor=ctx.executor)
+                               restricted_split=spec.restricted_split, path=spec.path,
+                               executor=ctx.executor)
     steps = series.steps
     t = spec.loss_threshold
     r_cross = crossing_step(steps, series.curve("restricted_loss"), t)
@@ -343,7 +355,7 @@ def restricted_loss_lead(spec: RestrictedLeadSpec, ctx: Any) -> Measurement:
     return Measurement(
         metric="lead (steps)", estimate=float(t_cross - r_cross), resamples=np.asarray(reps),
         n=int(flat.size), unit="pairs",
-        method=f"restricted loss ({spec.restricted_split} pairs) reaches {t:g} at step "
+        method=f"restricted loss ({spec.path} path, {spec.restricted_split} pairs) reaches {t:g} at step "
         f"{r_cross:.0f}, held-out loss at step {t_cross:.0f}, over {len(steps)} checkpoints "
         f"(steps {steps[0]}..{steps[-1]}; Nanda et al. 2023 §5.1)",
         details={"restricted_step": r_cross, "test_step": t_cross, **series.to_dict()},

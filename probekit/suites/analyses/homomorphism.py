@@ -4,7 +4,8 @@ Reads the whole inputs of a SCAN-style split (``[data] prompt_only = false``) wi
 columns, captures every block's states in one pass (:func:`probekit.homomorphism.capture_states`;
 all tokens, so not the context's one-row-per-example store) and reports, per layer and
 composition kind, [C]'s HE (mean over operator families of held-out MSE, bootstrap CI) and the
-normalised ``1 - R^2`` (ours).
+normalised ``1 - R^2`` (ours). ``parts = "separate"`` ([O]) reads the parts from separate
+forward passes (:mod:`probekit.homomorphism.separate`) with one operator per modifier.
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ class HomomorphismSpec:
         split: examples whose inputs give the pairs ([C]: the training inputs).
         kinds: ``modifier`` (primitive + adjacent modifier) and/or ``sequence`` (``then``).
         families: operator families averaged into HE.
-        solver: ``ridge`` (closed form) or ``adam`` ([C]'s 50-epoch fit) for affine/bilinear.
+        solver: ``adam`` ([C]'s 50-epoch fit, default) or ``closed_form_ridge`` (exact least
+            squares for affine/bilinear: 0 by construction for [C]'s linear target).
+        parts: ``same_pass`` ([C]) or ``separate`` ([O]: parts from separate forward passes,
+            one operator per modifier; pair with ``families = ["affine"]``,
+            ``solver = "closed_form_ridge"`` and read the ``1 - R^2`` column).
         pooling: span pooling, ``mean`` [C] or ``last``.
         site: hook kind read at every block.
         train_fraction, shuffle, seed: operator fit/score split and seeds.
@@ -42,7 +47,8 @@ class HomomorphismSpec:
     split: str = "train"
     kinds: tuple[Literal["modifier", "sequence"], ...] = ("modifier", "sequence")
     families: tuple[Literal["affine", "bilinear", "mlp"], ...] = ("affine", "bilinear", "mlp")
-    solver: Literal["ridge", "adam"] = "ridge"
+    solver: Literal["adam", "closed_form_ridge"] = "adam"
+    parts: Literal["same_pass", "separate"] = "same_pass"
     pooling: Literal["mean", "last"] = "mean"
     site: str = "resid_post"
     train_fraction: float = 0.8
@@ -87,20 +93,29 @@ def measure_he(
     """
     from ...homomorphism import (
         capture_states,
+        composition_he,
         modifier_he,
         modifier_pairs,
+        separate_pass_vectors,
         sequence_he,
         sequence_pairs,
     )
 
     ds = parse_dataset(ctx, split)
     vocab = ctx.examples.vocab
-    states = capture_states(
-        ctx.model, ds.tokens, site=config.site, pad_id=vocab.pad_id if vocab is not None else 0
-    )
+    pad = vocab.pad_id if vocab is not None else 0
+    states = capture_states(ctx.model, ds.tokens, site=config.site, pad_id=pad)
     results: dict[str, HEResult] = {}
     for kind in kinds:
-        if kind == "modifier":
+        if config.parts == "separate":
+            pairs = modifier_pairs(ds) if kind == "modifier" else sequence_pairs(ds)
+            a, b, c, layers = separate_pass_vectors(
+                ctx.model, ds.tokens, pairs, site=config.site, pooling=config.pooling,
+                pad_id=pad, states=states,
+            )
+            results[kind] = composition_he(a, b, c, labels=pairs.label, layers=layers,
+                                           kind=kind, config=config)
+        elif kind == "modifier":
             results[kind] = modifier_he(states=states, pairs=modifier_pairs(ds), config=config)
         else:
             results[kind] = sequence_he(states=states, pairs=sequence_pairs(ds), config=config)
@@ -127,8 +142,9 @@ def run_homomorphism(spec: HomomorphismSpec, ctx: Any) -> AnalysisResult:
     from ...sites import Site
 
     cfg = HEConfig(
-        families=tuple(spec.families), solver=spec.solver, pooling=spec.pooling, site=spec.site,
-        train_fraction=spec.train_fraction, shuffle=spec.shuffle, seed=spec.seed,
+        families=tuple(spec.families), solver=spec.solver, parts=spec.parts,
+        pooling=spec.pooling, site=spec.site, train_fraction=spec.train_fraction,
+        shuffle=spec.shuffle, seed=spec.seed,
     )
     layers, results = measure_he(ctx, spec.split, tuple(spec.kinds), cfg)
     ctx.forward_passes += 1
@@ -137,9 +153,15 @@ def run_homomorphism(spec: HomomorphismSpec, ctx: Any) -> AnalysisResult:
     fam_cols = tuple(Column(key=f, header=f"{f} MSE", fmt=".4g") for f in spec.families)
     blocks = (
         Text(text=(
-            f"Operators fit on the first {spec.train_fraction:.0%} of the {spec.split!r} pairs, "
-            "scored on the rest. HE [C] = mean over families of held-out MSE (95% bootstrap CI "
-            "over scored pairs); 1 - R^2 (ours) does not scale with the hidden states. "
+            f"Operators ({', '.join(spec.families)}; solver {spec.solver}) fit on the first "
+            f"{spec.train_fraction:.0%} of the {spec.split!r} pairs, scored on the rest. "
+            + ("Parts from one forward pass, composite (a + b) / 2, one operator for all "
+               "modifiers [C]. " if spec.parts == "same_pass" else
+               "Parts from separate forward passes (b with a deleted from its input), the "
+               "composite's span from its own pass, one operator per modifier / connective "
+               "([O]; 1 - R^2 within groups). ")
+            + "HE [C] = mean over families of held-out MSE (95% bootstrap CI over scored "
+            "pairs); 1 - R^2 (ours) does not scale with the hidden states. "
             + ", ".join(f"{k}: {r.n_pairs} pairs" for k, r in results.items())
         )),
         LinePlot(
@@ -173,7 +195,8 @@ def run_homomorphism(spec: HomomorphismSpec, ctx: Any) -> AnalysisResult:
     )
     return AnalysisResult(
         section="homomorphism",
-        title="Homomorphism error (An & Du 2026)",
+        title="Homomorphism error (An & Du 2026)" + (
+            "" if spec.parts == "same_pass" else ", parts from separate passes [O]"),
         data={k: r.to_dict() for k, r in results.items()},
         blocks=blocks,
     )

@@ -159,6 +159,9 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
             "rand": f"[{100 * float(own_lo[i]):+.0f}, {100 * float(own_hi[i]):+.0f}]",
             "gen_intra": _pct(float(res.change_generation[i, i])),
             "p": res.tests[i].p_value, "p_holm": res.p_holm[i],
+            "p_floor": res.p_floor, "p_holm_floor": res.p_holm_floor,
+            **({"gen_p": res.tests_generation[i].p_value,
+                "gen_p_holm": res.p_holm_generation[i]} if res.tests_generation else {}),
             **({"post_intra": _pct(float(res.change_post[i, i])),
                 "post_p_holm": res.p_holm_post[i]} if spec.post else {}),
         })
@@ -166,6 +169,10 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
         Column(key="post_intra", header="change on r, same neurons off at mlp_post", fmt="+.1f"),
         Column(key="post_p_holm", header="p (Holm) at mlp_post", fmt=".3f"),
     ) if spec.post else ()
+    gen_cols = (
+        Column(key="gen_p", header="greedy: p vs random", fmt=".3f"),
+        Column(key="gen_p_holm", header="greedy: p (Holm)", fmt=".3f"),
+    ) if res.tests_generation else ()
     pct = ".1f"
     table = Table(
         title="Per relation (test facts; accuracy and changes in points)",
@@ -180,7 +187,10 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
                    fmt=""),
             Column(key="gen_intra", header="greedy change on r", fmt="+.1f"),
             Column(key="p", header="p vs random", fmt=".3f"),
+            Column(key="p_floor", header="p floor 1/(1+n_random)", fmt=".3g"),
             Column(key="p_holm", header="p (Holm)", fmt=".3f"),
+            Column(key="p_holm_floor", header="Holm floor", fmt=".3g"),
+            *gen_cols,
             *post_cols,
         ),
         rows=tuple(rows),
