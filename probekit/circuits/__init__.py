@@ -36,10 +36,10 @@ from .metrics import last_token_logits as last_token_logits
 from .metrics import logit_diff as logit_diff
 from .patching import PatchingResult as PatchingResult
 from .patching import activation_patching as activation_patching
-from .progress import ProgressSeries as ProgressSeries
-from .progress import excluded_logits as excluded_logits
-from .progress import gini as gini
-from .progress import progress_measures as progress_measures
-from .progress import restricted_logits as restricted_logits
+from .progress_measures import ProgressSeries as ProgressSeries
+from .progress_measures import excluded_logits as excluded_logits
+from .progress_measures import gini as gini
+from .progress_measures import progress_measures as progress_measures
+from .progress_measures import restricted_logits as restricted_logits
 from .sweep import patching_sweep as patching_sweep
 from .tracing import causal_tracing as causal_tracing
