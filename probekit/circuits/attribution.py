@@ -20,6 +20,7 @@ from ..interventions import Grad, Read, run_with_interventions
 from ..models.protocol import HookedModel
 from ..sites import Site
 from .grid import Metric, PatchingResult, grid_result, prepare_grid, run_metric
+from .metrics import as_pair_metric
 
 
 def attribution_patching(
@@ -40,6 +41,7 @@ def attribution_patching(
     axes (``values`` = estimated metric after the patch, i.e. base metric + attribution).
     Compare with the exact grid using :func:`patching_correlation`.
     """
+    metric = as_pair_metric(metric)  # a TransformerLens-style metric(logits) is adapted
     grid = prepare_grid(model, clean_tokens, corrupt_tokens, kind=kind, by=by, direction=direction,
                         layers=layers, what="attribution")
     sites = grid.sites

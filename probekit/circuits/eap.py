@@ -41,6 +41,7 @@ from ..errors import ConfigError, DataError
 from ..interventions import Grad, Read, Recompute, Replace, run_with_interventions
 from ..models.protocol import HookedModel
 from ..sites import Site
+from .metrics import as_pair_metric
 from .patching import Metric, as_token_lists, check_pairs, run_metric
 
 
@@ -234,6 +235,7 @@ def edge_attribution(
     if ig_points not in ("right", "left"):
         raise ConfigError(f"ig_points {ig_points!r} unknown; use 'right' (k = 1..steps) or 'left' (k = 0..steps-1)")
     steps = 1 if method == "eap" else steps
+    metric = as_pair_metric(metric)  # a TransformerLens-style metric(logits) is adapted
     clean, corrupt = _validate(model, clean_tokens, corrupt_tokens, steps)
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")

@@ -19,6 +19,7 @@ from torch import Tensor
 from ..errors import ConfigError, DataError
 from ..models.protocol import HookedModel
 from ..sites import HEAD_KINDS, Site
+from .metrics import as_pair_metric
 
 Metric = Callable[[Tensor, Tensor], Tensor]
 RESID_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "mlp_post")
@@ -160,7 +161,7 @@ def prepare_grid(
 
 def run_metric(metric: Metric, last_logits: Tensor, pair: Tensor) -> Tensor:
     """Apply ``metric`` to last-token logits ``(row, d_vocab)``; check one value per row."""
-    value = metric(last_logits, pair)
+    value = as_pair_metric(metric)(last_logits, pair)
     n = last_logits.shape[0]
     if not isinstance(value, Tensor) or value.shape != (n,):
         shape = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__

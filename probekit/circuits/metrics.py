@@ -6,15 +6,87 @@ pair) to ``(row,)``. Bind the per-pair answers with :func:`functools.partial`:
 
     >>> metric = partial(logit_diff, answer=answers, foil=foils)   # answers: (n_pairs,)
     >>> metric(logits, torch.arange(n_pairs))                      # one value per pair
+
+TransformerLens' convention, ``metric(logits) -> scalar``, is accepted too (detected from the
+signature by :func:`as_pair_metric`: one positional parameter): it is called once per row, on
+that prompt's last-token logits shaped ``(1, 1, d_vocab)`` (batch, pos, vocab, so
+``logits[:, -1, :]`` works) and must return one number. It cannot see which pair a row belongs
+to: a metric whose answers differ between pairs takes the two-argument form.
 """
 
 from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
+
+_EXPECTED = ("metric(logits: (row, d_vocab), pair: (row,)) -> (row,), or TransformerLens' "
+             "metric(logits) -> scalar")
+
+
+@dataclass(frozen=True)
+class PerPromptMetric:
+    """A TransformerLens-style ``metric(logits) -> scalar`` as a probekit metric.
+
+    ``self(logits, pair)[i] = fn(logits[i][None, None, :])``: one call per row, on that prompt's
+    last-token logits shaped ``(1, 1, d_vocab)``; gradients flow (attribution patching, EAP).
+    """
+
+    fn: Callable[[Tensor], Any]
+
+    def __call__(
+        self, logits: Float[Tensor, "row vocab"], pair: Int[Tensor, " row"]
+    ) -> Float[Tensor, " row"]:
+        """One value per row: ``fn`` on each row's logits alone."""
+        values = []
+        for i in range(logits.shape[0]):
+            value = self.fn(logits[i][None, None, :])
+            if not isinstance(value, Tensor) or value.numel() != 1:
+                shape = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+                raise DataError(
+                    f"one-argument (TransformerLens-style) metric returned {shape} for one prompt's "
+                    "logits (1, 1, d_vocab); it must return one number (e.g. end in .mean())"
+                )
+            values.append(value.reshape(()).to(logits.dtype))
+        return torch.stack(values) if values else logits.new_zeros(0)
+
+
+def as_pair_metric(metric: Callable[..., Any]) -> Callable[[Tensor, Tensor], Tensor]:
+    """``metric`` in probekit's two-argument form; a one-argument metric is wrapped.
+
+    Decided from the signature (:func:`inspect.signature`): two positional parameters (or
+    ``*args``, or no inspectable signature) -> used as is; exactly one -> TransformerLens'
+    ``metric(logits) -> scalar``, wrapped in :class:`PerPromptMetric`.
+
+    Raises:
+        ConfigError: a metric that takes no positional argument or needs more than two, with
+            the expected signature.
+    """
+    if isinstance(metric, PerPromptMetric):
+        return metric
+    try:
+        params = list(inspect.signature(metric).parameters.values())
+    except (TypeError, ValueError):  # builtins, some C callables: assume the native form
+        return metric
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return metric
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    if len(positional) >= 2 and len(required) <= 2:
+        return metric
+    if len(positional) == 1:
+        return PerPromptMetric(metric)
+    name = getattr(metric, "__qualname__", repr(metric))
+    raise ConfigError(
+        f"metric {name} takes {len(required)} required positional argument(s); expected {_EXPECTED}"
+    )
 
 
 def _pick(logits: Tensor, pair: Tensor, ids: Tensor, what: str) -> Tensor:

@@ -89,7 +89,9 @@ def activation_patching(
     block); with ``window=w`` the cell at layer ``l`` patches blocks ``l..min(l+w, n_layers)-1``
     together (labels ``"l-last"``; ``window=1`` is the single-block grid). ``metric`` maps
     last-token logits ``(row, d_vocab)`` and each row's pair index to ``(row,)``
-    (:mod:`probekit.circuits.metrics`). ``batch_size`` is the number of (pair, cell) rows per
+    (:mod:`probekit.circuits.metrics`); TransformerLens' one-argument ``metric(logits) ->
+    scalar`` is accepted too, called once per prompt on its last-token logits shaped
+    ``(1, 1, d_vocab)`` (:func:`~probekit.circuits.metrics.as_pair_metric`). ``batch_size`` is the number of (pair, cell) rows per
     forward. Equals ``transformer_lens.patching``'s ``get_act_patch_*`` with a pair-averaged
     metric (tested to 1e-4 in float32).
     """

@@ -26,6 +26,7 @@ from ..errors import ConfigError
 from ..executor import Executor, check_worker_paths, get_executor, map_resumable
 from ..models.cached import load_model_cached, model_paths
 from .grid import Metric, PatchingResult, grid_result, grid_shape, prepare_grid
+from .metrics import as_pair_metric
 from .patching import activation_patching
 
 __all__ = ["PatchBatch", "patch_batch", "patching_sweep"]
@@ -127,6 +128,7 @@ def patching_sweep(
     """
     if pairs_per_task < 1:
         raise ConfigError(f"pairs_per_task must be >= 1, got {pairs_per_task}")
+    metric = as_pair_metric(metric)  # a TransformerLens-style metric(logits) is adapted
     ref = str(model)
     loaded, _ = load_model_cached(ref, device)  # validation and labels; reused in-process
     grid = prepare_grid(loaded, clean_tokens, corrupt_tokens, kind=kind, by=by,

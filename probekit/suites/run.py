@@ -44,7 +44,7 @@ class SuiteResult:
 
     @property
     def probes(self) -> list[dict[str, Any]]:
-        """Report data of the ``[[probe]]`` analyses (the layout of earlier report.json files)."""
+        """Report data of the ``[[probe]]`` analyses (in ``report.json``: their ``analyses`` entries)."""
         return [dict(a.data) for a in self.analyses if a.section == "probe"]
 
     def to_dict(self) -> dict[str, Any]:
@@ -56,7 +56,6 @@ class SuiteResult:
             "provenance": self.provenance,
             "hypotheses": [h.to_dict() for h in self.hypotheses],
             "analyses": [a.to_dict() for a in self.analyses],
-            "probes": self.probes,
         })
 
 

@@ -17,8 +17,6 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..executor import add_executor_arguments, executor_choice
-from .build import build_run, loss_terms
-from .build import parse_sets as parse_sets  # noqa: F401  (``probekit.train.cli.parse_sets``)
 from .presets import PRESETS
 
 _HELP = """\
@@ -69,6 +67,7 @@ def add_train_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.A
 def run_train_command(args: argparse.Namespace) -> int:
     """Handler of ``probekit train``: trains, writes the run directory, prints a summary."""
     from ..util.device import resolve_device
+    from .build import build_run, loss_terms
     from .trainer import train
 
     if args.device is not None:
@@ -91,6 +90,7 @@ def run_train_command(args: argparse.Namespace) -> int:
 def _train_population(args: argparse.Namespace) -> int:
     """``--seeds`` / ``--executor``: one :class:`~.population.TrainRun` per seed on the executor."""
     from ..executor import check_worker_paths, executor_from_args
+    from .build import build_run
     from .population import TrainRun, train_population
 
     if args.seeds is not None and args.seed is not None:

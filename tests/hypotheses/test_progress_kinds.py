@@ -1,11 +1,11 @@
-"""Modular-addition progress kinds against probekit.circuits.progress on the shipped series."""
+"""Modular-addition progress kinds against probekit.circuits.progress_measures on the shipped series."""
 
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from probekit.circuits.progress import (
+from probekit.circuits.progress_measures import (
     crossing_step,
     fourier_component_norms,
     gini,

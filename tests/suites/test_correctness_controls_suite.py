@@ -41,4 +41,5 @@ def test_grouped_correctness_section_reports_controls(suite_dir, tmp_path):
     paths = write_report(result, tmp_path / "rep")
     html = paths["html"].read_text()
     assert "within-group AUROC" in html and "group_base_rate" in html
-    assert json.loads(paths["json"].read_text())["probes"][0]["survives_controls"] is True
+    (probe,) = [a for a in json.loads(paths["json"].read_text())["analyses"] if a["section"] == "probe"]
+    assert probe["data"]["survives_controls"] is True

@@ -78,7 +78,8 @@ def test_suite_on_ray_gives_the_same_tables(suite_dir, ray_cluster):
     suite = load_suite(suite_dir / "suite.toml")
     local = run_suite(suite, progress=False).to_dict()
     remote = run_suite(suite, progress=False, executor=RayExecutor(progress=False)).to_dict()
-    assert [a["sweep"] for a in remote["probes"]] == [a["sweep"] for a in local["probes"]]
+    assert ([a["data"]["sweep"] for a in remote["analyses"] if a["section"] == "probe"]
+            == [a["data"]["sweep"] for a in local["analyses"] if a["section"] == "probe"])
     assert remote["hypotheses"] == local["hypotheses"]  # permutation p-values included
 
 

@@ -1,6 +1,6 @@
 """Grokking progress measures of modular addition as claims (Nanda et al. 2023, §5.1).
 
-Kinds (definitions in :mod:`probekit.circuits.progress`), each on a probekit checkpoint of the
+Kinds (definitions in :mod:`probekit.circuits.progress_measures`), each on a probekit checkpoint of the
 ``modular_addition`` testbed (the ``[model]`` one, or ``checkpoint = "DIR"``); the train / held-out
 pairs come from the checkpoint's recorded task config:
 
@@ -73,7 +73,7 @@ def _split(name: str, mask: Any) -> Any:
 
 def _grid(ctx: Any, checkpoint: str | None) -> tuple[Any, Any, Any]:
     """(model, logit grid, train mask) of the claim's checkpoint."""
-    from ...circuits.progress import modular_logit_grid
+    from ...circuits.progress_measures import modular_logit_grid
     from ...models import load_checkpoint
 
     path = _checkpoint_dir(ctx, checkpoint)
@@ -85,7 +85,7 @@ def _grid(ctx: Any, checkpoint: str | None) -> tuple[Any, Any, Any]:
 def _keys(logits: Any, keys: tuple[int, ...] | None, n_keys: int) -> tuple[int, ...]:
     import numpy as np
 
-    from ...circuits.progress import sum_direction_power
+    from ...circuits.progress_measures import sum_direction_power
 
     if keys is not None:
         return tuple(keys)
@@ -113,7 +113,7 @@ class LogitAblationSpec:
 
 
 def _ablation(spec: LogitAblationSpec, ctx: Any, which: str) -> Measurement:
-    from ...circuits.progress import ablated_logits, modular_pair_loss, neuron_path
+    from ...circuits.progress_measures import ablated_logits, modular_pair_loss, neuron_path
 
     model, logits, mask = _grid(ctx, spec.checkpoint)
     keys = _keys(logits, spec.keys, spec.n_keys)
@@ -157,7 +157,7 @@ def fourier_gini(spec: FourierGiniSpec, ctx: Any) -> Measurement:
     import numpy as np
 
     from ...circuits.fourier import fourier_basis
-    from ...circuits.progress import gini
+    from ...circuits.progress_measures import gini
     from ...models import load_checkpoint
     from ...stats.bootstrap import bootstrap_indices
 
@@ -193,7 +193,7 @@ def weight_norm(spec: WeightNormSpec, ctx: Any) -> Measurement:
     """Total sum of squared weights: exact, so its CI is the point (no sampling unit)."""
     import numpy as np
 
-    from ...circuits.progress import sum_squared_weights
+    from ...circuits.progress_measures import sum_squared_weights
     from ...models import load_checkpoint
 
     model = ctx.model if spec.checkpoint is None else load_checkpoint(
@@ -219,7 +219,7 @@ def circuit_efficiency(spec: CircuitEfficiencySpec, ctx: Any) -> Measurement:
     """``||theta||_2 / mean logit margin`` (Varma et al. 2023; lower = more efficient)."""
     import numpy as np
 
-    from ...circuits.progress import logit_margin, sum_squared_weights
+    from ...circuits.progress_measures import logit_margin, sum_squared_weights
     from ...errors import NotApplicableError
     from ...stats.bootstrap import bootstrap_indices
 
@@ -302,7 +302,7 @@ def restricted_loss_lead(spec: RestrictedLeadSpec, ctx: Any) -> Measurement:
     """
     import numpy as np
 
-    from ...circuits.progress import crossing_step, progress_measures
+    from ...circuits.progress_measures import crossing_step, progress_measures
     from ...errors import DataError
     from ...report.blocks import LinePlot, Series
     from ...stats.bootstrap import bootstrap_indices

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from probekit.circuits.fourier import fourier_basis
-from probekit.circuits.progress import (
+from probekit.circuits.progress_measures import (
     NeuronPath,
     ablated_logits,
     crossing_step,
