@@ -274,98 +274,15 @@ def _sweep_blocks(
     spec: ProbeSpec, entry: dict[str, Any], sweep: SweepResult, control: Any,
     sites: list[Site], alpha: float,
 ) -> list[Any]:
-    import numpy as np
+    """The sweep's blocks (:func:`probekit.probes.blocks.sweep_blocks`) with the suite's extras."""
+    from ...probes.blocks import sweep_blocks
 
-    rows = entry["sweep"]["rows"]
-    labels = tuple(site_label(r["site"]) for r in rows)
-    best = sweep.best_row
-    ood_names = list(sweep.ood)
-    pct = int(round(100 * sweep.confidence_level))
-    text = (
-        f"Selected on CV validation: {labels[best]}, test {sweep.metric} "
-        f"{sweep.test[best]:.3f}; chance {entry['chance']:.3f} ({_CHANCE_TEXT[spec.kind]})."
+    return sweep_blocks(
+        sweep, label=entry["label"], chance=entry["chance"], chance_text=_CHANCE_TEXT[spec.kind],
+        control_test=None if control is None else control.control.test.tolist(),
+        selectivity=None if control is None else entry["selectivity"],
+        permutation=entry.get("permutation"), alpha=alpha,
     )
-    if entry.get("ood_gap_at_best"):
-        text += " ID - OOD gap there: " + ", ".join(
-            f"{k} {v:+.3f}" for k, v in entry["ood_gap_at_best"].items()) + "."
-    if "n_significant_sites" in entry:
-        text += (
-            f" {entry['n_significant_sites']} of {len(rows)} sites significant after "
-            f"{entry['permutation']['correction']} at alpha={alpha}."
-        )
-    series = [
-        Series(name="train", values=tuple(sweep.train.tolist()), style="dotted", color="grey"),
-        Series(name="CV validation", values=tuple(sweep.val.tolist()), style="dashed",
-               color="tab:blue"),
-        Series(name=f"test (ID) [{pct}% CI]", values=tuple(sweep.test.tolist()),
-               low=tuple(sweep.test_ci_low.tolist()), high=tuple(sweep.test_ci_high.tolist()),
-               color="tab:blue"),
-    ]
-    for name in ood_names:
-        series.append(Series(
-            name=f"OOD {name}", values=tuple(sweep.ood[name].tolist()),
-            low=tuple(sweep.ood_ci_low[name].tolist()), high=tuple(sweep.ood_ci_high[name].tolist()),
-        ))
-    blocks: list[Any] = [
-        Text(text=text),
-        LinePlot(
-            title=f"{spec.kind} probe for {entry['label']!r}", x_labels=labels,
-            series=tuple(series), ylabel=sweep.metric,
-            hlines=((entry["chance"], "chance"),), marker=best, marker_label="selected (val)",
-        ),
-    ]
-    if control is not None:
-        blocks.append(LinePlot(
-            title="Selectivity (Hewitt & Liang 2019): task - control test accuracy",
-            x_labels=labels, ylabel="test accuracy / selectivity",
-            series=(
-                Series(name="task", values=tuple(sweep.test.tolist()), style="bar",
-                       color="tab:blue"),
-                Series(name="control task", values=tuple(control.control.test.tolist()),
-                       style="bar", color="tab:grey"),
-                Series(name="selectivity", values=tuple(entry["selectivity"]), color="tab:green"),
-            ),
-        ))
-    perm = entry.get("permutation")
-    if perm is not None:
-        floor = 1.0 / (1 + perm["n_permutations"])
-        blocks.append(LinePlot(
-            title="Permutation tests per site", x_labels=labels, ylabel="-log10 p",
-            series=(
-                Series(name="raw p", values=tuple(
-                    (-np.log10(np.maximum(perm["p_values"], floor))).tolist())),
-                Series(name=f"{perm['correction']}-adjusted", values=tuple(
-                    (-np.log10(np.maximum(perm["p_adjusted"], floor))).tolist()), style="dashed"),
-            ),
-            hlines=((float(-np.log10(alpha)), f"alpha={alpha}"),),
-        ))
-    columns = [
-        Column(key="site", header="site", fmt="", align="left"),
-        Column(key="hyperparameter", header="C" if spec.kind == "logistic" else
-               ("alpha" if spec.kind == "ridge" else "hparam"), fmt=".3g"),
-        Column(key="train", header=f"train {sweep.metric}"),
-        Column(key="val", header=f"CV validation {sweep.metric}"),
-        Column(key="test", header=f"test {sweep.metric}"),
-        Column(key="test_ci", header=f"test {pct}% CI", fmt="ci"),
-    ]
-    for name in ood_names:
-        columns += [Column(key=f"ood/{name}", header=f"OOD {name}"),
-                    Column(key=f"ood_ci/{name}", header=f"OOD {name} CI", fmt="ci"),
-                    Column(key=f"gap/{name}", header=f"gap {name}", fmt="+.3f")]
-    table_rows = [dict(r, site=labels[i]) for i, r in enumerate(rows)]
-    if control is not None:
-        columns += [Column(key="control", header="control test"),
-                    Column(key="selectivity", header="selectivity", fmt="+.3f")]
-        for i, r in enumerate(table_rows):
-            r["control"] = entry["control"]["rows"][i]["test"]
-            r["selectivity"] = entry["selectivity"][i]
-    if perm is not None:
-        columns.append(Column(key="p_adjusted", header=f"p ({perm['correction']})", fmt=".3g"))
-        for i, r in enumerate(table_rows):
-            r["p_adjusted"] = perm["p_adjusted"][i]
-    blocks.append(Table(columns=tuple(columns), rows=tuple(table_rows), highlight=(best,),
-                        caption="Highlighted: the site selected on CV validation."))
-    return blocks
 
 
 def answer_confidence(model: Any, tokens: list[list[int]], batch_size: int = 16) -> np.ndarray:

@@ -1,0 +1,128 @@
+"""Results display themselves in a notebook (issue 35): HTML table + plot, frame, plot, repr."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from probekit.errors import ConfigError, ProbekitError
+from probekit.report.notebook import NOTEBOOK_INSTALL_HINT, NotebookMixin
+from tests.report.notebook_checks import check_display, parse_html
+
+
+def _sweep(ood: bool = True):
+    from probekit.probes import sweep_layers
+
+    rng = np.random.default_rng(0)
+    n, d = 240, 8
+    y = rng.integers(0, 2, n)
+    acts = rng.normal(size=(3, n, d)).astype(np.float32)
+    acts[1] += 1.5 * y[:, None].astype(np.float32)  # planted at layer 1
+    split = dict(train_idx=np.arange(120), test_idx=np.arange(120, 180))
+    if ood:
+        split["ood_idx"] = {"far": np.arange(180, 240)}
+    return sweep_layers(torch.from_numpy(acts), y, Cs=3, cv=3, n_bootstrap=1000, **split)
+
+
+def test_sweep_result_displays_its_report_table_and_plot(single_thread):
+    res = _sweep()
+    assert res.best_layer == 1
+    parsed = check_display(
+        res, headers=["site", "C", "train accuracy", "CV validation accuracy", "test accuracy",
+                      "test 95% CI", "OOD far", "gap far"],
+        numbers={"test": ".3f", "val": ".3f", "train": ".3f", "gap/far": "+.3f"},
+    )
+    (table,) = parsed.tables
+    assert len(table["cells"]) == 3 * len(table["headers"])  # one row per layer
+    recs = res.to_records()
+    assert [r["selected"] for r in recs] == [False, True, False]
+    assert recs[1]["test"] == pytest.approx(float(res.test[1]))
+    assert f"[{recs[1]['test_ci_low']:.3f}, {recs[1]['test_ci_high']:.3f}]" in table["cells"]
+    fig = res.plot()
+    assert fig.axes[0].get_ylabel() == "accuracy" and fig.axes[0].get_xlabel() == "site"
+    assert "best acts@1" in repr(res) and f"test {res.best_test:.3f}" in repr(res)
+
+
+def test_sweep_blocks_are_the_suite_report_blocks(single_thread):
+    """One renderer: the [[probe]] analysis and the notebook call the same block builder."""
+    from probekit.probes.blocks import sweep_blocks
+
+    res = _sweep(ood=False)
+    assert res._blocks() == tuple(sweep_blocks(res))
+    with_extras = sweep_blocks(res, label="y", chance=0.5, chance_text="coin",
+                               permutation={"n_permutations": 9, "p_values": [0.5, 0.1, 0.5],
+                                            "p_adjusted": [1.0, 0.3, 1.0], "correction": "holm"})
+    assert with_extras[0].text.endswith("0 of 3 sites significant after holm at alpha=0.05.")
+    assert [type(b).__name__ for b in with_extras] == ["Text", "LinePlot", "LinePlot", "Table"]
+
+
+def test_permutation_test_result_displays(single_thread):
+    from probekit.probes import probe_permutation_test
+
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 80)
+    X = rng.normal(size=(80, 4)) + 2.0 * y[:, None]
+    res = probe_permutation_test(X, y, train_idx=np.arange(50), test_idx=np.arange(50, 80),
+                                 n_permutations=19, random_state=0)
+    parsed = check_display(res, headers=["test", "statistic", "p", "n"],
+                           numbers={"statistic": ".4g", "p_value": ".3g"}, plot=False)
+    assert f"{res.p_value:.3g}" == "0.05"  # the floor 1/(1+19): a planted signal
+    assert any("reject H0" in t for t in [res._repr_html_()])
+    assert parsed.images == []
+    with pytest.raises(ConfigError, match="has no plot"):
+        res.plot()
+
+
+def test_stats_results_display():
+    from probekit.stats import adjust_pvalues
+    from probekit.stats.result import ConfidenceInterval, StatTestResult
+
+    t = StatTestResult(statistic=2.5, p_value=0.0123, n=20, method="paired t-test",
+                       effect_size=0.56, effect_size_name="d_z", ci_low=0.1, ci_high=0.9)
+    check_display(t, headers=["statistic", "p", "effect size (d_z)", "95% CI"],
+                  numbers={"statistic": ".4g", "p_value": ".3g", "effect_size": ".3g"}, plot=False)
+    assert "[0.100, 0.900]" in parse_html(t._repr_html_()).tables[0]["cells"]
+    assert repr(t) == "StatTestResult(paired t-test: statistic=2.5, p=0.0123, n=20)"
+    m = adjust_pvalues(np.array([0.001, 0.02, 0.5]), method="holm", alpha=0.05)
+    parsed = check_display(m, headers=["p", "p (holm)", "reject at alpha=0.05"],
+                           numbers={"p_value": ".3g", "p_adjusted": ".3g"}, plot=False)
+    assert parsed.tables[0]["cells"][-1] == "False"
+    ci = ConfidenceInterval(estimate=0.7, low=0.6, high=0.8, confidence_level=0.95,
+                            n_resamples=1000, n=50)
+    check_display(ci, headers=["estimate", "95% CI"], numbers={"estimate": ".4g"}, plot=False)
+
+
+def test_to_frame_without_pandas_names_the_extra(monkeypatch):
+    from probekit.stats.result import StatTestResult
+
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas -> ImportError
+    t = StatTestResult(statistic=1.0, p_value=0.5, n=3, method="m")
+    with pytest.raises(ProbekitError, match=r"pip install 'probekit-interp\[notebook\]'"):
+        t.to_frame()
+    assert NOTEBOOK_INSTALL_HINT in "pip install 'probekit-interp[notebook]'"
+
+
+def test_importing_stats_loads_no_renderer():
+    """stats results use the mixin, which loads matplotlib/jinja2/pandas only when displaying."""
+    code = ("import sys, probekit.stats, probekit.report.notebook; "
+            "print(sorted(m for m in ('matplotlib', 'jinja2', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_mixin_repr_is_not_replaced_by_dataclass_repr():
+    """Every result class using the mixin is declared repr=False (else a field dump prints)."""
+    import probekit.probes
+    import probekit.stats  # noqa: F401
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    classes = list(subclasses(NotebookMixin))
+    assert len(classes) >= 4
+    for cls in classes:
+        assert cls.__repr__ is NotebookMixin.__repr__, cls
