@@ -87,8 +87,8 @@ class NotebookMixin:
         """The matplotlib ``Figure`` of the result's main plot (the one the report shows).
 
         Args:
-            ax: a matplotlib ``Axes`` to draw on; ``None`` draws on a new ``Figure`` (made
-                without ``pyplot``, so a notebook shows it once, as the cell's value).
+            ax: a matplotlib ``Axes`` to draw on; ``None`` draws on a new ``Figure`` (closed
+                in ``pyplot`` at once, so a notebook shows it once, as the cell's value).
 
         Returns:
             The figure holding the plot.
@@ -102,15 +102,18 @@ class NotebookMixin:
                 f"{type(self).__name__} has no plot in the report; show its table with "
                 "to_frame() or by evaluating the result in a notebook cell"
             )
-        from matplotlib.figure import Figure
-
         from . import plots
 
         data = block.to_dict()
         is_line = isinstance(block, LinePlot)
         if ax is None:
+            import matplotlib.pyplot as plt
+
             size = plots.line_plot_figsize(data) if is_line else plots.heatmap_figsize(data)
-            fig = Figure(figsize=size, layout="constrained")
+            # a pyplot figure (so the notebook's inline backend can draw it), closed at once:
+            # pyplot does not show it again at the end of the cell; the returned value shows it
+            fig = plt.figure(figsize=size, layout="constrained")
+            plt.close(fig)
             ax = fig.subplots()
         (plots.draw_line_plot if is_line else plots.draw_heatmap)(data, ax)
         return ax.figure
