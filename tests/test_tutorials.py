@@ -20,8 +20,14 @@ pytest.importorskip("jupytext", reason="needs the notebook extra: pip install 'p
 pytest.importorskip("nbclient", reason="needs the notebook extra: pip install 'probekit-interp[notebook]'")
 
 
-def run_notebook(source: str | Path, *, fast: bool, cwd: Path = TUTORIALS, timeout: int = 600):
-    """Execute a jupytext ``.py`` file (or its text) as a notebook; return the executed notebook."""
+def run_notebook(
+    source: str | Path, *, fast: bool, cache: Path | None = None, cwd: Path = TUTORIALS,
+    timeout: int = 600,
+):
+    """Execute a jupytext ``.py`` file (or its text) as a notebook; return the executed notebook.
+
+    ``cache``: the kernel's ``PROBEKIT_CACHE`` (activation cache), so a test writes only there.
+    """
     import jupytext
     from nbclient import NotebookClient
 
@@ -35,6 +41,8 @@ def run_notebook(source: str | Path, *, fast: bool, cwd: Path = TUTORIALS, timeo
         "MPLBACKEND": "module://matplotlib_inline.backend_inline",
         "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
     }
+    if cache is not None:
+        env["PROBEKIT_CACHE"] = str(cache)
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the kernel inherits this process's environment
     try:
@@ -89,14 +97,14 @@ def test_progress_bars_are_notebook_widgets_in_a_kernel():
 
 
 @pytest.mark.parametrize("path", tutorials(), ids=lambda p: p.stem)
-def test_tutorial_runs_fast(path):
-    nb = run_notebook(path, fast=True)
+def test_tutorial_runs_fast(path, tmp_path):
+    nb = run_notebook(path, fast=True, cache=tmp_path)
     html = "\n".join(outputs(nb, "text/html"))
     assert "<table" in html  # results displayed themselves
-    assert outputs(nb, "image/png")  # and their plots
+    assert outputs(nb, "image/png") and "data:image/png;base64," in html  # and their plots
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", tutorials(), ids=lambda p: p.stem)
-def test_tutorial_runs_full(path):
-    run_notebook(path, fast=False, timeout=1800)
+def test_tutorial_runs_full(path, tmp_path):
+    run_notebook(path, fast=False, cache=tmp_path, timeout=1800)
