@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from .grid import PatchingResult
 
 __all__ = [
-    "PatchingView", "edge_table", "faithfulness_plot", "largest_effect_table", "patching_view",
+    "PatchingView", "dla_blocks", "dla_records", "edge_table", "faithfulness_plot",
+    "largest_effect_table", "logit_lens_blocks", "logit_lens_records", "patching_view",
 ]
 
 
@@ -120,3 +121,100 @@ def faithfulness_plot(curve: FaithfulnessCurve, *, threshold: float | None = Non
         xlabel="edges kept (k)", ylabel="(m_circuit - m_corrupt) / (m_clean - m_corrupt)",
         hlines=((1.0, "clean run (corrupt run = 0)"), *claimed),
     )
+
+
+def _last_positions(top: torch.Tensor) -> torch.Tensor:
+    """Index of each prompt's last real position (``top`` holds -1 past a prompt's length)."""
+    return (top[:, 0, :] >= 0).sum(-1) - 1
+
+
+def logit_lens_records(res: Any) -> list[dict[str, Any]]:
+    """Per layer and target at each prompt's last token: probability, rank and top-1 share.
+
+    ``mean_prob``, ``mean_rank``, ``median_rank`` over prompts; ``top1`` the share of prompts
+    whose target is the top-1 token.
+    """
+    last = _last_positions(res.top)
+    rows = torch.arange(res.prob.shape[0])
+    prob = res.prob[rows, :, last]  # (prompt, layer, target)
+    rank = res.rank[rows, :, last].double()
+    out = []
+    for i, layer in enumerate(res.layers):
+        for j in range(prob.shape[-1]):
+            out.append({"layer": int(layer), "target": j, "mean_prob": float(prob[:, i, j].mean()),
+                        "mean_rank": float(rank[:, i, j].mean()),
+                        "median_rank": float(rank[:, i, j].median()),
+                        "top1": float((rank[:, i, j] == 0).double().mean())})
+    return out
+
+
+def logit_lens_blocks(res: Any) -> list[Any]:
+    """Target probability and top-1 share by layer (a line plot) and the per-layer table."""
+    recs = [r for r in logit_lens_records(res) if r["target"] == 0]
+    labels = tuple(str(r["layer"]) for r in recs)
+    plot = LinePlot(
+        title="logit lens at the last token: the (first) target by layer",
+        x_labels=labels, xlabel="layer (block output)", ylabel="probability / share",
+        series=(Series(name="mean P(target)", values=tuple(r["mean_prob"] for r in recs)),
+                Series(name="share with target top-1", values=tuple(r["top1"] for r in recs),
+                       style="dashed")),
+        ylim=(0.0, 1.0),
+    )
+    table = Table(
+        columns=(Column(key="layer", header="layer", fmt="d"),
+                 Column(key="target", header="target", fmt="d"),
+                 Column(key="mean_prob", header="mean P(target)"),
+                 Column(key="mean_rank", header="mean rank", fmt=".1f"),
+                 Column(key="median_rank", header="median rank", fmt=".0f"),
+                 Column(key="top1", header="top-1 share")),
+        rows=tuple(logit_lens_records(res)),
+        caption="rank 0 = the top token; decoded by the final norm and unembedding",
+    )
+    return [plot, table]
+
+
+def dla_records(res: Any) -> list[dict[str, Any]]:
+    """One row per component (embeddings, each head, attention bias, MLP, constant).
+
+    ``mean`` / ``std``: over prompts, of the component's direct contribution to the logit
+    difference (or logit) at the last token.
+    """
+    def row(name: str, layer: int | None, head: int | None, x: torch.Tensor) -> dict[str, Any]:
+        x = x.double()
+        return {"component": name, "layer": layer, "head": head, "mean": float(x.mean()),
+                "std": float(x.std()) if x.numel() > 1 else float("nan")}
+
+    out = [row("embed", None, None, res.embed)]
+    n_layers, n_heads = res.heads.shape[1], res.heads.shape[2]
+    for layer in range(n_layers):
+        out += [row(f"L{layer}H{h}", layer, h, res.heads[:, layer, h]) for h in range(n_heads)]
+        out.append(row(f"attn_bias{layer}", layer, None, res.attn_bias[:, layer]))
+        out.append(row(f"mlp{layer}", layer, None, res.mlps[:, layer]))
+    out.append(row("constant", None, None, res.constant))
+    return out
+
+
+def dla_blocks(res: Any) -> list[Any]:
+    """Heads (and each layer's MLP) as a layer x component heatmap, then the largest components."""
+    n_layers, n_heads = res.heads.shape[1], res.heads.shape[2]
+    heads, mlps = res.heads.double().mean(0), res.mlps.double().mean(0)
+    values = torch.cat([heads, mlps[:, None]], 1)
+    top = float(values.abs().max()) or 1.0
+    heat = Heatmap(
+        title="direct logit attribution at the last token (mean over prompts)",
+        values=tuple(tuple(float(v) for v in r) for r in values.tolist()),
+        row_labels=tuple(f"L{layer}" for layer in range(n_layers)),
+        col_labels=(*(f"H{h}" for h in range(n_heads)), "MLP"),
+        xlabel="component (head, MLP)", ylabel="layer", colorbar="logit difference",
+        vmin=-top, vmax=top, cmap="RdBu_r",
+    )
+    recs = sorted(dla_records(res), key=lambda r: -abs(r["mean"]))[:15]
+    table = Table(
+        title=f"largest components (of {len(dla_records(res))}); model's own total "
+              f"{float(res.total.double().mean()):.3f}",
+        columns=(Column(key="component", header="component", fmt="", align="left"),
+                 Column(key="mean", header="mean contribution"),
+                 Column(key="std", header="std over prompts")),
+        rows=tuple(recs),
+    )
+    return [heat, table]

@@ -62,3 +62,32 @@ def test_edge_scores_and_faithfulness_curve_display(planted):
     assert [r["k"] for r in curve.to_records()] == [2, 3, 10]
     assert curve.plot().axes[0].get_xlabel() == "edges kept (k)"
     assert "k=3: " in repr(curve)
+
+
+def test_logit_lens_and_dla_display_on_modadd():
+    """Grokked modular addition: the answer is top-1 after block 0, and the MLP carries the DLA."""
+    from pathlib import Path
+
+    import probekit
+    from probekit.circuits import direct_logit_attribution, logit_lens
+
+    model = probekit.load_checkpoint(Path(__file__).resolve().parents[2] / "probes" / "checkpoints" / "modadd-p53")
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randint(0, 53, (2, 24), generator=g)
+    toks = torch.stack([a, b, torch.full_like(a, 53)], 1)
+    answer = (a + b) % 53
+    lens = logit_lens(model, toks, answer)
+    check_display(lens, headers=["layer", "mean P(target)", "top-1 share"],
+                  numbers={"mean_prob": ".3f", "top1": ".3f"})
+    (rec,) = lens.to_records()
+    assert rec["top1"] == float((lens.rank[:, 0, 2, 0] == 0).double().mean()) >= 0.95
+    assert rec["mean_prob"] == pytest.approx(float(lens.prob[:, 0, 2, 0].double().mean()))
+    dla = direct_logit_attribution(model, toks, answer, (answer + 1) % 53)
+    check_display(dla, headers=["component", "mean contribution", "std over prompts"],
+                  numbers={"mean": ".3f"}, max_rows_checked=0)
+    recs = {r["component"]: r for r in dla.to_records()}
+    assert recs["mlp0"]["mean"] == pytest.approx(float(dla.mlps[:, 0].double().mean()))
+    assert sum(r["mean"] for r in recs.values()) == pytest.approx(float(dla.total.double().mean()), abs=1e-3)
+    top = max(recs.values(), key=lambda r: abs(r["mean"]))
+    assert top["component"] == "mlp0" and f"{top['mean']:.3f}" in repr(dla) + dla._repr_html_()
+    assert dla.plot().axes[0].get_ylabel() == "layer"
