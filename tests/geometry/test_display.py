@@ -1,0 +1,39 @@
+"""Geometry results display themselves in a notebook (issue 35): the [[geometry]] report blocks."""
+
+import numpy as np
+import torch
+
+from probekit.geometry import geometry_by_layer, manifold_capacity, manifolds_from_labels
+from tests.report.notebook_checks import check_display
+
+
+def _acts():
+    g = torch.Generator().manual_seed(0)
+    c, per, d = 6, 10, 30
+    y = np.repeat(np.arange(c), per)
+    noise = torch.randn(c * per, d, generator=g, dtype=torch.float64)
+    centres = 4 * torch.randn(c, d, generator=g, dtype=torch.float64)
+    return torch.stack([noise, centres[torch.from_numpy(y)] + 0.3 * noise]), y
+
+
+def test_geometry_curves_display_the_report_plots_and_table():
+    acts, y = _acts()
+    cur = geometry_by_layer(acts, y, layer_names=["blocks.0.hook_resid_post", "blocks.1.hook_resid_post"],
+                            max_points=8, n_t=50, seed=0)
+    parsed = check_display(cur, headers=["site", "capacity alpha", "radius R", "dimension D", "NC1"],
+                           numbers={"capacity": ".4g", "radius": ".3g", "nc1": ".4g"})
+    assert len(parsed.images) == 5  # capacity, dimension, radius, utility, NC1 by site
+    assert [r["layer"] for r in cur.to_records()] == cur.layers
+    assert "resid_post@1" in parsed.tables[0]["cells"]
+    assert cur.plot().axes[0].get_ylabel() == "alpha"
+    assert "max at blocks.1.hook_resid_post" in repr(cur)
+
+
+def test_manifold_capacity_result_displays_its_tables():
+    acts, y = _acts()
+    ms, _ = manifolds_from_labels(acts[1], y, max_points=8, seed=0)
+    res = manifold_capacity(ms, n_t=50, seed=0)
+    parsed = check_display(res, headers=["capacity alpha", "capacity alpha_M", "radius R_M"],
+                           numbers={"capacity": ".4g", "dimension": ".3g"}, plot=False)
+    assert f"{res.capacity:.4g}" in parsed.tables[0]["cells"]
+    assert len(res.to_records()) == 6
