@@ -3,7 +3,12 @@
 import numpy as np
 import pytest
 
-from probekit.neurons import DeactivationConfig, FactSet, neuron_statistics, relation_neuron_experiments
+from probekit.neurons import (
+    DeactivationConfig,
+    FactSet,
+    neuron_statistics,
+    relation_neuron_experiments,
+)
 from probekit.sites import Site
 from tests.report.notebook_checks import check_display
 
