@@ -134,3 +134,25 @@ def test_mixin_repr_is_not_replaced_by_dataclass_repr():
     assert len(classes) >= 20
     for cls in classes:
         assert cls.__repr__ is NotebookMixin.__repr__, cls
+
+
+def test_correctness_probe_result_displays(single_thread):
+    from probekit.probes import correctness_probe
+    from probekit.probes.blocks import correctness_blocks
+    from tests.probes.test_probe_control_correctness import correctness_data
+
+    acts, correct, _ = correctness_data()
+    ood_acts, ood_correct, _ = correctness_data(n=300, seed=1)
+    res = correctness_probe(acts, correct, layers=[0, 2, 4, 6, 8, 10],
+                            ood={"cities": (ood_acts + 0.3, ood_correct)}, random_state=0,
+                            n_permutations=19)
+    parsed = check_display(res, headers=["site", "CV AUROC (ID, 3 folds)", "+-1.96 SE",
+                                         "pooled out-of-fold AUROC", "OOD cities AUROC"],
+                           numbers={"cv_auroc": ".3f", "pooled_auroc": ".3f", "gap/cities": "+.3f"})
+    recs = res.to_records()
+    assert [r["layer"] for r in recs] == [0, 2, 4, 6, 8, 10] and recs[3]["best"]
+    assert recs[3]["cv_auroc"] == pytest.approx(float(res.auroc_mean[3]))
+    assert parsed.tables[0]["cells"][3 * len(parsed.tables[0]["headers"])] == "6"
+    assert res.plot().axes[0].get_ylabel() == "AUROC"
+    assert res._blocks() == tuple(correctness_blocks(res, ["0", "2", "4", "6", "8", "10"]))
+    assert "best layer 6" in repr(res)
