@@ -141,8 +141,8 @@ def test_correctness_probe_result_displays(single_thread):
     from probekit.probes.blocks import correctness_blocks
     from tests.probes.test_probe_control_correctness import correctness_data
 
-    acts, correct, _ = correctness_data()
-    ood_acts, ood_correct, _ = correctness_data(n=300, seed=1)
+    acts, correct, _ = correctness_data(n=300)
+    ood_acts, ood_correct, _ = correctness_data(n=150, seed=1)
     res = correctness_probe(acts, correct, layers=[0, 2, 4, 6, 8, 10],
                             ood={"cities": (ood_acts + 0.3, ood_correct)}, random_state=0,
                             n_permutations=19)
