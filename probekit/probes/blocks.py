@@ -21,10 +21,19 @@ if TYPE_CHECKING:
     from .sweep import SweepResult
 
 __all__ = [
-    "baseline_rows", "correctness_blocks", "correctness_rows", "survives_controls", "sweep_blocks",
+    "baseline_rows", "correctness_blocks", "correctness_rows", "row_label", "survives_controls",
+    "sweep_blocks",
 ]
 
 _HPARAM = {"logistic": "C", "ridge": "alpha"}
+
+
+def row_label(site: str, layer: int | None) -> str:
+    """Short label of a sweep row: the site's label, with ``@layer`` for a stacked layer."""
+    label = site_label(site)
+    if layer is not None and not label.endswith(f"@{layer}"):
+        label += f"@{layer}"
+    return label
 
 
 def sweep_blocks(

@@ -163,11 +163,9 @@ class SweepResult(NotebookMixin):
         return tuple(sweep_blocks(self))
 
     def _summary(self) -> str:
-        from ..report.labels import site_label
+        from .blocks import row_label
 
-        where = site_label(self.best_site)
-        if self.best_layer is not None and not where.endswith(f"@{self.best_layer}"):
-            where += f"@{self.best_layer}"
+        where = row_label(self.best_site, self.best_layer)
         return (
             f"{self.probe}, {len(self.layers)} rows; best {where}: "
             f"val {self.metric} {self.val[self.best_row]:.3f}, test {self.best_test:.3f} "

@@ -156,3 +156,18 @@ def test_correctness_probe_result_displays(single_thread):
     assert res.plot().axes[0].get_ylabel() == "AUROC"
     assert res._blocks() == tuple(correctness_blocks(res, ["0", "2", "4", "6", "8", "10"]))
     assert "best layer 6" in repr(res)
+
+
+def test_selectivity_and_checkpoint_sweeps_display(single_thread):
+    from probekit.probes import CheckpointSweepResult, SelectivityResult
+
+    a, b = _sweep(ood=False), _sweep(ood=False)
+    sel = SelectivityResult(task=a, control=b, selectivity=a.test - b.test)
+    parsed = check_display(sel, headers=["control test", "selectivity"],
+                           numbers={"selectivity": "+.3f", "control_test": ".3f"})
+    assert len(parsed.images) == 2  # the sweep and the selectivity bars
+    series = CheckpointSweepResult(checkpoints=("runs/step_100", "runs/step_200"), sweeps=(a, b))
+    parsed = check_display(series, headers=["checkpoint", "site", "test accuracy"],
+                           numbers={"test": ".3f"})
+    assert "step_200" in parsed.tables[0]["cells"] and "acts@2" in parsed.tables[0]["cells"]
+    assert len(series.to_records()) == 6
