@@ -37,3 +37,22 @@ def test_manifold_capacity_result_displays_its_tables():
                            numbers={"capacity": ".4g", "dimension": ".3g"}, plot=False)
     assert f"{res.capacity:.4g}" in parsed.tables[0]["cells"]
     assert len(res.to_records()) == 6
+
+
+def test_factorization_result_displays_the_report_plots_and_table():
+    from factorization_cases import grid
+
+    from probekit.geometry.factorization import concept_factorization
+
+    z0, a, b = grid()
+    z1, *_ = grid(interaction=3.0)
+    res = concept_factorization(torch.stack([z0, z1]), a, b, train=(a + b) % 4 != 0)
+    parsed = check_display(res, headers=["site", "R2 fitted combos", "R2 unseen combos",
+                                         "min angle (deg)", "rank a (sv > rtol)"],
+                           numbers={"r2_train": ".4f", "r2_heldout": ".4f", "angle_min": ".1f"})
+    assert "LF R2 (Uselis)" not in parsed.tables[0]["headers"]  # only its own measures
+    rec = res.to_records()[0]
+    assert rec["r2_heldout"] == 1.0 or abs(rec["r2_heldout"] - 1.0) < 1e-12
+    assert (rec["rank_a"], rec["rank_b"]) == (2, 3) and abs(rec["angle_min"] - 90.0) < 1e-6
+    assert len(parsed.images) == 3  # linearity, orthogonality, rank (no |cos| without Uselis)
+    assert res.plot().axes[0].get_ylabel() == "R2"
