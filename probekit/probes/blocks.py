@@ -65,7 +65,7 @@ def sweep_blocks(
         The blocks, in the report's order.
     """
     rows = sweep.to_dict()["rows"]
-    labels = tuple(site_label(r["site"]) for r in rows)
+    labels = tuple(row_label(r["site"], r["layer"]) for r in rows)
     best = sweep.best_row
     pct = int(round(100 * sweep.confidence_level))
     text = f"Selected on CV validation: {labels[best]}, test {sweep.metric} {sweep.test[best]:.3f}"

@@ -36,6 +36,8 @@ def test_sweep_result_displays_its_report_table_and_plot(single_thread):
     )
     (table,) = parsed.tables
     assert len(table["cells"]) == 3 * len(table["headers"])  # one row per layer
+    width = len(table["headers"])
+    assert [table["cells"][i * width] for i in range(3)] == ["acts@0", "acts@1", "acts@2"]
     recs = res.to_records()
     assert [r["selected"] for r in recs] == [False, True, False]
     assert recs[1]["test"] == pytest.approx(float(res.test[1]))
