@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["AnalysisResult", "Hypothesis"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class Hypothesis(StatTestResult):
     """A hypothesis test of a suite, at a site: a :class:`StatTestResult` with its context.
 
@@ -44,6 +44,10 @@ class Hypothesis(StatTestResult):
         """
         values = {f.name: getattr(test, f.name) for f in dataclasses.fields(StatTestResult)}
         return cls(**{**values, **context})
+
+    def _summary(self) -> str:
+        return (f"{self.name!r}: {self.metric or 'statistic'} {self.statistic:.4g}, "
+                f"p={self.p_value:.3g} -> {self.decision()}")
 
     def decision(self) -> str:
         """``"reject H0 (decodable)"`` or ``"do not reject H0"`` at ``alpha``."""

@@ -125,7 +125,8 @@ def test_mixin_repr_is_not_replaced_by_dataclass_repr():
     import probekit.neurons
     import probekit.probes
     import probekit.similarity
-    import probekit.stats  # noqa: F401
+    import probekit.stats
+    import probekit.suites.result  # noqa: F401
 
     def subclasses(cls):
         for sub in cls.__subclasses__():
