@@ -126,6 +126,7 @@ def test_mixin_repr_is_not_replaced_by_dataclass_repr():
     import probekit.probes
     import probekit.similarity
     import probekit.stats
+    import probekit.suites.analyses.probe
     import probekit.suites.result  # noqa: F401
 
     def subclasses(cls):
@@ -174,3 +175,20 @@ def test_selectivity_and_checkpoint_sweeps_display(single_thread):
                            numbers={"test": ".3f"})
     assert "step_200" in parsed.tables[0]["cells"] and "acts@2" in parsed.tables[0]["cells"]
     assert len(series.to_records()) == 6
+
+
+def test_suite_analysis_result_displays_its_report_section():
+    from probekit.report.blocks import Column, LinePlot, Series, Table
+    from probekit.suites.result import AnalysisResult
+
+    table = Table(columns=(Column(key="site", header="site", fmt="", align="left"),
+                           Column(key="cap", header="capacity")),
+                  rows=({"site": "resid_post@0", "cap": 0.25}, {"site": "resid_post@1", "cap": 0.5}))
+    plot = LinePlot(title="capacity by site", x_labels=("resid_post@0", "resid_post@1"),
+                    ylabel="capacity", series=(Series(name="capacity", values=(0.25, 0.5)),))
+    res = AnalysisResult(section="geometry", title="Manifold capacity", blocks=(plot, table),
+                         warnings=("few classes",))
+    parsed = check_display(res, headers=["site", "capacity"], numbers={"cap": ".3f"})
+    assert res.to_records() == [dict(r) for r in table.rows]
+    assert "Warning: few classes" in res._repr_html_()
+    assert parsed.images and res.plot().axes[0].get_ylabel() == "capacity"

@@ -56,7 +56,7 @@ class ProbeSpec:
     baselines: bool = True
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class ProbeResult(AnalysisResult):
     """A probe's result: the report data plus the typed sweep (None for correctness)."""
 
