@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from .grid import PatchingResult
 
 __all__ = [
-    "PatchingView", "dla_blocks", "dla_records", "edge_table", "faithfulness_plot",
+    "PROGRESS_COLUMNS", "PatchingView", "bridge_lens_plot", "bridge_lens_records", "dla_blocks", "dla_records", "edge_table", "faithfulness_plot",
     "largest_effect_table", "logit_lens_blocks", "logit_lens_records", "patching_view",
+    "progress_plots",
 ]
 
 
@@ -255,3 +256,33 @@ def progress_plots(series: Any, *, threshold: float | None = None) -> list[LineP
         ),
     )
     return [plot, gini_plot]
+
+
+def bridge_lens_plot(
+    res: Any, *, top_k: int = 1, title: str | None = None, marker: int | None = None,
+) -> LinePlot:
+    """Top-``k`` rate per block of the bridge (at its position) and of the answer (last token).
+
+    ``marker``: a layer to mark (the block a ``bridge_entity_rank`` claim names).
+    """
+    return LinePlot(
+        title=title or f"logit lens: top-{top_k} rate per block",
+        x_labels=tuple(str(x) for x in res.layers), xlabel="block output",
+        ylabel=f"top-{top_k} rate",
+        series=(Series(name=f"bridge at position {res.position}",
+                       values=tuple(res.bridge_top_k(top_k).tolist())),
+                Series(name="answer at the last token",
+                       values=tuple(res.answer_top_k(top_k).tolist()), style="dashed")),
+        marker=None if marker is None else res.layers.index(marker),
+        marker_label="claimed block", ylim=(0.0, 1.0),
+    )
+
+
+def bridge_lens_records(res: Any) -> list[dict[str, Any]]:
+    """Per block: bridge top-1 rate, MRR and median rank; answer top-1 rate and median rank."""
+    b1, mrr, a1 = res.bridge_top_k(1).tolist(), res.bridge_mrr().tolist(), res.answer_top_k(1).tolist()
+    b_med = res.bridge_rank.double().median(0).values.tolist()
+    a_med = res.answer_rank.double().median(0).values.tolist()
+    return [{"layer": int(layer), "bridge_top1": b1[i], "bridge_mrr": mrr[i],
+             "bridge_median_rank": b_med[i], "answer_top1": a1[i], "answer_median_rank": a_med[i]}
+            for i, layer in enumerate(res.layers)]

@@ -114,3 +114,17 @@ def test_progress_series_displays_the_claim_plots_and_table():
     assert series.to_records()[1]["test_acc"] == series.points[1].test_acc
     assert len(parsed.images) == 2
     assert series.plot().axes[0].get_ylabel() == "loss (nats)"
+
+
+def test_bridge_entity_lens_displays_the_claim_curve_and_table(small_model):
+    from probekit.circuits import bridge_entity_lens
+    from tests.conftest import random_sequences
+
+    seqs = random_sequences(6, small_model.cfg.d_vocab, lo=3, hi=3, seed=4)
+    res = bridge_entity_lens(small_model, seqs, [1, 2, 3, 4, 5, 6], [6, 7, 8, 9, 10, 1], position=1)
+    check_display(res, headers=["block", "bridge top-1 rate", "bridge MRR", "answer top-1 rate"],
+                  numbers={"bridge_mrr": ".3f", "answer_top1": ".3f"})
+    recs = res.to_records()
+    assert [r["layer"] for r in recs] == res.layers
+    assert recs[0]["bridge_mrr"] == pytest.approx(float((1 / (res.bridge_rank[:, 0].double() + 1)).mean()))
+    assert res.plot().axes[0].get_ylabel() == "top-1 rate"
