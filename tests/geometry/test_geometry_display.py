@@ -1,6 +1,7 @@
 """Geometry results display themselves in a notebook (issue 35): the [[geometry]] report blocks."""
 
 import numpy as np
+import pytest
 import torch
 
 from probekit.geometry import geometry_by_layer, manifold_capacity, manifolds_from_labels
@@ -56,3 +57,21 @@ def test_factorization_result_displays_the_report_plots_and_table():
     assert (rec["rank_a"], rec["rank_b"]) == (2, 3) and abs(rec["angle_min"] - 90.0) < 1e-6
     assert len(parsed.images) == 3  # linearity, orthogonality, rank (no |cos| without Uselis)
     assert res.plot().axes[0].get_ylabel() == "R2"
+
+
+def test_dynamics_markers_display_rotation_and_table():
+    from probekit.geometry.dynamics import checkpoint_dynamics
+
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(4, 4, generator=g, dtype=torch.float64)
+    states = [{"W_in": w + 0.5 * i * torch.eye(4, dtype=torch.float64), "W_out": w.T.clone()}
+              for i in range(3)]
+    m = checkpoint_dynamics(states, steps=[0, 10, 20])
+    check_display(m, headers=["step", "weight", "layer rotation", "condition number"],
+                  numbers={"rotation": ".3f", "condition": ".4g"})
+    recs = m.to_records()
+    assert len(recs) == 6 and (recs[0]["step"], recs[0]["weight"]) == (0, "W_in")
+    assert recs[0]["condition"] == float(m.condition["W_in"][0])
+    assert recs[4]["rotation"] == float(m.rotation["W_in"][2]) > 0
+    assert [r["rotation"] for r in recs if r["weight"] == "W_out"] == pytest.approx([0.0] * 3, abs=1e-12)
+    assert "most rotated W_in" in repr(m)
