@@ -75,3 +75,18 @@ def test_dynamics_markers_display_rotation_and_table():
     assert recs[4]["rotation"] == float(m.rotation["W_in"][2]) > 0
     assert [r["rotation"] for r in recs if r["weight"] == "W_out"] == pytest.approx([0.0] * 3, abs=1e-12)
     assert "most rotated W_in" in repr(m)
+
+
+def test_concept_means_scores_display_the_factorization_view():
+    from factorization_cases import grid
+
+    from probekit.geometry import concept_means_scores
+
+    z, a, b = grid()
+    zi, *_ = grid(interaction=2.0)
+    got = concept_means_scores(torch.stack([z, zi]), [a, b])
+    parsed = check_display(got, headers=["LF R2 (Uselis)", "k95 a (Uselis)", "k95 b (Uselis)"],
+                           numbers={"linear_r2": ".4f", "cross_concept_abs_cos": ".3f"})
+    rec = got.to_records()[0]
+    assert (rec["k95_a"], rec["k95_b"]) == (2, 3) and rec["linear_r2"] == pytest.approx(1.0)
+    assert "R2 fitted combos" not in parsed.tables[0]["headers"]
