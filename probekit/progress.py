@@ -1,6 +1,7 @@
-"""Progress bars that suit both terminals and log files.
+"""Progress bars that suit notebooks, terminals and log files.
 
-On a terminal this is a plain ``tqdm`` bar. When stderr is not a TTY (CI logs, ``nohup``, a pipe)
+Bars are ``tqdm.auto`` bars: in a Jupyter kernel an ipywidgets progress bar (the ``notebook``
+extra installs ipywidgets), on a terminal a plain ``tqdm`` bar. When stderr is not a TTY (CI logs, ``nohup``, a pipe)
 the bar is written as whole lines, without carriage returns or ANSI escape codes, at most every
 ``log_interval`` seconds, so a log stays readable:
 ``capture:  40%|####      | 4/10 [00:02<00:03, 2.0batch/s]``.
@@ -16,6 +17,11 @@ from typing import Any, Protocol, runtime_checkable
 from tqdm.auto import tqdm
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def in_notebook() -> bool:
+    """Whether ``tqdm.auto`` chose its notebook (widget) bar: this process is a Jupyter kernel."""
+    return any(c.__module__ == "tqdm.notebook" for c in tqdm.__mro__)
 
 
 @runtime_checkable
@@ -56,7 +62,9 @@ def progress_bar(
     leave: bool = True,
     log_interval: float | int = 10.0,
 ) -> tqdm:
-    """A ``tqdm`` over ``iterable`` (or a manual bar): a live bar on a TTY, log lines otherwise.
+    """A ``tqdm.auto`` bar over ``iterable`` (or a manual bar).
+
+    A widget in a notebook, a live bar on a TTY, log lines otherwise.
 
     Args:
         iterable: what to iterate (None for a manual bar updated with ``.update(n)``).
@@ -66,14 +74,14 @@ def progress_bar(
         enabled: False hides the bar entirely (``--quiet``/``progress=False``).
         initial: items already done (a resumed run).
         leave: keep the finished bar on screen.
-        log_interval: seconds between lines when stderr is not a TTY.
+        log_interval: seconds between lines when stderr is not a TTY (nor a notebook).
     """
     stream = sys.stderr
     is_tty = bool(getattr(stream, "isatty", lambda: False)())
     options: dict[str, Any] = {
         "desc": desc, "total": total, "unit": unit, "disable": not enabled, "initial": initial,
     }
-    if is_tty:
+    if is_tty or in_notebook():
         return tqdm(iterable, leave=leave, **options)
     return tqdm(
         iterable, file=_LineWriter(stream), ascii=True, mininterval=log_interval, ncols=80,

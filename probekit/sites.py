@@ -278,3 +278,19 @@ def validate_sites(model: HookedModel, sites: Sequence[Site]) -> None:
     """Validate every site against ``model`` (before any hook is attached)."""
     for site in sites:
         site.validate(model)
+
+
+def site_label(site: Site | str | None) -> str:
+    """Short label of a site as suites and reports spell it: ``"resid_post@3"``, ``"embed"``.
+
+    Hook names (``"blocks.3.hook_resid_post"``) are parsed first; a string that is not a site
+    (e.g. ``"acts"`` of an unnamed stack) is returned unchanged, ``None`` as ``"-"``.
+    """
+    if site is None:
+        return "-"
+    if isinstance(site, str):
+        try:
+            site = Site.parse(site)
+        except ValueError:
+            return site
+    return site.kind if site.layer is None else f"{site.kind}@{site.layer}"

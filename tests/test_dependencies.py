@@ -1,8 +1,9 @@
 """Import rules between probekit's layers (issue 18 §4), checked on the source with ``ast``.
 
 * no module imports another subpackage's private module or private name (``_x``);
-* ``stats``, ``util``, ``sites``, ``fingerprint`` and ``models.protocol`` are leaves: they import nothing else from probekit
-  (``util`` and ``stats`` may raise ``probekit.errors``; ``fingerprint`` re-exports ``models.identity``);
+* ``stats``, ``util``, ``sites``, ``fingerprint``, ``models.protocol`` and ``report.blocks`` are leaves: they import nothing else from probekit
+  (``util`` and ``stats`` may raise ``probekit.errors``; ``stats`` results display themselves
+  through ``report.blocks`` and ``report.notebook``; ``fingerprint`` re-exports ``models.identity``);
 * ``store`` does not import ``capture``.
 """
 
@@ -69,11 +70,15 @@ def test_no_cross_package_private_imports():
 
 
 PROTOCOL = "probekit.models.protocol"  # a Protocol class only: leaves may annotate with it
+# A result's display (issue 35): typed report blocks (a leaf: plain dataclasses) and the
+# notebook mixin, which loads the renderer (jinja2, matplotlib) only inside its methods.
+DISPLAY = {"probekit.report.blocks", "probekit.report.notebook"}
 
 
 @pytest.mark.parametrize(
     ("leaf", "allowed"),
-    [("stats", {"probekit.errors"}), ("optim", set()), ("util", {"probekit.errors"}), ("models/protocol.py", set()),
+    [("stats", {"probekit.errors", *DISPLAY}), ("optim", set()), ("util", {"probekit.errors"}),
+     ("models/protocol.py", set()), ("report/blocks.py", {"probekit.errors"}),
      ("sites.py", {"probekit.errors", PROTOCOL}), ("models/identity.py", {PROTOCOL}),
      ("fingerprint.py", {"probekit.models.identity"})],
 )

@@ -50,6 +50,7 @@ PLANTED = [
     ("probes/sweep.py", "from ..geometry import capacity", "probekit.probes is not allowed to import probekit.geometry"),
     ("report/blocks.py", "from ..models import loading", "probekit.report is not allowed to import probekit.models"),
     ("stats/bootstrap.py", "from ..util import io", "probekit.stats is not allowed to import probekit.util"),
+    ("optim/lbfgs.py", "from ..util import io", "probekit.optim is not allowed to import probekit.util"),
     ("train/population.py", "from . import cli", "Illegal imports of protected package probekit.train.cli"),
     ("capture/runner.py", "import ray", "probekit is not allowed to import ray"),
     ("store/manifest.py", "from . import writer", "No cycles are allowed in probekit.store"),

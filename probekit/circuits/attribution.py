@@ -72,7 +72,7 @@ def attribution_patching(
             attr = attr.sum(1)
         per_layer.append(attr)
     per_pair = torch.stack(per_layer, 1) + m_base.cpu().reshape(-1, *([1] * per_layer[0].ndim))
-    return grid_result(model, grid, per_pair, m_base, m_src)
+    return grid_result(model, grid, per_pair, m_base, m_src, method="attribution")
 
 
 def patching_correlation(estimate: PatchingResult, exact: PatchingResult) -> float:

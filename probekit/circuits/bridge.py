@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,6 +38,8 @@ from torch import Tensor
 from ..capture.batching import PaddingSide
 from ..errors import ConfigError, DataError
 from ..models.protocol import HookedModel
+from ..report.blocks import Block
+from ..report.notebook import NotebookMixin
 from .lens import logit_lens
 from .metrics import logit_diff
 from .patching import PatchingResult, activation_patching, as_token_lists
@@ -53,8 +56,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class BridgeEntityLens:
+@dataclass(frozen=True, repr=False)
+class BridgeEntityLens(NotebookMixin):
     """Logit-lens ranks of the bridge (at ``position``) and of the answer (at the last token).
 
     ``bridge_rank[q, l]`` is the rank (0 = top-1) of query ``q``'s bridge entity decoded from
@@ -80,6 +83,33 @@ class BridgeEntityLens:
     def bridge_mrr(self) -> Float[Tensor, " layer"]:
         """Mean reciprocal rank of the bridge per layer (Wang et al.'s logit-lens summary)."""
         return (1.0 / (self.bridge_rank.double() + 1)).mean(0)
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """Per block: bridge top-1 rate, MRR and median rank; answer top-1 rate and median rank."""
+        from .blocks import bridge_lens_records
+
+        return bridge_lens_records(self)
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from ..report.blocks import Column, Table
+        from .blocks import bridge_lens_plot
+
+        table = Table(columns=(
+            Column(key="layer", header="block", fmt="d"),
+            Column(key="bridge_top1", header="bridge top-1 rate"),
+            Column(key="bridge_mrr", header="bridge MRR"),
+            Column(key="bridge_median_rank", header="bridge median rank", fmt=".0f"),
+            Column(key="answer_top1", header="answer top-1 rate"),
+            Column(key="answer_median_rank", header="answer median rank", fmt=".0f"),
+        ), rows=tuple(self.to_records()))
+        return (bridge_lens_plot(self), table)
+
+    def _summary(self) -> str:
+        b1 = self.bridge_top_k(1)
+        best = int(b1.argmax())
+        return (f"{self.bridge_rank.shape[0]} queries, {len(self.layers)} blocks; bridge top-1 "
+                f"peaks at block {self.layers[best]} ({float(b1[best]):.3f}), answer top-1 at "
+                f"the last block {float(self.answer_top_k(1)[-1]):.3f}")
 
 
 def _ids(values: Tensor | Sequence[int], n: int, what: str, d_vocab: int) -> Tensor:

@@ -40,6 +40,8 @@ from ..capture.batching import PaddingSide
 from ..errors import ConfigError, DataError
 from ..interventions import Grad, Read, Recompute, Replace, run_with_interventions
 from ..models.protocol import HookedModel
+from ..report.blocks import Block, Column, Table, Text
+from ..report.notebook import NotebookMixin
 from ..sites import Site
 from .metrics import as_pair_metric
 from .patching import Metric, as_token_lists, check_pairs, run_metric
@@ -141,8 +143,8 @@ def edge_graph(model: HookedModel) -> EdgeGraph:
                      has_mlp=has_mlp)
 
 
-@dataclass(frozen=True)
-class EdgeScores:
+@dataclass(frozen=True, repr=False)
+class EdgeScores(NotebookMixin):
     """EAP / EAP-IG edge scores ``(upstream, downstream)``; 0 where no edge exists.
 
     ``scores[u, v]`` estimates ``m(edge u -> v patched to corrupt) - m(clean)``, averaged over
@@ -172,6 +174,24 @@ class EdgeScores:
             "clean": float(self.clean.mean()), "corrupt": float(self.corrupt.mean()),
             "top_edges": [{"src": s, "dst": d, "score": v} for s, d, v in self.top(top)],
         }
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per edge of the graph, by decreasing ``|score|``: ``src``, ``dst``, ``score``."""
+        return [{"src": s, "dst": d, "score": v} for s, d, v in self.top(self.graph.n_edges)]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import edge_table
+
+        steps = f", {self.steps} steps" if self.method != "eap" else ""
+        text = (f"{self.method.upper()}{steps} over {self.clean.shape[0]} prompt pairs: metric "
+                f"clean {float(self.clean.mean()):.3f}, corrupt {float(self.corrupt.mean()):.3f}; "
+                "an edge's score estimates the metric change when it alone is patched to corrupt.")
+        return (Text(text=text), edge_table(self, 20))
+
+    def _summary(self) -> str:
+        (src, dst, v), = self.top(1)
+        return (f"{self.method}, {self.graph.n_edges} edges; top {src} -> {dst} {v:+.4g}; "
+                f"clean {float(self.clean.mean()):.3f}, corrupt {float(self.corrupt.mean()):.3f}")
 
 
 def _head_out(model: HookedModel, layer: int, z: Tensor) -> Tensor:
@@ -414,8 +434,8 @@ def edge_patched_metric(
     return out
 
 
-@dataclass(frozen=True)
-class FaithfulnessCurve:
+@dataclass(frozen=True, repr=False)
+class FaithfulnessCurve(NotebookMixin):
     """Metric of top-``k`` edge circuits vs ``k`` (Hanna et al. 2024, Fig. 2).
 
     ``per_pair[pair, i]`` is the metric with the top ``ks[i]`` edges kept; ``normalized[i] =
@@ -442,6 +462,30 @@ class FaithfulnessCurve:
             "n_edges": self.n_edges, "method": self.method, "ablation": self.ablation,
             "top_edges": [{"src": s, "dst": d, "score": v} for s, d, v in self.top_edges],
         }
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per ``k``: the circuit's pair-mean ``metric`` and its ``normalized`` share."""
+        metric = self.per_pair.mean(0).tolist()
+        return [{"k": int(k), "metric": float(m), "normalized": float(n)}
+                for k, m, n in zip(self.ks, metric, self.normalized.tolist(), strict=True)]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import faithfulness_plot
+
+        table = Table(
+            columns=(Column(key="k", header="edges kept (k)", fmt="d"),
+                     Column(key="metric", header="metric"),
+                     Column(key="normalized", header="recovered share")),
+            rows=tuple(self.to_records()),
+            caption=f"of {self.n_edges} edges ({self.method}); clean "
+                    f"{float(self.clean.mean()):.3f}, corrupt {float(self.corrupt.mean()):.3f}",
+        )
+        return (faithfulness_plot(self), table)
+
+    def _summary(self) -> str:
+        pts = ", ".join(f"k={k}: {float(v):.3f}" for k, v in zip(self.ks[:6], self.normalized))
+        more = ", ..." if len(self.ks) > 6 else ""
+        return f"{self.method} {self.ablation}, {self.n_edges} edges; recovered {pts}{more}"
 
 
 def faithfulness_curve(

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import ConfigError, DataError
 from ..models.protocol import HookedModel
+from ..report.blocks import Block, Text
+from ..report.notebook import NotebookMixin
 from ..sites import HEAD_KINDS, Site
 from .metrics import as_pair_metric
 
@@ -32,13 +35,14 @@ BY_KINDS = {
 }
 
 
-@dataclass(frozen=True)
-class PatchingResult:
+@dataclass(frozen=True, repr=False)
+class PatchingResult(NotebookMixin):
     """A patching grid: the metric per cell, its normalised effect, and labelled axes.
 
     ``values`` is the metric averaged over pairs (cells a pair does not have are skipped),
     ``per_pair`` keeps every pair (NaN where the pair is too short), ``normalized`` is
-    ``(values - base.mean()) / (source.mean() - base.mean())``.
+    ``(values - base.mean()) / (source.mean() - base.mean())``. ``method``: ``"activation"``
+    (exact patching) or ``"attribution"`` (its gradient estimate).
     """
 
     values: Float[Tensor, "*grid"]
@@ -50,6 +54,7 @@ class PatchingResult:
     direction: str
     base: Float[Tensor, " pair"]
     source: Float[Tensor, " pair"]
+    method: str = "activation"
 
     @property
     def clean(self) -> Tensor:
@@ -60,6 +65,42 @@ class PatchingResult:
     def corrupt(self) -> Tensor:
         """Metric of the corrupted run per pair."""
         return self.base if self.direction == "denoise" else self.source
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per cell: axis labels (``layer``, ``pos``/``head``), ``value``, ``normalized``.
+
+        ``value`` is the pair-mean metric of the patched run, ``normalized`` its normalised effect.
+        """
+        import itertools
+
+        values, norm = self.values.tolist(), self.normalized.tolist()
+        out = []
+        for idx in itertools.product(*(range(len(self.labels[a])) for a in self.axes)):
+            v, n = values, norm
+            for i in idx:
+                v, n = v[i], n[i]
+            rec: dict[str, Any] = {a: self.labels[a][i] for a, i in zip(self.axes, idx)}
+            rec.update(value=float(v), normalized=float(n))
+            out.append(rec)
+        return out
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import largest_effect_table, patching_view
+
+        view = patching_view(self, method=self.method)
+        text = (f"{self.per_pair.shape[0]} prompt pairs, {self.method} patching of {self.kind} "
+                f"({self.direction}); metric: clean {float(self.clean.mean()):.3f}, corrupt "
+                f"{float(self.corrupt.mean()):.3f} (mean over pairs). Normalised effect = "
+                "(m_patched - m_base) / (m_source - m_base).")
+        return (Text(text=text), largest_effect_table([view.largest]), view.heatmap)
+
+    def _summary(self) -> str:
+        from .blocks import patching_view
+
+        top = patching_view(self, method=self.method).largest
+        shape = " x ".join(f"{len(self.labels[a])} {a}" for a in self.axes)
+        return (f"{self.method} {self.kind} {self.direction}, {shape}; largest normalised effect "
+                f"{top['effect']:.3f} at {top['cell']}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,6 +234,7 @@ def grid_result(
     per_pair: Float[Tensor, "pair ..."],
     m_base: Float[Tensor, " pair"],
     m_source: Float[Tensor, " pair"],
+    method: str = "activation",
 ) -> PatchingResult:
     """Pair mean (NaN cells skipped), normalised effect and labelled axes of ``per_pair``."""
     m_base, m_source = m_base.cpu(), m_source.cpu()
@@ -209,5 +251,5 @@ def grid_result(
     return PatchingResult(
         values=values, per_pair=per_pair, normalized=normalized, axes=grid.by,
         labels={a: labels[a] for a in grid.by}, kind=grid.kind, direction=grid.direction,
-        base=m_base, source=m_source,
+        base=m_base, source=m_source, method=method,
     )

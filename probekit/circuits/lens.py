@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -28,6 +29,8 @@ from ..capture.positions import LastToken
 from ..errors import DataError
 from ..interventions import Read, run_with_interventions
 from ..models.protocol import HookedModel
+from ..report.blocks import Block
+from ..report.notebook import NotebookMixin
 from ..sites import Site
 from .grid import as_token_lists
 
@@ -42,8 +45,8 @@ def weight_processing(model: HookedModel) -> dict[str, object]:
     }
 
 
-@dataclass(frozen=True)
-class LogitLensResult:
+@dataclass(frozen=True, repr=False)
+class LogitLensResult(NotebookMixin):
     """Per prompt, layer (block output) and position: target probability and rank (0 = top).
 
     ``top`` is the top-1 token id. Positions past a prompt's length hold NaN / -1.
@@ -54,6 +57,23 @@ class LogitLensResult:
     top: Int[Tensor, "prompt layer pos"]
     layers: list[int]
     processing: dict[str, object]
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """Per layer and target at each prompt's last token (:func:`.blocks.logit_lens_records`)."""
+        from .blocks import logit_lens_records
+
+        return logit_lens_records(self)
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import logit_lens_blocks
+
+        return tuple(logit_lens_blocks(self))
+
+    def _summary(self) -> str:
+        recs = [r for r in self.to_records() if r["target"] == 0]
+        first = next((r["layer"] for r in recs if r["top1"] >= 0.5), None)
+        return (f"{self.prob.shape[0]} prompts, {len(self.layers)} layers; P(target) at the last "
+                f"layer {recs[-1]['mean_prob']:.3f}, top-1 for most prompts from layer {first}")
 
 
 def _targets(targets: Tensor | Sequence[int] | Sequence[Sequence[int]], n: int) -> Tensor:
@@ -112,8 +132,8 @@ def logit_lens(
                            processing=weight_processing(model))
 
 
-@dataclass(frozen=True)
-class DirectLogitAttribution:
+@dataclass(frozen=True, repr=False)
+class DirectLogitAttribution(NotebookMixin):
     """Per-component contributions to the logit difference at each prompt's last token.
 
     ``heads`` is ``(prompt, layer, head)``, ``mlps`` ``(prompt, layer)``, ``attn_bias``
@@ -129,6 +149,23 @@ class DirectLogitAttribution:
     constant: Float[Tensor, " prompt"]
     total: Float[Tensor, " prompt"]
     processing: dict[str, object]
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per component: mean and std over prompts (:func:`.blocks.dla_records`)."""
+        from .blocks import dla_records
+
+        return dla_records(self)
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import dla_blocks
+
+        return tuple(dla_blocks(self))
+
+    def _summary(self) -> str:
+        top = max(self.to_records(), key=lambda r: abs(r["mean"]))
+        return (f"{self.total.shape[0]} prompts, {self.heads.shape[1]} layers x "
+                f"{self.heads.shape[2]} heads; total {float(self.total.double().mean()):.3f}, "
+                f"largest {top['component']} {top['mean']:+.3f}")
 
 
 def direct_logit_attribution(

@@ -59,7 +59,7 @@ training pairs (as the notebook). Other measures:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -68,6 +68,8 @@ from jaxtyping import Bool, Float, Int
 from scipy.special import logsumexp
 
 from ..errors import ConfigError, DataError, NonFiniteError
+from ..report.blocks import Block
+from ..report.notebook import NotebookMixin
 from .fourier import fourier_basis
 
 __all__ = [
@@ -503,8 +505,8 @@ def checkpoint_progress(task: CheckpointProgress) -> ProgressPoint:
                         restricted_split=task.restricted_split, path=task.loss_path)
 
 
-@dataclass(frozen=True, kw_only=True)
-class ProgressSeries:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class ProgressSeries(NotebookMixin):
     """Progress measures over a checkpoint series, in step order.
 
     Attributes:
@@ -532,6 +534,28 @@ class ProgressSeries:
     def curve(self, name: str) -> np.ndarray:
         """One measure over the series, e.g. ``curve("restricted_loss")`` ``(n,)``."""
         return np.asarray([getattr(pt, name) for pt in self.points], dtype=np.float64)
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per checkpoint: its step and every scalar progress measure."""
+        names = [f.name for f in fields(ProgressPoint) if not f.name.endswith("pair_loss")]
+        return [{n: (int(getattr(pt, n)) if n == "step" else float(getattr(pt, n)))
+                 for n in names} for pt in self.points]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from ..report.blocks import Column, Table
+        from .blocks import PROGRESS_COLUMNS, progress_plots
+
+        table = Table(columns=(Column(key="step", header="step", fmt="d"),
+                               *(Column(key=k, header=h, fmt=f) for k, h, f in PROGRESS_COLUMNS)),
+                      rows=tuple(self.to_records()))
+        return (*progress_plots(self), table)
+
+    def _summary(self) -> str:
+        first, last = self.points[0], self.points[-1]
+        return (f"p={self.p}, keys {list(self.keys)}, {len(self.points)} checkpoints "
+                f"(steps {first.step}..{last.step}); held-out loss {first.test_loss:.3g} -> "
+                f"{last.test_loss:.3g}, restricted {first.restricted_loss:.3g} -> "
+                f"{last.restricted_loss:.3g}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready curves (no per-pair arrays)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,13 +29,15 @@ from torch import Tensor
 
 from probekit.errors import DataError
 
+from ..report.blocks import Block, Column, Table
+from ..report.notebook import NotebookMixin
 from ._validation import as_tensor64, check_manifolds, check_positive
 from .anchors import anchor_points
 from .centers import common_center_subspace, fixed_center_subspace, max_common_dim
 
 
-@dataclass(frozen=True)
-class ManifoldCapacityResult:
+@dataclass(frozen=True, repr=False)
+class ManifoldCapacityResult(NotebookMixin):
     """Mean-field manifold analysis of ``P`` manifolds.
 
     Attributes:
@@ -75,6 +78,39 @@ class ManifoldCapacityResult:
         """
         r2 = self.radius**2
         return float(self.capacity * self.dimension * r2 / (1.0 + r2))
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per manifold: its capacity ``alpha_M``, radius ``R_M`` and dimension ``D_M``."""
+        return [{"manifold": i, "capacity": float(a), "radius": float(r), "dimension": float(d)}
+                for i, (a, r, d) in enumerate(zip(self.capacity_m.tolist(), self.radius_m.tolist(),
+                                                  self.dimension_m.tolist()))]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        summary = Table(
+            title="class manifolds together",
+            columns=(Column(key="capacity", header="capacity alpha", fmt=".4g"),
+                     Column(key="radius", header="radius R", fmt=".3g"),
+                     Column(key="dimension", header="dimension D", fmt=".3g"),
+                     Column(key="utility", header="utility (inferred)", fmt=".4g"),
+                     Column(key="center_correlation", header="centre corr.", fmt=".3f"),
+                     Column(key="n_common", header="K (common centre dims)", fmt="d")),
+            rows=({"capacity": self.capacity, "radius": self.radius, "dimension": self.dimension,
+                   "utility": self.utility, "center_correlation": self.center_correlation,
+                   "n_common": self.n_common},),
+        )
+        per = Table(
+            title="per manifold",
+            columns=(Column(key="manifold", header="manifold", fmt="d"),
+                     Column(key="capacity", header="capacity alpha_M", fmt=".4g"),
+                     Column(key="radius", header="radius R_M", fmt=".3g"),
+                     Column(key="dimension", header="dimension D_M", fmt=".3g")),
+            rows=tuple(self.to_records()),
+        )
+        return (summary, per)
+
+    def _summary(self) -> str:
+        return (f"{len(self.capacity_m)} manifolds: capacity {self.capacity:.4g}, radius "
+                f"{self.radius:.3g}, dimension {self.dimension:.3g}")
 
 
 def manifolds_from_labels(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,12 +32,14 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from probekit.errors import DataError
+from probekit.report.blocks import Block
+from probekit.report.notebook import NotebookMixin
 
 from ._validation import as_tensor64
 
 
-@dataclass(frozen=True)
-class ConceptMeansScores:
+@dataclass(frozen=True, repr=False)
+class ConceptMeansScores(NotebookMixin):
     """Uselis et al.'s concept-mean scores per layer.
 
     Attributes:
@@ -54,6 +57,40 @@ class ConceptMeansScores:
     same_concept_abs_cos: Float[Tensor, " layer"]
     cross_concept_abs_cos: Float[Tensor, " layer"]
     n_values: tuple[int, ...]
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per layer: the R^2s, ``k95_<concept>`` per concept and the mean |cos|."""
+        out = []
+        for i in range(self.linear_r2.shape[0]):
+            rec: dict[str, Any] = {"layer": i, "linear_r2": float(self.linear_r2[i]),
+                                   "linear_r2_whitened": float(self.linear_r2_whitened[i])}
+            rec.update({f"k95_{'ab'[c] if self.k95.shape[1] == 2 else c}": int(self.k95[i, c])
+                        for c in range(self.k95.shape[1])})
+            rec.update(same_concept_abs_cos=float(self.same_concept_abs_cos[i]),
+                       cross_concept_abs_cos=float(self.cross_concept_abs_cos[i]))
+            out.append(rec)
+        return out
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import factorization_blocks
+
+        recs = self.to_records()
+        keys = [k for k in recs[0] if k != "layer"]
+        text = (f"Uselis et al.'s concept-mean scores over {len(self.n_values)} concepts "
+                f"({' x '.join(map(str, self.n_values))} values): R2 of the summed concept-value "
+                "means, k95 ranks, mean |cos| between value means.")
+        if self.k95.shape[1] != 2:  # the factorization view names two concepts a and b
+            from ..report.blocks import Column, Table
+
+            return (Table(columns=tuple(Column(key=k, header=k, fmt=".4g") for k in recs[0]),
+                          rows=tuple(recs), caption=text),)
+        return tuple(factorization_blocks([str(r["layer"]) for r in recs],
+                                          {k: [r[k] for r in recs] for k in keys}, text=text))
+
+    def _summary(self) -> str:
+        return (f"{self.linear_r2.shape[0]} layers, {len(self.n_values)} concepts "
+                f"{self.n_values}; linear R2 {float(self.linear_r2.min()):.3f}.."
+                f"{float(self.linear_r2.max()):.3f}")
 
 
 def _means(x: Float[Tensor, "lay n d"], codes: np.ndarray, k: int) -> Float[Tensor, "lay k d"]:

@@ -23,6 +23,8 @@ from torch import Tensor
 
 from probekit.errors import DataError
 from probekit.executor import Executor, get_executor
+from probekit.report.blocks import Block
+from probekit.report.notebook import NotebookMixin
 from probekit.store import ActivationStore
 
 from ._validation import as_tensor64
@@ -59,8 +61,8 @@ def _capacity_task(task: _LayerTask) -> dict[str, float]:
             "n_common": float(res.n_common)}
 
 
-@dataclass(frozen=True)
-class GeometryCurves:
+@dataclass(frozen=True, repr=False)
+class GeometryCurves(NotebookMixin):
     """Geometry measures per layer (all lists have one value per layer).
 
     Attributes:
@@ -93,6 +95,29 @@ class GeometryCurves:
     def to_dict(self) -> dict[str, object]:
         """JSON-ready dict."""
         return asdict(self)
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per layer: ``layer`` and every measure of :data:`.blocks.MEASURES`."""
+        from .blocks import MEASURES
+
+        return [{"layer": name, **{k: getattr(self, k)[i] for k, _, _ in MEASURES}}
+                for i, name in enumerate(self.layers)]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from ..sites import site_label
+        from .blocks import MEASURES, geometry_blocks
+
+        return tuple(geometry_blocks(
+            [site_label(name) for name in self.layers],
+            {k: getattr(self, k) for k, _, _ in MEASURES},
+            n_classes=self.n_classes, points_per_class=self.points_per_class,
+        ))
+
+    def _summary(self) -> str:
+        best = max(range(len(self.layers)), key=lambda i: self.capacity[i])
+        return (f"{len(self.layers)} layers, {self.n_classes} classes x <= "
+                f"{self.points_per_class} points; capacity {min(self.capacity):.3g}.."
+                f"{max(self.capacity):.3g} (max at {self.layers[best]})")
 
 
 def geometry_by_layer(

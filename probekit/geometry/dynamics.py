@@ -15,12 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from probekit.errors import DataError
+from probekit.report.blocks import Block
+from probekit.report.notebook import NotebookMixin
 
 from .dimension import covariance_spectrum
 
@@ -38,8 +41,8 @@ def weight_matrices(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
     return out
 
 
-@dataclass(frozen=True)
-class DynamicsMarkers:
+@dataclass(frozen=True, repr=False)
+class DynamicsMarkers(NotebookMixin):
     """Markers per weight tensor over a checkpoint series.
 
     Attributes:
@@ -52,6 +55,34 @@ class DynamicsMarkers:
     steps: tuple[int, ...]
     rotation: dict[str, Float[Tensor, " ckpt"]]
     condition: dict[str, Float[Tensor, " ckpt"]]
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per checkpoint and weight: its step, layer rotation and condition number."""
+        return [{"step": int(step), "weight": k, "rotation": float(self.rotation[k][i]),
+                 "condition": float(self.condition[k][i])}
+                for i, step in enumerate(self.steps) for k in self.rotation]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from ..report.blocks import Column, LinePlot, Series, Table
+
+        x = tuple(str(s) for s in self.steps)
+        rotation = LinePlot(
+            title="layer rotation 1 - cos(w_t, w_0)", x_labels=x, xlabel="step",
+            ylabel="1 - cos(w_t, w_0)",
+            series=tuple(Series(name=k, values=tuple(v.tolist())) for k, v in self.rotation.items()),
+        )
+        table = Table(columns=(Column(key="step", header="step", fmt="d"),
+                               Column(key="weight", header="weight", fmt="", align="left"),
+                               Column(key="rotation", header="layer rotation"),
+                               Column(key="condition", header="condition number", fmt=".4g")),
+                      rows=tuple(self.to_records()))
+        return (rotation, table)
+
+    def _summary(self) -> str:
+        last = {k: float(v[-1]) for k, v in self.rotation.items()}
+        top = max(last, key=last.get) if last else "-"
+        return (f"{len(self.steps)} checkpoints (steps {self.steps[0]}..{self.steps[-1]}), "
+                f"{len(self.rotation)} weights; most rotated {top} {last.get(top, 0.0):.3f}")
 
 
 def layer_rotation(states: Sequence[Mapping[str, Tensor]]) -> dict[str, Float[Tensor, " ckpt"]]:
@@ -149,12 +180,10 @@ def checkpoint_dynamics(
 
 def plot_dynamics(markers: DynamicsMarkers, path: str | Path) -> Path:
     """Two panels (layer rotation, log condition number) vs step, one line per weight; PNG."""
-    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: no backend switch, no global figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig = Figure(figsize=(11, 4))
+    axes = fig.subplots(1, 2)
     for k, v in markers.rotation.items():
         axes[0].plot(markers.steps, v.numpy(), label=k)
     for k, v in markers.condition.items():
@@ -167,5 +196,4 @@ def plot_dynamics(markers: DynamicsMarkers, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return path

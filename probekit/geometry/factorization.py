@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,11 +27,13 @@ from torch import Tensor
 
 from probekit.errors import DataError
 
+from ..report.blocks import Block
+from ..report.notebook import NotebookMixin
 from ._validation import as_tensor64
 
 
-@dataclass(frozen=True)
-class FactorizationResult:
+@dataclass(frozen=True, repr=False)
+class FactorizationResult(NotebookMixin):
     """Additive concept factorization per layer.
 
     Attributes:
@@ -52,6 +55,42 @@ class FactorizationResult:
     rank_b: Int[Tensor, " layer"]
     n_train_combinations: int
     n_heldout_combinations: int
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per layer: R^2 fitted / held out, min and mean principal angle, ranks.
+
+        Undefined values (no held-out combination, no angle) are ``None``.
+        """
+        out = []
+        for i in range(self.r2_train.shape[0]):
+            angles = self.principal_angles[i]
+            angles = angles[~torch.isnan(angles)]
+            held = float(self.r2_heldout[i])
+            out.append({
+                "layer": i, "r2_train": float(self.r2_train[i]),
+                "r2_heldout": held if np.isfinite(held) else None,
+                "angle_min": float(angles.min()) if angles.numel() else None,
+                "angle_mean": float(angles.mean()) if angles.numel() else None,
+                "rank_a": int(self.rank_a[i]), "rank_b": int(self.rank_b[i]),
+            })
+        return out
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import factorization_blocks
+
+        recs = self.to_records()
+        keys = ("r2_train", "r2_heldout", "angle_min", "angle_mean", "rank_a", "rank_b")
+        text = (f"Additive model z(a, b) ~ mu + u_a + v_b fitted on {self.n_train_combinations} "
+                f"combinations, scored on {self.n_heldout_combinations} unseen ones; "
+                "orthogonality = principal angles between span(u) and span(v) (90 deg: "
+                "orthogonal).")
+        return tuple(factorization_blocks([str(r["layer"]) for r in recs],
+                                          {k: [r[k] for r in recs] for k in keys}, text=text))
+
+    def _summary(self) -> str:
+        return (f"{self.r2_train.shape[0]} layers, {self.n_train_combinations} fitted / "
+                f"{self.n_heldout_combinations} held-out combinations; R2 fitted "
+                f"{float(self.r2_train.min()):.3f}..{float(self.r2_train.max()):.3f}")
 
 
 def _combination_means(x: Tensor, a: np.ndarray, b: np.ndarray, rows: np.ndarray

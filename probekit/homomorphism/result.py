@@ -8,11 +8,13 @@ from typing import Any
 import numpy as np
 from jaxtyping import Float
 
+from ..report.blocks import Block
+from ..report.notebook import NotebookMixin
 from .config import HEConfig
 
 
-@dataclass(frozen=True, kw_only=True)
-class HEResult:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class HEResult(NotebookMixin):
     """Homomorphism error of one kind of composition (An & Du 2026).
 
     ``he[l]`` is [C]'s aggregation: held-out MSE (mean over pairs and dimensions) of each operator
@@ -88,6 +90,31 @@ class HEResult:
             ]
             lines.append("  ".join(cells))
         return "\n".join(lines)
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per layer: HE [C] with its CI, 1 - R^2 (ours) with its CI, MSE per family."""
+        out = []
+        for i, layer in enumerate(self.layers):
+            rec: dict[str, Any] = {
+                "kind": self.kind, "layer": int(layer), "he": float(self.he[i]),
+                "he_low": float(self.he_low[i]), "he_high": float(self.he_high[i]),
+                "he_normalised": float(self.he_normalised[i]),
+                "he_normalised_low": float(self.he_normalised_low[i]),
+                "he_normalised_high": float(self.he_normalised_high[i]),
+            }
+            rec.update({f"mse/{f}": float(v) for f, v in zip(self.families, self.mse[i])})
+            out.append(rec)
+        return out
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import he_blocks
+
+        return tuple(he_blocks({self.kind: self}, [f"L{layer}" for layer in self.layers]))
+
+    def _summary(self) -> str:
+        return (f"{self.kind}, {len(self.layers)} layers, {self.n_pairs} pairs; headline layer "
+                f"{self.headline_layer}: HE {self.headline:.4g}, 1 - R^2 "
+                f"{self.headline_normalised:.4g}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary (arrays as nested lists; NaN stays NaN; no per-pair arrays)."""

@@ -8,11 +8,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..report.blocks import Column, Table, Text, blocks_to_dicts, strict_json
+from ..report.blocks import Block, blocks_to_dicts, strict_json
+from ..report.notebook import NotebookMixin
 from .measurement import Measurement
 from .registry import get_kind
 from .spec import Claim, HypothesisFile, load_hypotheses
-from .verdict import PASS, ClaimResult, judge_all
+from .verdict import PASS, ClaimResult, claims_table, judge_all
 
 __all__ = ["HypothesisResult", "MeasureTask", "measure_claim", "run"]
 
@@ -34,8 +35,8 @@ def measure_claim(task: MeasureTask) -> Measurement:
     return kind.measure(task.claim.spec, task.context)
 
 
-@dataclass(frozen=True, kw_only=True)
-class HypothesisResult:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class HypothesisResult(NotebookMixin):
     """Verdicts of one hypothesis file; ``to_dict()`` is its ``report.json``.
 
     Attributes:
@@ -60,34 +61,22 @@ class HypothesisResult:
         """One terminal line per claim."""
         return [c.line() for c in self.claims]
 
-    def _blocks(self) -> list[Any]:
-        rows = tuple(
-            {"claim": c.claim.name, "verdict": c.verdict, "effect": c.effect,
-             "ci": [c.ci_low, c.ci_high], "bound": c.claim.describe(), "p": c.p_value,
-             "p_holm": c.p_holm, "n": c.n}
-            for c in self.claims
-        )
-        table = Table(
-            columns=(Column(key="claim", header="claim", fmt="", align="left"),
-                     Column(key="verdict", header="verdict", fmt="", align="left"),
-                     Column(key="effect", header="effect"),
-                     Column(key="ci", header=f"{self.claims[0].confidence_level:.0%} CI", fmt="ci")
-                     if self.claims else Column(key="ci", header="CI", fmt="ci"),
-                     Column(key="bound", header="claimed", fmt="", align="left"),
-                     Column(key="p", header="p", fmt=".3g"),
-                     Column(key="p_holm", header="Holm p", fmt=".3g"),
-                     Column(key="n", header="n", fmt="d")),
-            rows=rows,
-            highlight=tuple(i for i, c in enumerate(self.claims) if c.verdict == PASS),
-            caption="PASS: CI entirely on the claimed side and Holm-adjusted p <= alpha; FAIL: CI "
-            "entirely on the other side (or the control test does not reject); INCONCLUSIVE: "
-            "otherwise.",
-        )
-        out: list[Any] = [table]
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per claim (:meth:`ClaimResult.to_records`), in file order."""
+        return [r for c in self.claims for r in c.to_records()]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        out: list[Block] = [claims_table(self.claims)]
         for c in self.claims:
-            out.append(Text(text=f"{c.verdict}: {c.claim.name}. {c.measurement.method}; {c.method}."))
-            out.extend(c.measurement.blocks)
-        return out
+            out.extend(c.detail_blocks())
+        return tuple(out)
+
+    def _title(self) -> str:
+        return f"Claims of {self.spec.suite.name}"
+
+    def _summary(self) -> str:
+        n_pass = sum(c.verdict == PASS for c in self.claims)
+        return f"{self.spec.suite.name!r}: {n_pass} of {len(self.claims)} claims PASS"
 
     def to_dict(self) -> dict[str, Any]:
         """Strict-JSON report: the suite-report layout plus ``claims`` and ``passed``."""

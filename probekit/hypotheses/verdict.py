@@ -12,24 +12,27 @@ Holm-adjusted p is at most ``alpha``, else FAIL.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..report.blocks import Block, Column, Table, Text
+from ..report.notebook import NotebookMixin
 from ..stats.bootstrap import bootstrap_indices, percentile_interval
 from ..stats.multiple import holm
 from ..stats.permutation import permutation_pvalue
 from .measurement import Measurement
 from .spec import Claim
 
-__all__ = ["ClaimResult", "ClaimTest", "judge", "judge_all", "measurement_test"]
+__all__ = ["ClaimResult", "ClaimTest", "claims_table", "judge", "judge_all", "measurement_test"]
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 
 
-@dataclass(frozen=True, kw_only=True)
-class ClaimResult:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class ClaimResult(NotebookMixin):
     """One claim's verdict with the numbers behind it.
 
     Attributes:
@@ -87,6 +90,56 @@ class ClaimResult:
             "measurement_method": self.measurement.method,
             "details": dict(self.measurement.details),
         })
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row: the claim, its verdict, effect with CI, the claimed bound, p-values, n."""
+        return [{
+            "claim": self.claim.name, "measure": self.claim.measure, "verdict": self.verdict,
+            "metric": self.metric, "estimate": float(self.estimate), "effect": float(self.effect),
+            "ci_low": float(self.ci_low), "ci_high": float(self.ci_high),
+            "claimed": self.claim.describe(), "p_value": float(self.p_value),
+            "p_holm": float(self.p_holm), "n": int(self.n), "unit": self.unit,
+            "control": None if self.control is None else float(self.control),
+            "alpha": float(self.alpha),
+        }]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        return (claims_table([self]), *self.detail_blocks())
+
+    def detail_blocks(self) -> list[Block]:
+        """The verdict in words, then the measurement kind's own blocks (plots, tables)."""
+        return [Text(text=f"{self.verdict}: {self.claim.name}. {self.measurement.method}; "
+                          f"{self.method}."), *self.measurement.blocks]
+
+    def _summary(self) -> str:
+        return (f"{self.verdict} {self.claim.name!r}: {self.metric} {self.effect:.3f} "
+                f"[{self.ci_low:.3f}, {self.ci_high:.3f}] {self.claim.describe()}")
+
+
+def claims_table(claims: Sequence[ClaimResult]) -> Table:
+    """The report's claims table: one row per claim, passed claims highlighted."""
+    rows = tuple(
+        {"claim": c.claim.name, "verdict": c.verdict, "effect": c.effect,
+         "ci": [c.ci_low, c.ci_high], "bound": c.claim.describe(), "p": c.p_value,
+         "p_holm": c.p_holm, "n": c.n}
+        for c in claims
+    )
+    return Table(
+        columns=(Column(key="claim", header="claim", fmt="", align="left"),
+                 Column(key="verdict", header="verdict", fmt="", align="left"),
+                 Column(key="effect", header="effect"),
+                 Column(key="ci", header=f"{claims[0].confidence_level:.0%} CI", fmt="ci")
+                 if claims else Column(key="ci", header="CI", fmt="ci"),
+                 Column(key="bound", header="claimed", fmt="", align="left"),
+                 Column(key="p", header="p", fmt=".3g"),
+                 Column(key="p_holm", header="Holm p", fmt=".3g"),
+                 Column(key="n", header="n", fmt="d")),
+        rows=rows,
+        highlight=tuple(i for i, c in enumerate(claims) if c.verdict == PASS),
+        caption="PASS: CI entirely on the claimed side and Holm-adjusted p <= alpha; FAIL: CI "
+        "entirely on the other side (or the control test does not reject); INCONCLUSIVE: "
+        "otherwise.",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,6 +41,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..errors import ConfigError, DataError
+from ..report.blocks import Block
+from ..report.notebook import NotebookMixin
 from ..stats import StatTestResult, adjust_pvalues
 from ..stats.permutation import n_permutations_for, permutation_result
 from .deactivation import (
@@ -114,8 +117,8 @@ class DeactivationConfig:
         return max(self.n_spread, n_permutations_for(self.alpha, n_relations))
 
 
-@dataclass(frozen=True)
-class RelationNeuronResult:
+@dataclass(frozen=True, repr=False)
+class RelationNeuronResult(NotebookMixin):
     """Everything the deactivation experiments measured (accuracies are fractions).
 
     Attributes:
@@ -181,6 +184,44 @@ class RelationNeuronResult:
     def p_holm_floor(self) -> float:
         """Smallest Holm-adjusted p over the relations: ``min(1, n_relations / (1 + n_random))``."""
         return min(1.0, len(self.relations) / (1 + self.n_random))
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per relation: baselines, changes (fractions), random-set range, p-values."""
+        own_lo, own_hi = self.random_own.amin(1), self.random_own.amax(1)
+        out = []
+        for i, r in enumerate(self.relations):
+            others = np.delete(self.change_first[i].numpy(), i)
+            rec: dict[str, Any] = {
+                "relation": r, "n_test": int(self.n_test[i]), "set_size": len(self.sets[r]),
+                "baseline_first": float(self.baseline_first[i]),
+                "baseline_generation": float(self.baseline_generation[i]),
+                "change_own": float(self.change_first[i, i]),
+                "change_others_mean": float(others.mean()) if others.size else float("nan"),
+                "random_own_min": float(own_lo[i]), "random_own_max": float(own_hi[i]),
+                "change_generation_own": float(self.change_generation[i, i]),
+                "p_value": float(self.tests[i].p_value), "p_holm": float(self.p_holm[i]),
+                "p_floor": self.p_floor, "p_holm_floor": self.p_holm_floor,
+            }
+            if self.config.post:
+                rec["change_own_post"] = float(self.change_post[i, i])
+                rec["p_holm_post"] = float(self.p_holm_post[i])
+            out.append(rec)
+        return out
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import experiment_blocks
+
+        return tuple(experiment_blocks(self))
+
+    def _main_plot(self) -> Any:
+        return self._blocks()[1]  # the set x relation heatmap
+
+    def _summary(self) -> str:
+        own = ", ".join(f"{r} {100 * float(self.change_first[i, i]):+.0f}"
+                        for i, r in enumerate(self.relations[:4]))
+        more = ", ..." if len(self.relations) > 4 else ""
+        return (f"{len(self.relations)} relations, {self.n_random} random sets; own-neuron "
+                f"change (points) {own}{more}")
 
     def random_spread(self) -> tuple[Tensor, Tensor]:
         """Per ``(set r, relation r')``: the min and max change over the spread random sets."""

@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -27,14 +28,16 @@ from torch import Tensor
 
 from ..capture import LastToken, SpanMean, capture_to_store
 from ..errors import ConfigError, DataError, NonFiniteError
+from ..report.blocks import Block, Column, Table
+from ..report.notebook import NotebookMixin
 from ..sites import Site, as_sites
 from .ranking import one_vs_rest
 
 RESPONSES = ("mean", "last")
 
 
-@dataclass(frozen=True)
-class NeuronStatistics:
+@dataclass(frozen=True, repr=False)
+class NeuronStatistics(NotebookMixin):
     """Per-site ``(unit, relation)`` tables of AP, AUROC, activation probability and mean response.
 
     Attributes:
@@ -77,6 +80,44 @@ class NeuronStatistics:
             for layer in layers
         ], 1)
         return layers, best
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per site and relation: units, max and mean AP, chance AP, the best unit."""
+        out = []
+        for s in self.sites:
+            ap = self.ap[s]
+            for j, r in enumerate(self.relations):
+                best = int(ap[:, j].argmax())
+                out.append({
+                    "site": s.name, "layer": s.layer, "relation": r, "n_units": int(ap.shape[0]),
+                    "max_ap": float(ap[best, j]), "mean_ap": float(ap[:, j].mean()),
+                    "chance_ap": self.chance_ap(r), "best_unit": best,
+                    "best_unit_auroc": float(self.auroc[s][best, j]),
+                })
+        return out
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from ..sites import site_label
+        from .blocks import ap_by_layer_plot
+
+        table = Table(
+            title=f"Most relation-specific unit per site ({self.response} response)",
+            columns=(Column(key="site", header="site", fmt="", align="left"),
+                     Column(key="relation", header="relation", fmt="", align="left"),
+                     Column(key="n_units", header="units", fmt="d"),
+                     Column(key="max_ap", header="max AP"),
+                     Column(key="mean_ap", header="mean AP"),
+                     Column(key="chance_ap", header="chance AP"),
+                     Column(key="best_unit", header="best unit", fmt="d"),
+                     Column(key="best_unit_auroc", header="its AUROC")),
+            rows=tuple(dict(r, site=site_label(r["site"])) for r in self.to_records()),
+        )
+        has_layers = any(s.layer is not None for s in self.sites)
+        return (ap_by_layer_plot(self), table) if has_layers else (table,)
+
+    def _summary(self) -> str:
+        return (f"{len(self.sites)} sites, {self.n_units} units, {len(self.relations)} relations "
+                f"({sum(self.n_prompts)} prompts, {self.response} response)")
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready summary (per site and relation: max AP, mean AP; no per-unit tables)."""

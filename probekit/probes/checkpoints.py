@@ -22,6 +22,8 @@ from ..capture.positions import PositionRule
 from ..errors import ConfigError
 from ..executor import Executor, check_worker_paths, get_executor, map_resumable
 from ..models.cached import model_paths
+from ..report.blocks import Block
+from ..report.notebook import NotebookMixin
 from ..sites import Site, as_sites
 from .sweep import SweepResult, sweep_layers
 
@@ -61,12 +63,50 @@ def probe_checkpoint(task: CheckpointProbe) -> SweepResult:
     return sweep_layers({s: acts[s] for s in task.sites}, np.asarray(task.labels), **task.sweep)
 
 
-@dataclass(frozen=True)
-class CheckpointSweepResult:
+@dataclass(frozen=True, repr=False)
+class CheckpointSweepResult(NotebookMixin):
     """One :class:`SweepResult` per checkpoint (rows = sites, in the same order for all)."""
 
     checkpoints: tuple[str, ...]
     sweeps: tuple[SweepResult, ...]
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per checkpoint and site: the sweep's row (:meth:`SweepResult.to_records`)."""
+        return [{"checkpoint": c, **r} for c, s in zip(self.checkpoints, self.sweeps)
+                for r in s.to_records()]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from ..report.blocks import Column, LinePlot, Series, Table
+        from .blocks import row_label
+
+        names = tuple(Path(c).name or c for c in self.checkpoints)
+        first = self.sweeps[0]
+        test = self.metric("test")
+        plot = LinePlot(
+            title=f"{first.probe} probe over checkpoints (test {first.metric})", x_labels=names,
+            xlabel="checkpoint", ylabel=f"test {first.metric}",
+            series=tuple(Series(name=row_label(s, first.layers[j]),
+                                values=tuple(float(v) for v in test[:, j]))
+                         for j, s in enumerate(first.sites)),
+        )
+        table = Table(
+            columns=(Column(key="checkpoint", header="checkpoint", fmt="", align="left"),
+                     Column(key="site", header="site", fmt="", align="left"),
+                     Column(key="val", header=f"CV validation {first.metric}"),
+                     Column(key="test", header=f"test {first.metric}"),
+                     Column(key="test_ci", header="test CI", fmt="ci")),
+            rows=tuple({"checkpoint": Path(r["checkpoint"]).name or r["checkpoint"],
+                        "site": row_label(r["site"], r["layer"]), "val": r["val"],
+                        "test": r["test"],
+                        "test_ci": [r["test_ci_low"], r["test_ci_high"]]}
+                       for r in self.to_records()),
+        )
+        return (plot, table)
+
+    def _summary(self) -> str:
+        best = [s.best_test for s in self.sweeps]
+        return (f"{len(self.checkpoints)} checkpoints x {len(self.sweeps[0].sites)} rows; best "
+                f"test {self.sweeps[0].metric} {best[0]:.3f} -> {best[-1]:.3f}")
 
     def metric(self, split: str = "test") -> np.ndarray:
         """``(checkpoint, site)`` matrix of the metric on ``split`` (``train``, ``val``, ``test``)."""

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from torch import Tensor
 
+from ..report.blocks import Block
+from ..report.notebook import NotebookMixin
 from ._validation import check_n_labels
 from .sweep import SweepResult, sweep_layers
 
@@ -72,13 +75,30 @@ def selectivity(task_score: float | np.ndarray, control_score: float | np.ndarra
     return np.asarray(task_score) - np.asarray(control_score)
 
 
-@dataclass(frozen=True, kw_only=True)
-class SelectivityResult:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class SelectivityResult(NotebookMixin):
     """Task and control sweeps over the same rows, and per-row selectivity on test."""
 
     task: SweepResult
     control: SweepResult
     selectivity: np.ndarray
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """The task sweep's rows (:meth:`SweepResult.to_records`) with control test and selectivity."""
+        return [dict(r, control_test=float(c), selectivity=float(s))
+                for r, c, s in zip(self.task.to_records(), self.control.test, self.selectivity)]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import sweep_blocks
+
+        return tuple(sweep_blocks(self.task, control_test=self.control.test.tolist(),
+                                  selectivity=self.selectivity.tolist()))
+
+    def _summary(self) -> str:
+        i = self.task.best_row
+        return (f"{len(self.task.layers)} rows; at the selected row task test "
+                f"{self.task.test[i]:.3f}, control {self.control.test[i]:.3f}, selectivity "
+                f"{self.selectivity[i]:+.3f}")
 
     @property
     def best_layer(self) -> int | None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -39,6 +39,8 @@ from sklearn.model_selection import GroupKFold, KFold, LeaveOneGroupOut, Stratif
 from torch import Tensor
 
 from ..errors import DataError
+from ..report.blocks import Block
+from ..report.notebook import NotebookMixin
 from ..stats.bootstrap import bootstrap_indices, percentile_interval
 from ..stats.permutation import permutation_result
 from ..stats.result import ConfidenceInterval, StatTestResult
@@ -71,8 +73,8 @@ class BaselineComparison:
     diff_within: ConfidenceInterval | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class CorrectnessProbeResult:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class CorrectnessProbeResult(NotebookMixin):
     """Per-layer AUROC of the diff-of-means correctness direction, with controls.
 
     Attributes:
@@ -120,6 +122,38 @@ class CorrectnessProbeResult:
     selected_scores: np.ndarray | None = field(default=None, repr=False)
     baselines: Mapping[str, BaselineComparison] = field(default_factory=dict)
     max_stat_test: StatTestResult | None = None
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per layer: mean CV AUROC, its +-1.96 SE band, pooled / within-group / OOD AUROC.
+
+        ``best`` marks the layer with the highest mean CV AUROC.
+        """
+        from .blocks import correctness_rows
+
+        out = []
+        for row in correctness_rows(self, [str(x) for x in self.layers]):
+            rec: dict[str, Any] = {"layer": row["layer"], "cv_auroc": row["cv_auroc"],
+                                   "cv_auroc_low": row["cv_auroc_ci"][0],
+                                   "cv_auroc_high": row["cv_auroc_ci"][1],
+                                   "pooled_auroc": row["pooled"]}
+            if "within_group" in row:
+                rec["within_group_auroc"] = row["within_group"]
+            for k in self.ood_mean:
+                rec[f"ood/{k}"], rec[f"gap/{k}"] = row[f"ood/{k}"], row[f"gap/{k}"]
+            rec["best"] = row["layer"] == self.best_layer
+            out.append(rec)
+        return out
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import correctness_blocks
+
+        return tuple(correctness_blocks(self, [str(x) for x in self.layers]))
+
+    def _summary(self) -> str:
+        i = list(self.layers).index(self.best_layer)
+        p = "" if self.max_stat_test is None else f", best-of-layers p={self.max_stat_test.p_value:.3g}"
+        return (f"{len(self.layers)} layers, {self.n_correct} correct / {self.n_incorrect} "
+                f"incorrect; best layer {self.best_layer}: CV AUROC {self.auroc_mean[i]:.3f}{p}")
 
     def score(self, acts: Float[Tensor, "layer n d"]) -> np.ndarray:
         """Scores ``(h - mu) . w / ||w||`` of new activations with the all-ID direction."""

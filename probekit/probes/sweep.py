@@ -26,6 +26,8 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from torch import Tensor
 
 from ..errors import ConfigError
+from ..report.blocks import Block
+from ..report.notebook import NotebookMixin
 from ..stats.bootstrap import bootstrap_indices, percentile_interval
 from ..util.numeric import standardization, standardize
 from ._validation import (
@@ -48,8 +50,8 @@ ProbeKind = Literal["logistic", "ridge", "diffmeans"]
 _METRIC = {"logistic": "accuracy", "ridge": "r2", "diffmeans": "auroc"}
 
 
-@dataclass(frozen=True, kw_only=True)
-class SweepResult:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class SweepResult(NotebookMixin):
     """Per-row (site, layer) metrics of a layer sweep; arrays are indexed by row.
 
     Attributes:
@@ -131,6 +133,44 @@ class SweepResult:
             "n_bootstrap": self.n_bootstrap,
             "rows": rows,
         }
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One dict per row: site, layer, hyperparameter, train/val/test, test CI, OOD and gaps.
+
+        ``selected`` marks the validation-selected row.
+        """
+        out = []
+        for i in range(len(self.layers)):
+            rec: dict[str, Any] = {
+                "site": self.sites[i], "layer": self.layers[i],
+                "hyperparameter": float(self.hyperparameter[i]), "train": float(self.train[i]),
+                "val": float(self.val[i]), "test": float(self.test[i]),
+                "test_ci_low": float(self.test_ci_low[i]),
+                "test_ci_high": float(self.test_ci_high[i]),
+            }
+            for k, v in self.ood.items():
+                rec[f"ood/{k}"] = float(v[i])
+                rec[f"ood_ci_low/{k}"] = float(self.ood_ci_low[k][i])
+                rec[f"ood_ci_high/{k}"] = float(self.ood_ci_high[k][i])
+                rec[f"gap/{k}"] = float(self.ood_gap[k][i])
+            rec["selected"] = i == self.best_row
+            out.append(rec)
+        return out
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import sweep_blocks
+
+        return tuple(sweep_blocks(self))
+
+    def _summary(self) -> str:
+        from .blocks import row_label
+
+        where = row_label(self.best_site, self.best_layer)
+        return (
+            f"{self.probe}, {len(self.layers)} rows; best {where}: "
+            f"val {self.metric} {self.val[self.best_row]:.3f}, test {self.best_test:.3f} "
+            f"[{self.test_ci_low[self.best_row]:.3f}, {self.test_ci_high[self.best_row]:.3f}]"
+        )
 
     def table(self) -> str:
         """Markdown table: one line per row, the selected row marked with ``*``."""

@@ -1,4 +1,11 @@
-"""Matplotlib renderings of report blocks, returned as PNG bytes (embedded, no CDN)."""
+"""Matplotlib renderings of report blocks: drawn on an axes, or returned as PNG bytes.
+
+``draw_line_plot`` / ``draw_heatmap`` draw a block onto a given ``Axes`` (a result's
+``.plot(ax=...)`` in a notebook); ``line_plot`` / ``heatmap`` draw it on a new figure and return
+the PNG the HTML report embeds (no CDN). Figures are made with ``matplotlib.figure.Figure``,
+never through ``pyplot``: no global figure registry, no backend switch, so importing this in a
+notebook leaves the inline backend alone.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +13,22 @@ import io
 import math
 from typing import Any
 
-import matplotlib
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-__all__ = ["heatmap", "line_plot", "scatter", "series_colors"]
+__all__ = [
+    "draw_heatmap", "draw_line_plot", "draw_scatter", "heatmap", "heatmap_figsize", "line_plot",
+    "line_plot_figsize", "scatter", "series_colors",
+]
 
 _STYLE = {"line": "o-", "dashed": "--", "dotted": ":"}
 _COLORS = ["tab:red", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
 
 
-def _png(fig: Any) -> bytes:
+def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return buf.getvalue()
 
 
@@ -36,15 +43,26 @@ def series_colors(series: list[dict[str, Any]]) -> list[str]:
     return [s.get("color") or next(free, "black") for s in series]
 
 
+def line_plot_figsize(block: dict[str, Any]) -> tuple[float, float]:
+    """Figure size (inches) of a ``lineplot`` block: wider with more x labels."""
+    return (max(6.0, 0.35 * len(block["x_labels"]) + 3), 3.8)
+
+
 def line_plot(block: dict[str, Any]) -> bytes:
-    """A ``lineplot`` block: series over the x labels, CI bands, reference lines, a marker.
+    """PNG of a ``lineplot`` block (:func:`draw_line_plot` on a new figure)."""
+    fig = Figure(figsize=line_plot_figsize(block))
+    draw_line_plot(block, fig.subplots())
+    return _png(fig)
+
+
+def draw_line_plot(block: dict[str, Any], ax: Axes) -> None:
+    """Draw a ``lineplot`` block on ``ax``: series over the x labels, CI bands, reference lines, a marker.
 
     Series with no finite value are neither drawn nor listed in the legend; bars of several
     ``bar`` series sit side by side. The legend goes outside the axes so it covers no data.
     """
     labels = block["x_labels"]
     x = np.arange(len(labels))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(labels) + 3), 3.8))
     bars = [s for s in block["series"] if s["style"] == "bar"]
     width = 0.8 / max(len(bars), 1)
     for s, color in zip(block["series"], series_colors(block["series"]), strict=True):
@@ -74,15 +92,25 @@ def line_plot(block: dict[str, Any]) -> bytes:
     ax.set_title(block["title"])
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(alpha=0.3)
-    return _png(fig)
+
+
+def heatmap_figsize(block: dict[str, Any]) -> tuple[float, float]:
+    """Figure size (inches) of a ``heatmap`` block: grows with its rows and columns."""
+    return (max(4.0, 0.35 * len(block["col_labels"]) + 2.5),
+            max(3.0, 0.3 * len(block["row_labels"]) + 1.5))
 
 
 def heatmap(block: dict[str, Any]) -> bytes:
-    """A ``heatmap`` block: ``values[row][col]`` with labelled axes and a colour bar."""
+    """PNG of a ``heatmap`` block (:func:`draw_heatmap` on a new figure)."""
+    fig = Figure(figsize=heatmap_figsize(block))
+    draw_heatmap(block, fig.subplots())
+    return _png(fig)
+
+
+def draw_heatmap(block: dict[str, Any], ax: Axes) -> None:
+    """Draw a ``heatmap`` block on ``ax``: ``values[row][col]``, labelled axes, a colour bar."""
     values = np.array([_arr(r) for r in block["values"]])
     rows, cols = block["row_labels"], block["col_labels"]
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.35 * len(cols) + 2.5),
-                                    max(3.0, 0.3 * len(rows) + 1.5)))
     im = ax.imshow(values, aspect="auto", cmap=block.get("cmap", "viridis"),
                    vmin=block.get("vmin"), vmax=block.get("vmax"))
     ax.set_xticks(np.arange(len(cols)), cols, rotation=60, ha="right", fontsize=7)
@@ -90,18 +118,25 @@ def heatmap(block: dict[str, Any]) -> bytes:
     ax.set_xlabel(block.get("xlabel", ""))
     ax.set_ylabel(block.get("ylabel", ""))
     ax.set_title(block["title"])
-    fig.colorbar(im, ax=ax, label=block.get("colorbar", ""))
-    return _png(fig)
+    ax.figure.colorbar(im, ax=ax, label=block.get("colorbar", ""))
 
 
 def scatter(block: dict[str, Any]) -> bytes:
-    """A ``scatter`` block: points coloured by category (legend outside the axes), or plain."""
+    """PNG of a ``scatter`` block (:func:`draw_scatter` on a new figure)."""
+    fig = Figure(figsize=(5.0, 3.8))
+    draw_scatter(block, fig.subplots())
+    return _png(fig)
+
+
+def draw_scatter(block: dict[str, Any], ax: Axes) -> None:
+    """Draw a ``scatter`` block on ``ax``: points coloured by category (legend outside), or plain."""
+    from matplotlib import colormaps
+
     x, y = _arr(block["x"]), _arr(block["y"])
-    fig, ax = plt.subplots(figsize=(5.0, 3.8))
     cats = block.get("categories")
     if cats:
         order = list(dict.fromkeys(cats))
-        cmap = plt.get_cmap("viridis", max(len(order), 2))
+        cmap = colormaps["viridis"].resampled(max(len(order), 2))
         for k, c in enumerate(order):
             sel = np.array([v == c for v in cats])
             ax.scatter(x[sel], y[sel], s=18, color=cmap(k), label=str(c), alpha=0.85)
@@ -114,4 +149,3 @@ def scatter(block: dict[str, Any]) -> bytes:
     ax.set_ylabel(block.get("ylabel", ""))
     ax.set_title(block["title"], fontsize=9)
     ax.grid(alpha=0.3)
-    return _png(fig)

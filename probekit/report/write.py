@@ -75,7 +75,7 @@ def class_summary(counts: dict[str, int], limit: int = 8) -> str:
     return f"{len(values)} classes, {min(values)}-{max(values)} each (n={sum(values)})"
 
 
-def _render_block(block: dict[str, Any]) -> dict[str, Any]:
+def render_block(block: dict[str, Any]) -> dict[str, Any]:
     """Add what the template needs: the PNG of plot blocks, formatted cells of tables."""
     out = dict(block)
     kind = block["block"]
@@ -104,21 +104,37 @@ def _no_negative_zero(fmt: str, value: float) -> str:
     return text
 
 
-def render_html(report: dict[str, Any]) -> str:
-    """The self-contained HTML page of a ``report.json`` dict (plots embedded as PNG).
-
-    Rendering is generic: every analysis section is a list of typed blocks (table, line plot,
-    heatmap, text); nothing here knows which analysis made them, and nothing runs a model.
-    """
+def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("probekit.report", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.StrictUndefined,
     )
     env.filters["no_negative_zero"] = _no_negative_zero
+    return env
+
+
+def render_blocks_html(blocks: list[dict[str, Any]], *, title: str = "") -> str:
+    """An HTML fragment (no page) of JSON-form blocks, for a notebook cell's ``_repr_html_``.
+
+    The same block macro as the report page (``templates/blocks.html.j2``), tables styled by a
+    ``<style>`` scoped to the fragment's ``div``, plots embedded as base64 PNG.
+    """
+    return _environment().get_template("notebook.html.j2").render(
+        title=title, blocks=[render_block(strict_json(b)) for b in blocks],
+    )
+
+
+def render_html(report: dict[str, Any]) -> str:
+    """The self-contained HTML page of a ``report.json`` dict (plots embedded as PNG).
+
+    Rendering is generic: every analysis section is a list of typed blocks (table, line plot,
+    heatmap, text); nothing here knows which analysis made them, and nothing runs a model.
+    """
+    env = _environment()
     analyses = [
         {"title": a["title"], "section": a["section"],
-         "blocks": [_render_block(b) for b in a["blocks"]]}
+         "blocks": [render_block(b) for b in a["blocks"]]}
         for a in report["analyses"]
     ]
     return env.get_template("report.html.j2").render(

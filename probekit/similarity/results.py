@@ -1,7 +1,8 @@
 """Typed results of the layer studies, with plain tabular export (no pandas dependency).
 
-``to_records()`` gives one dict per row (``pandas.DataFrame(res.to_records())`` if pandas is
-installed); ``to_columns()`` the same table as a dict of equal-length lists.
+``to_records()`` gives one dict per row, ``to_frame()`` the same as a pandas DataFrame (the
+``notebook`` extra); ``to_columns()`` the same table as a dict of equal-length lists. In a
+notebook a result shows the report's heatmap or drift curve (:mod:`.blocks`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ from typing import Any
 
 import numpy as np
 
+from ..report.blocks import Block
+from ..report.notebook import NotebookMixin
+
 __all__ = ["CheckpointDrift", "LayerSimilarity", "PopulationSimilarity"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class LayerSimilarity:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class LayerSimilarity(NotebookMixin):
     """A layer x layer similarity matrix.
 
     Attributes:
@@ -45,9 +49,18 @@ class LayerSimilarity:
         recs = self.to_records()
         return {k: [r[k] for r in recs] for k in ("layer_a", "layer_b", "value")}
 
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import matrix_table, similarity_heatmap
 
-@dataclass(frozen=True, kw_only=True)
-class CheckpointDrift:
+        return (similarity_heatmap(self, f"layer x layer {self.measure} (n={self.n})"),
+                matrix_table(self.labels_a, self.labels_b, self.values, title=self.measure))
+
+    def _summary(self) -> str:
+        return f"{self.measure}, {len(self.labels_a)} x {len(self.labels_b)} layers, n={self.n}"
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class CheckpointDrift(NotebookMixin):
     """Similarity of each checkpoint's representation to the final and to the previous one.
 
     Attributes:
@@ -79,9 +92,20 @@ class CheckpointDrift:
             "to_previous": [float(v) for v in self.to_previous],
         }
 
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import drift_blocks
 
-@dataclass(frozen=True, kw_only=True)
-class PopulationSimilarity:
+        bounded = "distance" not in self.measure
+        return tuple(drift_blocks({"representation": self}, self.labels, measure=self.measure,
+                                  ylim=(0.0, 1.02) if bounded else None))
+
+    def _summary(self) -> str:
+        return (f"{self.measure}, {len(self.labels)} checkpoints, n={self.n}; first to final "
+                f"{float(self.to_final[0]):.3f}")
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class PopulationSimilarity(NotebookMixin):
     """Layer x layer similarity between every pair of models in a population (e.g. seeds).
 
     Attributes:
@@ -119,3 +143,19 @@ class PopulationSimilarity:
         """The same table as a dict of equal-length lists."""
         recs = self.to_records()
         return {k: [r[k] for r in recs] for k in recs[0]}
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import matrix_table, similarity_heatmap
+
+        mean = LayerSimilarity(values=self.mean, labels_a=self.labels, labels_b=self.labels,
+                               measure=self.measure, n=self.n)
+        title = f"layer x layer {self.measure}, mean over {len(self.pairs)} model pairs"
+        return (similarity_heatmap(mean, title, "layer (model a)", "layer (model b)"),
+                matrix_table(self.labels, self.labels, self.mean, title=f"mean {self.measure}"),
+                matrix_table(self.labels, self.labels, self.std,
+                             title=f"std of {self.measure} over model pairs"))
+
+    def _summary(self) -> str:
+        diag = float(np.mean(np.diag(self.mean)))
+        return (f"{self.measure}, {len(self.pairs)} model pairs x {len(self.labels)} layers, "
+                f"n={self.n}; mean same-layer {diag:.3f}")

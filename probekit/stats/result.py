@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from probekit.errors import ConfigError
+from probekit.report.blocks import Block, Column, Table, Text
+from probekit.report.notebook import NotebookMixin
 
 __all__ = [
     "ConfidenceInterval",
@@ -23,8 +26,8 @@ def _check_alpha(alpha: float) -> None:
         raise ConfigError(f"alpha must be in (0, 1), got {alpha}; the usual choice is 0.05")
 
 
-@dataclass(frozen=True, kw_only=True)
-class StatTestResult:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class StatTestResult(NotebookMixin):
     """Outcome of one hypothesis test.
 
     Attributes:
@@ -70,16 +73,45 @@ class StatTestResult:
             f"(n={self.n}, {self.alternative}) -> {word} at {alpha:g}"
         )
 
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row: statistic, p-value, n, effect size, CI, method and alternative."""
+        return [{
+            "method": self.method, "statistic": float(self.statistic),
+            "p_value": float(self.p_value), "n": int(self.n), "alternative": self.alternative,
+            "effect_size": float(self.effect_size), "effect_size_name": self.effect_size_name,
+            "ci_low": float(self.ci_low), "ci_high": float(self.ci_high),
+            "confidence_level": float(self.confidence_level),
+        }]
 
-@dataclass(frozen=True, kw_only=True)
+    def _blocks(self) -> tuple[Block, ...]:
+        rec = self.to_records()[0]
+        pct = f"{100 * self.confidence_level:g}%"
+        cols = (
+            Column(key="method", header="test", fmt="", align="left"),
+            Column(key="statistic", header="statistic", fmt=".4g"),
+            Column(key="p_value", header="p", fmt=".3g"),
+            Column(key="n", header="n", fmt="d"),
+            Column(key="alternative", header="alternative", fmt="", align="left"),
+            Column(key="effect_size", header=f"effect size ({self.effect_size_name or '-'})",
+                   fmt=".3g"),
+            Column(key="ci", header=f"{pct} CI", fmt="ci"),
+        )
+        row = dict(rec, ci=[rec["ci_low"], rec["ci_high"]])
+        return (Table(columns=cols, rows=(row,)), Text(text=self.verdict()))
+
+    def _summary(self) -> str:
+        return f"{self.method}: statistic={self.statistic:.4g}, p={self.p_value:.3g}, n={self.n}"
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
 class CorrelationResult(StatTestResult):
     """Correlation test; ``statistic`` and ``effect_size`` are r (or rho)."""
 
     r_squared: float = math.nan
 
 
-@dataclass(frozen=True, kw_only=True)
-class ConfidenceInterval:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class ConfidenceInterval(NotebookMixin):
     """Bootstrap (or analytic) interval for a scalar metric."""
 
     estimate: float
@@ -94,9 +126,32 @@ class ConfidenceInterval:
         """Whether ``low <= value <= high``."""
         return bool(self.low <= value <= self.high)
 
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row: estimate, interval, level, resamples, n and method."""
+        return [{
+            "estimate": float(self.estimate), "low": float(self.low), "high": float(self.high),
+            "confidence_level": float(self.confidence_level),
+            "n_resamples": int(self.n_resamples), "n": int(self.n), "method": self.method,
+        }]
 
-@dataclass(frozen=True, kw_only=True)
-class MultipleTestResult:
+    def _blocks(self) -> tuple[Block, ...]:
+        rec = self.to_records()[0]
+        cols = (
+            Column(key="estimate", header="estimate", fmt=".4g"),
+            Column(key="ci", header=f"{100 * self.confidence_level:g}% CI", fmt="ci"),
+            Column(key="n", header="n", fmt="d"),
+            Column(key="n_resamples", header="resamples", fmt="d"),
+            Column(key="method", header="method", fmt="", align="left"),
+        )
+        return (Table(columns=cols, rows=(dict(rec, ci=[rec["low"], rec["high"]]),)),)
+
+    def _summary(self) -> str:
+        return (f"{self.estimate:.4g} [{self.low:.4g}, {self.high:.4g}], "
+                f"{100 * self.confidence_level:g}% {self.method}, n={self.n}")
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class MultipleTestResult(NotebookMixin):
     """Multiplicity-adjusted p-values (same order as the input)."""
 
     p_values: np.ndarray
@@ -104,6 +159,28 @@ class MultipleTestResult:
     reject: np.ndarray
     method: str
     alpha: float
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per test, in input order: raw and adjusted p-value, rejected or not."""
+        return [
+            {"test": i, "p_value": float(p), "p_adjusted": float(q), "reject": bool(r)}
+            for i, (p, q, r) in enumerate(zip(self.p_values, self.p_adjusted, self.reject))
+        ]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        cols = (
+            Column(key="test", header="test", fmt="d"),
+            Column(key="p_value", header="p", fmt=".3g"),
+            Column(key="p_adjusted", header=f"p ({self.method})", fmt=".3g"),
+            Column(key="reject", header=f"reject at alpha={self.alpha:g}", fmt=""),
+        )
+        rows = self.to_records()
+        return (Table(columns=cols, rows=tuple(rows),
+                      highlight=tuple(i for i, r in enumerate(rows) if r["reject"])),)
+
+    def _summary(self) -> str:
+        return (f"{self.method}, {len(self.p_values)} tests, {int(np.sum(self.reject))} rejected "
+                f"at alpha={self.alpha:g}")
 
 
 @dataclass(frozen=True, kw_only=True)

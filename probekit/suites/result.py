@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..report.blocks import Block, Text, blocks_to_dicts, strict_json
-from ..report.labels import site_label
+from ..report.blocks import Block, Table, Text, blocks_to_dicts, strict_json
+from ..report.notebook import NotebookMixin
+from ..sites import site_label
 from ..stats.result import StatTestResult
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["AnalysisResult", "Hypothesis"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class Hypothesis(StatTestResult):
     """A hypothesis test of a suite, at a site: a :class:`StatTestResult` with its context.
 
@@ -45,6 +46,10 @@ class Hypothesis(StatTestResult):
         values = {f.name: getattr(test, f.name) for f in dataclasses.fields(StatTestResult)}
         return cls(**{**values, **context})
 
+    def _summary(self) -> str:
+        return (f"{self.name!r}: {self.metric or 'statistic'} {self.statistic:.4g}, "
+                f"p={self.p_value:.3g} -> {self.decision()}")
+
     def decision(self) -> str:
         """``"reject H0 (decodable)"`` or ``"do not reject H0"`` at ``alpha``."""
         if self.reject(self.alpha):
@@ -69,8 +74,8 @@ class Hypothesis(StatTestResult):
         })
 
 
-@dataclass(frozen=True, kw_only=True)
-class AnalysisResult:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class AnalysisResult(NotebookMixin):
     """What one analysis section of a suite produced.
 
     Subclass it to add typed fields (e.g. the sweep object); the report only needs these.
@@ -94,6 +99,21 @@ class AnalysisResult:
     def sections(self) -> list[Block]:
         """Report blocks: warnings first, then the analysis' own blocks."""
         return [Text(text=w, level="warning") for w in self.warnings] + list(self.blocks)
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """The rows of the section's last table (its per-site / per-cell table), as in the report."""
+        tables = [b for b in self.blocks if isinstance(b, Table)]
+        return [dict(r) for r in tables[-1].rows] if tables else []
+
+    def _blocks(self) -> tuple[Block, ...]:
+        return tuple(self.sections())
+
+    def _title(self) -> str:
+        return self.title
+
+    def _summary(self) -> str:
+        return (f"[{self.section}] {self.title!r}: {len(self.blocks)} blocks, "
+                f"{len(self.hypotheses)} hypotheses, {len(self.warnings)} warnings")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: section, title, data, warnings, hypotheses and rendered blocks."""

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 from probekit.report.blocks import Column, LinePlot, Series, Table, Text, strict_json
-from probekit.report.labels import site_label
 from probekit.report.write import class_summary, format_cell, render_html
-from probekit.sites import Site
+from probekit.sites import Site, site_label
 
 REPORT = Path(__file__).resolve().parents[2] / "probekit" / "report"
 

@@ -80,8 +80,8 @@ def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx) -> Measurement:
     import numpy as np
 
     from ...circuits import bridge_entity_lens
+    from ...circuits.blocks import bridge_lens_plot
     from ...errors import ConfigError
-    from ...report.blocks import LinePlot, Series
 
     model = ctx.model
     n_layers = int(model.cfg.n_layers)
@@ -103,15 +103,9 @@ def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx) -> Measurement:
                              position=spec.position)
     rank = res.bridge_rank if spec.target == "bridge" else res.answer_rank
     where = f"position {spec.position}" if spec.target == "bridge" else "the last token"
-    layers = [str(x) for x in res.layers]
-    curve = LinePlot(
+    curve = bridge_lens_plot(
+        res, top_k=spec.top_k, marker=spec.layer,
         title=f"logit lens on {spec.split!r} queries: top-{spec.top_k} rate per block",
-        x_labels=tuple(layers), xlabel="block output", ylabel=f"top-{spec.top_k} rate",
-        series=(Series(name=f"bridge at position {spec.position}",
-                       values=tuple(res.bridge_top_k(spec.top_k).tolist())),
-                Series(name="answer at the last token", values=tuple(res.answer_top_k(spec.top_k).tolist()),
-                       style="dashed")),
-        marker=res.layers.index(spec.layer), marker_label="claimed block", ylim=(0.0, 1.0),
     )
     values = (rank[:, spec.layer] < spec.top_k).double().numpy()
     return Measurement(

@@ -41,17 +41,10 @@ class CircuitFaithfulnessSpec:
 
 
 def faithfulness_plot(curve: Any, *, threshold: float | None = None) -> Any:
-    """A report :class:`~probekit.report.blocks.LinePlot` of a :class:`~probekit.circuits.FaithfulnessCurve`."""
-    from ...report.blocks import LinePlot, Series
+    """The report's faithfulness curve (:func:`probekit.circuits.blocks.faithfulness_plot`)."""
+    from ...circuits.blocks import faithfulness_plot as plot
 
-    hlines = ((1.0, "clean model"), (0.0, "corrupted")) + (
-        ((threshold, "claimed"),) if threshold is not None else ())
-    return LinePlot(
-        title=f"Faithfulness of top-k edge circuits ({curve.method}, {curve.ablation} ablation)",
-        x_labels=tuple(str(k) for k in curve.ks), xlabel=f"edges kept (of {curve.n_edges})",
-        ylabel="normalised metric", hlines=hlines,
-        series=(Series(name="faithfulness", values=tuple(float(x) for x in curve.normalized)),),
-    )
+    return plot(curve, threshold=threshold)
 
 
 @register_measurement("circuit_faithfulness", spec=CircuitFaithfulnessSpec)

@@ -304,7 +304,6 @@ def restricted_loss_lead(spec: RestrictedLeadSpec, ctx: Any) -> Measurement:
 
     from ...circuits.progress_measures import crossing_step, progress_measures
     from ...errors import DataError
-    from ...report.blocks import LinePlot, Series
     from ...stats.bootstrap import bootstrap_indices
 
     dirs = _series_dirs(ctx, spec.checkpoints)
@@ -334,24 +333,9 @@ def restricted_loss_lead(spec: RestrictedLeadSpec, ctx: Any) -> Measurement:
         rc = crossing_step(steps, R @ cr / cr.sum(), t)
         tc = crossing_step(steps, T @ ct / ct.sum(), t)
         reps.append(min(tc, steps[-1]) - min(rc, steps[-1]))
-    curves = ("train_loss", "test_loss", "restricted_loss", "excluded_loss")
-    styles = ("dotted", "line", "line", "dashed")
-    plot = LinePlot(
-        title=f"progress measures over training (keys {list(series.keys)})",
-        x_labels=tuple(str(s) for s in steps), xlabel="step", ylabel="loss (nats)",
-        series=tuple(Series(name=n.replace("_", " "), values=tuple(series.curve(n).tolist()),
-                            style=s) for n, s in zip(curves, styles)),
-        hlines=((t, "threshold"),),
-    )
-    gini_plot = LinePlot(
-        title="Fourier Gini and weight norm over training", x_labels=plot.x_labels, xlabel="step",
-        ylabel="Gini / relative", series=(
-            Series(name="Gini W_E", values=tuple(series.curve("gini_embed").tolist())),
-            Series(name="Gini W_L", values=tuple(series.curve("gini_neuron_logit").tolist())),
-            Series(name="sum sq. weights / max", style="dashed", values=tuple(
-                (series.curve("sum_sq_weights") / series.curve("sum_sq_weights").max()).tolist())),
-        ),
-    )
+    from ...circuits.blocks import progress_plots
+
+    plot, gini_plot = progress_plots(series, threshold=t)
     return Measurement(
         metric="lead (steps)", estimate=float(t_cross - r_cross), resamples=np.asarray(reps),
         n=int(flat.size), unit="pairs",

@@ -22,25 +22,9 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError
-from ...report.blocks import Column, LinePlot, Series, Table, Text
-from ...report.labels import site_label
+from ...sites import site_label
 from ..registry import register_analysis
 from ..result import AnalysisResult
-
-MEASURES = (
-    ("r2_train", "R2 fitted combos", ".4f"),
-    ("r2_heldout", "R2 unseen combos", ".4f"),
-    ("angle_min", "min angle (deg)", ".1f"),
-    ("angle_mean", "mean angle (deg)", ".1f"),
-    ("rank_a", "rank a (sv > rtol)", ".0f"),
-    ("rank_b", "rank b (sv > rtol)", ".0f"),
-    ("linear_r2", "LF R2 (Uselis)", ".4f"),
-    ("linear_r2_whitened", "LF R2 whitened (Uselis)", ".4f"),
-    ("k95_a", "k95 a (Uselis)", ".0f"),
-    ("k95_b", "k95 b (Uselis)", ".0f"),
-    ("same_concept_abs_cos", "|cos| same concept (Uselis)", ".3f"),
-    ("cross_concept_abs_cos", "|cos| across concepts (Uselis)", ".3f"),
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +83,9 @@ def run_factorization(spec: FactorizationSpec, ctx: Any) -> AnalysisResult:
     """Concept factorization per site: additive fit, held-out R^2, angles, ranks (Uselis et al.)."""
     import torch
 
+    from ...geometry.blocks import FACTORIZATION_MEASURES as MEASURES
+    from ...geometry.blocks import factorization_blocks
+
     if spec.concept_a == spec.concept_b:
         raise ConfigError(
             f"[[factorization]] concept_a and concept_b are both {spec.concept_a!r}; name two "
@@ -155,18 +142,9 @@ def run_factorization(spec: FactorizationSpec, ctx: Any) -> AnalysisResult:
         **{k: [scores[s][k] for s in sites] for k, _, _ in MEASURES},
         "principal_angles": [scores[s]["principal_angles"] for s in sites],
     }
-    names = {k: h for k, h, _ in MEASURES}
-
-    def plot(keys: tuple[str, ...], title: str, ylabel: str, **kw: Any) -> LinePlot:
-        return LinePlot(title=title, x_labels=tuple(labels), ylabel=ylabel, series=tuple(
-            Series(name=names[k], values=tuple(None if scores[s][k] is None
-                                               else float(scores[s][k]) for s in sites),
-                   style="dashed" if k in ("linear_r2", "linear_r2_whitened", "k95_a", "k95_b",
-                                           "same_concept_abs_cos") else "line")
-            for k in keys), **kw)
-
-    blocks = (
-        Text(text=(
+    blocks = tuple(factorization_blocks(
+        labels, {k: [scores[s][k] for s in sites] for k, _, _ in MEASURES},
+        text=(
             f"Concepts {spec.concept_a!r} x {spec.concept_b!r} "
             f"({data['n_values'][0]} x {data['n_values'][1]} values): additive model "
             f"z(a, b) ~ mu + u_a + v_b fitted on the {n_fit} combinations of split "
@@ -174,21 +152,8 @@ def run_factorization(spec: FactorizationSpec, ctx: Any) -> AnalysisResult:
             "seen in the fit; orthogonality = principal angles between span(u) and span(v) "
             "(90 deg: orthogonal). Dashed: the scores of Uselis et al.'s released code on the "
             "fitted rows (summed concept-value means, k95 ranks, |cos| of value means)."
-        )),
-        plot(("r2_train", "r2_heldout", "linear_r2", "linear_r2_whitened"),
-             "linearity: R2 of the additive concept model by site", "R2",
-             hlines=((1.0, "exactly additive"),)),
-        plot(("angle_min", "angle_mean"), "orthogonality: principal angles between the concept "
-             "spans", "degrees", ylim=(0.0, 92.0), hlines=((90.0, "orthogonal"),)),
-        plot(("cross_concept_abs_cos", "same_concept_abs_cos"),
-             "mean |cos| between concept-value means", "|cos|", ylim=(0.0, 1.0)),
-        plot(("rank_a", "rank_b", "k95_a", "k95_b"), "rank of each concept's factor by site",
-             "dimensions"),
-        Table(columns=(Column(key="site", header="site", fmt="", align="left"),
-                       *(Column(key=k, header=h, fmt=f) for k, h, f in MEASURES)),
-              rows=tuple({"site": lab, **{k: scores[s][k] for k, _, _ in MEASURES}}
-                         for lab, s in zip(labels, sites))),
-    )
+        ),
+    ))
     return AnalysisResult(
         section="factorization",
         title=f"Concept factorization of {spec.concept_a!r} x {spec.concept_b!r}",

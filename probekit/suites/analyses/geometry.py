@@ -15,24 +15,9 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError
-from ...report.blocks import Column, LinePlot, Series, Table, Text
-from ...report.labels import site_label
+from ...sites import site_label
 from ..registry import register_analysis
 from ..result import AnalysisResult
-
-MEASURES = (
-    ("capacity", "capacity alpha", ".4g"),
-    ("radius", "radius R", ".3g"),
-    ("dimension", "dimension D", ".3g"),
-    ("utility", "utility (inferred)", ".4g"),
-    ("center_correlation", "centre corr.", ".3f"),
-    ("participation_ratio", "PR (pooled)", ".3g"),
-    ("participation_ratio_class_mean", "PR (class mean)", ".3g"),
-    ("n_pcs_90", "#PCs 90%", ".0f"),
-    ("numerical_rank", "rank", ".0f"),
-    ("nc1", "NC1", ".4g"),
-    ("fisher_ratio", "Fisher ratio", ".4g"),
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +65,7 @@ def run_geometry(spec: GeometrySpec, ctx: Any) -> AnalysisResult:
     import torch
 
     from ...geometry import geometry_by_layer
+    from ...geometry.blocks import MEASURES, geometry_blocks
 
     for key in ("max_points", "min_points", "n_t"):
         if getattr(spec, key) < 2:
@@ -138,32 +124,9 @@ def run_geometry(spec: GeometrySpec, ctx: Any) -> AnalysisResult:
                              "formula); D and R are MFTMA's, standing in for GLUE's D_eff, R_eff"},
     }
 
-    def plot(keys: tuple[str, ...], title: str, ylabel: str) -> LinePlot:
-        names = {k: h for k, h, _ in MEASURES}
-        return LinePlot(title=title, x_labels=tuple(labels), ylabel=ylabel,
-                        series=tuple(Series(name=names[k], values=tuple(
-                            None if curves[s][k] is None else float(curves[s][k]) for s in sites))
-                                     for k in keys))
-
-    blocks = (
-        Text(text=(
-            f"{n_classes} classes of {label!r} ({spec.split!r} split, up to {m} points each). "
-            "Capacity, radius and dimension: mean-field manifold analysis (Chung, Lee & "
-            "Sompolinsky 2018) as in the authors' code; utility alpha*D*R^2/(1+R^2) is inferred "
-            "from Chou et al.'s released values and D, R stand in for GLUE's effective dimension "
-            "and radius (GLUE is unreleased)."
-        )),
-        plot(("capacity",), "manifold capacity by site", "alpha"),
-        plot(("dimension", "participation_ratio_class_mean"), "dimension by site", "dimension"),
-        plot(("radius",), "manifold radius by site", "R"),
-        plot(("utility",), "utility (inferred) by site", "Psi"),
-        plot(("nc1",), "NC1 by site", "tr(S_W S_B^+)/C"),
-        Table(
-            columns=(Column(key="site", header="site", fmt="", align="left"),
-                     *(Column(key=k, header=h, fmt=f) for k, h, f in MEASURES)),
-            rows=tuple({"site": lab, **{k: curves[s][k] for k, _, _ in MEASURES}}
-                       for lab, s in zip(labels, sites)),
-        ),
-    )
+    blocks = tuple(geometry_blocks(
+        labels, {k: [curves[s][k] for s in sites] for k, _, _ in MEASURES},
+        n_classes=n_classes, points_per_class=m, label=label, split=spec.split,
+    ))
     return AnalysisResult(section="geometry", title=f"Class-manifold geometry of {label!r}",
                           data=data, blocks=blocks, warnings=tuple(warnings))

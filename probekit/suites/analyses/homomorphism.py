@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...errors import ConfigError, DataError
-from ...report.blocks import Column, LinePlot, Series, Table, Text
-from ...report.labels import site_label
+from ...sites import site_label
 from ..registry import register_analysis
 from ..result import AnalysisResult
 
@@ -122,23 +121,11 @@ def measure_he(
     return tuple(states.layers), results
 
 
-def _rows(res: HEResult, labels: list[str]) -> list[dict[str, Any]]:
-    rows = []
-    for i, _ in enumerate(res.layers):
-        row: dict[str, Any] = {
-            "kind": res.kind, "site": labels[i], "he": float(res.he[i]),
-            "ci": f"[{res.he_low[i]:.3g}, {res.he_high[i]:.3g}]",
-            "norm": float(res.he_normalised[i]),
-        }
-        row.update({f: float(v) for f, v in zip(res.families, res.mse[i])})
-        rows.append(row)
-    return rows
-
-
 @register_analysis("homomorphism", spec=HomomorphismSpec)
 def run_homomorphism(spec: HomomorphismSpec, ctx: Any) -> AnalysisResult:
     """Modifier / sequence HE per layer with bootstrap CIs (An & Du 2026)."""
     from ...homomorphism import HEConfig
+    from ...homomorphism.blocks import he_blocks
     from ...sites import Site
 
     cfg = HEConfig(
@@ -149,50 +136,7 @@ def run_homomorphism(spec: HomomorphismSpec, ctx: Any) -> AnalysisResult:
     layers, results = measure_he(ctx, spec.split, tuple(spec.kinds), cfg)
     ctx.forward_passes += 1
     labels = [site_label(Site(layer, spec.site)) for layer in layers]
-    rows = [r for res in results.values() for r in _rows(res, labels)]
-    fam_cols = tuple(Column(key=f, header=f"{f} MSE", fmt=".4g") for f in spec.families)
-    blocks = (
-        Text(text=(
-            f"Operators ({', '.join(spec.families)}; solver {spec.solver}) fit on the first "
-            f"{spec.train_fraction:.0%} of the {spec.split!r} pairs, scored on the rest. "
-            + ("Parts from one forward pass, composite (a + b) / 2, one operator for all "
-               "modifiers [C]. " if spec.parts == "same_pass" else
-               "Parts from separate forward passes (b with a deleted from its input), the "
-               "composite's span from its own pass, one operator per modifier / connective "
-               "([O]; 1 - R^2 within groups). ")
-            + "HE [C] = mean over families of held-out MSE (95% bootstrap CI over scored "
-            "pairs); 1 - R^2 (ours) does not scale with the hidden states. "
-            + ", ".join(f"{k}: {r.n_pairs} pairs" for k, r in results.items())
-        )),
-        LinePlot(
-            title="HE [C] by layer", x_labels=tuple(labels), ylabel="held-out MSE",
-            series=tuple(
-                Series(name=k, values=tuple(map(float, r.he)), low=tuple(map(float, r.he_low)),
-                       high=tuple(map(float, r.he_high)))
-                for k, r in results.items()
-            ),
-        ),
-        LinePlot(
-            title="1 - R^2 (ours) by layer", x_labels=tuple(labels), ylabel="1 - R^2",
-            series=tuple(
-                Series(name=k, values=tuple(map(float, r.he_normalised)),
-                       low=tuple(map(float, r.he_normalised_low)),
-                       high=tuple(map(float, r.he_normalised_high)))
-                for k, r in results.items()
-            ),
-        ),
-        Table(
-            columns=(
-                Column(key="kind", header="kind", fmt="", align="left"),
-                Column(key="site", header="site", fmt="", align="left"),
-                Column(key="he", header="HE [C]", fmt=".4g"),
-                Column(key="ci", header="95% CI", fmt=""),
-                Column(key="norm", header="1 - R^2 (ours)", fmt=".4g"),
-                *fam_cols,
-            ),
-            rows=tuple(rows),
-        ),
-    )
+    blocks = tuple(he_blocks(results, labels, split=spec.split))
     return AnalysisResult(
         section="homomorphism",
         title="Homomorphism error (An & Du 2026)" + (

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ...errors import ConfigError, DataError
-from ...report.blocks import Column, Heatmap, LinePlot, Series, Table, Text
+from ...report.blocks import Text
 from ..registry import register_analysis
 from ..result import AnalysisResult, Hypothesis
 
@@ -58,17 +58,12 @@ class NeuronsSpec:
 STORE_FORMAT = 2  # identification-store layout of neuron_statistics (256 rows per shard, prompts)
 
 
-def _pct(v: float | None) -> float | None:
-    return None if v is None or v != v else 100.0 * v
-
-
 @register_analysis("neurons", spec=NeuronsSpec)
 def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
     """Rank units by AP per relation, deactivate them, test against matched random sets."""
-    import numpy as np
-
     from ...fingerprint import dataset_fingerprint
     from ...neurons import DeactivationConfig, FactSet, relation_neuron_experiments
+    from ...neurons.blocks import ap_by_layer_plot, experiment_blocks
     from ...neurons.statistics import neuron_statistics
     from ...neurons.study import candidate_sites
     from ...sites import Site
@@ -137,7 +132,6 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
     )
     res = relation_neuron_experiments(model, stats, test, cfg, progress=ctx.progress)
     rels = list(res.relations)
-    own_lo, own_hi = res.random_own.amin(1), res.random_own.amax(1)  # all n_random sets on r
     alpha = ctx.stats.alpha
     hyps = tuple(
         Hypothesis.from_test(
@@ -148,77 +142,9 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
         for r, t, p in zip(rels, res.tests, res.p_holm, strict=True)
     )
     n_set = len(next(iter(res.sets.values())))
-    rows = []
-    for i, r in enumerate(rels):
-        rows.append({
-            "relation": r, "n": res.n_test[i],
-            "base_first": _pct(float(res.baseline_first[i])),
-            "base_gen": _pct(float(res.baseline_generation[i])),
-            "intra": _pct(float(res.change_first[i, i])),
-            "inter": _pct(float(np.delete(res.change_first[i].numpy(), i).mean())),
-            "rand": f"[{100 * float(own_lo[i]):+.0f}, {100 * float(own_hi[i]):+.0f}]",
-            "gen_intra": _pct(float(res.change_generation[i, i])),
-            "p": res.tests[i].p_value, "p_holm": res.p_holm[i],
-            "p_floor": res.p_floor, "p_holm_floor": res.p_holm_floor,
-            **({"gen_p": res.tests_generation[i].p_value,
-                "gen_p_holm": res.p_holm_generation[i]} if res.tests_generation else {}),
-            **({"post_intra": _pct(float(res.change_post[i, i])),
-                "post_p_holm": res.p_holm_post[i]} if spec.post else {}),
-        })
-    post_cols = (
-        Column(key="post_intra", header="change on r, same neurons off at mlp_post", fmt="+.1f"),
-        Column(key="post_p_holm", header="p (Holm) at mlp_post", fmt=".3f"),
-    ) if spec.post else ()
-    gen_cols = (
-        Column(key="gen_p", header="greedy: p vs random", fmt=".3f"),
-        Column(key="gen_p_holm", header="greedy: p (Holm)", fmt=".3f"),
-    ) if res.tests_generation else ()
-    pct = ".1f"
-    table = Table(
-        title="Per relation (test facts; accuracy and changes in points)",
-        columns=(
-            Column(key="relation", header="relation", fmt="", align="left"),
-            Column(key="n", header="test facts", fmt="d"),
-            Column(key="base_first", header="baseline first-token acc", fmt=pct),
-            Column(key="base_gen", header="baseline greedy acc", fmt=pct),
-            Column(key="intra", header="change on r (own neurons off)", fmt="+.1f"),
-            Column(key="inter", header="mean change on r' != r", fmt="+.1f"),
-            Column(key="rand", header=f"{res.n_random} random sets: change on r [min, max]",
-                   fmt=""),
-            Column(key="gen_intra", header="greedy change on r", fmt="+.1f"),
-            Column(key="p", header="p vs random", fmt=".3f"),
-            Column(key="p_floor", header="p floor 1/(1+n_random)", fmt=".3g"),
-            Column(key="p_holm", header="p (Holm)", fmt=".3f"),
-            Column(key="p_holm_floor", header="Holm floor", fmt=".3g"),
-            *gen_cols,
-            *post_cols,
-        ),
-        rows=tuple(rows),
-    )
-    heat = Heatmap(
-        title="First-token accuracy change (points) when relation r's neurons are off",
-        values=tuple(tuple(_pct(float(v)) for v in row) for row in res.change_first),
-        row_labels=tuple(rels), col_labels=tuple(rels),
-        xlabel="relation scored (test facts)", ylabel="relation whose neurons are off",
-        colorbar="accuracy change (points)", vmin=-100.0, vmax=100.0, cmap="RdBu",
-    )
-    share_labels = tuple(f"{100 * s:g}%" for s in res.shares)
-    cumulative = LinePlot(
-        title="Cumulativity: drop on r as more of r's neurons are off",
-        x_labels=share_labels,
-        series=tuple(Series(name=r, values=tuple(_pct(float(v)) for v in res.cumulative[i]))
-                     for i, r in enumerate(rels)),
-        xlabel=f"share of r's {n_set} neurons deactivated (ranked by AP)",
-        ylabel="accuracy drop on r (points)",
-    )
-    layers, best = stats.max_ap_by_layer()
-    ap_plot = LinePlot(
-        title="Most relation-specific unit per layer (max AP on identification prompts)",
-        x_labels=tuple(str(layer) for layer in layers),
-        series=tuple(Series(name=r, values=tuple(float(v) for v in best[j]))
-                     for j, r in enumerate(stats.relations)),
-        xlabel="layer", ylabel="max AP",
-    )
+    table, heat, cumulative = experiment_blocks(res)
+    layers, _ = stats.max_ap_by_layer()
+    ap_plot = ap_by_layer_plot(stats)
     notes = [Text(text=(
         f"{n_set} neurons per relation ({stats.n_units} candidate units: "
         f"{', '.join(sorted({s.kind for s in sites}))} of {len(layers)} layers), ranked by the "

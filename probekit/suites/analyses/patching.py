@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ...errors import ConfigError
-from ...report.blocks import Column, Heatmap, LinePlot, Series, Table, Text
+from ...report.blocks import Text
 from ..registry import register_analysis
 from ..result import AnalysisResult
 
@@ -166,6 +166,7 @@ def patching_grids(
         logit_diff,
         patching_correlation,
     )
+    from ...circuits.blocks import largest_effect_table, patching_view
 
     a, f = torch.tensor(list(answer)), torch.tensor(list(foil))
     metric = (partial(logit_diff, answer=a, foil=f) if spec.metric == "logit_diff"
@@ -189,40 +190,16 @@ def patching_grids(
                      layers=layers, **kwargs)
             results[method] = res
             first = first or res
-            row_labels = [f"L{x}" for x in res.labels["layer"]]
-            col_labels = pos_labels if by[1] == "pos" else [f"H{h}" for h in res.labels["head"]]
-            norm = res.normalized
-            if len(by) == 3:  # (layer, pos, head) -> rows (layer, head) x columns pos
-                row_labels = [f"L{x} H{h}" for x in res.labels["layer"] for h in res.labels["head"]]
-                norm = norm.permute(0, 2, 1).reshape(len(row_labels), -1)
-            grids.append(_grid_dict(res, method, row_labels, col_labels))
-            top = float(norm.nan_to_num(0.0).abs().max()) or 1.0
-            blocks.append(Heatmap(
-                title=f"{method} patching of {kind} ({spec.direction}): normalised effect",
-                values=tuple(tuple(None if v != v else float(v) for v in r) for r in norm.tolist()),
-                row_labels=tuple(row_labels), col_labels=tuple(col_labels),
-                xlabel="position (token)" if by[1] == "pos" else "head",
-                ylabel="layer, head" if len(by) == 3 else "layer", colorbar="normalised effect",
-                vmin=-top, vmax=top, cmap="RdBu_r",
-            ))
-            flat = norm.flatten().nan_to_num(float("-inf"))
-            best = int(flat.argmax())
-            cell = [int(x) for x in torch.unravel_index(torch.tensor(best), norm.shape)]
-            rows.append({"kind": kind, "method": method,
-                         "cell": f"{row_labels[cell[0]]} x {col_labels[cell[1]]}",
-                         "effect": float(norm[tuple(cell)])})
+            view = patching_view(res, method=method,
+                                 pos_labels=pos_labels if by[1] == "pos" else None)
+            grids.append(_grid_dict(res, method, list(view.row_labels), list(view.col_labels)))
+            blocks.append(view.heatmap)
+            rows.append(view.largest)
         if len(results) == 2:
             corr[kind] = patching_correlation(results["attribution"], results["activation"])
     if first is None:
         raise ConfigError("[patching] kinds is empty; name at least one site kind")
-    summary = Table(
-        title="largest effect per grid",
-        columns=(Column(key="kind", header="site kind", fmt="", align="left"),
-                 Column(key="method", header="method", fmt="", align="left"),
-                 Column(key="cell", header="cell", fmt="", align="left"),
-                 Column(key="effect", header="normalised effect")),
-        rows=tuple(rows),
-    )
+    summary = largest_effect_table(rows)
     metric_name = ("logit(clean answer) - logit(corrupt answer)" if spec.metric == "logit_diff"
                    else "log p(clean answer)")
     text = (f"{len(clean)} prompt pairs; metric {metric_name} at the last token: clean "
@@ -252,6 +229,7 @@ def edge_circuits(
 ) -> tuple[dict[str, Any], list[Any]]:
     """EAP / EAP-IG edge scores, the top edges and the faithfulness curve of top-k circuits."""
     from ...circuits import edge_attribution, faithfulness_curve
+    from ...circuits.blocks import edge_table, faithfulness_plot
 
     scores = edge_attribution(model, clean, corrupt, metric, method=spec.edges,
                               batch_size=spec.batch_size)
@@ -259,20 +237,8 @@ def edge_circuits(
     ks = sorted({k for k in spec.edge_ks if k < n_edges} | {n_edges})
     curve = faithfulness_curve(model, clean, corrupt, metric, scores, ks, batch_size=spec.batch_size)
     top = scores.top(spec.edge_top)
-    table = Table(
-        title=f"top {len(top)} of {n_edges} edges by |{spec.edges.upper()} score|",
-        columns=(Column(key="src", header="from", fmt="", align="left"),
-                 Column(key="dst", header="to", fmt="", align="left"),
-                 Column(key="score", header="score (metric change)", fmt=".4g")),
-        rows=tuple({"src": a, "dst": b, "score": v} for a, b, v in top),
-    )
-    plot = LinePlot(
-        title=f"faithfulness of the top-k {spec.edges.upper()} edges (rest patched to corrupt)",
-        x_labels=tuple(str(k) for k in ks),
-        series=(Series(name="recovered share", values=tuple(float(v) for v in curve.normalized)),),
-        xlabel="edges kept (k)", ylabel="(m_circuit - m_corrupt) / (m_clean - m_corrupt)",
-        hlines=((1.0, "clean run (corrupt run = 0)"),),
-    )
+    table = edge_table(scores, spec.edge_top)
+    plot = faithfulness_plot(curve)
     faithfulness = curve.to_dict()
     del faithfulness["top_edges"]  # every edge up to max(ks) = the whole graph; "top" has the head
     data = {"method": spec.edges, "n_edges": n_edges, "top": [list(t) for t in top],

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ...report.blocks import Column, LinePlot, Series, Table, Text
-from ...report.labels import site_label
+from ...sites import site_label
 from ..registry import register_analysis
 from ..result import AnalysisResult, Hypothesis
 from ..spec import SuiteError
@@ -57,7 +56,7 @@ class ProbeSpec:
     baselines: bool = True
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class ProbeResult(AnalysisResult):
     """A probe's result: the report data plus the typed sweep (None for correctness)."""
 
@@ -274,98 +273,15 @@ def _sweep_blocks(
     spec: ProbeSpec, entry: dict[str, Any], sweep: SweepResult, control: Any,
     sites: list[Site], alpha: float,
 ) -> list[Any]:
-    import numpy as np
+    """The sweep's blocks (:func:`probekit.probes.blocks.sweep_blocks`) with the suite's extras."""
+    from ...probes.blocks import sweep_blocks
 
-    rows = entry["sweep"]["rows"]
-    labels = tuple(site_label(r["site"]) for r in rows)
-    best = sweep.best_row
-    ood_names = list(sweep.ood)
-    pct = int(round(100 * sweep.confidence_level))
-    text = (
-        f"Selected on CV validation: {labels[best]}, test {sweep.metric} "
-        f"{sweep.test[best]:.3f}; chance {entry['chance']:.3f} ({_CHANCE_TEXT[spec.kind]})."
+    return sweep_blocks(
+        sweep, label=entry["label"], chance=entry["chance"], chance_text=_CHANCE_TEXT[spec.kind],
+        control_test=None if control is None else control.control.test.tolist(),
+        selectivity=None if control is None else entry["selectivity"],
+        permutation=entry.get("permutation"), alpha=alpha,
     )
-    if entry.get("ood_gap_at_best"):
-        text += " ID - OOD gap there: " + ", ".join(
-            f"{k} {v:+.3f}" for k, v in entry["ood_gap_at_best"].items()) + "."
-    if "n_significant_sites" in entry:
-        text += (
-            f" {entry['n_significant_sites']} of {len(rows)} sites significant after "
-            f"{entry['permutation']['correction']} at alpha={alpha}."
-        )
-    series = [
-        Series(name="train", values=tuple(sweep.train.tolist()), style="dotted", color="grey"),
-        Series(name="CV validation", values=tuple(sweep.val.tolist()), style="dashed",
-               color="tab:blue"),
-        Series(name=f"test (ID) [{pct}% CI]", values=tuple(sweep.test.tolist()),
-               low=tuple(sweep.test_ci_low.tolist()), high=tuple(sweep.test_ci_high.tolist()),
-               color="tab:blue"),
-    ]
-    for name in ood_names:
-        series.append(Series(
-            name=f"OOD {name}", values=tuple(sweep.ood[name].tolist()),
-            low=tuple(sweep.ood_ci_low[name].tolist()), high=tuple(sweep.ood_ci_high[name].tolist()),
-        ))
-    blocks: list[Any] = [
-        Text(text=text),
-        LinePlot(
-            title=f"{spec.kind} probe for {entry['label']!r}", x_labels=labels,
-            series=tuple(series), ylabel=sweep.metric,
-            hlines=((entry["chance"], "chance"),), marker=best, marker_label="selected (val)",
-        ),
-    ]
-    if control is not None:
-        blocks.append(LinePlot(
-            title="Selectivity (Hewitt & Liang 2019): task - control test accuracy",
-            x_labels=labels, ylabel="test accuracy / selectivity",
-            series=(
-                Series(name="task", values=tuple(sweep.test.tolist()), style="bar",
-                       color="tab:blue"),
-                Series(name="control task", values=tuple(control.control.test.tolist()),
-                       style="bar", color="tab:grey"),
-                Series(name="selectivity", values=tuple(entry["selectivity"]), color="tab:green"),
-            ),
-        ))
-    perm = entry.get("permutation")
-    if perm is not None:
-        floor = 1.0 / (1 + perm["n_permutations"])
-        blocks.append(LinePlot(
-            title="Permutation tests per site", x_labels=labels, ylabel="-log10 p",
-            series=(
-                Series(name="raw p", values=tuple(
-                    (-np.log10(np.maximum(perm["p_values"], floor))).tolist())),
-                Series(name=f"{perm['correction']}-adjusted", values=tuple(
-                    (-np.log10(np.maximum(perm["p_adjusted"], floor))).tolist()), style="dashed"),
-            ),
-            hlines=((float(-np.log10(alpha)), f"alpha={alpha}"),),
-        ))
-    columns = [
-        Column(key="site", header="site", fmt="", align="left"),
-        Column(key="hyperparameter", header="C" if spec.kind == "logistic" else
-               ("alpha" if spec.kind == "ridge" else "hparam"), fmt=".3g"),
-        Column(key="train", header=f"train {sweep.metric}"),
-        Column(key="val", header=f"CV validation {sweep.metric}"),
-        Column(key="test", header=f"test {sweep.metric}"),
-        Column(key="test_ci", header=f"test {pct}% CI", fmt="ci"),
-    ]
-    for name in ood_names:
-        columns += [Column(key=f"ood/{name}", header=f"OOD {name}"),
-                    Column(key=f"ood_ci/{name}", header=f"OOD {name} CI", fmt="ci"),
-                    Column(key=f"gap/{name}", header=f"gap {name}", fmt="+.3f")]
-    table_rows = [dict(r, site=labels[i]) for i, r in enumerate(rows)]
-    if control is not None:
-        columns += [Column(key="control", header="control test"),
-                    Column(key="selectivity", header="selectivity", fmt="+.3f")]
-        for i, r in enumerate(table_rows):
-            r["control"] = entry["control"]["rows"][i]["test"]
-            r["selectivity"] = entry["selectivity"][i]
-    if perm is not None:
-        columns.append(Column(key="p_adjusted", header=f"p ({perm['correction']})", fmt=".3g"))
-        for i, r in enumerate(table_rows):
-            r["p_adjusted"] = perm["p_adjusted"][i]
-    blocks.append(Table(columns=tuple(columns), rows=tuple(table_rows), highlight=(best,),
-                        caption="Highlighted: the site selected on CV validation."))
-    return blocks
 
 
 def answer_confidence(model: Any, tokens: list[list[int]], batch_size: int = 16) -> np.ndarray:
@@ -404,6 +320,12 @@ def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
     import torch
 
     from ...probes import correctness_probe
+    from ...probes.blocks import (
+        baseline_rows,
+        correctness_blocks,
+        correctness_rows,
+        survives_controls,
+    )
 
     suite, st, ex = ctx.suite, ctx.stats, ctx.examples
     label = spec.label or suite.data.label
@@ -437,42 +359,13 @@ def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
         n_bootstrap=max(st.n_bootstrap, 1000), confidence_level=st.confidence_level,
         random_state=st.seed,
     )  # fmt: skip
-    n_folds = res.fold_auroc.shape[1]
-
-    def se(sd: Any) -> np.ndarray:
-        return 1.96 * np.asarray(sd) / np.sqrt(n_folds)
-
-    def band(m: float, s: float) -> list[float]:  # an AUROC interval stays inside [0, 1]
-        return [max(0.0, m - s), min(1.0, m + s)]
-
-    rows = []
-    for i, site in enumerate(sites):
-        m, s = float(res.auroc_mean[i]), float(se(res.auroc_std)[i])
-        # one figure per site: the mean over CV folds (no separate validation / test split)
-        row = {"site": site.name, "layer": site.layer, "cv_auroc": m, "cv_auroc_ci": band(m, s),
-               "pooled": float(res.pooled_auroc[i])}
-        if res.within_group_auroc is not None:
-            row["within_group"] = float(res.within_group_auroc[i])
-        for k in ood:
-            om, os_ = float(res.ood_mean[k][i]), float(se(res.ood_std[k])[i])
-            row[f"ood/{k}"], row[f"ood_ci/{k}"], row[f"gap/{k}"] = om, band(om, os_), m - om
-        rows.append(row)
+    rows = correctness_rows(res, [s.name for s in sites], [s.layer for s in sites])
     best = sites.index(next(s for s, lay in zip(sites, res.layers) if lay == res.best_layer))
     grouped = res.within_group_auroc is not None
     metric_name = "within-group AUROC" if grouped else "mean CV AUROC"
-    base_rows = []
-    for b in res.baselines.values():
-        r = {"baseline": b.name, "pooled": b.pooled_auroc,
-             "diff_pooled": b.diff_pooled.estimate,
-             "diff_pooled_ci": [b.diff_pooled.low, b.diff_pooled.high]}
-        if grouped and b.diff_within is not None:
-            r.update(within=b.within_group_auroc, diff_within=b.diff_within.estimate,
-                     diff_within_ci=[b.diff_within.low, b.diff_within.high])
-        base_rows.append(r)
-    key = "diff_within_ci" if grouped else "diff_pooled_ci"
-    beats_all = bool(base_rows) and all(r[key][0] > 0 for r in base_rows)
+    base_rows = baseline_rows(res)
+    significant, beats_all = survives_controls(res, st.alpha)
     mx = res.max_stat_test
-    significant = mx is not None and mx.p_value <= st.alpha
     entry = {
         "kind": "correctness", "label": label, "chance": 0.5,
         "n_correct": int(res.n_correct), "n_incorrect": int(res.n_incorrect),
@@ -501,67 +394,7 @@ def _run_correctness(spec: ProbeSpec, ctx: Any) -> ProbeResult:
             effect_size=float(mx.statistic) - 0.5, effect_size_name="AUROC - 0.5",
             alpha=st.alpha, outcome="predictable",
         ),)  # fmt: skip
-    labels = tuple(site_label(s) for s in sites)
-    sel = res.selected_within_group_auroc if grouped else res.selected_pooled_auroc
-    text = (
-        f"Evaluation: {res.evaluation} on the ID questions ({entry['n_correct']} correct, "
-        f"{entry['n_incorrect']} incorrect). Best site by {metric_name}: {labels[best]}; the "
-        f"site is chosen on the same folds, so its value is optimistic: the p-value below is "
-        f"for the best-of-{len(sites)}-sites statistic (max-statistic permutation, every site "
-        f"refit per shuffle), and the baselines are compared with the nested-selection probe "
-        f"(site chosen by inner CV in each training split; {metric_name} {sel:.3f})."
-    )
-    verdict = (
-        "The effect survives the controls: significant after layer selection and above every "
-        "baseline (CI of the difference above 0)."
-        if entry["survives_controls"]
-        else "The effect does NOT survive the controls: "
-        + ("the best-of-sites statistic is not significant" if not significant else "")
-        + (" and " if not significant and not beats_all else "")
-        + ("the probe does not beat every baseline (a difference CI reaches 0)"
-           if not beats_all else "")
-        + "."
-    )
-    series = [Series(name=f"CV AUROC (ID, mean of {n_folds} folds, +-1.96 SE)",
-                     values=tuple(r["cv_auroc"] for r in rows),
-                     low=tuple(r["cv_auroc_ci"][0] for r in rows),
-                     high=tuple(r["cv_auroc_ci"][1] for r in rows), color="tab:blue")]
-    columns = [Column(key="site", header="site", fmt="", align="left"),
-               Column(key="cv_auroc", header=f"CV AUROC (ID, {n_folds} folds)"),
-               Column(key="cv_auroc_ci", header="+-1.96 SE", fmt="ci"),
-               Column(key="pooled", header="pooled out-of-fold AUROC")]
-    if grouped:
-        series.append(Series(name="within-group AUROC",
-                             values=tuple(r["within_group"] for r in rows), color="tab:red"))
-        columns.append(Column(key="within_group", header="within-group AUROC"))
-    for k in ood:
-        series.append(Series(name=f"OOD {k} (fold-wise)", values=tuple(r[f"ood/{k}"] for r in rows),
-                             low=tuple(r[f"ood_ci/{k}"][0] for r in rows),
-                             high=tuple(r[f"ood_ci/{k}"][1] for r in rows)))
-        columns += [Column(key=f"ood/{k}", header=f"OOD {k} AUROC"),
-                    Column(key=f"ood_ci/{k}", header=f"OOD {k} +-1.96 SE", fmt="ci"),
-                    Column(key=f"gap/{k}", header=f"gap {k}", fmt="+.3f")]
-    blocks: list[Any] = [
-        Text(text=text),
-        Text(text=verdict, level="info" if entry["survives_controls"] else "warning"),
-        LinePlot(title=f"correctness probe for {label!r}", x_labels=labels, series=tuple(series),
-                 ylabel="AUROC", hlines=((0.5, "chance"),), marker=best,
-                 marker_label=f"best site ({metric_name})"),
-        Table(columns=tuple(columns), rows=tuple(dict(r, site=labels[i]) for i, r in enumerate(rows)),
-              highlight=(best,), caption=f"Highlighted: the best site by {metric_name}."),
-    ]
-    if base_rows:
-        bcols = [Column(key="baseline", header="baseline (same folds)", fmt="", align="left"),
-                 Column(key="pooled", header="baseline pooled AUROC"),
-                 Column(key="diff_pooled", header="probe - baseline (pooled)", fmt="+.3f"),
-                 Column(key="diff_pooled_ci", header="95% CI", fmt="ci")]
-        if grouped:
-            bcols += [Column(key="within", header="baseline within-group AUROC"),
-                      Column(key="diff_within", header="probe - baseline (within)", fmt="+.3f"),
-                      Column(key="diff_within_ci", header="95% CI", fmt="ci")]
-        blocks.append(Table(columns=tuple(bcols), rows=tuple(base_rows), caption=(
-            "Probe = nested-selection probe; differences with paired percentile-bootstrap CIs "
-            "(rows resampled jointly).")))
+    blocks = correctness_blocks(res, [s.name for s in sites], label=label, alpha=st.alpha)
     return ProbeResult(
         section="probe", title=f"correctness probe: {label}", data=entry,
         hypotheses=hypotheses, blocks=tuple(blocks),

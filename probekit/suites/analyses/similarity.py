@@ -14,13 +14,12 @@ from __future__ import annotations
 import dataclasses
 import glob
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ...report.blocks import Column, Heatmap, LinePlot, Series, Table, Text
-from ...report.labels import site_label
+from ...report.blocks import Text
+from ...sites import site_label
 from ..registry import register_analysis
 from ..result import AnalysisResult
 from ..spec import SuiteError
@@ -72,9 +71,6 @@ class CheckpointActs:
     cache_dir: str
 
 # one colour per drift site (accuracy curves are black / grey)
-_SITE_COLORS = ("tab:red", "tab:blue", "tab:green", "tab:purple", "tab:orange", "tab:cyan", "tab:brown")
-
-
 def capture_checkpoint(task: CheckpointActs) -> dict[str, Any]:
     """Activations ``{site name: (example, d)}`` of ``task.checkpoint`` plus its step/metrics."""
     from ...capture import Site
@@ -116,18 +112,6 @@ def _sites(spec_sites: tuple[str, ...], default: list[Site]) -> list[Site]:
     return [Site.parse(s) for s in spec_sites] if spec_sites else list(default)
 
 
-def _heatmap(res: Any, title: str, ylabel: str, xlabel: str) -> Heatmap:
-    distance = "distance" in res.measure
-    return Heatmap(
-        title=title,
-        values=tuple(tuple(float(v) for v in row) for row in res.values),
-        row_labels=tuple(site_label(s) for s in res.labels_a),
-        col_labels=tuple(site_label(s) for s in res.labels_b),
-        xlabel=xlabel, ylabel=ylabel, colorbar=res.measure, vmin=0.0,
-        vmax=math.pi / 2 if distance else 1.0, cmap="viridis_r" if distance else "viridis",
-    )
-
-
 def _accuracy_keys(metrics: list[dict[str, Any]]) -> list[str]:
     keys = [k for k in (metrics[0] if metrics else {}) if k.endswith("/acc")]
     return [k for k in keys if all(isinstance(m.get(k), (int, float)) for m in metrics)]
@@ -139,6 +123,8 @@ def run_similarity(spec: SimilaritySpec, ctx: Any) -> AnalysisResult:
     import numpy as np
 
     from ...similarity import checkpoint_drift, layer_similarity
+    from ...similarity.blocks import drift_blocks
+    from ...similarity.blocks import similarity_heatmap as _heatmap
 
     suite, ex = ctx.suite, ctx.examples
     idx = np.arange(len(ex.tokens)) if spec.split == "all" else ex.split(spec.split)
@@ -199,38 +185,13 @@ def run_similarity(spec: SimilaritySpec, ctx: Any) -> AnalysisResult:
             for s in drift_sites
         }
         acc_keys = _accuracy_keys([c["metrics"] for c in series])
-        lines: list[Series] = []
-        for i, s in enumerate(drift_sites):  # a site's two lines share its colour
-            d, color = drifts[s.name], _SITE_COLORS[i % len(_SITE_COLORS)]
-            lines.append(Series(name=f"{site_label(s)} to final", values=tuple(map(float, d.to_final)),
-                                color=color))
-            lines.append(Series(name=f"{site_label(s)} to previous", color=color,
-                                values=tuple(map(float, d.to_previous)), style="dashed"))
-        for k in acc_keys:
-            lines.append(Series(name=f"{k} (checkpoint)", values=tuple(float(c["metrics"][k]) for c in series),
-                                style="dotted", color="black" if "test" in k else "grey"))
-        blocks.append(LinePlot(
-            title=f"drift over {len(checkpoints)} checkpoints ({within.measure})",
-            x_labels=x_labels, series=tuple(lines),
+        blocks.extend(drift_blocks(
+            {site_label(s): drifts[s.name] for s in drift_sites}, x_labels,
+            measure=within.measure,
+            metrics={k: [float(c["metrics"][k]) for c in series] for k in acc_keys},
             xlabel="training step" if all(s is not None for s in steps) else "checkpoint",
-            ylabel=within.measure if not acc_keys else f"{within.measure} / accuracy",
             ylim=None if spec.measure == "procrustes" else (0.0, 1.02),
         ))
-        cols = [Column(key="checkpoint", header="checkpoint", fmt="", align="left")]
-        for s in drift_sites:
-            lab = site_label(s)
-            cols += [Column(key=f"{lab}/final", header=f"{lab} to final"),
-                     Column(key=f"{lab}/previous", header=f"{lab} to previous")]
-        cols += [Column(key=k, header=k) for k in acc_keys]
-        rows = []
-        for t, lab in enumerate(x_labels):
-            row: dict[str, Any] = {"checkpoint": lab}
-            for s in drift_sites:
-                row[f"{site_label(s)}/final"] = float(drifts[s.name].to_final[t])
-                row[f"{site_label(s)}/previous"] = float(drifts[s.name].to_previous[t])
-            row.update({k: float(series[t]["metrics"][k]) for k in acc_keys})
-            rows.append(row)
-        blocks.append(Table(title="drift per checkpoint", columns=tuple(cols), rows=tuple(rows)))
         data["drift"] = {
             "checkpoints": [Path(p).name for p in checkpoints], "patterns": list(spec.checkpoints),
             "steps": steps,
