@@ -115,6 +115,7 @@ def _cmd_capture(args: argparse.Namespace) -> int:
     from .capture import all_layers, capture_sharded, capture_to_store
     from .capture.positions import AllTokens, LastToken, TokenIndex
     from .executor import executor_from_args
+    from .inputs import tokenize_text
     from .models.cached import load_model_cached
     from .models.loading import load_model
 
@@ -128,10 +129,8 @@ def _cmd_capture(args: argparse.Namespace) -> int:
         if ids is not None:
             tokens.append(ids)
             continue
-        if getattr(model, "tokenizer", None) is None:
-            raise DataError(f"{row.where}: row has 'text' but the model has no tokenizer; give "
-                            "'tokens' (a list of ids)")
-        tokens.append(model.to_tokens(row.data["text"], prepend_bos=args.prepend_bos)[0].tolist())
+        tokens.append(tokenize_text(model, row.data["text"], prepend_bos=args.prepend_bos,
+                                    where=row.where))
     limits = {"d_vocab": int(model.cfg.d_vocab), "n_ctx": int(model.cfg.n_ctx)}
     _check_token_limits(rows, tokens, inputs["positions"], inputs["spec"], limits)
     sites = inputs["sites"] or list(all_layers(model, args.kind))

@@ -120,6 +120,36 @@ def check_vocab(tokens: Sequence[Sequence[int]], vocab_size: int, where: Sequenc
             )
 
 
+def tokenize_text(model: Any, text: str, *, prepend_bos: bool | None, where: str) -> list[int]:
+    """Token ids of ``text`` under ``model``'s tokenizer, never truncated.
+
+    TransformerLens' ``to_tokens`` cuts a text longer than ``n_ctx`` by default, so the "last
+    token" of an over-long prompt would silently be one from its middle; here the text is
+    tokenized whole and a prompt longer than the context is an error.
+
+    Args:
+        model: a model with ``tokenizer``, ``to_tokens`` and ``cfg.n_ctx``.
+        text: the prompt.
+        prepend_bos: passed to ``to_tokens``.
+        where: the row for messages (``FILE:LINE`` or ``example 3``).
+
+    Raises:
+        DataError: the model has no tokenizer, or the text is longer than the context.
+    """
+    if getattr(model, "tokenizer", None) is None:
+        raise DataError(f"{where}: row has 'text' but the model has no tokenizer; give "
+                        "'tokens' (a list of ids)")
+    ids = model.to_tokens(text, prepend_bos=prepend_bos, truncate=False)[0].tolist()
+    n_ctx = int(model.cfg.n_ctx)
+    if len(ids) > n_ctx:
+        raise DataError(
+            f"{where}: 'text' is {len(ids)} tokens but the model's context is {n_ctx} tokens; "
+            "shorten the text (probekit never truncates it: the last token would come from "
+            "the middle of the prompt)"
+        )
+    return [int(t) for t in ids]
+
+
 def require_columns(
     rows: Sequence[JsonlRow], columns: Sequence[str], *, drop: bool = False, flag: str = ""
 ) -> tuple[list[JsonlRow], list[JsonlRow]]:

@@ -413,3 +413,115 @@ def test_suite_stats_sizes_are_checked_before_the_model(ckpt, tmp_path, capsys, 
     path.write_text(path.read_text() + "[stats]\nn_bootstrap = 200\n")
     line = cli_error(capsys, ["report", str(path), "--check"])
     assert "[stats]" in line and "n_bootstrap = 200: percentile intervals need >= 1000" in line
+
+
+# ================================================================== issue 36: no silent wrong answers
+#
+# Each row of a table: surface, input, expected outcome (exit code or exception type) and a
+# fragment of the message. ``hf`` is a tiny Llama with a word-level tokenizer ("w0".."w19", one
+# token a word) and a context of 8 tokens; ``ckpt`` the tiny testbed model (vocab 11, context 12).
+
+HF_CTX = 8
+
+
+@pytest.fixture(scope="module")
+def hf(tmp_path_factory):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    directory = tmp_path_factory.mktemp("tinyllama")
+    vocab = {w: i for i, w in enumerate([*(f"w{i}" for i in range(20)), "<unk>", "<s>", "</s>", "<pad>"])}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                            pad_token="<pad>").save_pretrained(directory)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=HF_CTX,
+                         bos_token_id=vocab["<s>"], eos_token_id=vocab["</s>"], pad_token_id=vocab["<pad>"],
+                         architectures=["LlamaForCausalLM"])
+    LlamaForCausalLM(config).eval().save_pretrained(directory)
+    return directory
+
+
+def words(n: int, start: int = 0) -> str:
+    return " ".join(f"w{(start + i) % 20}" for i in range(n))
+
+
+def run_cli(capsys, args: list[str]) -> tuple[int, str]:
+    """Exit status and everything printed; never a traceback."""
+    code = main(args)
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "Traceback" not in text, text
+    if code == 2:
+        assert len([line for line in out.err.splitlines() if ": error: " in line]) == 1, out.err
+    return code, text
+
+
+def _pairs(n: int = 2, **overrides):
+    """Clean/corrupt token rows for the tiny testbed model (answers are token ids)."""
+    rows = []
+    for i in range(n):
+        rows.append({"tokens": [1, 2, 3 + i], "pair_id": i, "role": "clean", "answer": 4})
+        rows.append({"tokens": [5, 2, 3 + i], "pair_id": i, "role": "corrupt", "answer": 6})
+    for r in rows:
+        r.update(overrides)
+    return rows
+
+
+def _text_pairs(n: int = 2, length: int = 3, clean_answer: str = "w4", corrupt_answer: str = "w6"):
+    rows = []
+    for i in range(n):
+        rows.append({"text": words(length, start=i), "pair_id": i, "role": "clean", "answer": clean_answer})
+        rows.append({"text": words(length, start=i + 7), "pair_id": i, "role": "corrupt",
+                     "answer": corrupt_answer})
+    return rows
+
+
+def surface_capture(tmp_path, model, rows, extra=()):
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    return ["capture", str(model), str(data), "--out", str(tmp_path / "s"), "--quiet", *extra]
+
+
+def surface_patch(tmp_path, model, rows, extra=()):
+    data = write_jsonl(tmp_path / "p.jsonl", rows)
+    return ["patch", str(model), str(data), "--out", str(tmp_path / "o"), "--kinds", "resid_pre", *extra]
+
+
+# ------------------------------------------------------------------ 1. text longer than the context
+
+TEXT_TOO_LONG = r"d.jsonl:2: 'text' is 10 tokens but the model's context is 8 tokens; shorten the text"
+
+
+@pytest.mark.parametrize(
+    ("surface", "rows", "code", "fragment"),
+    [
+        ("capture", [{"text": words(3)}, {"text": words(10)}], 2, TEXT_TOO_LONG),
+        ("capture", [{"text": words(3)}, {"text": words(HF_CTX)}], 0, "wrote 2 rows"),
+        ("capture", [{"text": words(3)}, {"text": words(9)}], 2, "'text' is 9 tokens but the model's context is 8"),
+        ("patch", [*_text_pairs(1), *[dict(r, text=words(10, start=3)) for r in _text_pairs(1)]], 2,
+         "p.jsonl:3: 'text' is 10 tokens but the model's context is 8 tokens"),
+    ],
+    ids=["capture-10-words", "capture-exactly-n_ctx", "capture-9-words", "patch-10-words"],
+)
+def test_text_is_never_truncated(hf, tmp_path, capsys, surface, rows, code, fragment):
+    if surface == "patch":
+        for i, r in enumerate(rows):
+            r["pair_id"] = i // 2
+    args = (surface_capture if surface == "capture" else surface_patch)(tmp_path, hf, rows)
+    got, text = run_cli(capsys, args)
+    assert got == code and fragment.replace("d.jsonl", "") in text.replace("d.jsonl", ""), text
+    if surface == "capture" and code == 2:
+        assert "d.jsonl:2:" in text and not (tmp_path / "s").exists()
+
+
+def test_suite_text_longer_than_the_context_names_the_row(hf, tmp_path, capsys):
+    rows = [{"text": words(3 + i % 4, start=i), "y": i % 2, "split": "train" if i % 3 else "test"}
+            for i in range(12)]
+    rows[7]["text"] = words(11)
+    write_jsonl(tmp_path / "data.jsonl", rows)
+    (tmp_path / "s.toml").write_text(SUITE.replace('checkpoint = "{ckpt}"', f'name = "{hf}"')
+                                     .format(extra=""))
+    code, text = run_cli(capsys, ["report", str(tmp_path / "s.toml"), "--out", str(tmp_path / "o"), "--quiet"])
+    assert code == 2 and "data.jsonl:8: 'text' is 11 tokens but the model's context is 8 tokens" in text

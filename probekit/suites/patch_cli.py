@@ -129,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from ..errors import DataError
-    from ..inputs import peek_model_limits, read_jsonl, token_ids
+    from ..inputs import peek_model_limits, read_jsonl, token_ids, tokenize_text
 
     start = time.perf_counter()
     spec = _spec(args)  # option errors before reading data
@@ -158,10 +158,7 @@ def _run(args: argparse.Namespace) -> int:
     def tokens(row: Any) -> list[int]:
         if id(row) in ids:
             return ids[id(row)]
-        if getattr(model, "tokenizer", None) is None:
-            raise DataError(f"{row.where}: row has 'text' but the model has no tokenizer; give "
-                            "'tokens' (a list of ids)")
-        return model.to_tokens(row.data["text"], prepend_bos=args.prepend_bos)[0].tolist()
+        return tokenize_text(model, row.data["text"], prepend_bos=args.prepend_bos, where=row.where)
 
     clean, corrupt = [tokens(r) for r in clean_rows], [tokens(r) for r in corrupt_rows]
     _check_lengths(clean_rows, clean, corrupt_rows, corrupt)
