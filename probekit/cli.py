@@ -239,24 +239,53 @@ def _package_of(filename: str) -> str:
     return "probekit" if Path(filename).is_relative_to(here) else Path(filename).stem
 
 
+#: Dependency warnings that change what a result means: shown like probekit's own, never
+#: counted among the hidden ones (a class with fewer members than CV folds, a solver that did
+#: not converge, a score undefined for a single class).
+MEANINGFUL_WARNINGS = (
+    "least populated class",
+    "failed to converge",
+    "ConvergenceWarning",
+    "Only one class present",
+    "is ill-defined",
+    "number of unique classes is greater than 50% of the number of samples",
+)
+
+
+def _meaningful(w: warnings.WarningMessage) -> bool:
+    text = f"{w.category.__name__}: {w.message}"
+    return any(marker in text for marker in MEANINGFUL_WARNINGS)
+
+
 @contextmanager
 def _summarised_warnings(debug: bool) -> Iterator[None]:
-    """Show probekit's own warnings in full; count dependency warnings into one line."""
+    """Show probekit's own warnings (and meaning-changing dependency ones) at once; count the rest.
+
+    Shown warnings print when they happen, so they precede the command's final "wrote ..."
+    line; the count of hidden dependency warnings prints at the end.
+    """
     if debug:
         yield
         return
-    with warnings.catch_warnings(record=True) as caught:
+    counts: Counter[str] = Counter()
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+             line: Any = None) -> None:
+        w = warnings.WarningMessage(message, category, filename, lineno)
+        package = _package_of(filename)
+        if package == "probekit":
+            print(f"warning: {message}", file=sys.stderr)
+        elif _meaningful(w):
+            print(f"warning (from {package}): {message}", file=sys.stderr)
+        else:
+            counts[package] += 1
+
+    with warnings.catch_warnings():
         warnings.simplefilter("default")
+        warnings.showwarning = show
         try:
             yield
         finally:
-            counts: Counter[str] = Counter()
-            for w in caught:
-                package = _package_of(w.filename)
-                if package == "probekit":
-                    print(f"warning: {w.message}", file=sys.stderr)
-                else:
-                    counts[package] += 1
             if counts:
                 listed = ", ".join(f"{n} from {p}" for p, n in counts.most_common())
                 print(f"probekit: {sum(counts.values())} warnings from dependencies ({listed}) "
