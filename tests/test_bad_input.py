@@ -7,6 +7,7 @@ message. Probe/label NaN cases live with the probes (tests/probes).
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -453,6 +454,7 @@ def run_cli(capsys, args: list[str]) -> tuple[int, str]:
     code = main(args)
     out = capsys.readouterr()
     text = out.out + out.err
+    run_cli.stdout = out.out  # type: ignore[attr-defined]
     assert "Traceback" not in text, text
     if code == 2:
         assert len([line for line in out.err.splitlines() if ": error: " in line]) == 1, out.err
@@ -525,3 +527,92 @@ def test_suite_text_longer_than_the_context_names_the_row(hf, tmp_path, capsys):
                                      .format(extra=""))
     code, text = run_cli(capsys, ["report", str(tmp_path / "s.toml"), "--out", str(tmp_path / "o"), "--quiet"])
     assert code == 2 and "data.jsonl:8: 'text' is 11 tokens but the model's context is 8 tokens" in text
+
+
+# ------------------------------------------------------------------ 2. degenerate class splits
+
+
+def _split_rows(train_y: list, test_y: list) -> list[dict]:
+    seqs = random_sequences(len(train_y) + len(test_y), 11, lo=2, hi=6, seed=7)
+    ys = [*train_y, *test_y]
+    return [{"tokens": s, "y": y, "split": "train" if i < len(train_y) else "test"}
+            for i, (s, y) in enumerate(zip(seqs, ys))]
+
+
+SPLIT_CASES = [
+    # (train labels, test labels, exit code, fragment of the output)
+    ([0, 1] * 12, [0] * 6, 0, "the test split holds a single class '0' (6 examples)"),
+    ([0, 1] * 12, [0, 1, 2, 2], 0, "test class(es) '2' (2) never occur in the training split"),
+    ([0, 1] * 12 + [2], [0, 1, 0, 1], 0, "class(es) '2' have a single training example"),
+    ([0, 1] * 12 + [2, 2], [0, 1, 0, 1], 0, "class(es) '2' (2) have fewer training examples than cv=5"),
+    ([0] * 24, [0, 1, 0, 1], 2, "the training split holds only class '0' (24 examples)"),
+    ([0, 1, 0, 1], [0, 1], 2, "cv=5 folds but the largest training class has 2 examples"),
+]
+
+
+@pytest.mark.parametrize(("train_y", "test_y", "code", "fragment"), SPLIT_CASES,
+                         ids=["one-test-class", "test-class-unseen", "singleton-class", "class-below-cv",
+                              "one-train-class", "cv-above-classes"])
+def test_degenerate_splits_never_reject(ckpt, tmp_path, capsys, single_thread, train_y, test_y, code,
+                                       fragment):
+    path = _suite(tmp_path, ckpt, _split_rows(train_y, test_y), extra="[stats]\nn_permutations = 20")
+    path.write_text(path.read_text() + "Cs = 3\n")
+    out = tmp_path / "o"
+    got, text = run_cli(capsys, ["report", str(path), "--out", str(out), "--quiet"])
+    assert got == code and fragment in text, text
+    if code:
+        return
+    assert "reject H0" not in text.replace("do not reject H0", "")
+    lines = run_cli.stdout.splitlines()
+    warn = next(i for i, line in enumerate(lines) if fragment in line)
+    assert lines[warn].startswith("warning (") and lines[-1].startswith("wrote ")  # before "wrote ..."
+    assert "hidden" not in text  # sklearn's "least populated class" is shown, not counted
+    report = json.loads((out / "report.json").read_text())
+    analysis = report["analyses"][0]
+    assert any(fragment in w for w in analysis["warnings"])
+    html = (out / "report.html").read_text()
+    assert fragment.split("'")[0] in html
+    if "cv=5" not in fragment:  # not testable: the verdict says so, no p-value
+        (h,) = report["hypotheses"]
+        assert h["testable"] is False and h["verdict"].startswith("not testable: ") and h["p_value"] is None
+        assert "-> not testable:" in text
+
+
+def _perm_api(train_y, test_y):
+    import numpy as np
+
+    from probekit.probes import probe_permutation_test
+
+    y = np.asarray([*train_y, *test_y])
+    X = np.random.default_rng(0).normal(size=(len(y), 4))
+    return probe_permutation_test(X, y, train_idx=np.arange(len(train_y)),
+                                  test_idx=np.arange(len(train_y), len(y)), n_permutations=20, C=1.0)
+
+
+@pytest.mark.parametrize(
+    ("train_y", "test_y", "fragment"),
+    [
+        ([0, 1] * 6, [1] * 4, "the test split holds a single class '1' (4 examples)"),
+        ([0, 1] * 6, [0, 1, 2], "test class(es) '2' (1) never occur in the training split"),
+        ([0, 1] * 6 + [2], [0, 1], "class(es) '2' have a single training example"),
+        ([1] * 8, [0, 1], "the training split holds only class '1' (8 examples)"),
+    ],
+    ids=["one-test-class", "unseen-test-class", "singleton-class", "one-train-class"],
+)
+def test_permutation_api_refuses_degenerate_splits(single_thread, train_y, test_y, fragment):
+    with pytest.raises(DataError, match=re.escape(fragment)):
+        _perm_api(train_y, test_y)
+
+
+def test_probe_accuracy_claim_refuses_a_single_test_class(single_thread):
+    import numpy as np
+
+    from probekit.hypotheses.kinds.probe_accuracy import ProbeAccuracySpec, probe_accuracy
+    from probekit.sites import Site
+    from tests.hypotheses.helpers import FakeContext, examples
+
+    y = [0, 1] * 10 + [0] * 5
+    ex = examples([[0]] * 25, {"label": y}, {"train": np.arange(20), "test": np.arange(20, 25)})
+    ctx = FakeContext(examples=ex, acts={Site(0, "resid_post"): torch.randn(25, 4)})
+    with pytest.raises(DataError, match=r"claim resid_post@0 label 'label': the test split holds a single class"):
+        probe_accuracy(ProbeAccuracySpec(site="resid_post@0"), ctx, control=True)

@@ -80,8 +80,10 @@ def _run(args: argparse.Namespace) -> int:
         for warning in analysis.warnings:
             print(f"warning ({analysis.title}): {warning}")
     for h in result.hypotheses:
-        print(f"{h.name} [{h.to_dict()['site_label']}]: {h.metric}={h.statistic:.3f}, "
-              f"effect={h.effect_size:+.3f}, p={h.p_value:.3g} -> {h.decision()}")
+        numbers = f"{h.metric}={h.statistic:.3f}"
+        if not h.not_testable:  # an untestable hypothesis has no p-value
+            numbers += f", effect={h.effect_size:+.3f}, p={h.p_value:.3g}"
+        print(f"{h.name} [{h.to_dict()['site_label']}]: {numbers} -> {h.decision()}")
     print(f"wrote {paths['html']} and {paths['json']}")
     return 0
 
