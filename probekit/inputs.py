@@ -8,6 +8,7 @@ No torch import: these run in milliseconds, so a typo fails at once, not after a
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +33,32 @@ class JsonlRow:
         return f"{self.path}:{self.line}"
 
 
+def is_missing(value: Any) -> bool:
+    """True for a value that stands for "no value": ``None`` (JSON ``null``) or a float NaN.
+
+    JSON has no NaN, but Python's parser (and pandas' ``to_json`` of a missing value, as the
+    ``NaN`` literal) lets it through; probekit treats it exactly like ``null`` everywhere, so a
+    NaN label is never scored as a class ``"nan"``.
+    """
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _infinity(token: str, line: str, where: str) -> float:
+    """``parse_constant`` hook: NaN parses (it is then missing); +-Infinity is an error."""
+    if token == "NaN":
+        return math.nan
+    col = line.find(token) + 1
+    raise DataError(
+        f"{where}:{col}: {token} is not a number probekit can use (JSON has no infinities); "
+        "write a finite number or null"
+    )
+
+
 def read_jsonl(path: str | Path) -> list[JsonlRow]:
     """Parse a JSONL file (one JSON object per non-blank line), keeping line numbers.
+
+    ``NaN`` literals parse to float NaN (missing, as ``null``: :func:`is_missing`);
+    ``Infinity`` literals and duplicate keys in an object are errors naming ``FILE:LINE:COLUMN``.
 
     Raises:
         DataError: missing or empty file, a line that is not JSON, or not a JSON object.
@@ -46,8 +71,13 @@ def read_jsonl(path: str | Path) -> list[JsonlRow]:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
+            where = f"{path}:{lineno}"
             try:
-                data = json.loads(line)
+                data = json.loads(
+                    line,
+                    parse_constant=lambda token, line=line, where=where: _infinity(token, line, where),
+                    object_pairs_hook=lambda pairs, line=line, where=where: _unique(pairs, line, where),
+                )
             except json.JSONDecodeError as err:
                 raise DataError(
                     f"{path}:{lineno}: not valid JSON ({err.msg} at column {err.colno}); "
@@ -62,6 +92,21 @@ def read_jsonl(path: str | Path) -> list[JsonlRow]:
     if not rows:
         raise DataError(f"data file {path} holds no examples")
     return rows
+
+
+def _unique(pairs: list[tuple[str, Any]], line: str, where: str) -> dict[str, Any]:
+    """``object_pairs_hook``: a key given twice in one object is an error (JSON keeps the last)."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            first = line.find(json.dumps(key))
+            col = line.find(json.dumps(key), first + 1) + 1
+            raise DataError(
+                f"{where}:{col}: key {key!r} appears twice in one object (JSON would silently "
+                "keep the last value); give each column once"
+            )
+        seen.add(key)
+    return dict(pairs)
 
 
 def _short(value: Any) -> str:
@@ -167,7 +212,7 @@ def require_columns(
     kept: list[JsonlRow] = []
     dropped: list[JsonlRow] = []
     for row in rows:
-        missing = [c for c in columns if row.data.get(c) is None]
+        missing = [c for c in columns if is_missing(row.data.get(c))]
         if not missing:
             kept.append(row)
         elif drop:
@@ -175,7 +220,7 @@ def require_columns(
         else:
             how = f", or pass {flag} to drop such rows" if flag else ""
             raise DataError(
-                f"{row.where}: row lacks {missing[0]!r} (missing or null) that other rows "
+                f"{row.where}: row lacks {missing[0]!r} (missing, null or NaN) that other rows "
                 f"have; add it{how}"
             )
     if not kept:

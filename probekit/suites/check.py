@@ -57,6 +57,13 @@ def check_suite_data(suite: Suite) -> list[JsonlRow] | None:
                     f"{suite.source}: [data] {key} {name!r} is not a column of {path}; "
                     f"columns: {sorted(columns)}"
                 )
+        for name in dict.fromkeys([data.train_split, data.test_split, *data.ood_splits]):
+            if not any(r.data.get(data.split_column) == name for r in rows):
+                have = sorted({str(r.data.get(data.split_column)) for r in rows})
+                raise SuiteError(
+                    f"{suite.source}: [data] split {name!r} has no rows in {path} (column "
+                    f"{data.split_column!r} holds {have}); fix the split names"
+                )
         kept, dropped = require_columns(
             used, required, drop=data.drop_missing_labels,
             flag="[data] drop_missing_labels = true",
