@@ -616,3 +616,141 @@ def test_probe_accuracy_claim_refuses_a_single_test_class(single_thread):
     ctx = FakeContext(examples=ex, acts={Site(0, "resid_post"): torch.randn(25, 4)})
     with pytest.raises(DataError, match=r"claim resid_post@0 label 'label': the test split holds a single class"):
         probe_accuracy(ProbeAccuracySpec(site="resid_post@0"), ctx, control=True)
+
+
+# ------------------------------------------------------------------ 3. NaN is missing, like null
+
+NAN_CASES = [
+    # (surface, rows as raw JSONL lines, exit code, fragment)
+    ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": NaN}'], 2,
+     "d.jsonl:2: row lacks 'label' (missing, null or NaN)"),
+    ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": null}'], 2,
+     "d.jsonl:2: row lacks 'label' (missing, null or NaN)"),
+    ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": Infinity}'], 2,
+     "d.jsonl:2:26: Infinity is not a number probekit can use"),
+    ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": -Infinity}'], 2,
+     "d.jsonl:2:26: -Infinity is not a number probekit can use"),
+    ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": 1, "label": 2}'], 2,
+     "d.jsonl:2:29: key 'label' appears twice in one object"),
+    ("capture", ['{"tokens": [1, 2], "pos": 0}', '{"tokens": [3, 4], "pos": NaN}'], 2,
+     "d.jsonl:2: row lacks 'pos' (missing, null or NaN)"),
+    ("capture", ['{"tokens": [1, NaN], "label": 0}'], 2, "d.jsonl:1: column 'tokens' holds nan"),
+    ("report", ['{"tokens": [1, 2], "y": 0, "split": "train"}', '{"tokens": [3], "y": NaN, "split": "test"}'],
+     2, "data.jsonl:2: row lacks 'y' (missing, null or NaN)"),
+    ("report", ['{"tokens": [1, 2], "y": 0, "split": "train"}', '{"tokens": [3], "y": 1, "split": NaN}'],
+     2, "[data] split 'test' has no rows"),
+    ("patch", [json.dumps(r) for r in _pairs(1)] + ['{"tokens": [1, 2, 9], "pair_id": 1, "role": "clean", "answer": NaN}',
+                                                   '{"tokens": [5, 2, 9], "pair_id": 1, "role": "corrupt", "answer": 6}'],
+     2, "p.jsonl:3: row has a null or NaN value in its 'answer' column"),
+    ("patch", [json.dumps(r) for r in _pairs(1)] + ['{"tokens": [1, 2, 9], "pair_id": NaN, "role": "clean", "answer": 4}'],
+     2, "p.jsonl:3: row has a null or NaN value in its 'pair_id' column"),
+]
+
+
+@pytest.mark.parametrize(("surface", "lines", "code", "fragment"), NAN_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(NAN_CASES)])
+def test_nan_is_missing_everywhere(ckpt, tmp_path, capsys, no_model_load, surface, lines, code, fragment):
+    if surface == "capture":
+        args = surface_capture(tmp_path, ckpt, lines, ["--positions", "column:pos"] if "pos" in lines[0] else [])
+    elif surface == "patch":
+        args = surface_patch(tmp_path, ckpt, lines)
+    else:
+        args = ["report", str(_suite(tmp_path, ckpt, lines)), "--check"]
+    got, text = run_cli(capsys, args)
+    assert got == code and fragment in text, text
+
+
+def test_nan_label_rows_are_dropped_like_null_ones(ckpt, tmp_path, capsys):
+    lines = ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": NaN}', '{"tokens": [4, 5], "label": 1}',
+             '{"tokens": [6], "label": null}']
+    code, text = run_cli(capsys, surface_capture(tmp_path, ckpt, lines, ["--drop-incomplete"]))
+    assert code == 0 and "dropped 2 of 4 rows" in text
+    assert ActivationStore(tmp_path / "s").metadata()["label"].tolist() == [0, 1]  # no class "nan"
+
+
+# ------------------------------------------------------------------ 4. multi-token answers
+
+PATCH_SUITE = """
+[model]
+name = "{model}"
+[data]
+file = "pairs.jsonl"
+label = "answer"
+train_split = "pairs"
+test_split = "pairs"
+[[patching]]
+kinds = ["resid_pre"]
+{extra}
+"""
+
+
+def _patch_suite(tmp_path, model, rows, extra=""):
+    write_jsonl(tmp_path / "pairs.jsonl", [dict(r, split="pairs") for r in rows])
+    (tmp_path / "s.toml").write_text(PATCH_SUITE.format(model=model, extra=extra))
+    return ["report", str(tmp_path / "s.toml"), "--out", str(tmp_path / "o"), "--quiet"]
+
+
+MULTI = "answer 'w4 w5' is 2 tokens [4, 5] ['w4', 'w5']"
+ANSWER_CASES = [
+    # (surface, clean answer, corrupt answer, option, exit code, fragment)
+    ("patch", "w4 w5", "w6", (), 2, f"p.jsonl:1: {MULTI}; the metric reads one next-token logit"),
+    ("patch", "w4", "w4 w5", (), 2, f"p.jsonl:2: {MULTI}"),
+    ("patch", "w4 w5", "w6", ("--answer-tokens", "first"), 0,
+     "warning: 2 of 4 answers have several tokens and are scored by their first token only"),
+    ("patch", "w4", "w6", (), 0, "wrote "),
+    ("patch", "", "w6", (), 2, "p.jsonl:1: answer '' has no tokens"),
+    ("report", "w4 w5", "w6", "", 2, f"row 0 (clean): {MULTI}"),
+    ("report", "w4 w5", "w6", 'answer_tokens = "first"', 0,
+     "warning (Patching (resid_pre)): 2 of 4 answers have several tokens"),
+    ("report", "w4", "w6", 'answer_tokens = "all"', 2, "s.toml:11: [patching] answer_tokens = 'all': must be one of"),
+]
+
+
+@pytest.mark.parametrize(("surface", "clean", "corrupt", "option", "code", "fragment"), ANSWER_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(ANSWER_CASES)])
+def test_multi_token_answers_are_refused_or_explicit(hf, tmp_path, capsys, surface, clean, corrupt, option,
+                                                      code, fragment):
+    rows = _text_pairs(2, clean_answer=clean, corrupt_answer=corrupt)
+    args = (surface_patch(tmp_path, hf, rows, option) if surface == "patch"
+            else _patch_suite(tmp_path, hf, rows, option))
+    got, text = run_cli(capsys, args)
+    assert got == code and fragment in text, text
+    if code == 0 and "first" in str(option):
+        data = json.loads((tmp_path / "o" / "report.json").read_text())["analyses"][0]["data"]
+        assert data["answer_tokens"] == "first" and len(data["first_token_answers"]) == 2
+        assert run_cli.stdout.splitlines()[-1].startswith("wrote ")
+
+
+@pytest.fixture(scope="module")
+def hf_model(hf):
+    return load_model(str(hf))
+
+
+def test_patching_effect_claim_refuses_a_multi_token_answer(hf_model):
+    import numpy as np
+
+    from probekit.hypotheses.kinds.patching_effect import PatchingEffectSpec, patching_effect
+    from tests.hypotheses.helpers import FakeContext, examples
+
+    toks = [hf_model.to_tokens(words(3, start=s), prepend_bos=False)[0].tolist() for s in (0, 7, 1, 8)]
+    cols = {"pair_id": [0, 0, 1, 1], "role": ["clean", "corrupt"] * 2, "answer": ["w4 w5", "w6", "w4", "w6"]}
+    ex = examples(toks, cols, {"train": np.arange(4), "test": np.arange(4)})
+    ctx = FakeContext(model=hf_model, examples=ex)
+    with pytest.raises(DataError, match=re.escape(f"answer of row 0 (clean): {MULTI}")):
+        patching_effect(PatchingEffectSpec(layer=0), ctx)
+    m = patching_effect(PatchingEffectSpec(layer=0, answer_tokens="first"), ctx)
+    assert m.details["answer_tokens"] == "first"
+    with pytest.raises(ConfigError, match="answer_tokens = 'both'"):
+        patching_effect(PatchingEffectSpec(layer=0, answer_tokens="both"), ctx)
+
+
+def test_logit_lens_rank_claim_refuses_a_multi_token_answer(hf_model):
+    import numpy as np
+
+    from probekit.hypotheses.kinds.logit_lens_rank import LogitLensRankSpec, logit_lens_rank
+    from tests.hypotheses.helpers import FakeContext, examples
+
+    toks = [[0, 1, 2], [3, 4, 5]]
+    ex = examples(toks, {"label": ["w3", "w6 w7"]}, {"train": np.arange(2), "test": np.arange(2)})
+    with pytest.raises(DataError, match=re.escape("row 1: answer 'w6 w7' is 2 tokens [6, 7]")):
+        logit_lens_rank(LogitLensRankSpec(layer=0), FakeContext(model=hf_model, examples=ex))
