@@ -754,3 +754,88 @@ def test_logit_lens_rank_claim_refuses_a_multi_token_answer(hf_model):
     ex = examples(toks, {"label": ["w3", "w6 w7"]}, {"train": np.arange(2), "test": np.arange(2)})
     with pytest.raises(DataError, match=re.escape("row 1: answer 'w6 w7' is 2 tokens [6, 7]")):
         logit_lens_rank(LogitLensRankSpec(layer=0), FakeContext(model=hf_model, examples=ex))
+
+
+# ------------------------------------------------------------------ 5. patching results that would be all NaN
+
+
+def _identical(rows, pairs=None):
+    out = [dict(r) for r in rows]
+    for k in range(0, len(out), 2):
+        if pairs is None or k // 2 in pairs:
+            out[k + 1]["tokens"] = list(out[k]["tokens"])
+    return out
+
+
+GAP_CASES = [
+    # (rows, extra options, exit code, fragment)
+    (_identical(_pairs(2)), (), 2, "every pair's clean and corrupt prompts are identical (pair 0: [1, 2, 3])"),
+    (_identical(_pairs(2)), ("--metric", "answer_logprob"), 2, "every pair's clean and corrupt prompts are identical"),
+    (_identical(_pairs(2)), ("--direction", "noise"), 2, "every pair's clean and corrupt prompts are identical"),
+    (_pairs(2, answer=4), (), 2, "every pair's clean and corrupt answers are the same token (pair 0: 4)"),
+    (_identical(_pairs(2), pairs={0}), (), 0,
+     "warning: 1 of 2 pairs have identical clean and corrupt prompts (pairs [0])"),
+    ([*_pairs(1), *[dict(r, pair_id=1, answer=7) for r in _pairs(1)[:1]],
+      *[dict(r, pair_id=1, answer=7) for r in _pairs(1)[1:]]], (), 0,
+     "warning: 1 of 2 pairs have the same clean and corrupt answer (pairs [1])"),
+    (_pairs(2, answer=4), ("--metric", "answer_logprob"), 0, "wrote "),  # same answer is fine for logprob
+]
+
+
+@pytest.mark.parametrize(("rows", "extra", "code", "fragment"), GAP_CASES,
+                         ids=["identical", "identical-logprob", "identical-noise", "same-answers",
+                              "one-identical-pair", "one-same-answer-pair", "same-answers-logprob"])
+def test_patching_says_why_instead_of_nan(ckpt, tmp_path, capsys, rows, extra, code, fragment):
+    got, text = run_cli(capsys, surface_patch(tmp_path, ckpt, rows, extra))
+    assert got == code and fragment in text, text
+    if code == 2:
+        assert not (tmp_path / "o").exists()
+    elif "warning" in fragment:
+        report = json.loads((tmp_path / "o" / "report.json").read_text())
+        assert any(fragment.removeprefix("warning: ") in w for w in report["analyses"][0]["warnings"])
+        assert run_cli.stdout.splitlines()[-1].startswith("wrote ")
+
+
+def test_patching_suite_with_identical_pairs_is_one_line(ckpt, tmp_path, capsys):
+    args = _patch_suite(tmp_path, ckpt, _identical(_pairs(2)))
+    got, text = run_cli(capsys, args)
+    assert got == 2 and "every pair's clean and corrupt prompts are identical" in text
+
+
+def _nan_metric(logits, pair):
+    return logits[:, 0] * float("nan")
+
+
+def _inf_metric(logits, pair):
+    return torch.log_softmax(logits, -1)[:, 0] * torch.tensor(float("inf"))
+
+
+def _half_nan_metric(logits, pair):
+    out = logits[:, 1] - logits[:, 2]
+    return torch.where(pair == 1, torch.tensor(float("nan")), out)
+
+
+@pytest.mark.parametrize("method", ["activation", "attribution"])
+@pytest.mark.parametrize(("metric", "fragment"), [
+    (_nan_metric, r"patching metric returned nan for 2 of 2 rows \(pairs \[0, 1\]\); the logits are finite"),
+    (_inf_metric, r"patching metric returned (-)?inf for"),
+    (_half_nan_metric, r"patching metric returned nan for 1 of 2 rows \(pairs \[1\]\)"),
+])
+def test_non_finite_patching_metric_raises(small_model, method, metric, fragment):
+    from probekit.circuits import activation_patching, attribution_patching
+    from probekit.errors import NonFiniteError
+
+    fn = activation_patching if method == "activation" else attribution_patching
+    with pytest.raises(NonFiniteError, match=fragment):
+        fn(small_model, [[1, 2, 3], [4, 5, 6]], [[7, 2, 3], [8, 5, 6]], metric)
+
+
+def test_identical_prompts_warn_in_the_api(small_model):
+    from functools import partial
+
+    from probekit.circuits import activation_patching, logit_diff
+
+    metric = partial(logit_diff, answer=torch.tensor([1, 1]), foil=torch.tensor([2, 2]))
+    with pytest.warns(UserWarning, match=r"clean and corrupted runs give the same mean metric .* 0/0"):
+        res = activation_patching(small_model, [[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 5, 6]], metric)
+    assert bool(res.normalized.isnan().all())

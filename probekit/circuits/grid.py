@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, NonFiniteError
 from ..models.protocol import HookedModel
 from ..sites import HEAD_KINDS, Site
 
@@ -159,7 +160,12 @@ def prepare_grid(
 
 
 def run_metric(metric: Metric, last_logits: Tensor, pair: Tensor) -> Tensor:
-    """Apply ``metric`` to last-token logits ``(row, d_vocab)``; check one value per row."""
+    """Apply ``metric`` to last-token logits ``(row, d_vocab)``; check one finite value per row.
+
+    Raises:
+        DataError: the metric returned the wrong shape.
+        NonFiniteError: it returned NaN or inf (naming the pairs and whether the logits were).
+    """
     value = metric(last_logits, pair)
     n = last_logits.shape[0]
     if not isinstance(value, Tensor) or value.shape != (n,):
@@ -167,6 +173,18 @@ def run_metric(metric: Metric, last_logits: Tensor, pair: Tensor) -> Tensor:
         raise DataError(
             f"metric returned {shape}, expected one value per prompt ({n},): "
             "metrics map (row, d_vocab) last-token logits and (row,) pair indices to (row,)"
+        )
+    bad = ~torch.isfinite(value.detach())
+    if bool(bad.any()):
+        rows = torch.nonzero(bad).flatten().cpu()
+        pairs = sorted({int(p) for p in pair.cpu()[rows].tolist()})
+        logits_ok = bool(torch.isfinite(last_logits[rows]).all())
+        cause = ("the logits are finite, so the metric made it (e.g. log of 0, 0/0)" if logits_ok
+                 else "the model's logits are already non-finite there (check dtype / weights)")
+        raise NonFiniteError(
+            f"patching metric returned {value[rows[0]].item()} for {len(rows)} of {n} rows "
+            f"(pairs {pairs[:5]}{' ...' if len(pairs) > 5 else ''}); {cause}; a patching "
+            "metric must be finite for every pair"
         )
     return value.detach().float()
 
@@ -196,7 +214,18 @@ def grid_result(
     """Pair mean (NaN cells skipped), normalised effect and labelled axes of ``per_pair``."""
     m_base, m_source = m_base.cpu(), m_source.cpu()
     values = per_pair.nanmean(0)
-    normalized = (values - m_base.mean()) / (m_source.mean() - m_base.mean())
+    gap = m_source.mean() - m_base.mean()
+    if not bool(gap != 0):
+        import warnings
+
+        warnings.warn(
+            f"{grid.kind} patching: the clean and corrupted runs give the same mean metric "
+            f"({float(m_base.mean()):.4g}), so the normalised effect (m_patched - m_base) / "
+            "(m_source - m_base) is 0/0 and every normalized cell is NaN; use prompt pairs whose "
+            "metric differs (different prompts, different answers)",
+            stacklevel=3,
+        )
+    normalized = (values - m_base.mean()) / gap
     n_pos = max(len(t) for t in grid.base)
     layer_labels = [str(x) if grid.window_of(x)[-1] == x else f"{x}-{grid.window_of(x)[-1]}"
                     for x in grid.layers]

@@ -194,6 +194,53 @@ def _grid_dict(res: Any, method: str, rows: list[str], cols: list[str]) -> dict[
             "row_labels": rows, "col_labels": cols}
 
 
+def contrast_problems(
+    clean: Sequence[Sequence[int]], corrupt: Sequence[Sequence[int]], answer: Sequence[int],
+    foil: Sequence[int], *, metric: str,
+) -> list[str]:
+    """Pairs that cannot contrast: warnings for some, a :class:`DataError` when all are such.
+
+    A pair with identical clean and corrupt prompts, or (``logit_diff``) the same clean and
+    corrupt answer, has ``m_clean = m_corrupt``: it adds nothing, and if every pair is like
+    that the normalised effect is 0/0 in every cell.
+    """
+    same_prompt = [i for i, (c, r) in enumerate(zip(clean, corrupt)) if list(c) == list(r)]
+    same_answer = ([i for i, (a, f) in enumerate(zip(answer, foil)) if a == f]
+                   if metric == "logit_diff" else [])
+    n = len(clean)
+    if len(same_prompt) == n:
+        raise DataError(
+            f"every pair's clean and corrupt prompts are identical (pair 0: {list(clean[0])}): "
+            "patching changes nothing and the normalised effect is 0/0 in every cell; make each "
+            "corrupt prompt differ from its clean prompt (e.g. swap the subject)"
+        )
+    if len(same_answer) == n:
+        raise DataError(
+            f"every pair's clean and corrupt answers are the same token (pair 0: {answer[0]}): "
+            "logit(answer) - logit(corrupt answer) is 0 in every run and the normalised effect "
+            "0/0; give the corrupt rows the answer the corrupt prompt calls for"
+        )
+    out = []
+    if same_prompt:
+        out.append(f"{len(same_prompt)} of {n} pairs have identical clean and corrupt prompts "
+                   f"(pairs {same_prompt[:5]}): they add no contrast, only dilute the means")
+    if same_answer:
+        out.append(f"{len(same_answer)} of {n} pairs have the same clean and corrupt answer "
+                   f"(pairs {same_answer[:5]}): their logit difference is 0 in every run")
+    return out
+
+
+def check_gap(res: Any, metric: str) -> None:
+    """Raise when the clean and corrupt runs have the same mean metric (normalised effect 0/0)."""
+    clean, corrupt = float(res.clean.mean()), float(res.corrupt.mean())
+    if not clean != corrupt:
+        raise DataError(
+            f"the clean and corrupted runs give the same mean {metric} ({clean:.4g}): the "
+            "normalised effect (m_patched - m_corrupt) / (m_clean - m_corrupt) is 0/0 in every "
+            "cell; use prompt pairs on which the model's metric differs"
+        )
+
+
 def patching_grids(
     model: Any,
     clean: Sequence[Sequence[int]],
@@ -213,6 +260,7 @@ def patching_grids(
     with layers as rows and positions (labelled with the prompts' tokens) or heads as columns.
     """
     from functools import partial
+    from warnings import catch_warnings, simplefilter
 
     import torch
 
@@ -224,6 +272,7 @@ def patching_grids(
         patching_correlation,
     )
 
+    warnings = contrast_problems(clean, corrupt, answer, foil, metric=spec.metric)
     a, f = torch.tensor(list(answer)), torch.tensor(list(foil))
     metric = (partial(logit_diff, answer=a, foil=f) if spec.metric == "logit_diff"
               else partial(answer_logprob, answer=a))
@@ -242,8 +291,12 @@ def patching_grids(
             fn = activation_patching if method == "activation" else attribution_patching
             kwargs = ({"batch_size": spec.batch_size, "window": spec.window}
                       if method == "activation" else {})
-            res = fn(model, clean, corrupt, metric, kind=kind, by=by, direction=spec.direction,
-                     layers=layers, **kwargs)
+            with catch_warnings():  # a zero gap is raised below, in one line
+                simplefilter("ignore", UserWarning)
+                res = fn(model, clean, corrupt, metric, kind=kind, by=by,
+                         direction=spec.direction, layers=layers, **kwargs)
+            if first is None:
+                check_gap(res, spec.metric)
             results[method] = res
             first = first or res
             row_labels = [f"L{x}" for x in res.labels["layer"]]
@@ -295,7 +348,8 @@ def patching_grids(
             "answer_tokens": spec.answer_tokens, "first_token_answers": list(reduced),
             "clean_metric": first.clean.tolist(), "corrupt_metric": first.corrupt.tolist(),
             "grids": grids, "correlation": corr}
-    warnings = [reduction_warning(reduced, 2 * len(clean))] if reduced else []
+    if reduced:
+        warnings.append(reduction_warning(reduced, 2 * len(clean)))
     if spec.edges != "none":
         data["edges"], edge_blocks = edge_circuits(model, clean, corrupt, metric, spec)
         blocks.extend(edge_blocks)
