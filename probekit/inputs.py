@@ -258,7 +258,7 @@ def check_positions(
 
 
 def peek_model_limits(name_or_path: str | Path) -> dict[str, int]:
-    """``{"d_vocab": ..., "n_ctx": ...}`` read from a model directory's ``config.json``.
+    """``{"d_vocab", "n_ctx", "n_layers", "n_heads"}`` read from a model directory's ``config.json``.
 
     Works for probekit checkpoints and Hugging Face directories without loading weights;
     returns ``{}`` where the config is not at hand (e.g. a registered name not yet converted).
@@ -271,7 +271,9 @@ def peek_model_limits(name_or_path: str | Path) -> dict[str, int]:
     if not isinstance(config, dict):
         return {}
     model = config.get("model") if isinstance(config.get("model"), dict) else config
-    keys = {"d_vocab": ("d_vocab", "vocab_size"), "n_ctx": ("n_ctx", "max_position_embeddings")}
+    keys = {"d_vocab": ("d_vocab", "vocab_size"), "n_ctx": ("n_ctx", "max_position_embeddings"),
+            "n_layers": ("n_layers", "num_hidden_layers"),
+            "n_heads": ("n_heads", "num_attention_heads")}
     out: dict[str, int] = {}
     for name, options in keys.items():
         for key in options:

@@ -839,3 +839,184 @@ def test_identical_prompts_warn_in_the_api(small_model):
     with pytest.warns(UserWarning, match=r"clean and corrupted runs give the same mean metric .* 0/0"):
         res = activation_patching(small_model, [[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 5, 6]], metric)
     assert bool(res.normalized.isnan().all())
+
+
+# ------------------------------------------------------------------ concurrent writers
+
+
+def _capture_worker(ckpt_dir: str, out: str, barrier, results, seed: int) -> None:
+    """One process: load the tiny model and capture into the shared store (waits for the lock)."""
+    import torch as _torch
+
+    _torch.set_num_threads(1)
+    from probekit.capture import capture_to_store as _capture
+    from probekit.models import load_model as _load
+
+    model = _load(ckpt_dir)
+    seqs = random_sequences(40, 11, seed=3)
+    barrier.wait()
+    try:
+        store = _capture(model, seqs, out, ["resid_post@0", "resid_post@1"], batch_size=2,
+                         examples_per_shard=4, progress=False, lock_timeout=120)
+        results.put(("ok", store.n_rows))
+    except Exception as err:  # reported to the parent, which asserts on it
+        results.put((type(err).__name__, str(err)))
+
+
+@pytest.mark.slow  # two spawned processes each import torch and load a model (~1 min on 2 busy cores)
+def test_two_processes_capturing_one_store_wait_for_each_other(ckpt, small_model_module, tmp_path):
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    out = tmp_path / "s"
+    procs = [ctx.Process(target=_capture_worker, args=(str(ckpt), str(out), barrier, results, i))
+             for i in range(2)]
+    for p in procs:
+        p.start()
+    got = [results.get(timeout=240) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert got == [("ok", 40), ("ok", 40)], got  # no FileNotFoundError from a swept temp file
+    store = ActivationStore(out)
+    store.verify()
+    serial = capture_to_store(small_model_module, random_sequences(40, 11, seed=3), tmp_path / "ref",
+                              ["resid_post@0", "resid_post@1"], batch_size=2, examples_per_shard=4,
+                              progress=False)
+    for site in ("resid_post@0", "resid_post@1"):
+        torch.testing.assert_close(store.load(site), serial.load(site))
+    assert not (out / ".probekit.lock.json").exists()  # released
+
+
+def test_a_second_writer_is_refused_naming_the_holder(ckpt, tmp_path, capsys):
+    from probekit.util.lock import DirectoryLock, LockedError
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"tokens": [1, 2]}, {"tokens": [3]}])
+    args = ["capture", str(ckpt), str(data), "--out", str(tmp_path / "s"), "--quiet"]
+    with DirectoryLock(tmp_path / "s"):
+        code, text = run_cli(capsys, args)
+        assert code == 2 and f"activation store {tmp_path / 's'} is being written by another process (pid {os.getpid()} on" in text
+        assert "wait for it to finish" in text
+        with pytest.raises(LockedError, match=r"\(waited 0.2 s\)"):
+            DirectoryLock(tmp_path / "s").acquire(timeout=0.2)
+    assert run_cli(capsys, args)[0] == 0  # released: the capture runs
+
+
+_HOLDER = """
+import sys, time
+from probekit.util.lock import DirectoryLock
+lock = DirectoryLock(sys.argv[1])
+lock.acquire()
+print("held", flush=True)
+sys.stdin.readline()  # hold until the parent says so
+lock.release()
+"""
+
+
+def test_a_writer_in_another_process_blocks_capture_until_it_ends(ckpt, tmp_path, capsys):
+    store = tmp_path / "s"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(store)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        data = write_jsonl(tmp_path / "d.jsonl", [{"tokens": [1, 2]}, {"tokens": [3]}])
+        args = ["capture", str(ckpt), str(data), "--out", str(store), "--quiet"]
+        code, text = run_cli(capsys, args)
+        assert code == 2 and f"is being written by another process (pid {holder.pid} on" in text
+        assert not (store / "manifest.json").exists()  # nothing written beside the holder
+        from probekit.util.lock import DirectoryLock, LockedError
+
+        with pytest.raises(LockedError, match=f"pid {holder.pid}"):
+            DirectoryLock(store).acquire(timeout=0.3)
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait(timeout=30) == 0
+        assert run_cli(capsys, args)[0] == 0
+    finally:
+        holder.kill()
+
+
+def test_a_killed_writer_leaves_no_stale_lock(tmp_path):
+    from probekit.util.lock import DirectoryLock
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path / "s")], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env)
+    assert holder.stdout.readline().strip() == "held"
+    holder.kill()  # SIGKILL: no cleanup runs
+    holder.wait(timeout=30)
+    lock = DirectoryLock(tmp_path / "s")
+    lock.acquire(timeout=0)  # the OS released the dead holder's lock
+    assert lock.held
+    lock.release()
+
+
+# ------------------------------------------------------------------ --check is as deep as the run
+
+_OK_ROWS = _split_rows([0, 1] * 12, [0, 1] * 3)
+
+CHECK_CASES = [
+    # (rows, extra suite text, exit code, fragment)
+    (_OK_ROWS, '[capture]\nsites = ["resid_post@5"]', 2,
+     "[capture] sites = 'resid_post@5': layer 5 out of range; the model"),
+    (_OK_ROWS, '[capture]\nsites = ["resid_post@1", "mlp_out@2"]', 2, "has 2 layers (0..1)"),
+    (_OK_ROWS, '[capture]\nsites = ["resid_post@1"]', 0, "suite and data are valid"),
+    ([*_OK_ROWS[:1], {"tokens": [1, 11], "y": 0, "split": "train"}, *_OK_ROWS[1:]], "", 2,
+     "data.jsonl:2: token id 11 is outside the model's vocabulary"),
+    ([*_OK_ROWS, {"tokens": [1] * 13, "y": 0, "split": "train"}], "", 2,
+     "data.jsonl:31: 13 tokens but the model's context is 12"),
+    (_split_rows([0, 1] * 12, [1] * 4), "", 0,
+     "warning: [[probe]] label 'y': the test split holds a single class '1' (4 examples)"),
+    (_split_rows([0] * 12, [0, 1]), "", 2, "[[probe]] label 'y': the training split holds only class '0'"),
+    (_split_rows([0, 1] * 2, [0, 1]), "", 2, "[[probe]] label 'y': cv=5 folds but the largest training class has 2"),
+    (_split_rows([0, 1] * 12 + [2, 2], [0, 1]), "", 0, "warning: [[probe]] label 'y': class(es) '2' (2) have fewer"),
+    (_split_rows([0, 1] * 12, [0, 1]), 'test_split = "tset"', 2, "[data] split 'tset' has no rows"),
+]
+
+
+@pytest.mark.parametrize(("rows", "extra", "code", "fragment"), CHECK_CASES,
+                         ids=[f"check-{i}" for i in range(len(CHECK_CASES))])
+def test_report_check_is_as_deep_as_the_run(ckpt, tmp_path, capsys, no_model_load, rows, extra, code, fragment):
+    path = _suite(tmp_path, ckpt, rows, extra=extra.replace('test_split = "tset"', ""))
+    if "tset" in extra:
+        path.write_text(path.read_text().replace('test_split = "test"', 'test_split = "tset"'))
+    got, text = run_cli(capsys, ["report", str(path), "--check"])
+    assert got == code and fragment in text, text
+
+
+def test_patching_layers_are_checked_against_the_config(ckpt, tmp_path, capsys, no_model_load):
+    args = _patch_suite(tmp_path, ckpt, _pairs(2), "layers = [0, 3]")
+    got, text = run_cli(capsys, [*args[:2], "--check"])
+    assert got == 2 and "[[patching]] layers = 3: layer 3 out of range; the model" in text
+
+
+HYP = """
+[model]
+checkpoint = "{ckpt}"
+[data]
+file = "data.jsonl"
+label = "y"
+train_split = "train"
+test_split = "test"
+[[claim]]
+name = "c"
+measure = "{measure}"
+{keys}
+compare = ">="
+threshold = 0.5
+"""
+
+
+@pytest.mark.parametrize(("measure", "keys", "code", "fragment"), [
+    ("probe_accuracy", 'site = "resid_post@4"', 2, "[[claim]] 'c' site = 'resid_post@4': layer 4 out of range"),
+    ("patching_effect", "layer = 2", 2, "[[claim]] 'c' layer = 2: layer 2 out of range; the model"),
+    ("patching_effect", "layer = 1", 0, "hypothesis file is valid"),
+    ("probe_accuracy", 'site = "resid_post@1"', 0, "hypothesis file is valid"),
+])
+def test_claim_layers_are_checked_against_the_config(ckpt, tmp_path, capsys, no_model_load, measure, keys, code,
+                                                      fragment):
+    write_jsonl(tmp_path / "data.jsonl", _OK_ROWS)
+    (tmp_path / "h.toml").write_text(HYP.format(ckpt=ckpt, measure=measure, keys=keys))
+    got, text = run_cli(capsys, ["test", str(tmp_path / "h.toml"), "--check"])
+    assert got == code and fragment in text, text

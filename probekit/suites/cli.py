@@ -49,11 +49,12 @@ def execution_from_args(args: argparse.Namespace, suite: Any) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .check import check_suite_data
+    from .check import check_suite_data, check_suite_model
     from .spec import load_suite
 
     suite = load_suite(args.suite)
-    check_suite_data(suite)  # FILE:LINE errors before any heavy import or model load
+    rows = check_suite_data(suite)  # FILE:LINE errors before any heavy import or model load
+    warnings = check_suite_model(suite, rows)  # layers, vocab, context, class counts
     if args.device is not None:
         from ..util.device import resolve_device
 
@@ -63,6 +64,8 @@ def _run(args: argparse.Namespace) -> int:
     if execution != suite.execution:
         suite = dataclasses.replace(suite, execution=execution)
     if args.check:
+        for warning in warnings:  # the run repeats them in its output and report
+            print(f"warning: {warning}")
         print(f"{args.suite}: suite and data are valid")
         return 0
     if args.out is None:
