@@ -16,6 +16,7 @@ import os
 import socket
 import sys
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,13 @@ log = logging.getLogger("probekit")
 
 LOCK_NAME = ".probekit.lock"
 HOLDER_NAME = ".probekit.lock.json"
+
+
+def _release(lock: Any, holder: Path) -> None:
+    """Remove the holder record and release ``lock`` (if this process still holds it)."""
+    if lock.is_locked:
+        holder.unlink(missing_ok=True)
+        lock.release(force=True)
 
 
 class LockedError(StoreError):
@@ -45,6 +53,7 @@ class DirectoryLock:
         self.directory = Path(directory)
         self.what = what
         self._lock = FileLock(str(self.directory / LOCK_NAME))
+        self._finalizer: weakref.finalize | None = None
 
     @property
     def held(self) -> bool:
@@ -84,6 +93,8 @@ class DirectoryLock:
         info: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname(),
                                 "started": time.time(), "command": list(sys.argv)}
         (self.directory / HOLDER_NAME).write_text(json.dumps(info))
+        # released when this object is dropped, too (a writer that never calls close())
+        self._finalizer = weakref.finalize(self, _release, self._lock, self.directory / HOLDER_NAME)
 
     def _error(self, timeout: float | int) -> LockedError:
         waited = f" (waited {timeout:g} s)" if timeout > 0 else ""
@@ -95,9 +106,9 @@ class DirectoryLock:
 
     def release(self) -> None:
         """Give the lock up (no-op if not held)."""
-        if self._lock.is_locked:
-            (self.directory / HOLDER_NAME).unlink(missing_ok=True)
-            self._lock.release(force=True)
+        if self._finalizer is not None:
+            self._finalizer()
+            self._finalizer = None
 
     def __enter__(self) -> DirectoryLock:
         """Acquire without waiting."""
