@@ -1020,3 +1020,50 @@ def test_claim_layers_are_checked_against_the_config(ckpt, tmp_path, capsys, no_
     (tmp_path / "h.toml").write_text(HYP.format(ckpt=ckpt, measure=measure, keys=keys))
     got, text = run_cli(capsys, ["test", str(tmp_path / "h.toml"), "--check"])
     assert got == code and fragment in text, text
+
+
+# ------------------------------------------------------------------ TOML values TOML allows but probekit cannot use
+
+TOML_SUITE_CASES = [
+    # (text appended to the suite's [data] table, fragment)
+    ("[stats]\nconfidence_level = nan", "s.toml:10: [stats] confidence_level = nan: expected a finite number"),
+    ("[stats]\nalpha = -inf", "[stats] alpha = -inf: expected a finite number"),
+    ("holdout_fraction = inf", "[data] holdout_fraction = inf: expected a finite number"),
+    ('label = "z"', "invalid TOML"),  # a key given twice: TOML refuses, with its line
+    ("[stats]\nn_permutations = 1.5", "[stats] n_permutations = 1.5: expected an integer"),
+    ('[stats]\nn_permutations = "100"', "[stats] n_permutations = '100': expected an integer"),
+]
+
+
+@pytest.mark.parametrize(("extra", "fragment"), TOML_SUITE_CASES, ids=[f"toml-{i}" for i in range(len(TOML_SUITE_CASES))])
+def test_suite_toml_values_probekit_cannot_use(ckpt, tmp_path, capsys, no_model_load, extra, fragment):
+    path = _suite(tmp_path, ckpt, _OK_ROWS, extra=extra)
+    got, text = run_cli(capsys, ["report", str(path), "--check"])
+    assert got == 2 and fragment in text, text
+    if fragment == "invalid TOML":
+        assert "s.toml:9:12: invalid TOML: Cannot overwrite a value" in text  # FILE:LINE:COLUMN
+
+
+@pytest.mark.parametrize(("keys", "fragment"), [
+    ('site = "resid_post@1"\nthreshold = nan', "threshold = nan: a claimed bound must be a finite number"),
+    ('site = "resid_post@1"\nthreshold = inf', "threshold = inf: a claimed bound must be a finite number"),
+    ('site = "resid_post@1"\nC = nan', "C = nan: expected a finite number"),
+])
+def test_claim_toml_values_probekit_cannot_use(ckpt, tmp_path, capsys, no_model_load, keys, fragment):
+    write_jsonl(tmp_path / "data.jsonl", _OK_ROWS)
+    text = HYP.format(ckpt=ckpt, measure="probe_accuracy", keys=keys)
+    if "threshold =" in keys:
+        text = text.replace("threshold = 0.5\n", "")
+    (tmp_path / "h.toml").write_text(text)
+    got, out = run_cli(capsys, ["test", str(tmp_path / "h.toml"), "--check"])
+    assert got == 2 and fragment in out, out
+
+
+def test_claim_between_bounds_must_be_finite_and_ordered(ckpt, tmp_path, capsys, no_model_load):
+    write_jsonl(tmp_path / "data.jsonl", _OK_ROWS)
+    base = HYP.format(ckpt=ckpt, measure="probe_accuracy", keys='site = "resid_post@1"')
+    for bound, fragment in [("[0.0, nan]", "must be a finite number"), ("[0.5, 0.2]", "needs low < high")]:
+        (tmp_path / "h.toml").write_text(base.replace('compare = ">="\nthreshold = 0.5',
+                                                      f'compare = "between"\nthreshold = {bound}'))
+        got, out = run_cli(capsys, ["test", str(tmp_path / "h.toml"), "--check"])
+        assert got == 2 and fragment in out, out
