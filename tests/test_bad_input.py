@@ -1067,3 +1067,125 @@ def test_claim_between_bounds_must_be_finite_and_ordered(ckpt, tmp_path, capsys,
                                                       f'compare = "between"\nthreshold = {bound}'))
         got, out = run_cli(capsys, ["test", str(tmp_path / "h.toml"), "--check"])
         assert got == 2 and fragment in out, out
+
+
+# ------------------------------------------------------------------ API arguments: a ProbekitError, never torch's
+
+def _api_cases():
+    import numpy as np
+
+    from probekit.circuits import activation_patching, attribution_patching, logit_diff
+    from probekit.probes import probe_permutation_test, sweep_layers
+
+    def met(n=1):
+        from functools import partial
+
+        return partial(logit_diff, answer=torch.tensor([1] * n), foil=torch.tensor([2] * n))
+
+    X = np.random.default_rng(0).normal(size=(20, 4))
+    y = np.array([0, 1] * 10)
+    tr, te = np.arange(10), np.arange(10, 20)
+    T = torch.tensor(X)
+    return [
+        ("patch-vocab", lambda m: activation_patching(m, [[1, 50]], [[2, 50]], met()), DataError,
+         "clean_tokens[0]: token id 50 is outside the model's vocabulary (vocab size 11"),
+        ("attr-vocab", lambda m: attribution_patching(m, [[1, 2]], [[2, 12]], met()), DataError,
+         "corrupt_tokens[0]: token id 12 is outside"),
+        ("patch-negative", lambda m: activation_patching(m, [[1, -1]], [[2, -1]], met()), DataError,
+         "token id -1 is outside"),
+        ("patch-too-long", lambda m: activation_patching(m, [[1] * 13], [[2] * 13], met()), DataError,
+         "clean_tokens[0] has 13 tokens but the model's context is 12"),
+        ("patch-float-tensor", lambda m: activation_patching(m, torch.ones(1, 2), torch.ones(1, 2), met()),
+         DataError, "clean_tokens has dtype torch.float32; token ids must be integers"),
+        ("patch-3d", lambda m: activation_patching(m, torch.zeros(1, 2, 2, dtype=torch.long),
+                                                   torch.zeros(1, 2, 2, dtype=torch.long), met()),
+         DataError, "clean_tokens must be (pair, pos), got shape (1, 2, 2)"),
+        ("patch-count", lambda m: activation_patching(m, [[1, 2], [3, 4]], [[2, 2]], met(2)), DataError,
+         "2 clean prompts but 1 corrupted prompts"),
+        ("patch-lengths", lambda m: activation_patching(m, [[1, 2, 3]], [[2, 2]], met()), DataError,
+         "pair 0: clean prompt has 3 tokens but corrupted has 2"),
+        ("patch-kind", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), kind="resid_pots"),
+         ConfigError, "patching kind 'resid_pots' not supported"),
+        ("patch-by", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), by=("layer", "head")),
+         ConfigError, "by=['layer', 'head'] does not fit kind 'resid_pre'"),
+        ("patch-direction", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), direction="up"),
+         ConfigError, "direction 'up' unknown"),
+        ("patch-layers", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), layers=[5]),
+         ConfigError, "layers [5] out of range; the model has 2 layers"),
+        ("patch-window", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), window=0),
+         ConfigError, "window must be an int >= 1"),
+        ("patch-batch", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), batch_size=0),
+         ConfigError, "batch_size must be >= 1"),
+        ("patch-answer-ids", lambda m: activation_patching(
+            m, [[1, 2]], [[2, 2]], __import__("functools").partial(logit_diff, answer=torch.tensor([40]),
+                                                                   foil=torch.tensor([2]))),
+         DataError, "answer holds a token id outside 0..10"),
+        ("sweep-labels", lambda m: sweep_layers(T, y[:10], train_idx=tr, test_idx=te), DataError,
+         "got 20 activations but 10 labels"),
+        ("sweep-index", lambda m: sweep_layers(T, y, train_idx=np.arange(25), test_idx=te), DataError,
+         "split 'train' has indices in [0, 24] but there are only 20 examples"),
+        ("sweep-overlap", lambda m: sweep_layers(T, y, train_idx=np.arange(15), test_idx=te), DataError,
+         "train and test splits share 5 examples"),
+        ("sweep-empty", lambda m: sweep_layers(T, y, train_idx=tr, test_idx=np.arange(0)), DataError,
+         "split 'test' is empty"),
+        ("sweep-cv", lambda m: sweep_layers(T, y, train_idx=tr, test_idx=te, cv=1), ConfigError,
+         "cv = 1: cross-validation needs an integer >= 2 folds"),
+        ("sweep-probe", lambda m: sweep_layers(T, y, train_idx=tr, test_idx=te, probe="svm"), ConfigError,
+         "probe must be one of"),
+        ("sweep-ridge-text", lambda m: sweep_layers(T, np.array(["a", "b"] * 10), probe="ridge", train_idx=tr,
+                                                     test_idx=te), DataError, "probe='ridge' regresses numeric targets"),
+        ("sweep-nan-label", lambda m: sweep_layers(T, np.where(np.arange(20) == 3, np.nan, y), train_idx=tr,
+                                                    test_idx=te), DataError, "labels are missing (None/NaN/inf) at 1 row(s) (3)"),
+        ("sweep-nan-acts", lambda m: sweep_layers(T.masked_fill(torch.arange(20)[:, None] == 4, float("nan")), y,
+                                                   train_idx=tr, test_idx=te), DataError, "acts contains NaN or inf"),
+        ("perm-diffmeans", lambda m: probe_permutation_test(X, np.array([0, 1, 2, 3] * 5), train_idx=np.arange(12),
+                                                            test_idx=np.arange(12, 20), probe="diffmeans", n_permutations=5),
+         DataError, "probe='diffmeans' needs 2 classes, got 4"),
+        ("perm-labels", lambda m: probe_permutation_test(X, y[:5], train_idx=np.arange(3), test_idx=np.arange(3, 5),
+                                                         n_permutations=5), DataError, "got 20 activations but 5 labels"),
+        ("perm-count", lambda m: probe_permutation_test(X, y, train_idx=tr, test_idx=te, n_permutations=0),
+         ConfigError, "n_permutations must be >= 1, got 0"),
+    ]
+
+
+API_CASES = _api_cases()
+
+
+@pytest.mark.parametrize(("call", "error", "fragment"), [c[1:] for c in API_CASES], ids=[c[0] for c in API_CASES])
+def test_api_bad_arguments_raise_probekit_errors(small_model, single_thread, call, error, fragment):
+    with pytest.raises(error, match=re.escape(fragment)):
+        call(small_model)
+
+
+def _capture_cases():
+    from probekit.capture import TokenIndex
+
+    def cap(tokens, **kw):
+        return lambda m, d: capture_to_store(m, tokens, d, kw.pop("sites", ["resid_post@0"]), progress=False, **kw)
+
+    return [
+        ("no-examples", cap([]), DataError, "no examples to capture"),
+        ("empty-example", cap([[1], []]), DataError, "example 1 has no tokens"),
+        ("site-layer", cap([[1]], sites=["resid_post@9"]), ConfigError, "layer 9 out of range, model has 2 layers"),
+        ("site-kind", cap([[1]], sites=["resid_pots@0"]), ConfigError, "unknown site kind 'resid_pots'"),
+        ("no-sites", cap([[1]], sites=[]), ConfigError, "no sites given"),
+        ("batch-0", cap([[1]], batch_size=0), ConfigError, "batch_size must be >= 1, got 0"),
+        ("dtype", cap([[1]], dtype="float8"), ConfigError, "dtype 'float8' not supported"),
+        ("metadata-length", cap([[1], [2]], metadata={"y": [1]}), DataError,
+         "metadata column 'y' has 1 values but there are 2 examples"),
+        ("tokenindex-count", cap([[1], [2]], positions=TokenIndex([0])), DataError,
+         "TokenIndex has 1 entries but the dataset has 2 examples"),
+        ("too-long", cap([[1] * 13]), DataError, "example 0 has 13 tokens but the model's context is 12"),
+        ("shard-0", cap([[1]], examples_per_shard=0), ConfigError, "examples_per_shard must be >= 1"),
+    ]
+
+
+CAPTURE_CASES = _capture_cases()
+
+
+@pytest.mark.parametrize(("call", "error", "fragment"), [c[1:] for c in CAPTURE_CASES],
+                         ids=[c[0] for c in CAPTURE_CASES])
+def test_capture_api_bad_arguments(small_model, tmp_path, call, error, fragment):
+    with pytest.raises(error, match=re.escape(fragment)):
+        call(small_model, tmp_path / "s")
+    assert not (tmp_path / "s").exists()  # checked before anything is written

@@ -95,8 +95,16 @@ def as_token_lists(tokens: Tensor | Sequence[Sequence[int]], what: str) -> list[
     if isinstance(tokens, Tensor):
         if tokens.ndim != 2:
             raise DataError(f"{what} must be (pair, pos), got shape {tuple(tokens.shape)}")
+        if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+            raise DataError(f"{what} has dtype {tokens.dtype}; token ids must be integers "
+                            "(torch.long)")
         return tokens.tolist()
-    out = [list(map(int, t)) for t in tokens]
+    out = []
+    for i, t in enumerate(tokens):
+        bad = [v for v in t if isinstance(v, bool) or not float(v).is_integer()]
+        if bad:
+            raise DataError(f"{what}[{i}] holds {bad[0]!r}; token ids must be integers")
+        out.append([int(v) for v in t])
     if not out or min(len(t) for t in out) == 0:
         raise DataError(f"{what} is empty or holds an empty prompt; give >= 1 token per prompt")
     return out
@@ -115,6 +123,18 @@ def check_pairs(clean: list[list[int]], corrupt: list[list[int]]) -> None:
                 f"pair {i}: clean prompt has {len(c)} tokens but corrupted has {len(r)}; a "
                 "position grid needs equal lengths: rephrase or pad the shorter prompt"
             )
+
+
+def check_token_limits(model: HookedModel, prompts: list[list[int]], what: str) -> None:
+    """Token ids inside the model's vocabulary and prompts within its context."""
+    from ..inputs import check_vocab
+
+    check_vocab(prompts, int(model.cfg.d_vocab), [f"{what}[{i}]" for i in range(len(prompts))])
+    n_ctx = int(model.cfg.n_ctx)
+    for i, p in enumerate(prompts):
+        if len(p) > n_ctx:
+            raise DataError(f"{what}[{i}] has {len(p)} tokens but the model's context is {n_ctx}; "
+                            "shorten the prompt")
 
 
 def check_layers(model: HookedModel, layers: Sequence[int] | None) -> list[int]:
@@ -143,6 +163,8 @@ def prepare_grid(
     clean = as_token_lists(clean_tokens, "clean_tokens")
     corrupt = as_token_lists(corrupt_tokens, "corrupt_tokens")
     check_pairs(clean, corrupt)
+    check_token_limits(model, clean, "clean_tokens")
+    check_token_limits(model, corrupt, "corrupt_tokens")
     kinds = RESID_KINDS + HEAD_PATCH_KINDS
     if kind not in kinds:
         raise ConfigError(f"{what} kind {kind!r} not supported; use one of {list(kinds)}")

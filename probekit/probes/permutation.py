@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..stats.permutation import check_n_permutations, permutation_result
 from ..stats.result import StatTestResult
 from ..util.device import resolve_device
@@ -57,6 +57,8 @@ def probe_permutation_test(
             with one training example; the test could only "reject" spuriously there.
     """
     check_n_permutations(n_permutations)
+    if probe not in ("logistic", "diffmeans"):
+        raise ConfigError(f"probe must be 'logistic' or 'diffmeans', got {probe!r}")
     X = acts.detach().cpu().numpy() if isinstance(acts, torch.Tensor) else np.asarray(acts)
     X = X.astype(np.float64)
     lab = np.asarray(labels)
@@ -74,7 +76,8 @@ def probe_permutation_test(
 
     if probe == "diffmeans":
         if len(classes) != 2:
-            raise ValueError(f"probe='diffmeans' needs 2 classes, got {len(classes)}")
+            raise DataError(f"probe='diffmeans' needs 2 classes, got {len(classes)}; use "
+                            "probe='logistic'")
         for s in range(0, len(perms), batch_size):
             yy = perms[s : s + batch_size]  # (B, n)
             w, mu = diff_of_means(X[tr], yy[:, tr] == 1)  # (B, d) each
@@ -103,5 +106,5 @@ def probe_permutation_test(
             scores[s : s + B] = (pred == yy[:, te].T).double().mean(0).cpu().numpy()
         method = f"permutation test (logistic accuracy, C={C:.3g})"
     else:
-        raise ValueError(f"probe must be 'logistic' or 'diffmeans', got {probe!r}")
+        raise ConfigError(f"probe must be 'logistic' or 'diffmeans', got {probe!r}")
     return permutation_result(scores[0], scores[1:], n, method, "greater")
