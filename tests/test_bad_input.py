@@ -1,8 +1,11 @@
-"""Bad input, as a new user meets it (issue 27): every case gets one clear line, nothing half-made.
+"""Bad input, as a new user meets it (issues 27, 36): one clear line or a visible warning, never a
+silent wrong answer, nothing half-made.
 
-CLI cases call ``probekit.cli.main`` in-process and assert exit status 2 plus exactly one
-``probekit CMD: error: ...`` line and no traceback; API cases assert the exception type and
-message. Probe/label NaN cases live with the probes (tests/probes).
+CLI cases call ``probekit.cli.main`` in-process and assert the exit status (2 with exactly one
+``probekit CMD: error: ...`` line, or 0 with the warning printed before the final "wrote ..."
+line) and no traceback; API cases assert the exception type and message. The issue-36 part is a
+set of tables, one row per input: surface, input, expected outcome, message fragment. Probe/label
+NaN cases live with the probes (tests/probes).
 """
 
 import json
