@@ -328,6 +328,8 @@ def test_suite_malformed_jsonl_names_file_and_line(ckpt, tmp_path, capsys, no_mo
 def test_suite_row_without_label_or_with_bad_position(ckpt, tmp_path, capsys):
     rows = [{"tokens": [1, 2], "y": 0, "split": "train"}, {"tokens": [3, 4], "split": "test"},
             {"tokens": [3, 5], "y": 1, "split": "test"}]
+    # enough training rows of both classes for cv=5 (--check refuses fewer since issue 36)
+    rows += [{"tokens": [1, i % 11], "y": i % 2, "split": "train"} for i in range(11)]
     path = _suite(tmp_path, ckpt, rows)
     assert "data.jsonl:2: row lacks 'y'" in cli_error(capsys, ["report", str(path), "--check"])
     path = _suite(tmp_path, ckpt, rows, extra="drop_missing_labels = true")
@@ -523,7 +525,7 @@ def test_text_is_never_truncated(hf, tmp_path, capsys, surface, rows, code, frag
 
 def test_suite_text_longer_than_the_context_names_the_row(hf, tmp_path, capsys):
     rows = [{"text": words(3 + i % 4, start=i), "y": i % 2, "split": "train" if i % 3 else "test"}
-            for i in range(12)]
+            for i in range(30)]
     rows[7]["text"] = words(11)
     write_jsonl(tmp_path / "data.jsonl", rows)
     (tmp_path / "s.toml").write_text(SUITE.replace('checkpoint = "{ckpt}"', f'name = "{hf}"')
