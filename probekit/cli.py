@@ -115,6 +115,7 @@ def _cmd_capture(args: argparse.Namespace) -> int:
     from .capture import all_layers, capture_sharded, capture_to_store
     from .capture.positions import AllTokens, LastToken, TokenIndex
     from .executor import executor_from_args
+    from .inputs import tokenize_text
     from .models.cached import load_model_cached
     from .models.loading import load_model
 
@@ -128,10 +129,8 @@ def _cmd_capture(args: argparse.Namespace) -> int:
         if ids is not None:
             tokens.append(ids)
             continue
-        if getattr(model, "tokenizer", None) is None:
-            raise DataError(f"{row.where}: row has 'text' but the model has no tokenizer; give "
-                            "'tokens' (a list of ids)")
-        tokens.append(model.to_tokens(row.data["text"], prepend_bos=args.prepend_bos)[0].tolist())
+        tokens.append(tokenize_text(model, row.data["text"], prepend_bos=args.prepend_bos,
+                                    where=row.where))
     limits = {"d_vocab": int(model.cfg.d_vocab), "n_ctx": int(model.cfg.n_ctx)}
     _check_token_limits(rows, tokens, inputs["positions"], inputs["spec"], limits)
     sites = inputs["sites"] or list(all_layers(model, args.kind))
@@ -242,24 +241,53 @@ def _package_of(filename: str) -> str:
     return "probekit" if Path(filename).is_relative_to(here) else Path(filename).stem
 
 
+#: Dependency warnings that change what a result means: shown like probekit's own, never
+#: counted among the hidden ones (a class with fewer members than CV folds, a solver that did
+#: not converge, a score undefined for a single class).
+MEANINGFUL_WARNINGS = (
+    "least populated class",
+    "failed to converge",
+    "ConvergenceWarning",
+    "Only one class present",
+    "is ill-defined",
+    "number of unique classes is greater than 50% of the number of samples",
+)
+
+
+def _meaningful(w: warnings.WarningMessage) -> bool:
+    text = f"{w.category.__name__}: {w.message}"
+    return any(marker in text for marker in MEANINGFUL_WARNINGS)
+
+
 @contextmanager
 def _summarised_warnings(debug: bool) -> Iterator[None]:
-    """Show probekit's own warnings in full; count dependency warnings into one line."""
+    """Show probekit's own warnings (and meaning-changing dependency ones) at once; count the rest.
+
+    Shown warnings print when they happen, so they precede the command's final "wrote ..."
+    line; the count of hidden dependency warnings prints at the end.
+    """
     if debug:
         yield
         return
-    with warnings.catch_warnings(record=True) as caught:
+    counts: Counter[str] = Counter()
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+             line: Any = None) -> None:
+        w = warnings.WarningMessage(message, category, filename, lineno)
+        package = _package_of(filename)
+        if package == "probekit":
+            print(f"warning: {message}", file=sys.stderr)
+        elif _meaningful(w):
+            print(f"warning (from {package}): {message}", file=sys.stderr)
+        else:
+            counts[package] += 1
+
+    with warnings.catch_warnings():
         warnings.simplefilter("default")
+        warnings.showwarning = show
         try:
             yield
         finally:
-            counts: Counter[str] = Counter()
-            for w in caught:
-                package = _package_of(w.filename)
-                if package == "probekit":
-                    print(f"warning: {w.message}", file=sys.stderr)
-                else:
-                    counts[package] += 1
             if counts:
                 listed = ", ".join(f"{n} from {p}" for p, n in counts.most_common())
                 print(f"probekit: {sum(counts.values())} warnings from dependencies ({listed}) "

@@ -8,6 +8,7 @@ No torch import: these run in milliseconds, so a typo fails at once, not after a
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +33,32 @@ class JsonlRow:
         return f"{self.path}:{self.line}"
 
 
+def is_missing(value: Any) -> bool:
+    """True for a value that stands for "no value": ``None`` (JSON ``null``) or a float NaN.
+
+    JSON has no NaN, but Python's parser (and pandas' ``to_json`` of a missing value, as the
+    ``NaN`` literal) lets it through; probekit treats it exactly like ``null`` everywhere, so a
+    NaN label is never scored as a class ``"nan"``.
+    """
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _infinity(token: str, line: str, where: str) -> float:
+    """``parse_constant`` hook: NaN parses (it is then missing); +-Infinity is an error."""
+    if token == "NaN":
+        return math.nan
+    col = line.find(token) + 1
+    raise DataError(
+        f"{where}:{col}: {token} is not a number probekit can use (JSON has no infinities); "
+        "write a finite number or null"
+    )
+
+
 def read_jsonl(path: str | Path) -> list[JsonlRow]:
     """Parse a JSONL file (one JSON object per non-blank line), keeping line numbers.
+
+    ``NaN`` literals parse to float NaN (missing, as ``null``: :func:`is_missing`);
+    ``Infinity`` literals and duplicate keys in an object are errors naming ``FILE:LINE:COLUMN``.
 
     Raises:
         DataError: missing or empty file, a line that is not JSON, or not a JSON object.
@@ -46,8 +71,13 @@ def read_jsonl(path: str | Path) -> list[JsonlRow]:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
+            where = f"{path}:{lineno}"
             try:
-                data = json.loads(line)
+                data = json.loads(
+                    line,
+                    parse_constant=lambda token, line=line, where=where: _infinity(token, line, where),
+                    object_pairs_hook=lambda pairs, line=line, where=where: _unique(pairs, line, where),
+                )
             except json.JSONDecodeError as err:
                 raise DataError(
                     f"{path}:{lineno}: not valid JSON ({err.msg} at column {err.colno}); "
@@ -62,6 +92,21 @@ def read_jsonl(path: str | Path) -> list[JsonlRow]:
     if not rows:
         raise DataError(f"data file {path} holds no examples")
     return rows
+
+
+def _unique(pairs: list[tuple[str, Any]], line: str, where: str) -> dict[str, Any]:
+    """``object_pairs_hook``: a key given twice in one object is an error (JSON keeps the last)."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            first = line.find(json.dumps(key))
+            col = line.find(json.dumps(key), first + 1) + 1
+            raise DataError(
+                f"{where}:{col}: key {key!r} appears twice in one object (JSON would silently "
+                "keep the last value); give each column once"
+            )
+        seen.add(key)
+    return dict(pairs)
 
 
 def _short(value: Any) -> str:
@@ -120,6 +165,36 @@ def check_vocab(tokens: Sequence[Sequence[int]], vocab_size: int, where: Sequenc
             )
 
 
+def tokenize_text(model: Any, text: str, *, prepend_bos: bool | None, where: str) -> list[int]:
+    """Token ids of ``text`` under ``model``'s tokenizer, never truncated.
+
+    TransformerLens' ``to_tokens`` cuts a text longer than ``n_ctx`` by default, so the "last
+    token" of an over-long prompt would silently be one from its middle; here the text is
+    tokenized whole and a prompt longer than the context is an error.
+
+    Args:
+        model: a model with ``tokenizer``, ``to_tokens`` and ``cfg.n_ctx``.
+        text: the prompt.
+        prepend_bos: passed to ``to_tokens``.
+        where: the row for messages (``FILE:LINE`` or ``example 3``).
+
+    Raises:
+        DataError: the model has no tokenizer, or the text is longer than the context.
+    """
+    if getattr(model, "tokenizer", None) is None:
+        raise DataError(f"{where}: row has 'text' but the model has no tokenizer; give "
+                        "'tokens' (a list of ids)")
+    ids = model.to_tokens(text, prepend_bos=prepend_bos, truncate=False)[0].tolist()
+    n_ctx = int(model.cfg.n_ctx)
+    if len(ids) > n_ctx:
+        raise DataError(
+            f"{where}: 'text' is {len(ids)} tokens but the model's context is {n_ctx} tokens; "
+            "shorten the text (probekit never truncates it: the last token would come from "
+            "the middle of the prompt)"
+        )
+    return [int(t) for t in ids]
+
+
 def require_columns(
     rows: Sequence[JsonlRow], columns: Sequence[str], *, drop: bool = False, flag: str = ""
 ) -> tuple[list[JsonlRow], list[JsonlRow]]:
@@ -137,7 +212,7 @@ def require_columns(
     kept: list[JsonlRow] = []
     dropped: list[JsonlRow] = []
     for row in rows:
-        missing = [c for c in columns if row.data.get(c) is None]
+        missing = [c for c in columns if is_missing(row.data.get(c))]
         if not missing:
             kept.append(row)
         elif drop:
@@ -145,7 +220,7 @@ def require_columns(
         else:
             how = f", or pass {flag} to drop such rows" if flag else ""
             raise DataError(
-                f"{row.where}: row lacks {missing[0]!r} (missing or null) that other rows "
+                f"{row.where}: row lacks {missing[0]!r} (missing, null or NaN) that other rows "
                 f"have; add it{how}"
             )
     if not kept:
@@ -183,7 +258,7 @@ def check_positions(
 
 
 def peek_model_limits(name_or_path: str | Path) -> dict[str, int]:
-    """``{"d_vocab": ..., "n_ctx": ...}`` read from a model directory's ``config.json``.
+    """``{"d_vocab", "n_ctx", "n_layers", "n_heads"}`` read from a model directory's ``config.json``.
 
     Works for probekit checkpoints and Hugging Face directories without loading weights;
     returns ``{}`` where the config is not at hand (e.g. a registered name not yet converted).
@@ -196,7 +271,9 @@ def peek_model_limits(name_or_path: str | Path) -> dict[str, int]:
     if not isinstance(config, dict):
         return {}
     model = config.get("model") if isinstance(config.get("model"), dict) else config
-    keys = {"d_vocab": ("d_vocab", "vocab_size"), "n_ctx": ("n_ctx", "max_position_embeddings")}
+    keys = {"d_vocab": ("d_vocab", "vocab_size"), "n_ctx": ("n_ctx", "max_position_embeddings"),
+            "n_layers": ("n_layers", "num_hidden_layers"),
+            "n_heads": ("n_heads", "num_attention_heads")}
     out: dict[str, int] = {}
     for name, options in keys.items():
         for key in options:

@@ -1,12 +1,16 @@
-"""Bad input, as a new user meets it (issue 27): every case gets one clear line, nothing half-made.
+"""Bad input, as a new user meets it (issues 27, 36): one clear line or a visible warning, never a
+silent wrong answer, nothing half-made.
 
-CLI cases call ``probekit.cli.main`` in-process and assert exit status 2 plus exactly one
-``probekit CMD: error: ...`` line and no traceback; API cases assert the exception type and
-message. Probe/label NaN cases live with the probes (tests/probes).
+CLI cases call ``probekit.cli.main`` in-process and assert the exit status (2 with exactly one
+``probekit CMD: error: ...`` line, or 0 with the warning printed before the final "wrote ..."
+line) and no traceback; API cases assert the exception type and message. The issue-36 part is a
+set of tables, one row per input: surface, input, expected outcome, message fragment. Probe/label
+NaN cases live with the probes (tests/probes).
 """
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -324,6 +328,8 @@ def test_suite_malformed_jsonl_names_file_and_line(ckpt, tmp_path, capsys, no_mo
 def test_suite_row_without_label_or_with_bad_position(ckpt, tmp_path, capsys):
     rows = [{"tokens": [1, 2], "y": 0, "split": "train"}, {"tokens": [3, 4], "split": "test"},
             {"tokens": [3, 5], "y": 1, "split": "test"}]
+    # enough training rows of both classes for cv=5 (--check refuses fewer since issue 36)
+    rows += [{"tokens": [1, i % 11], "y": i % 2, "split": "train"} for i in range(11)]
     path = _suite(tmp_path, ckpt, rows)
     assert "data.jsonl:2: row lacks 'y'" in cli_error(capsys, ["report", str(path), "--check"])
     path = _suite(tmp_path, ckpt, rows, extra="drop_missing_labels = true")
@@ -413,3 +419,778 @@ def test_suite_stats_sizes_are_checked_before_the_model(ckpt, tmp_path, capsys, 
     path.write_text(path.read_text() + "[stats]\nn_bootstrap = 200\n")
     line = cli_error(capsys, ["report", str(path), "--check"])
     assert "[stats]" in line and "n_bootstrap = 200: percentile intervals need >= 1000" in line
+
+
+# ================================================================== issue 36: no silent wrong answers
+#
+# Each row of a table: surface, input, expected outcome (exit code or exception type) and a
+# fragment of the message. ``hf`` is a tiny Llama with a word-level tokenizer ("w0".."w19", one
+# token a word) and a context of 8 tokens; ``ckpt`` the tiny testbed model (vocab 11, context 12).
+
+HF_CTX = 8
+
+
+@pytest.fixture(scope="module")
+def hf(tmp_path_factory):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    directory = tmp_path_factory.mktemp("tinyllama")
+    vocab = {w: i for i, w in enumerate([*(f"w{i}" for i in range(20)), "<unk>", "<s>", "</s>", "<pad>"])}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                            pad_token="<pad>").save_pretrained(directory)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=HF_CTX,
+                         bos_token_id=vocab["<s>"], eos_token_id=vocab["</s>"], pad_token_id=vocab["<pad>"],
+                         architectures=["LlamaForCausalLM"])
+    LlamaForCausalLM(config).eval().save_pretrained(directory)
+    return directory
+
+
+def words(n: int, start: int = 0) -> str:
+    return " ".join(f"w{(start + i) % 20}" for i in range(n))
+
+
+def run_cli(capsys, args: list[str]) -> tuple[int, str]:
+    """Exit status and everything printed; never a traceback."""
+    code = main(args)
+    out = capsys.readouterr()
+    text = out.out + out.err
+    run_cli.stdout = out.out  # type: ignore[attr-defined]
+    assert "Traceback" not in text, text
+    if code == 2:
+        assert len([line for line in out.err.splitlines() if ": error: " in line]) == 1, out.err
+    return code, text
+
+
+def _pairs(n: int = 2, **overrides):
+    """Clean/corrupt token rows for the tiny testbed model (answers are token ids)."""
+    rows = []
+    for i in range(n):
+        rows.append({"tokens": [1, 2, 3 + i], "pair_id": i, "role": "clean", "answer": 4})
+        rows.append({"tokens": [5, 2, 3 + i], "pair_id": i, "role": "corrupt", "answer": 6})
+    for r in rows:
+        r.update(overrides)
+    return rows
+
+
+def _text_pairs(n: int = 2, length: int = 3, clean_answer: str = "w4", corrupt_answer: str = "w6"):
+    rows = []
+    for i in range(n):
+        rows.append({"text": words(length, start=i), "pair_id": i, "role": "clean", "answer": clean_answer})
+        rows.append({"text": words(length, start=i + 7), "pair_id": i, "role": "corrupt",
+                     "answer": corrupt_answer})
+    return rows
+
+
+def surface_capture(tmp_path, model, rows, extra=()):
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    return ["capture", str(model), str(data), "--out", str(tmp_path / "s"), "--quiet", *extra]
+
+
+def surface_patch(tmp_path, model, rows, extra=()):
+    data = write_jsonl(tmp_path / "p.jsonl", rows)
+    return ["patch", str(model), str(data), "--out", str(tmp_path / "o"), "--kinds", "resid_pre", *extra]
+
+
+# ------------------------------------------------------------------ 1. text longer than the context
+
+TEXT_TOO_LONG = r"d.jsonl:2: 'text' is 10 tokens but the model's context is 8 tokens; shorten the text"
+
+
+@pytest.mark.parametrize(
+    ("surface", "rows", "code", "fragment"),
+    [
+        ("capture", [{"text": words(3)}, {"text": words(10)}], 2, TEXT_TOO_LONG),
+        ("capture", [{"text": words(3)}, {"text": words(HF_CTX)}], 0, "wrote 2 rows"),
+        ("capture", [{"text": words(3)}, {"text": words(9)}], 2, "'text' is 9 tokens but the model's context is 8"),
+        ("patch", [*_text_pairs(1), *[dict(r, text=words(10, start=3)) for r in _text_pairs(1)]], 2,
+         "p.jsonl:3: 'text' is 10 tokens but the model's context is 8 tokens"),
+    ],
+    ids=["capture-10-words", "capture-exactly-n_ctx", "capture-9-words", "patch-10-words"],
+)
+def test_text_is_never_truncated(hf, tmp_path, capsys, surface, rows, code, fragment):
+    if surface == "patch":
+        for i, r in enumerate(rows):
+            r["pair_id"] = i // 2
+    args = (surface_capture if surface == "capture" else surface_patch)(tmp_path, hf, rows)
+    got, text = run_cli(capsys, args)
+    assert got == code and fragment.replace("d.jsonl", "") in text.replace("d.jsonl", ""), text
+    if surface == "capture" and code == 2:
+        assert "d.jsonl:2:" in text and not (tmp_path / "s").exists()
+
+
+def test_suite_text_longer_than_the_context_names_the_row(hf, tmp_path, capsys):
+    rows = [{"text": words(3 + i % 4, start=i), "y": i % 2, "split": "train" if i % 3 else "test"}
+            for i in range(30)]
+    rows[7]["text"] = words(11)
+    write_jsonl(tmp_path / "data.jsonl", rows)
+    (tmp_path / "s.toml").write_text(SUITE.replace('checkpoint = "{ckpt}"', f'name = "{hf}"')
+                                     .format(extra=""))
+    code, text = run_cli(capsys, ["report", str(tmp_path / "s.toml"), "--out", str(tmp_path / "o"), "--quiet"])
+    assert code == 2 and "data.jsonl:8: 'text' is 11 tokens but the model's context is 8 tokens" in text
+
+
+# ------------------------------------------------------------------ 2. degenerate class splits
+
+
+def _split_rows(train_y: list, test_y: list) -> list[dict]:
+    seqs = random_sequences(len(train_y) + len(test_y), 11, lo=2, hi=6, seed=7)
+    ys = [*train_y, *test_y]
+    return [{"tokens": s, "y": y, "split": "train" if i < len(train_y) else "test"}
+            for i, (s, y) in enumerate(zip(seqs, ys))]
+
+
+SPLIT_CASES = [
+    # (train labels, test labels, exit code, fragment of the output)
+    ([0, 1] * 12, [0] * 6, 0, "the test split holds a single class '0' (6 examples)"),
+    ([0, 1] * 12, [0, 1, 2, 2], 0, "test class(es) '2' (2) never occur in the training split"),
+    ([0, 1] * 12 + [2], [0, 1, 0, 1], 0, "class(es) '2' have a single training example"),
+    ([0, 1] * 12 + [2, 2], [0, 1, 0, 1], 0, "class(es) '2' (2) have fewer training examples than cv=5"),
+    ([0] * 24, [0, 1, 0, 1], 2, "the training split holds only class '0' (24 examples)"),
+    ([0, 1, 0, 1], [0, 1], 2, "cv=5 folds but the largest training class has 2 examples"),
+]
+
+
+@pytest.mark.parametrize(("train_y", "test_y", "code", "fragment"), SPLIT_CASES,
+                         ids=["one-test-class", "test-class-unseen", "singleton-class", "class-below-cv",
+                              "one-train-class", "cv-above-classes"])
+def test_degenerate_splits_never_reject(ckpt, tmp_path, capsys, single_thread, train_y, test_y, code,
+                                       fragment):
+    path = _suite(tmp_path, ckpt, _split_rows(train_y, test_y), extra="[stats]\nn_permutations = 20")
+    path.write_text(path.read_text() + "Cs = 3\n")
+    out = tmp_path / "o"
+    got, text = run_cli(capsys, ["report", str(path), "--out", str(out), "--quiet"])
+    assert got == code and fragment in text, text
+    if code:
+        return
+    assert "reject H0" not in text.replace("do not reject H0", "")
+    lines = run_cli.stdout.splitlines()
+    warn = next(i for i, line in enumerate(lines) if fragment in line)
+    assert lines[warn].startswith("warning (") and lines[-1].startswith("wrote ")  # before "wrote ..."
+    assert "hidden" not in text  # sklearn's "least populated class" is shown, not counted
+    report = json.loads((out / "report.json").read_text())
+    analysis = report["analyses"][0]
+    assert any(fragment in w for w in analysis["warnings"])
+    html = (out / "report.html").read_text()
+    assert fragment.split("'")[0] in html
+    if "cv=5" not in fragment:  # not testable: the verdict says so, no p-value
+        (h,) = report["hypotheses"]
+        assert h["testable"] is False and h["verdict"].startswith("not testable: ") and h["p_value"] is None
+        assert "-> not testable:" in text
+
+
+def _perm_api(train_y, test_y):
+    import numpy as np
+
+    from probekit.probes import probe_permutation_test
+
+    y = np.asarray([*train_y, *test_y])
+    X = np.random.default_rng(0).normal(size=(len(y), 4))
+    return probe_permutation_test(X, y, train_idx=np.arange(len(train_y)),
+                                  test_idx=np.arange(len(train_y), len(y)), n_permutations=20, C=1.0)
+
+
+@pytest.mark.parametrize(
+    ("train_y", "test_y", "fragment"),
+    [
+        ([0, 1] * 6, [1] * 4, "the test split holds a single class '1' (4 examples)"),
+        ([0, 1] * 6, [0, 1, 2], "test class(es) '2' (1) never occur in the training split"),
+        ([0, 1] * 6 + [2], [0, 1], "class(es) '2' have a single training example"),
+        ([1] * 8, [0, 1], "the training split holds only class '1' (8 examples)"),
+    ],
+    ids=["one-test-class", "unseen-test-class", "singleton-class", "one-train-class"],
+)
+def test_permutation_api_refuses_degenerate_splits(single_thread, train_y, test_y, fragment):
+    with pytest.raises(DataError, match=re.escape(fragment)):
+        _perm_api(train_y, test_y)
+
+
+def test_probe_accuracy_claim_refuses_a_single_test_class(single_thread):
+    import numpy as np
+
+    from probekit.hypotheses.kinds.probe_accuracy import ProbeAccuracySpec, probe_accuracy
+    from probekit.sites import Site
+    from tests.hypotheses.helpers import FakeContext, examples
+
+    y = [0, 1] * 10 + [0] * 5
+    ex = examples([[0]] * 25, {"label": y}, {"train": np.arange(20), "test": np.arange(20, 25)})
+    ctx = FakeContext(examples=ex, acts={Site(0, "resid_post"): torch.randn(25, 4)})
+    with pytest.raises(DataError, match=r"claim resid_post@0 label 'label': the test split holds a single class"):
+        probe_accuracy(ProbeAccuracySpec(site="resid_post@0"), ctx, control=True)
+
+
+# ------------------------------------------------------------------ 3. NaN is missing, like null
+
+NAN_CASES = [
+    # (surface, rows as raw JSONL lines, exit code, fragment)
+    ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": NaN}'], 2,
+     "d.jsonl:2: row lacks 'label' (missing, null or NaN)"),
+    ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": null}'], 2,
+     "d.jsonl:2: row lacks 'label' (missing, null or NaN)"),
+    ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": Infinity}'], 2,
+     "d.jsonl:2:26: Infinity is not a number probekit can use"),
+    ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": -Infinity}'], 2,
+     "d.jsonl:2:26: -Infinity is not a number probekit can use"),
+    ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": 1, "label": 2}'], 2,
+     "d.jsonl:2:29: key 'label' appears twice in one object"),
+    ("capture", ['{"tokens": [1, 2], "pos": 0}', '{"tokens": [3, 4], "pos": NaN}'], 2,
+     "d.jsonl:2: row lacks 'pos' (missing, null or NaN)"),
+    ("capture", ['{"tokens": [1, NaN], "label": 0}'], 2, "d.jsonl:1: column 'tokens' holds nan"),
+    ("report", ['{"tokens": [1, 2], "y": 0, "split": "train"}', '{"tokens": [3], "y": NaN, "split": "test"}'],
+     2, "data.jsonl:2: row lacks 'y' (missing, null or NaN)"),
+    ("report", ['{"tokens": [1, 2], "y": 0, "split": "train"}', '{"tokens": [3], "y": 1, "split": NaN}'],
+     2, "[data] split 'test' has no rows"),
+    ("patch", [json.dumps(r) for r in _pairs(1)] + ['{"tokens": [1, 2, 9], "pair_id": 1, "role": "clean", "answer": NaN}',
+                                                   '{"tokens": [5, 2, 9], "pair_id": 1, "role": "corrupt", "answer": 6}'],
+     2, "p.jsonl:3: row has a null or NaN value in its 'answer' column"),
+    ("patch", [json.dumps(r) for r in _pairs(1)] + ['{"tokens": [1, 2, 9], "pair_id": NaN, "role": "clean", "answer": 4}'],
+     2, "p.jsonl:3: row has a null or NaN value in its 'pair_id' column"),
+]
+
+
+@pytest.mark.parametrize(("surface", "lines", "code", "fragment"), NAN_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(NAN_CASES)])
+def test_nan_is_missing_everywhere(ckpt, tmp_path, capsys, no_model_load, surface, lines, code, fragment):
+    if surface == "capture":
+        args = surface_capture(tmp_path, ckpt, lines, ["--positions", "column:pos"] if "pos" in lines[0] else [])
+    elif surface == "patch":
+        args = surface_patch(tmp_path, ckpt, lines)
+    else:
+        args = ["report", str(_suite(tmp_path, ckpt, lines)), "--check"]
+    got, text = run_cli(capsys, args)
+    assert got == code and fragment in text, text
+
+
+def test_nan_label_rows_are_dropped_like_null_ones(ckpt, tmp_path, capsys):
+    lines = ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": NaN}', '{"tokens": [4, 5], "label": 1}',
+             '{"tokens": [6], "label": null}']
+    code, text = run_cli(capsys, surface_capture(tmp_path, ckpt, lines, ["--drop-incomplete"]))
+    assert code == 0 and "dropped 2 of 4 rows" in text
+    assert ActivationStore(tmp_path / "s").metadata()["label"].tolist() == [0, 1]  # no class "nan"
+
+
+# ------------------------------------------------------------------ 4. multi-token answers
+
+PATCH_SUITE = """
+[model]
+name = "{model}"
+[data]
+file = "pairs.jsonl"
+label = "answer"
+train_split = "pairs"
+test_split = "pairs"
+[[patching]]
+kinds = ["resid_pre"]
+{extra}
+"""
+
+
+def _patch_suite(tmp_path, model, rows, extra=""):
+    write_jsonl(tmp_path / "pairs.jsonl", [dict(r, split="pairs") for r in rows])
+    (tmp_path / "s.toml").write_text(PATCH_SUITE.format(model=model, extra=extra))
+    return ["report", str(tmp_path / "s.toml"), "--out", str(tmp_path / "o"), "--quiet"]
+
+
+MULTI = "answer 'w4 w5' is 2 tokens [4, 5] ['w4', 'w5']"
+ANSWER_CASES = [
+    # (surface, clean answer, corrupt answer, option, exit code, fragment)
+    ("patch", "w4 w5", "w6", (), 2, f"p.jsonl:1: {MULTI}; the metric reads one next-token logit"),
+    ("patch", "w4", "w4 w5", (), 2, f"p.jsonl:2: {MULTI}"),
+    ("patch", "w4 w5", "w6", ("--answer-tokens", "first"), 0,
+     "warning: 2 of 4 answers have several tokens and are scored by their first token only"),
+    ("patch", "w4", "w6", (), 0, "wrote "),
+    ("patch", "", "w6", (), 2, "p.jsonl:1: answer '' has no tokens"),
+    ("report", "w4 w5", "w6", "", 2, f"row 0 (clean): {MULTI}"),
+    ("report", "w4 w5", "w6", 'answer_tokens = "first"', 0,
+     "warning (Patching (resid_pre)): 2 of 4 answers have several tokens"),
+    ("report", "w4", "w6", 'answer_tokens = "all"', 2, "s.toml:11: [patching] answer_tokens = 'all': must be one of"),
+]
+
+
+@pytest.mark.parametrize(("surface", "clean", "corrupt", "option", "code", "fragment"), ANSWER_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(ANSWER_CASES)])
+def test_multi_token_answers_are_refused_or_explicit(hf, tmp_path, capsys, surface, clean, corrupt, option,
+                                                      code, fragment):
+    rows = _text_pairs(2, clean_answer=clean, corrupt_answer=corrupt)
+    args = (surface_patch(tmp_path, hf, rows, option) if surface == "patch"
+            else _patch_suite(tmp_path, hf, rows, option))
+    got, text = run_cli(capsys, args)
+    assert got == code and fragment in text, text
+    if code == 0 and "first" in str(option):
+        data = json.loads((tmp_path / "o" / "report.json").read_text())["analyses"][0]["data"]
+        assert data["answer_tokens"] == "first" and len(data["first_token_answers"]) == 2
+        assert run_cli.stdout.splitlines()[-1].startswith("wrote ")
+
+
+@pytest.fixture(scope="module")
+def hf_model(hf):
+    return load_model(str(hf))
+
+
+def test_patching_effect_claim_refuses_a_multi_token_answer(hf_model):
+    import numpy as np
+
+    from probekit.hypotheses.kinds.patching_effect import PatchingEffectSpec, patching_effect
+    from tests.hypotheses.helpers import FakeContext, examples
+
+    toks = [hf_model.to_tokens(words(3, start=s), prepend_bos=False)[0].tolist() for s in (0, 7, 1, 8)]
+    cols = {"pair_id": [0, 0, 1, 1], "role": ["clean", "corrupt"] * 2, "answer": ["w4 w5", "w6", "w4", "w6"]}
+    ex = examples(toks, cols, {"train": np.arange(4), "test": np.arange(4)})
+    ctx = FakeContext(model=hf_model, examples=ex)
+    with pytest.raises(DataError, match=re.escape(f"answer of row 0 (clean): {MULTI}")):
+        patching_effect(PatchingEffectSpec(layer=0), ctx)
+    m = patching_effect(PatchingEffectSpec(layer=0, answer_tokens="first"), ctx)
+    assert m.details["answer_tokens"] == "first"
+    with pytest.raises(ConfigError, match="answer_tokens = 'both'"):
+        patching_effect(PatchingEffectSpec(layer=0, answer_tokens="both"), ctx)
+
+
+def test_logit_lens_rank_claim_refuses_a_multi_token_answer(hf_model):
+    import numpy as np
+
+    from probekit.hypotheses.kinds.logit_lens_rank import LogitLensRankSpec, logit_lens_rank
+    from tests.hypotheses.helpers import FakeContext, examples
+
+    toks = [[0, 1, 2], [3, 4, 5]]
+    ex = examples(toks, {"label": ["w3", "w6 w7"]}, {"train": np.arange(2), "test": np.arange(2)})
+    with pytest.raises(DataError, match=re.escape("row 1: answer 'w6 w7' is 2 tokens [6, 7]")):
+        logit_lens_rank(LogitLensRankSpec(layer=0), FakeContext(model=hf_model, examples=ex))
+
+
+# ------------------------------------------------------------------ 5. patching results that would be all NaN
+
+
+def _identical(rows, pairs=None):
+    out = [dict(r) for r in rows]
+    for k in range(0, len(out), 2):
+        if pairs is None or k // 2 in pairs:
+            out[k + 1]["tokens"] = list(out[k]["tokens"])
+    return out
+
+
+GAP_CASES = [
+    # (rows, extra options, exit code, fragment)
+    (_identical(_pairs(2)), (), 2, "every pair's clean and corrupt prompts are identical (pair 0: [1, 2, 3])"),
+    (_identical(_pairs(2)), ("--metric", "answer_logprob"), 2, "every pair's clean and corrupt prompts are identical"),
+    (_identical(_pairs(2)), ("--direction", "noise"), 2, "every pair's clean and corrupt prompts are identical"),
+    (_pairs(2, answer=4), (), 2, "every pair's clean and corrupt answers are the same token (pair 0: 4)"),
+    (_identical(_pairs(2), pairs={0}), (), 0,
+     "warning: 1 of 2 pairs have identical clean and corrupt prompts (pairs [0])"),
+    ([*_pairs(1), *[dict(r, pair_id=1, answer=7) for r in _pairs(1)[:1]],
+      *[dict(r, pair_id=1, answer=7) for r in _pairs(1)[1:]]], (), 0,
+     "warning: 1 of 2 pairs have the same clean and corrupt answer (pairs [1])"),
+    (_pairs(2, answer=4), ("--metric", "answer_logprob"), 0, "wrote "),  # same answer is fine for logprob
+]
+
+
+@pytest.mark.parametrize(("rows", "extra", "code", "fragment"), GAP_CASES,
+                         ids=["identical", "identical-logprob", "identical-noise", "same-answers",
+                              "one-identical-pair", "one-same-answer-pair", "same-answers-logprob"])
+def test_patching_says_why_instead_of_nan(ckpt, tmp_path, capsys, rows, extra, code, fragment):
+    got, text = run_cli(capsys, surface_patch(tmp_path, ckpt, rows, extra))
+    assert got == code and fragment in text, text
+    if code == 2:
+        assert not (tmp_path / "o").exists()
+    elif "warning" in fragment:
+        report = json.loads((tmp_path / "o" / "report.json").read_text())
+        assert any(fragment.removeprefix("warning: ") in w for w in report["analyses"][0]["warnings"])
+        assert run_cli.stdout.splitlines()[-1].startswith("wrote ")
+
+
+def test_patching_suite_with_identical_pairs_is_one_line(ckpt, tmp_path, capsys):
+    args = _patch_suite(tmp_path, ckpt, _identical(_pairs(2)))
+    got, text = run_cli(capsys, args)
+    assert got == 2 and "every pair's clean and corrupt prompts are identical" in text
+
+
+def _nan_metric(logits, pair):
+    return logits[:, 0] * float("nan")
+
+
+def _inf_metric(logits, pair):
+    return torch.log_softmax(logits, -1)[:, 0] * torch.tensor(float("inf"))
+
+
+def _half_nan_metric(logits, pair):
+    out = logits[:, 1] - logits[:, 2]
+    return torch.where(pair == 1, torch.tensor(float("nan")), out)
+
+
+@pytest.mark.parametrize("method", ["activation", "attribution"])
+@pytest.mark.parametrize(("metric", "fragment"), [
+    (_nan_metric, r"patching metric returned nan for 2 of 2 rows \(pairs \[0, 1\]\); the logits are finite"),
+    (_inf_metric, r"patching metric returned (-)?inf for"),
+    (_half_nan_metric, r"patching metric returned nan for 1 of 2 rows \(pairs \[1\]\)"),
+])
+def test_non_finite_patching_metric_raises(small_model, method, metric, fragment):
+    from probekit.circuits import activation_patching, attribution_patching
+    from probekit.errors import NonFiniteError
+
+    fn = activation_patching if method == "activation" else attribution_patching
+    with pytest.raises(NonFiniteError, match=fragment):
+        fn(small_model, [[1, 2, 3], [4, 5, 6]], [[7, 2, 3], [8, 5, 6]], metric)
+
+
+def test_identical_prompts_warn_in_the_api(small_model):
+    from functools import partial
+
+    from probekit.circuits import activation_patching, logit_diff
+
+    metric = partial(logit_diff, answer=torch.tensor([1, 1]), foil=torch.tensor([2, 2]))
+    with pytest.warns(UserWarning, match=r"clean and corrupted runs give the same mean metric .* 0/0"):
+        res = activation_patching(small_model, [[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 5, 6]], metric)
+    assert bool(res.normalized.isnan().all())
+
+
+# ------------------------------------------------------------------ concurrent writers
+
+
+def _capture_worker(ckpt_dir: str, out: str, barrier, results, seed: int) -> None:
+    """One process: load the tiny model and capture into the shared store (waits for the lock)."""
+    import torch as _torch
+
+    _torch.set_num_threads(1)
+    from probekit.capture import capture_to_store as _capture
+    from probekit.models import load_model as _load
+
+    model = _load(ckpt_dir)
+    seqs = random_sequences(40, 11, seed=3)
+    barrier.wait()
+    try:
+        store = _capture(model, seqs, out, ["resid_post@0", "resid_post@1"], batch_size=2,
+                         examples_per_shard=4, progress=False, lock_timeout=120)
+        results.put(("ok", store.n_rows))
+    except Exception as err:  # reported to the parent, which asserts on it
+        results.put((type(err).__name__, str(err)))
+
+
+@pytest.mark.slow  # two spawned processes each import torch and load a model (~1 min on 2 busy cores)
+def test_two_processes_capturing_one_store_wait_for_each_other(ckpt, small_model_module, tmp_path):
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    out = tmp_path / "s"
+    procs = [ctx.Process(target=_capture_worker, args=(str(ckpt), str(out), barrier, results, i))
+             for i in range(2)]
+    for p in procs:
+        p.start()
+    got = [results.get(timeout=240) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert got == [("ok", 40), ("ok", 40)], got  # no FileNotFoundError from a swept temp file
+    store = ActivationStore(out)
+    store.verify()
+    serial = capture_to_store(small_model_module, random_sequences(40, 11, seed=3), tmp_path / "ref",
+                              ["resid_post@0", "resid_post@1"], batch_size=2, examples_per_shard=4,
+                              progress=False)
+    for site in ("resid_post@0", "resid_post@1"):
+        torch.testing.assert_close(store.load(site), serial.load(site))
+    assert not (out / ".probekit.lock.json").exists()  # released
+
+
+def test_a_second_writer_is_refused_naming_the_holder(ckpt, tmp_path, capsys):
+    from probekit.util.lock import DirectoryLock, LockedError
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"tokens": [1, 2]}, {"tokens": [3]}])
+    args = ["capture", str(ckpt), str(data), "--out", str(tmp_path / "s"), "--quiet"]
+    with DirectoryLock(tmp_path / "s"):
+        code, text = run_cli(capsys, args)
+        assert code == 2 and f"activation store {tmp_path / 's'} is being written by another process (pid {os.getpid()} on" in text
+        assert "wait for it to finish" in text
+        with pytest.raises(LockedError, match=r"\(waited 0.2 s\)"):
+            DirectoryLock(tmp_path / "s").acquire(timeout=0.2)
+    assert run_cli(capsys, args)[0] == 0  # released: the capture runs
+
+
+_HOLDER = """
+import sys, time
+from probekit.util.lock import DirectoryLock
+lock = DirectoryLock(sys.argv[1])
+lock.acquire()
+print("held", flush=True)
+sys.stdin.readline()  # hold until the parent says so
+lock.release()
+"""
+
+
+def test_a_writer_in_another_process_blocks_capture_until_it_ends(ckpt, tmp_path, capsys):
+    store = tmp_path / "s"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(store)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        data = write_jsonl(tmp_path / "d.jsonl", [{"tokens": [1, 2]}, {"tokens": [3]}])
+        args = ["capture", str(ckpt), str(data), "--out", str(store), "--quiet"]
+        code, text = run_cli(capsys, args)
+        assert code == 2 and f"is being written by another process (pid {holder.pid} on" in text
+        assert not (store / "manifest.json").exists()  # nothing written beside the holder
+        from probekit.util.lock import DirectoryLock, LockedError
+
+        with pytest.raises(LockedError, match=f"pid {holder.pid}"):
+            DirectoryLock(store).acquire(timeout=0.3)
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait(timeout=30) == 0
+        assert run_cli(capsys, args)[0] == 0
+    finally:
+        holder.kill()
+
+
+def test_a_killed_writer_leaves_no_stale_lock(tmp_path):
+    from probekit.util.lock import DirectoryLock
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path / "s")], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env)
+    assert holder.stdout.readline().strip() == "held"
+    holder.kill()  # SIGKILL: no cleanup runs
+    holder.wait(timeout=30)
+    lock = DirectoryLock(tmp_path / "s")
+    lock.acquire(timeout=0)  # the OS released the dead holder's lock
+    assert lock.held
+    lock.release()
+
+
+# ------------------------------------------------------------------ --check is as deep as the run
+
+_OK_ROWS = _split_rows([0, 1] * 12, [0, 1] * 3)
+
+CHECK_CASES = [
+    # (rows, extra suite text, exit code, fragment)
+    (_OK_ROWS, '[capture]\nsites = ["resid_post@5"]', 2,
+     "[capture] sites = 'resid_post@5': layer 5 out of range; the model"),
+    (_OK_ROWS, '[capture]\nsites = ["resid_post@1", "mlp_out@2"]', 2, "has 2 layers (0..1)"),
+    (_OK_ROWS, '[capture]\nsites = ["resid_post@1"]', 0, "suite and data are valid"),
+    ([*_OK_ROWS[:1], {"tokens": [1, 11], "y": 0, "split": "train"}, *_OK_ROWS[1:]], "", 2,
+     "data.jsonl:2: token id 11 is outside the model's vocabulary"),
+    ([*_OK_ROWS, {"tokens": [1] * 13, "y": 0, "split": "train"}], "", 2,
+     "data.jsonl:31: 13 tokens but the model's context is 12"),
+    (_split_rows([0, 1] * 12, [1] * 4), "", 0,
+     "warning: [[probe]] label 'y': the test split holds a single class '1' (4 examples)"),
+    (_split_rows([0] * 12, [0, 1]), "", 2, "[[probe]] label 'y': the training split holds only class '0'"),
+    (_split_rows([0, 1] * 2, [0, 1]), "", 2, "[[probe]] label 'y': cv=5 folds but the largest training class has 2"),
+    (_split_rows([0, 1] * 12 + [2, 2], [0, 1]), "", 0, "warning: [[probe]] label 'y': class(es) '2' (2) have fewer"),
+    (_split_rows([0, 1] * 12, [0, 1]), 'test_split = "tset"', 2, "[data] split 'tset' has no rows"),
+]
+
+
+@pytest.mark.parametrize(("rows", "extra", "code", "fragment"), CHECK_CASES,
+                         ids=[f"check-{i}" for i in range(len(CHECK_CASES))])
+def test_report_check_is_as_deep_as_the_run(ckpt, tmp_path, capsys, no_model_load, rows, extra, code, fragment):
+    path = _suite(tmp_path, ckpt, rows, extra=extra.replace('test_split = "tset"', ""))
+    if "tset" in extra:
+        path.write_text(path.read_text().replace('test_split = "test"', 'test_split = "tset"'))
+    got, text = run_cli(capsys, ["report", str(path), "--check"])
+    assert got == code and fragment in text, text
+
+
+def test_patching_layers_are_checked_against_the_config(ckpt, tmp_path, capsys, no_model_load):
+    args = _patch_suite(tmp_path, ckpt, _pairs(2), "layers = [0, 3]")
+    got, text = run_cli(capsys, [*args[:2], "--check"])
+    assert got == 2 and "[[patching]] layers = 3: layer 3 out of range; the model" in text
+
+
+HYP = """
+[model]
+checkpoint = "{ckpt}"
+[data]
+file = "data.jsonl"
+label = "y"
+train_split = "train"
+test_split = "test"
+[[claim]]
+name = "c"
+measure = "{measure}"
+{keys}
+compare = ">="
+threshold = 0.5
+"""
+
+
+@pytest.mark.parametrize(("measure", "keys", "code", "fragment"), [
+    ("probe_accuracy", 'site = "resid_post@4"', 2, "[[claim]] 'c' site = 'resid_post@4': layer 4 out of range"),
+    ("patching_effect", "layer = 2", 2, "[[claim]] 'c' layer = 2: layer 2 out of range; the model"),
+    ("patching_effect", "layer = 1", 0, "hypothesis file is valid"),
+    ("probe_accuracy", 'site = "resid_post@1"', 0, "hypothesis file is valid"),
+])
+def test_claim_layers_are_checked_against_the_config(ckpt, tmp_path, capsys, no_model_load, measure, keys, code,
+                                                      fragment):
+    write_jsonl(tmp_path / "data.jsonl", _OK_ROWS)
+    (tmp_path / "h.toml").write_text(HYP.format(ckpt=ckpt, measure=measure, keys=keys))
+    got, text = run_cli(capsys, ["test", str(tmp_path / "h.toml"), "--check"])
+    assert got == code and fragment in text, text
+
+
+# ------------------------------------------------------------------ TOML values TOML allows but probekit cannot use
+
+TOML_SUITE_CASES = [
+    # (text appended to the suite's [data] table, fragment)
+    ("[stats]\nconfidence_level = nan", "s.toml:10: [stats] confidence_level = nan: expected a finite number"),
+    ("[stats]\nalpha = -inf", "[stats] alpha = -inf: expected a finite number"),
+    ("holdout_fraction = inf", "[data] holdout_fraction = inf: expected a finite number"),
+    ('label = "z"', "invalid TOML"),  # a key given twice: TOML refuses, with its line
+    ("[stats]\nn_permutations = 1.5", "[stats] n_permutations = 1.5: expected an integer"),
+    ('[stats]\nn_permutations = "100"', "[stats] n_permutations = '100': expected an integer"),
+]
+
+
+@pytest.mark.parametrize(("extra", "fragment"), TOML_SUITE_CASES, ids=[f"toml-{i}" for i in range(len(TOML_SUITE_CASES))])
+def test_suite_toml_values_probekit_cannot_use(ckpt, tmp_path, capsys, no_model_load, extra, fragment):
+    path = _suite(tmp_path, ckpt, _OK_ROWS, extra=extra)
+    got, text = run_cli(capsys, ["report", str(path), "--check"])
+    assert got == 2 and fragment in text, text
+    if fragment == "invalid TOML":
+        assert "s.toml:9:12: invalid TOML: Cannot overwrite a value" in text  # FILE:LINE:COLUMN
+
+
+@pytest.mark.parametrize(("keys", "fragment"), [
+    ('site = "resid_post@1"\nthreshold = nan', "threshold = nan: a claimed bound must be a finite number"),
+    ('site = "resid_post@1"\nthreshold = inf', "threshold = inf: a claimed bound must be a finite number"),
+    ('site = "resid_post@1"\nC = nan', "C = nan: expected a finite number"),
+])
+def test_claim_toml_values_probekit_cannot_use(ckpt, tmp_path, capsys, no_model_load, keys, fragment):
+    write_jsonl(tmp_path / "data.jsonl", _OK_ROWS)
+    text = HYP.format(ckpt=ckpt, measure="probe_accuracy", keys=keys)
+    if "threshold =" in keys:
+        text = text.replace("threshold = 0.5\n", "")
+    (tmp_path / "h.toml").write_text(text)
+    got, out = run_cli(capsys, ["test", str(tmp_path / "h.toml"), "--check"])
+    assert got == 2 and fragment in out, out
+
+
+def test_claim_between_bounds_must_be_finite_and_ordered(ckpt, tmp_path, capsys, no_model_load):
+    write_jsonl(tmp_path / "data.jsonl", _OK_ROWS)
+    base = HYP.format(ckpt=ckpt, measure="probe_accuracy", keys='site = "resid_post@1"')
+    for bound, fragment in [("[0.0, nan]", "must be a finite number"), ("[0.5, 0.2]", "needs low < high")]:
+        (tmp_path / "h.toml").write_text(base.replace('compare = ">="\nthreshold = 0.5',
+                                                      f'compare = "between"\nthreshold = {bound}'))
+        got, out = run_cli(capsys, ["test", str(tmp_path / "h.toml"), "--check"])
+        assert got == 2 and fragment in out, out
+
+
+# ------------------------------------------------------------------ API arguments: a ProbekitError, never torch's
+
+def _api_cases():
+    import numpy as np
+
+    from probekit.circuits import activation_patching, attribution_patching, logit_diff
+    from probekit.probes import probe_permutation_test, sweep_layers
+
+    def met(n=1):
+        from functools import partial
+
+        return partial(logit_diff, answer=torch.tensor([1] * n), foil=torch.tensor([2] * n))
+
+    X = np.random.default_rng(0).normal(size=(20, 4))
+    y = np.array([0, 1] * 10)
+    tr, te = np.arange(10), np.arange(10, 20)
+    T = torch.tensor(X)
+    return [
+        ("patch-vocab", lambda m: activation_patching(m, [[1, 50]], [[2, 50]], met()), DataError,
+         "clean_tokens[0]: token id 50 is outside the model's vocabulary (vocab size 11"),
+        ("attr-vocab", lambda m: attribution_patching(m, [[1, 2]], [[2, 12]], met()), DataError,
+         "corrupt_tokens[0]: token id 12 is outside"),
+        ("patch-negative", lambda m: activation_patching(m, [[1, -1]], [[2, -1]], met()), DataError,
+         "token id -1 is outside"),
+        ("patch-too-long", lambda m: activation_patching(m, [[1] * 13], [[2] * 13], met()), DataError,
+         "clean_tokens[0] has 13 tokens but the model's context is 12"),
+        ("patch-float-tensor", lambda m: activation_patching(m, torch.ones(1, 2), torch.ones(1, 2), met()),
+         DataError, "clean_tokens has dtype torch.float32; token ids must be integers"),
+        ("patch-3d", lambda m: activation_patching(m, torch.zeros(1, 2, 2, dtype=torch.long),
+                                                   torch.zeros(1, 2, 2, dtype=torch.long), met()),
+         DataError, "clean_tokens must be (pair, pos), got shape (1, 2, 2)"),
+        ("patch-count", lambda m: activation_patching(m, [[1, 2], [3, 4]], [[2, 2]], met(2)), DataError,
+         "2 clean prompts but 1 corrupted prompts"),
+        ("patch-lengths", lambda m: activation_patching(m, [[1, 2, 3]], [[2, 2]], met()), DataError,
+         "pair 0: clean prompt has 3 tokens but corrupted has 2"),
+        ("patch-kind", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), kind="resid_pots"),
+         ConfigError, "patching kind 'resid_pots' not supported"),
+        ("patch-by", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), by=("layer", "head")),
+         ConfigError, "by=['layer', 'head'] does not fit kind 'resid_pre'"),
+        ("patch-direction", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), direction="up"),
+         ConfigError, "direction 'up' unknown"),
+        ("patch-layers", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), layers=[5]),
+         ConfigError, "layers [5] out of range; the model has 2 layers"),
+        ("patch-window", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), window=0),
+         ConfigError, "window must be an int >= 1"),
+        ("patch-batch", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), batch_size=0),
+         ConfigError, "batch_size must be >= 1"),
+        ("patch-answer-ids", lambda m: activation_patching(
+            m, [[1, 2]], [[2, 2]], __import__("functools").partial(logit_diff, answer=torch.tensor([40]),
+                                                                   foil=torch.tensor([2]))),
+         DataError, "answer holds a token id outside 0..10"),
+        ("sweep-labels", lambda m: sweep_layers(T, y[:10], train_idx=tr, test_idx=te), DataError,
+         "got 20 activations but 10 labels"),
+        ("sweep-index", lambda m: sweep_layers(T, y, train_idx=np.arange(25), test_idx=te), DataError,
+         "split 'train' has indices in [0, 24] but there are only 20 examples"),
+        ("sweep-overlap", lambda m: sweep_layers(T, y, train_idx=np.arange(15), test_idx=te), DataError,
+         "train and test splits share 5 examples"),
+        ("sweep-empty", lambda m: sweep_layers(T, y, train_idx=tr, test_idx=np.arange(0)), DataError,
+         "split 'test' is empty"),
+        ("sweep-cv", lambda m: sweep_layers(T, y, train_idx=tr, test_idx=te, cv=1), ConfigError,
+         "cv = 1: cross-validation needs an integer >= 2 folds"),
+        ("sweep-probe", lambda m: sweep_layers(T, y, train_idx=tr, test_idx=te, probe="svm"), ConfigError,
+         "probe must be one of"),
+        ("sweep-ridge-text", lambda m: sweep_layers(T, np.array(["a", "b"] * 10), probe="ridge", train_idx=tr,
+                                                     test_idx=te), DataError, "probe='ridge' regresses numeric targets"),
+        ("sweep-nan-label", lambda m: sweep_layers(T, np.where(np.arange(20) == 3, np.nan, y), train_idx=tr,
+                                                    test_idx=te), DataError, "labels are missing (None/NaN/inf) at 1 row(s) (3)"),
+        ("sweep-nan-acts", lambda m: sweep_layers(T.masked_fill(torch.arange(20)[:, None] == 4, float("nan")), y,
+                                                   train_idx=tr, test_idx=te), DataError, "acts contains NaN or inf"),
+        ("perm-diffmeans", lambda m: probe_permutation_test(X, np.array([0, 1, 2, 3] * 5), train_idx=np.arange(12),
+                                                            test_idx=np.arange(12, 20), probe="diffmeans", n_permutations=5),
+         DataError, "probe='diffmeans' needs 2 classes, got 4"),
+        ("perm-labels", lambda m: probe_permutation_test(X, y[:5], train_idx=np.arange(3), test_idx=np.arange(3, 5),
+                                                         n_permutations=5), DataError, "got 20 activations but 5 labels"),
+        ("perm-count", lambda m: probe_permutation_test(X, y, train_idx=tr, test_idx=te, n_permutations=0),
+         ConfigError, "n_permutations must be >= 1, got 0"),
+    ]
+
+
+API_CASES = _api_cases()
+
+
+@pytest.mark.parametrize(("call", "error", "fragment"), [c[1:] for c in API_CASES], ids=[c[0] for c in API_CASES])
+def test_api_bad_arguments_raise_probekit_errors(small_model, single_thread, call, error, fragment):
+    with pytest.raises(error, match=re.escape(fragment)):
+        call(small_model)
+
+
+def _capture_cases():
+    from probekit.capture import TokenIndex
+
+    def cap(tokens, **kw):
+        return lambda m, d: capture_to_store(m, tokens, d, kw.pop("sites", ["resid_post@0"]), progress=False, **kw)
+
+    return [
+        ("no-examples", cap([]), DataError, "no examples to capture"),
+        ("empty-example", cap([[1], []]), DataError, "example 1 has no tokens"),
+        ("site-layer", cap([[1]], sites=["resid_post@9"]), ConfigError, "layer 9 out of range, model has 2 layers"),
+        ("site-kind", cap([[1]], sites=["resid_pots@0"]), ConfigError, "unknown site kind 'resid_pots'"),
+        ("no-sites", cap([[1]], sites=[]), ConfigError, "no sites given"),
+        ("batch-0", cap([[1]], batch_size=0), ConfigError, "batch_size must be >= 1, got 0"),
+        ("dtype", cap([[1]], dtype="float8"), ConfigError, "dtype 'float8' not supported"),
+        ("metadata-length", cap([[1], [2]], metadata={"y": [1]}), DataError,
+         "metadata column 'y' has 1 values but there are 2 examples"),
+        ("tokenindex-count", cap([[1], [2]], positions=TokenIndex([0])), DataError,
+         "TokenIndex has 1 entries but the dataset has 2 examples"),
+        ("too-long", cap([[1] * 13]), DataError, "example 0 has 13 tokens but the model's context is 12"),
+        ("shard-0", cap([[1]], examples_per_shard=0), ConfigError, "examples_per_shard must be >= 1"),
+    ]
+
+
+CAPTURE_CASES = _capture_cases()
+
+
+@pytest.mark.parametrize(("call", "error", "fragment"), [c[1:] for c in CAPTURE_CASES],
+                         ids=[c[0] for c in CAPTURE_CASES])
+def test_capture_api_bad_arguments(small_model, tmp_path, call, error, fragment):
+    with pytest.raises(error, match=re.escape(fragment)):
+        call(small_model, tmp_path / "s")
+    assert not (tmp_path / "s").exists()  # checked before anything is written

@@ -32,6 +32,8 @@ def check_capture_inputs(
     Raises:
         DataError: naming the first bad example; ``ConfigError`` for a site the model lacks.
     """
+    if len(tokens) == 0:
+        raise DataError("no examples to capture; pass at least one token sequence")
     where = [f"example {i}" for i in range(len(tokens))]
     for loc, seq in zip(where, tokens):
         if len(seq) == 0:

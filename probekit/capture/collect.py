@@ -351,6 +351,7 @@ def capture_to_store(
     metadata: Mapping[str, Sequence[Any]] | None = None,
     extra: Mapping[str, Any] | None = None,
     repair: bool = False,
+    lock_timeout: float | int = 0.0,
     **options: Any,
 ) -> ActivationStore:
     """Stream a capture into ``directory`` shard by shard; resume if it was interrupted.
@@ -366,11 +367,26 @@ def capture_to_store(
 
     Besides ``metadata``, the store keeps each row's prompt: ``token_ids`` and, when the model
     has a tokenizer, the decoded ``text`` (unless the caller passes columns of those names).
+
+    One process writes a store at a time: a second capture into ``directory`` waits
+    ``lock_timeout`` seconds for the first (then resumes or finds the store complete) or is
+    refused with :class:`~probekit.util.lock.LockedError` naming the writing process.
     """
     config = CaptureConfig(sites=as_sites(sites), **options)
     metadata = dict(metadata or {})
     template, metadata = store_template(model, tokens, config, metadata, extra)  # checks first
-    writer = StoreWriter(directory, template)
+    writer = StoreWriter(directory, template, lock_timeout=lock_timeout)
+    try:
+        return _write_store(model, tokens, directory, config, metadata, writer, repair)
+    finally:
+        writer.close()
+
+
+def _write_store(
+    model: HookedModel, tokens: Sequence[Sequence[int]], directory: str | Path,
+    config: CaptureConfig, metadata: dict[str, Sequence[Any]], writer: StoreWriter, repair: bool,
+) -> ActivationStore:
+    """The body of :func:`capture_to_store` while ``writer`` holds the store's lock."""
     manifest = writer.open(repair=repair)
     for index in list(writer.bad_shards):
         shard = manifest.shards[index]

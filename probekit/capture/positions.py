@@ -16,6 +16,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from ..errors import DataError
 from ..inputs import as_int, position_spec_error
 from .batching import TokenBatch
 
@@ -121,7 +122,7 @@ def check_rule_matches(rule: PositionRule, n_examples: int) -> None:
         else None
     )
     if count is not None and count != n_examples:
-        raise ValueError(
+        raise DataError(
             f"{type(rule).__name__} has {count} entries but the dataset has {n_examples} "
             "examples; give exactly one per example"
         )

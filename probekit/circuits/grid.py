@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, NonFiniteError
 from ..models.protocol import HookedModel
 from ..report.blocks import Block, Text
 from ..report.notebook import NotebookMixin
@@ -136,8 +137,16 @@ def as_token_lists(tokens: Tensor | Sequence[Sequence[int]], what: str) -> list[
     if isinstance(tokens, Tensor):
         if tokens.ndim != 2:
             raise DataError(f"{what} must be (pair, pos), got shape {tuple(tokens.shape)}")
+        if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+            raise DataError(f"{what} has dtype {tokens.dtype}; token ids must be integers "
+                            "(torch.long)")
         return tokens.tolist()
-    out = [list(map(int, t)) for t in tokens]
+    out = []
+    for i, t in enumerate(tokens):
+        bad = [v for v in t if isinstance(v, bool) or not float(v).is_integer()]
+        if bad:
+            raise DataError(f"{what}[{i}] holds {bad[0]!r}; token ids must be integers")
+        out.append([int(v) for v in t])
     if not out or min(len(t) for t in out) == 0:
         raise DataError(f"{what} is empty or holds an empty prompt; give >= 1 token per prompt")
     return out
@@ -156,6 +165,18 @@ def check_pairs(clean: list[list[int]], corrupt: list[list[int]]) -> None:
                 f"pair {i}: clean prompt has {len(c)} tokens but corrupted has {len(r)}; a "
                 "position grid needs equal lengths: rephrase or pad the shorter prompt"
             )
+
+
+def check_token_limits(model: HookedModel, prompts: list[list[int]], what: str) -> None:
+    """Token ids inside the model's vocabulary and prompts within its context."""
+    from ..inputs import check_vocab
+
+    check_vocab(prompts, int(model.cfg.d_vocab), [f"{what}[{i}]" for i in range(len(prompts))])
+    n_ctx = int(model.cfg.n_ctx)
+    for i, p in enumerate(prompts):
+        if len(p) > n_ctx:
+            raise DataError(f"{what}[{i}] has {len(p)} tokens but the model's context is {n_ctx}; "
+                            "shorten the prompt")
 
 
 def check_layers(model: HookedModel, layers: Sequence[int] | None) -> list[int]:
@@ -184,6 +205,8 @@ def prepare_grid(
     clean = as_token_lists(clean_tokens, "clean_tokens")
     corrupt = as_token_lists(corrupt_tokens, "corrupt_tokens")
     check_pairs(clean, corrupt)
+    check_token_limits(model, clean, "clean_tokens")
+    check_token_limits(model, corrupt, "corrupt_tokens")
     kinds = RESID_KINDS + HEAD_PATCH_KINDS
     if kind not in kinds:
         raise ConfigError(f"{what} kind {kind!r} not supported; use one of {list(kinds)}")
@@ -201,7 +224,12 @@ def prepare_grid(
 
 
 def run_metric(metric: Metric, last_logits: Tensor, pair: Tensor) -> Tensor:
-    """Apply ``metric`` to last-token logits ``(row, d_vocab)``; check one value per row."""
+    """Apply ``metric`` to last-token logits ``(row, d_vocab)``; check one finite value per row.
+
+    Raises:
+        DataError: the metric returned the wrong shape.
+        NonFiniteError: it returned NaN or inf (naming the pairs and whether the logits were).
+    """
     value = as_pair_metric(metric)(last_logits, pair)
     n = last_logits.shape[0]
     if not isinstance(value, Tensor) or value.shape != (n,):
@@ -209,6 +237,18 @@ def run_metric(metric: Metric, last_logits: Tensor, pair: Tensor) -> Tensor:
         raise DataError(
             f"metric returned {shape}, expected one value per prompt ({n},): "
             "metrics map (row, d_vocab) last-token logits and (row,) pair indices to (row,)"
+        )
+    bad = ~torch.isfinite(value.detach())
+    if bool(bad.any()):
+        rows = torch.nonzero(bad).flatten().cpu()
+        pairs = sorted({int(p) for p in pair.cpu()[rows].tolist()})
+        logits_ok = bool(torch.isfinite(last_logits[rows]).all())
+        cause = ("the logits are finite, so the metric made it (e.g. log of 0, 0/0)" if logits_ok
+                 else "the model's logits are already non-finite there (check dtype / weights)")
+        raise NonFiniteError(
+            f"patching metric returned {value[rows[0]].item()} for {len(rows)} of {n} rows "
+            f"(pairs {pairs[:5]}{' ...' if len(pairs) > 5 else ''}); {cause}; a patching "
+            "metric must be finite for every pair"
         )
     return value.detach().float()
 
@@ -239,7 +279,18 @@ def grid_result(
     """Pair mean (NaN cells skipped), normalised effect and labelled axes of ``per_pair``."""
     m_base, m_source = m_base.cpu(), m_source.cpu()
     values = per_pair.nanmean(0)
-    normalized = (values - m_base.mean()) / (m_source.mean() - m_base.mean())
+    gap = m_source.mean() - m_base.mean()
+    if not bool(gap != 0):
+        import warnings
+
+        warnings.warn(
+            f"{grid.kind} patching: the clean and corrupted runs give the same mean metric "
+            f"({float(m_base.mean()):.4g}), so the normalised effect (m_patched - m_base) / "
+            "(m_source - m_base) is 0/0 and every normalized cell is NaN; use prompt pairs whose "
+            "metric differs (different prompts, different answers)",
+            stacklevel=3,
+        )
+    normalized = (values - m_base.mean()) / gap
     n_pos = max(len(t) for t in grid.base)
     layer_labels = [str(x) if grid.window_of(x)[-1] == x else f"{x}-{grid.window_of(x)[-1]}"
                     for x in grid.layers]

@@ -26,13 +26,14 @@ examples:
 def _run(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from ..suites.check import check_suite_data
+    from ..suites.check import check_suite_data, check_suite_model
     from ..suites.cli import execution_from_args
     from .spec import load_hypotheses
 
     files = [load_hypotheses(p) for p in args.files]  # every spec error before any model loads
     for i, spec in enumerate(files):
-        check_suite_data(spec.suite)
+        rows = check_suite_data(spec.suite)
+        check_suite_model(spec.suite, rows, claims=[(c.name, c.spec) for c in spec.claims])
         execution = execution_from_args(args, spec.suite)  # --executor / --executor-opt
         if execution != spec.suite.execution:
             files[i] = dataclasses.replace(

@@ -16,6 +16,7 @@ suite's, checked by :func:`probekit.suites.spec.build_suite`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,11 @@ class HypothesisFile:
 def _threshold(value: Any, compare: str, where: str) -> tuple[float, ...]:
     def number(v: Any) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    values = value if isinstance(value, list) else [value]
+    if any(number(v) and not math.isfinite(v) for v in values):
+        raise SuiteError(f"{where} = {value!r}: a claimed bound must be a finite number (TOML "
+                         "allows nan and inf; a claim against them can never be judged)")
 
     if compare == "between":
         if not (isinstance(value, list) and len(value) == 2 and all(map(number, value))):

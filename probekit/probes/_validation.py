@@ -86,7 +86,7 @@ def check_layer_acts(acts: Tensor, *, name: str = "acts") -> Tensor:
     if acts.ndim == 2:
         return acts.unsqueeze(0)
     if acts.ndim != 3:
-        raise ValueError(
+        raise DataError(
             f"expected {name} of shape (layer, n, d) or (n, d), got shape {tuple(acts.shape)}; "
             "flatten positions first, e.g. einops.rearrange(a, 'layer b p d -> layer (b p) d')"
         )
@@ -97,7 +97,7 @@ def check_n_labels(n_acts: int, labels: np.ndarray | Tensor, *, what: str = "lab
     """Raise if the number of labels differs from the number of activations."""
     n_lab = int(labels.shape[0])
     if n_lab != n_acts:
-        raise ValueError(
+        raise DataError(
             f"got {n_acts} activations but {n_lab} {what}; pass exactly one label per activation "
             "row (same order as the activations)"
         )
@@ -110,16 +110,16 @@ def check_indices(idx: IndexLike, n: int, *, name: str) -> np.ndarray:
     arr = np.asarray(idx)
     if arr.dtype == bool:
         if arr.shape != (n,):
-            raise ValueError(
+            raise DataError(
                 f"boolean mask {name} has shape {arr.shape} but there are {n} examples; "
                 "pass a mask of length n or integer indices"
             )
         arr = np.flatnonzero(arr)
     arr = arr.astype(np.int64).reshape(-1)
     if arr.size == 0:
-        raise ValueError(f"split {name!r} is empty; it needs at least one example index")
+        raise DataError(f"split {name!r} is empty; it needs at least one example index")
     if arr.min() < 0 or arr.max() >= n:
-        raise ValueError(
+        raise DataError(
             f"split {name!r} has indices in [{arr.min()}, {arr.max()}] but there are only {n} "
             f"examples; indices must lie in [0, {n - 1}]"
         )

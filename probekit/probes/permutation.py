@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
+from ..errors import ConfigError, DataError
 from ..stats.permutation import check_n_permutations, permutation_result
 from ..stats.result import StatTestResult
 from ..util.device import resolve_device
@@ -20,6 +21,7 @@ from ..util.numeric import diff_of_means, standardization, standardize
 from ._validation import check_indices, check_n_labels
 from .logistic import LogisticProbe, fit_logistic_batched
 from .metrics import auroc
+from .splits import check_class_splits
 
 __all__ = ["probe_permutation_test"]
 
@@ -48,8 +50,15 @@ def probe_permutation_test(
     permutations: given, or chosen once by CV on the real training labels (training data only,
     so the test split stays untouched). ``device`` (``"auto"``, ``"cuda"``, ...) runs the refits
     there; the default is the CPU.
+
+    Raises:
+        DataError: a degenerate split (:func:`~probekit.probes.splits.check_class_splits`): one
+            training class, a single test class, a test class absent from training or a class
+            with one training example; the test could only "reject" spuriously there.
     """
     check_n_permutations(n_permutations)
+    if probe not in ("logistic", "diffmeans"):
+        raise ConfigError(f"probe must be 'logistic' or 'diffmeans', got {probe!r}")
     X = acts.detach().cpu().numpy() if isinstance(acts, torch.Tensor) else np.asarray(acts)
     X = X.astype(np.float64)
     lab = np.asarray(labels)
@@ -57,6 +66,9 @@ def probe_permutation_test(
     n = X.shape[0]
     tr = check_indices(train_idx, n, name="train")
     te = check_indices(test_idx, n, name="test")
+    split = check_class_splits(lab, tr, te, name="labels")  # one train class: DataError
+    if not split.testable:  # a permutation null would "reject" for a probe that learned nothing
+        raise DataError(split.problems[0])
     classes, codes = np.unique(lab, return_inverse=True)
     rng = np.random.default_rng(random_state)
     perms = np.stack([codes] + [rng.permutation(codes) for _ in range(n_permutations)])
@@ -64,7 +76,8 @@ def probe_permutation_test(
 
     if probe == "diffmeans":
         if len(classes) != 2:
-            raise ValueError(f"probe='diffmeans' needs 2 classes, got {len(classes)}")
+            raise DataError(f"probe='diffmeans' needs 2 classes, got {len(classes)}; use "
+                            "probe='logistic'")
         for s in range(0, len(perms), batch_size):
             yy = perms[s : s + batch_size]  # (B, n)
             w, mu = diff_of_means(X[tr], yy[:, tr] == 1)  # (B, d) each
@@ -93,5 +106,5 @@ def probe_permutation_test(
             scores[s : s + B] = (pred == yy[:, te].T).double().mean(0).cpu().numpy()
         method = f"permutation test (logistic accuracy, C={C:.3g})"
     else:
-        raise ValueError(f"probe must be 'logistic' or 'diffmeans', got {probe!r}")
+        raise ConfigError(f"probe must be 'logistic' or 'diffmeans', got {probe!r}")
     return permutation_result(scores[0], scores[1:], n, method, "greater")

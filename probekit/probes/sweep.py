@@ -25,7 +25,7 @@ from jaxtyping import Float
 from sklearn.model_selection import KFold, StratifiedKFold
 from torch import Tensor
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
 from ..stats.bootstrap import bootstrap_indices, percentile_interval
@@ -267,6 +267,8 @@ def sweep_layers(
     """
     if probe not in _METRIC:
         raise ConfigError(f"probe must be one of {sorted(_METRIC)}, got {probe!r}")
+    if isinstance(cv, bool) or not isinstance(cv, int) or cv < 2:
+        raise ConfigError(f"cv = {cv!r}: cross-validation needs an integer >= 2 folds")
     rows = _flatten_sites(acts)
     dev = resolve_device(device)
     if dev is not None:
@@ -285,15 +287,23 @@ def sweep_layers(
     oods = {k: check_indices(v, n, name=k) for k, v in (ood_idx or {}).items()}
     overlap = np.intersect1d(tr, te)
     if overlap.size:
-        raise ValueError(
+        raise DataError(
             f"train and test splits share {overlap.size} examples (e.g. index {overlap[0]}); "
             "the test split must be disjoint from training"
         )
     splits = {"test": te, **{f"ood:{k}": v for k, v in oods.items()}}
+    if probe == "ridge":
+        try:
+            lab = np.asarray(lab, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise DataError(
+                f"probe='ridge' regresses numeric targets, got labels like {lab[0]!r}; use "
+                "probe='logistic' for classes or pass numbers"
+            ) from None
     if probe == "diffmeans":
         classes = np.unique(lab[tr])
         if len(classes) != 2:
-            raise ValueError(
+            raise DataError(
                 f"probe='diffmeans' needs binary labels, got {len(classes)} classes in the "
                 f"training split ({classes.tolist()[:10]}); use probe='logistic'"
             )
@@ -400,7 +410,7 @@ def _run_group(
     if probe == "diffmeans":
         classes = np.unique(ytr)
         if len(classes) != 2:
-            raise ValueError(
+            raise DataError(
                 f"probe='diffmeans' needs binary labels, got {len(classes)} classes in the "
                 f"training split ({classes.tolist()[:10]}); use probe='logistic'"
             )

@@ -17,6 +17,7 @@ from safetensors.torch import save_file
 
 from ..errors import StoreError
 from ..util.io import atomic_path, sha256_file
+from ..util.lock import DirectoryLock
 from .manifest import MANIFEST, PARTS, Manifest, ShardInfo, StoreMismatchError
 from .safetensors_mmap import _REPAIR, CorruptShardError, read_header
 
@@ -126,11 +127,13 @@ class StoreWriter:
     prefix, and :meth:`open` resumes after the last listed shard.
     """
 
-    def __init__(self, directory: str | Path, template: Manifest) -> None:
+    def __init__(self, directory: str | Path, template: Manifest, *, lock_timeout: float | int = 0.0) -> None:
         self.directory = Path(directory)
         self.template = template
         self.manifest: Manifest | None = None
         self.bad_shards: list[int] = []
+        self.lock_timeout = lock_timeout
+        self._lock: DirectoryLock | None = None
 
     def _fresh(self) -> Manifest:
         self.manifest = replace(self.template, shards=[], complete=False)
@@ -144,7 +147,27 @@ class StoreWriter:
         one that holds data is refused. Every existing shard's sha256 is checked: a mismatch
         raises :class:`CorruptShardError`, or with ``repair=True`` its index goes into
         :attr:`bad_shards` for the caller to re-capture with :meth:`write_shard` ``(index=...)``.
+
+        The directory's write lock is held from here to :meth:`finish` / :meth:`close`: a second
+        writer waits ``lock_timeout`` seconds, then is refused with
+        :class:`~probekit.util.lock.LockedError` naming this process.
         """
+        if self._lock is None:
+            self._lock = DirectoryLock(self.directory, what="activation store")
+            self._lock.acquire(self.lock_timeout)
+        try:
+            return self._open(repair=repair)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the write lock (the store stays as written; :meth:`open` again to resume)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _open(self, *, repair: bool) -> Manifest:
         self.directory.mkdir(parents=True, exist_ok=True)
         for stray in self.directory.glob(".*.tmp-*"):
             stray.unlink()
@@ -230,6 +253,7 @@ class StoreWriter:
         self.manifest.complete = True
         self.manifest.save(self.directory)
         shutil.rmtree(self.directory / PARTS, ignore_errors=True)  # stale sharded-capture records
+        self.close()
         return self.manifest
 
 

@@ -9,6 +9,9 @@ suite names (``answer_column``, ``control_column``, a ``column:NAME`` position) 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from ..inputs import JsonlRow, position_column, read_jsonl, require_columns, token_ids
 from .spec import Suite, SuiteError
@@ -57,6 +60,13 @@ def check_suite_data(suite: Suite) -> list[JsonlRow] | None:
                     f"{suite.source}: [data] {key} {name!r} is not a column of {path}; "
                     f"columns: {sorted(columns)}"
                 )
+        for name in dict.fromkeys([data.train_split, data.test_split, *data.ood_splits]):
+            if not any(r.data.get(data.split_column) == name for r in rows):
+                have = sorted({str(r.data.get(data.split_column)) for r in rows})
+                raise SuiteError(
+                    f"{suite.source}: [data] split {name!r} has no rows in {path} (column "
+                    f"{data.split_column!r} holds {have}); fix the split names"
+                )
         kept, dropped = require_columns(
             used, required, drop=data.drop_missing_labels,
             flag="[data] drop_missing_labels = true",
@@ -78,3 +88,109 @@ def check_suite_data(suite: Suite) -> list[JsonlRow] | None:
         raise SuiteError(str(err)) from None
     dropped_ids = {id(r) for r in dropped}
     return [r for r in rows if id(r) not in dropped_ids]
+
+
+def model_config_limits(suite: Suite) -> dict[str, int]:
+    """The suite model's ``d_vocab``/``n_ctx``/``n_layers``/``n_heads`` from its ``config.json``.
+
+    Empty when the model is not a local directory yet (a registered name before its first
+    conversion, or ``[model.train]`` before training).
+    """
+    from ..inputs import peek_model_limits
+
+    ref = suite.model.checkpoint or suite.model.name
+    if ref is None:
+        return {}
+    path = suite.resolve(ref) if suite.model.checkpoint else Path(ref).expanduser()
+    return peek_model_limits(path) if path is not None and path.is_dir() else {}
+
+
+def _layer_refs(spec: Any) -> list[tuple[str, int]]:
+    """``(key = value, layer)`` for every layer a spec names (``layer``, ``layers``, ``site[s]``)."""
+    from ..sites import Site
+
+    out: list[tuple[str, int]] = []
+    for key in ("layer", "layers", "site", "sites"):
+        value = getattr(spec, key, None)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if isinstance(v, int) and not isinstance(v, bool):
+                out.append((f"{key} = {v}", v))
+            elif isinstance(v, str) and v != "all":
+                try:
+                    site = Site.parse(v)
+                except (ValueError, KeyError):
+                    continue  # the spec's own validation names a malformed site
+                if site.layer is not None:
+                    out.append((f"{key} = {v!r}", site.layer))
+    return out
+
+
+def check_suite_model(
+    suite: Suite, rows: list[JsonlRow] | None, *, claims: Sequence[tuple[str, Any]] = (),
+) -> list[str]:
+    """Everything checkable against the model's ``config.json`` and the data, without a forward.
+
+    Layers named by ``[capture] sites``, every analysis and every claim (``claims``: ``(name,
+    spec)``) must exist; token rows must fit the vocabulary and the context; each classification
+    probe's label must have >= 2 training classes and a class with >= ``cv`` examples
+    (:func:`~probekit.probes.splits.check_class_splits`). Returns the warnings (degenerate
+    splits that would make a test "not testable").
+
+    Raises:
+        SuiteError: naming the suite file and the bad value.
+    """
+    import numpy as np
+
+    from ..errors import DataError
+    from ..inputs import check_vocab, token_ids
+
+    limits = model_config_limits(suite)
+    n_layers = limits.get("n_layers")
+    if n_layers is not None:
+        named = [("[capture]", suite.capture)]
+        named += [(f"[[{type(a).__name__.removesuffix('Spec').lower()}]]", a) for a in suite.analyses]
+        named += [(f"[[claim]] {name!r}", spec) for name, spec in claims]
+        for where, spec in named:
+            for text, layer in _layer_refs(spec):
+                if not 0 <= layer < n_layers:
+                    raise SuiteError(
+                        f"{suite.source}: {where} {text}: layer {layer} out of range; the model "
+                        f"({suite.model.checkpoint or suite.model.name}) has {n_layers} layers "
+                        f"(0..{n_layers - 1})"
+                    )
+    warnings: list[str] = []
+    if rows is None:
+        return warnings
+    data = suite.data
+    token_rows = [r for r in rows if "tokens" in r.data]
+    try:
+        seqs = [token_ids(r) for r in token_rows]
+        if "d_vocab" in limits:
+            check_vocab(seqs, limits["d_vocab"], [r.where for r in token_rows])
+        for r, seq in zip(token_rows, seqs):
+            if "n_ctx" in limits and len(seq) > limits["n_ctx"]:
+                raise SuiteError(f"{r.where}: {len(seq)} tokens but the model's context is "
+                                 f"{limits['n_ctx']}; shorten the example")
+        if data.train_split != data.test_split:
+            from ..probes.splits import check_class_splits
+
+            for spec in suite.analyses:
+                if getattr(spec, "kind", None) not in ("logistic", "diffmeans"):
+                    continue
+                label = getattr(spec, "label", None) or data.label
+                use = [r for r in rows if r.data.get(data.split_column) in
+                       (data.train_split, data.test_split) and label in r.data]
+                y = [r.data[label] for r in use]
+                train = [i for i, r in enumerate(use)
+                         if r.data.get(data.split_column) == data.train_split]
+                test = [i for i, r in enumerate(use)
+                        if r.data.get(data.split_column) == data.test_split]
+                split = check_class_splits(y, np.asarray(train, dtype=np.int64),
+                                           np.asarray(test, dtype=np.int64),
+                                           cv=getattr(spec, "cv", None),
+                                           name=f"[[probe]] label {label!r}")
+                warnings += [*split.problems, *split.warnings]
+    except DataError as err:
+        raise SuiteError(f"{suite.source}: {err}") from None
+    return warnings

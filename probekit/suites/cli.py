@@ -46,11 +46,12 @@ def execution_from_args(args: argparse.Namespace, suite: Any) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .check import check_suite_data
+    from .check import check_suite_data, check_suite_model
     from .spec import load_suite
 
     suite = load_suite(args.suite)
-    check_suite_data(suite)  # FILE:LINE errors before any heavy import or model load
+    rows = check_suite_data(suite)  # FILE:LINE errors before any heavy import or model load
+    warnings = check_suite_model(suite, rows)  # layers, vocab, context, class counts
     if args.device is not None:
         from ..util.device import resolve_device
 
@@ -60,6 +61,8 @@ def _run(args: argparse.Namespace) -> int:
     if execution != suite.execution:
         suite = dataclasses.replace(suite, execution=execution)
     if args.check:
+        for warning in warnings:  # the run repeats them in its output and report
+            print(f"warning: {warning}")
         print(f"{args.suite}: suite and data are valid")
         return 0
     if args.out is None:
@@ -77,8 +80,10 @@ def _run(args: argparse.Namespace) -> int:
         for warning in analysis.warnings:
             print(f"warning ({analysis.title}): {warning}")
     for h in result.hypotheses:
-        print(f"{h.name} [{h.to_dict()['site_label']}]: {h.metric}={h.statistic:.3f}, "
-              f"effect={h.effect_size:+.3f}, p={h.p_value:.3g} -> {h.decision()}")
+        numbers = f"{h.metric}={h.statistic:.3f}"
+        if not h.not_testable:  # an untestable hypothesis has no p-value
+            numbers += f", effect={h.effect_size:+.3f}, p={h.p_value:.3g}"
+        print(f"{h.name} [{h.to_dict()['site_label']}]: {numbers} -> {h.decision()}")
     print(f"wrote {paths['html']} and {paths['json']}")
     return 0
 

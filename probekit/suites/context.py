@@ -32,6 +32,9 @@ from .spec import Suite, SuiteError
 
 __all__ = ["AnalysisContext"]
 
+#: Seconds a suite waits for another process writing the same activation cache entry.
+CACHE_LOCK_TIMEOUT_S = 3600.0
+
 
 def _counts(values: list[Any]) -> dict[str, int]:
     """Occurrences of each value (as text), most frequent first."""
@@ -259,9 +262,10 @@ class AnalysisContext:
                     progress=False, **options,
                 )
             else:
-                capture_to_store(
+                capture_to_store(  # another run filling this cache entry: wait for it
                     self.model, ex.tokens, directory, sites, progress=self.progress,
-                    examples_per_shard=max(len(ex.tokens), 1), **options,
+                    examples_per_shard=max(len(ex.tokens), 1), lock_timeout=CACHE_LOCK_TIMEOUT_S,
+                    **options,
                 )
         store = ActivationStore(directory)
         rows = store.examples().numpy()

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import tokenize_text
 from ..models.protocol import HookedModel
 from .check import check_suite_data
 from .model import training_task
@@ -153,7 +154,9 @@ def build_examples(
             cols = {k: [v[i] for i in idx] for k, v in ds.metadata.items()}
             per_split[name] = (toks, cols)
     else:
-        rows = [r.data for r in check_suite_data(suite) or []]
+        jsonl = check_suite_data(suite) or []
+        rows = [r.data for r in jsonl]
+        where = {id(r.data): r.where for r in jsonl}
         for name in dict.fromkeys(wanted):
             chosen = [r for r in rows if r.get(data.split_column) == name]
             if not chosen:
@@ -169,7 +172,8 @@ def build_examples(
                 if "tokens" in r:
                     toks.append([int(t) for t in r["tokens"]])
                 else:
-                    toks.append(model.to_tokens(r["text"], prepend_bos=data.prepend_bos)[0].tolist())
+                    toks.append(tokenize_text(model, r["text"], prepend_bos=data.prepend_bos,
+                                              where=where[id(r)]))
             keys = sorted({k for r in chosen for k in r} - {"tokens"})
             per_split[name] = (toks, {k: [r.get(k) for r in chosen] for k in keys})
 

@@ -20,12 +20,13 @@ report.html (heatmaps: layer x position labelled with the prompt's tokens, layer
 report.json (every grid's numbers).
 
 DATA is JSONL, one prompt a line: "text" (or "tokens": ids), "pair_id", "role" ("clean" or
-"corrupt") and "answer" (text or a token id; the metric is logit(clean answer) -
-logit(corrupt answer) at the last token). Clean and corrupt prompts of a pair need the same
+"corrupt") and "answer" (one token: text or a token id; the metric is logit(clean answer) -
+logit(corrupt answer) at the last token; --answer-tokens first scores a multi-token answer by
+its first token). Clean and corrupt prompts of a pair need the same
 number of tokens.
 
 examples:
-  probekit patch smollm2-135m circuits/data/capital_pairs.jsonl --out out/patch
+  probekit patch smollm2-135m circuits/data/capital_pairs.jsonl --answer-tokens first --out out/patch
   probekit patch runs/kg/checkpoints/step_0004000 pairs.jsonl --kinds resid_post,attn_z --method both --out out/kg
 """
 
@@ -52,7 +53,7 @@ def _spec(args: argparse.Namespace) -> Any:
                             pair_column=args.pair_column, role_column=args.role_column,
                             layers=layers, window=args.window, head_grid=args.head_grid,
                             edges=args.edges, edge_ks=edge_ks, edge_top=args.edge_top,
-                            batch_size=args.batch_size)
+                            batch_size=args.batch_size, answer_tokens=args.answer_tokens)
     except ValueError as err:
         raise CliError(f"--kinds/--window/--edge-ks/--batch-size: {err}") from None
 
@@ -60,12 +61,14 @@ def _spec(args: argparse.Namespace) -> Any:
 def _pairs(rows: list[Any], spec: Any) -> tuple[list[Any], list[Any]]:
     """Clean and corrupt rows in pair order; FILE:LINE errors for a broken pairing."""
     from ..errors import DataError
+    from ..inputs import is_missing
 
     by_pair: dict[Any, dict[str, Any]] = {}
     for row in rows:
         for col in (spec.pair_column, spec.role_column, spec.answer_column):
-            if col not in row.data:
-                raise DataError(f"{row.where}: row has no {col!r} column; every row needs "
+            if is_missing(row.data.get(col)):
+                what = "has no" if col not in row.data else "has a null or NaN value in its"
+                raise DataError(f"{row.where}: row {what} {col!r} column; every row needs "
                                 f"{spec.pair_column!r}, {spec.role_column!r} and {spec.answer_column!r}")
         role = row.data[spec.role_column]
         if role not in ("clean", "corrupt"):
@@ -129,7 +132,7 @@ def _run(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from ..errors import DataError
-    from ..inputs import peek_model_limits, read_jsonl, token_ids
+    from ..inputs import peek_model_limits, read_jsonl, token_ids, tokenize_text
 
     start = time.perf_counter()
     spec = _spec(args)  # option errors before reading data
@@ -150,7 +153,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..report.write import write_report
     from ..util.device import resolve_device
     from ..util.io import sha256_file
-    from .analyses.patching import answer_token, patching_grids
+    from .analyses.patching import answer_token, answer_token_ids, patching_grids
 
     model = load_model(args.model, device=resolve_device(args.device))
     vocab = _vocab(args.model)
@@ -158,10 +161,7 @@ def _run(args: argparse.Namespace) -> int:
     def tokens(row: Any) -> list[int]:
         if id(row) in ids:
             return ids[id(row)]
-        if getattr(model, "tokenizer", None) is None:
-            raise DataError(f"{row.where}: row has 'text' but the model has no tokenizer; give "
-                            "'tokens' (a list of ids)")
-        return model.to_tokens(row.data["text"], prepend_bos=args.prepend_bos)[0].tolist()
+        return tokenize_text(model, row.data["text"], prepend_bos=args.prepend_bos, where=row.where)
 
     clean, corrupt = [tokens(r) for r in clean_rows], [tokens(r) for r in corrupt_rows]
     _check_lengths(clean_rows, clean, corrupt_rows, corrupt)
@@ -170,7 +170,10 @@ def _run(args: argparse.Namespace) -> int:
 
     def answer(row: Any) -> int:
         try:
-            tok = answer_token(model, row.data[spec.answer_column], vocab)
+            tok = answer_token(model, row.data[spec.answer_column], vocab,
+                               answer_tokens=spec.answer_tokens, where=row.where)
+        except DataError:
+            raise
         except Exception as err:
             raise DataError(f"{row.where}: answer {row.data[spec.answer_column]!r}: {err}") from None
         if not 0 <= tok < limits["d_vocab"]:
@@ -178,8 +181,13 @@ def _run(args: argparse.Namespace) -> int:
                             f"(0..{limits['d_vocab'] - 1})")
         return tok
 
-    result = patching_grids(model, clean, corrupt, spec, answer=[answer(r) for r in clean_rows],
-                            foil=[answer(r) for r in corrupt_rows], vocab=vocab)
+    answers, foils = [answer(r) for r in clean_rows], [answer(r) for r in corrupt_rows]
+    reduced = []
+    if spec.answer_tokens == "first":
+        reduced = [f"{r.where}: {r.data[spec.answer_column]!r}" for r in clean_rows + corrupt_rows
+                   if len(answer_token_ids(model, r.data[spec.answer_column], vocab)) > 1]
+    result = patching_grids(model, clean, corrupt, spec, answer=answers, foil=foils, vocab=vocab,
+                            reduced=reduced)
     report = {
         "suite": {"name": f"patch {Path(args.data).name}",
                   "description": f"{_METHOD_WORDS.get(spec.method, spec.method)} patching of "
@@ -201,6 +209,8 @@ def _run(args: argparse.Namespace) -> int:
         "analyses": [result.to_dict()],
     }
     paths = write_report(report, args.out)
+    for warning in result.warnings:
+        print(f"warning: {warning}")
     for row in result.blocks[1].rows:
         print(f"{row['kind']} ({row['method']}): largest normalised effect "
               f"{row['effect']:+.3f} at {row['cell']}")
@@ -246,6 +256,9 @@ def add_patch_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.A
                         help="circuit sizes of the faithfulness curve (the whole graph is added)")
     parser.add_argument("--edge-top", type=int, default=20, help="edges listed in the report")
     parser.add_argument("--answer-column", default="answer")
+    parser.add_argument("--answer-tokens", choices=["single", "first"], default="single",
+                        help="an answer of several tokens: refuse it (single, default) or score "
+                        "its first token (first; listed in the report)")
     parser.add_argument("--pair-column", default="pair_id")
     parser.add_argument("--role-column", default="role")
     parser.add_argument("--batch-size", type=int, default=64,

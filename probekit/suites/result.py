@@ -28,6 +28,8 @@ class Hypothesis(StatTestResult):
         metric: what ``statistic`` is (``"accuracy"``, ``"auroc"`` ...).
         alpha: the level it is judged at.
         outcome: what rejecting H0 means here (``"decodable"``), shown in the verdict.
+        not_testable: why the data cannot test the hypothesis (e.g. a test split with a single
+            class); when set the verdict is ``"not testable"`` and H0 is never rejected.
     """
 
     name: str
@@ -35,6 +37,7 @@ class Hypothesis(StatTestResult):
     metric: str = ""
     alpha: float = 0.05
     outcome: str = ""
+    not_testable: str = ""
 
     @classmethod
     def from_test(cls, test: StatTestResult, **context: Any) -> Hypothesis:
@@ -47,11 +50,18 @@ class Hypothesis(StatTestResult):
         return cls(**{**values, **context})
 
     def _summary(self) -> str:
+        p = "n/a" if self.p_value is None or self.p_value != self.p_value else f"{self.p_value:.3g}"
         return (f"{self.name!r}: {self.metric or 'statistic'} {self.statistic:.4g}, "
-                f"p={self.p_value:.3g} -> {self.decision()}")
+                f"p={p} -> {self.decision()}")
+
+    def reject(self, alpha: float = 0.05) -> bool:
+        """True when ``p_value <= alpha``; never for a hypothesis the data cannot test."""
+        return False if self.not_testable else super().reject(alpha)
 
     def decision(self) -> str:
-        """``"reject H0 (decodable)"`` or ``"do not reject H0"`` at ``alpha``."""
+        """``"reject H0 (decodable)"``, ``"do not reject H0"`` or ``"not testable: ..."``."""
+        if self.not_testable:
+            return f"not testable: {self.not_testable}"
         if self.reject(self.alpha):
             return f"reject H0 ({self.outcome})" if self.outcome else "reject H0"
         return "do not reject H0"
@@ -71,6 +81,7 @@ class Hypothesis(StatTestResult):
             "method": self.method,
             "verdict": self.decision(),
             "alpha": self.alpha,
+            "testable": not self.not_testable,
         })
 
 

@@ -7,6 +7,7 @@ Every section and key is checked: an unknown key, a wrong type or a missing file
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import tomllib
@@ -323,6 +324,9 @@ def _check_type(value: Any, annotation: Any, where: str) -> Any:
     if annotation is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SuiteError(f"{where} = {value!r}: expected a number")
+        if not math.isfinite(value):
+            raise SuiteError(f"{where} = {value!r}: expected a finite number (TOML allows nan "
+                             "and inf; probekit cannot use them)")
         return float(value)
     if annotation is int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -389,6 +393,9 @@ def read_toml(path: str | Path, what: str = "suite") -> tuple[Path, str, dict[st
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
+        m = re.search(r"^(.*) \(at line (\d+), column (\d+)\)$", str(err))
+        if m:  # FILE:LINE:COLUMN first, as for data files
+            raise SuiteError(f"{path}:{m.group(2)}:{m.group(3)}: invalid TOML: {m.group(1)}") from None
         raise SuiteError(f"{path}: invalid TOML: {err}") from None
     return path, text, raw
 

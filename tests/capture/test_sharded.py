@@ -51,9 +51,12 @@ def _options(rule):
 
 
 def store_bytes(directory: Path) -> dict[str, bytes]:
-    """Every file of a store, by relative name (a sharded capture leaves no extra file)."""
+    """Every file of a store, by relative name (a sharded capture leaves no extra file).
+
+    The empty writer lock file (``.probekit.lock``, issue 36) is not part of the data.
+    """
     return {str(p.relative_to(directory)): p.read_bytes()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != ".probekit.lock"}
 
 
 def reference_store(checkpoint: Path, directory: Path, n: int = N) -> dict[str, bytes]:

@@ -222,6 +222,7 @@ def test_smollm2_capital_pairs_subject_token_restores_the_answer(tmp_path):
 
     data = Path(__file__).resolve().parents[2] / "circuits" / "data" / "capital_pairs.jsonl"
     assert main(["patch", "smollm2-135m", str(data), "--kinds", "resid_pre,attn_v", "--layers", "8",
+                 "--answer-tokens", "first",  # " Bangkok" is 2 tokens
                  "--out", str(tmp_path)]) == 0
     grids = json.loads((tmp_path / "report.json").read_text())["analyses"][0]["data"]["grids"]
     resid = grids[0]

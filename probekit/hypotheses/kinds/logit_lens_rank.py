@@ -41,12 +41,9 @@ def logit_lens_rank(spec: LogitLensRankSpec, ctx) -> Measurement:
     tokens = [ex.tokens[i] for i in idx]
     col = ex.column(spec.answer_column or ctx.suite.data.label)
 
-    def token(v) -> int:
-        if isinstance(v, int) and not isinstance(v, bool):
-            return v
-        return int(model.to_tokens(str(v), prepend_bos=False)[0, 0])
+    from ...suites.analyses.patching import answer_token
 
-    answers = torch.tensor([token(col[i]) for i in idx])
+    answers = torch.tensor([answer_token(model, col[i], ex.vocab, where=f"row {i}") for i in idx])
     res = logit_lens(model, tokens, answers, layers=[spec.layer])
     last = torch.tensor([len(t) - 1 for t in tokens])
     rank = res.rank[torch.arange(len(tokens)), 0, last, 0].numpy()

@@ -17,9 +17,11 @@ class PatchingEffectSpec:
     blocks ``layer .. layer + window - 1`` together (e.g. ``layer = 8``, ``window = 8``: blocks
     8-15; clipped at the last block); ``position``:
     ``"last"``, a token index, or ``"column:NAME"`` (per-pair index from the clean row, e.g. the
-    subject's last token); ``answer_column``: each row's answer (token id, or text whose first
-    token is used): the clean row's answer against the corrupted row's answer is the logit
-    difference; ``control_position``: the cell patched for ``greater_than_control``.
+    subject's last token); ``answer_column``: each row's answer (a token id, or text of one
+    token): the clean row's answer against the corrupted row's answer is the logit difference;
+    ``answer_tokens``: ``"single"`` refuses a multi-token answer, ``"first"`` scores it by its
+    first token (recorded in the claim's details); ``control_position``: the cell patched for
+    ``greater_than_control``.
     """
 
     layer: int
@@ -31,6 +33,7 @@ class PatchingEffectSpec:
     pair_column: str = "pair_id"
     role_column: str = "role"
     batch_size: int = 64
+    answer_tokens: str = "single"
 
 
 def _positions(rule: int | str, lengths: list[int], columns: dict, clean_idx) -> list[int]:
@@ -53,12 +56,6 @@ def _positions(rule: int | str, lengths: list[int], columns: dict, clean_idx) ->
     return out
 
 
-def _token(model, value) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return int(model.to_tokens(str(value), prepend_bos=False)[0, 0])
-
-
 def patch_pairs(spec: Any, ctx: Any) -> tuple[list, list, Any, Any]:
     """``(clean, corrupt, metric, clean_idx)`` of the claim's prompt pairs (logit difference).
 
@@ -70,6 +67,8 @@ def patch_pairs(spec: Any, ctx: Any) -> tuple[list, list, Any, Any]:
     import torch
 
     from ...circuits import logit_diff
+    from ...errors import ConfigError
+    from ...suites.analyses.patching import answer_ids
 
     ex = ctx.examples
     clean_idx, corrupt_idx = ex.pairs(pair_column=spec.pair_column, role_column=spec.role_column)
@@ -77,8 +76,18 @@ def patch_pairs(spec: Any, ctx: Any) -> tuple[list, list, Any, Any]:
     corrupt = [ex.tokens[i] for i in corrupt_idx]
     answers = ex.column(spec.answer_column)
     model = ctx.model
-    answer = torch.tensor([_token(model, answers[i]) for i in clean_idx])
-    foil = torch.tensor([_token(model, answers[i]) for i in corrupt_idx])
+    mode = getattr(spec, "answer_tokens", "single")
+    if mode not in ("single", "first"):
+        raise ConfigError(f"answer_tokens = {mode!r}: use 'single' (refuse multi-token answers) "
+                          "or 'first' (score their first token)")
+    order = [*clean_idx.tolist(), *corrupt_idx.tolist()]
+    ids, _ = answer_ids(
+        model, [answers[i] for i in order],
+        [f"{spec.answer_column} of row {i} ({'clean' if k < len(clean_idx) else 'corrupt'})"
+         for k, i in enumerate(order)], ex.vocab, answer_tokens=mode,
+    )
+    answer = torch.tensor(ids[:len(clean_idx)])
+    foil = torch.tensor(ids[len(clean_idx):])
     return clean, corrupt, partial(logit_diff, answer=answer, foil=foil), clean_idx
 
 
@@ -117,7 +126,8 @@ def effect_measurement(
         unit="prompt pairs",
         method=f"{how} of {spec.site_kind}@{res.labels['layer'][0]} at position "
         f"{spec.position!r} (clean logit diff {source.mean():.3f}, corrupt {base.mean():.3f})",
-        details={"clean_logit_diff": source.tolist(), "corrupt_logit_diff": base.tolist(),
+        details={"answer_tokens": getattr(spec, "answer_tokens", "single"),
+                 "clean_logit_diff": source.tolist(), "corrupt_logit_diff": base.tolist(),
                  "patched_logit_diff": grid[rows, pos].tolist(), "positions": pos},
     )
 

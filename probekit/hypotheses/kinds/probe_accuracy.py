@@ -62,7 +62,9 @@ def probe_accuracy(spec: ProbeAccuracySpec, ctx, *, control: bool = False) -> Me
     import numpy as np
     from sklearn.exceptions import ConvergenceWarning
 
+    from ...errors import DataError
     from ...probes import LogisticProbe
+    from ...probes.splits import check_class_splits
     from ...sites import Site
 
     site = Site.parse(spec.site)
@@ -70,6 +72,10 @@ def probe_accuracy(spec: ProbeAccuracySpec, ctx, *, control: bool = False) -> Me
     ex = ctx.examples
     y = np.asarray(ex.column(spec.label or ctx.suite.data.label))
     train, test = ex.split(spec.train_split), ex.split(spec.test_split)
+    split = check_class_splits(y, train, test, name=f"claim {spec.site} label "
+                               f"{spec.label or ctx.suite.data.label!r}")
+    if not split.testable:  # accuracy vs shuffled labels would pass for a probe that learned nothing
+        raise DataError(split.problems[0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         probe = LogisticProbe(C=spec.C, max_iter=spec.max_iter).fit(X[train], y[train])

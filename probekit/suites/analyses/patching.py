@@ -19,17 +19,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ...errors import ConfigError
+from ...errors import ConfigError, DataError
 from ...report.blocks import Text
 from ..registry import register_analysis
 from ..result import AnalysisResult
 
-__all__ = ["PATCH_KINDS", "PatchingSpec", "answer_token", "patching_grids", "position_labels",
-           "run_patching"]
+__all__ = ["PATCH_KINDS", "PatchingSpec", "answer_ids", "answer_token", "answer_token_ids",
+           "patching_grids", "position_labels", "run_patching"]
 
 PATCH_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "mlp_post",
                "attn_z", "attn_q", "attn_k", "attn_v")
 _HEAD_KINDS = ("attn_z", "attn_q", "attn_k", "attn_v")
+AnswerTokens = Literal["single", "first"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,7 +45,9 @@ class PatchingSpec:
             (one forward + one backward) or ``"both"`` (and their Pearson correlation).
         metric: ``"logit_diff"`` (clean answer vs corrupt answer) or ``"answer_logprob"``.
         direction: ``"denoise"`` (clean activations into the corrupt run) or ``"noise"``.
-        answer_column: each row's answer (token id, or text whose first token is used).
+        answer_column: each row's answer (a token id, or text of one token).
+        answer_tokens: ``"single"`` refuses a multi-token answer; ``"first"`` scores such an
+            answer by its first token (recorded in the report, with a warning).
         pair_column, role_column: pair rows into clean / corrupt prompts.
         layers: blocks to patch (default all).
         window: blocks patched together per cell (``l..l+window-1``; activation method only).
@@ -72,9 +75,13 @@ class PatchingSpec:
     edge_ks: tuple[int, ...] = (10, 100, 1000)
     edge_top: int = 20
     batch_size: int = 64
+    answer_tokens: AnswerTokens = "single"
 
     def __post_init__(self) -> None:
         """Refuse unknown kinds, an empty kind list, bad sizes and a window without exact patching."""
+        if self.answer_tokens not in ("single", "first"):
+            raise ValueError(f"answer_tokens = {self.answer_tokens!r}: use 'single' (refuse "
+                             "multi-token answers) or 'first' (score their first token)")
         bad = [k for k in self.kinds if k not in PATCH_KINDS]
         if bad or not self.kinds:
             what = f"{bad[0]!r} is not a patching kind" if bad else "no kind given"
@@ -97,17 +104,65 @@ class PatchingSpec:
             )
 
 
-def answer_token(model: Any, value: Any, vocab: Any = None) -> int:
-    """A row's answer as a token id: an int as is, a string via the task vocabulary or tokenizer."""
+def answer_token_ids(model: Any, value: Any, vocab: Any = None) -> list[int]:
+    """Every token of a row's answer: an int as is, a string via the task vocabulary or tokenizer."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
+        return [value]
     if vocab is not None and str(value) in getattr(vocab, "tokens", ()):
-        return int(vocab.id(str(value)))
+        return [int(vocab.id(str(value)))]
     if getattr(model, "tokenizer", None) is None:
         raise ConfigError(
             f"answer {value!r} is text but the model has no tokenizer; give answers as token ids"
         )
-    return int(model.to_tokens(str(value), prepend_bos=False)[0, 0])
+    return [int(t) for t in model.to_tokens(str(value), prepend_bos=False)[0].tolist()]
+
+
+def answer_token(
+    model: Any, value: Any, vocab: Any = None, *, answer_tokens: AnswerTokens = "single",
+    where: str = "",
+) -> int:
+    """A row's answer as one token id (the metric reads one next-token logit).
+
+    ``answer_tokens = "single"`` refuses an answer of several tokens (naming the row, the answer
+    and its tokens); ``"first"`` uses its first token, explicitly.
+
+    Raises:
+        DataError: a multi-token answer under ``"single"``, or an empty one.
+    """
+    ids = answer_token_ids(model, value, vocab)
+    loc = f"{where}: " if where else ""
+    if not ids:
+        raise DataError(f"{loc}answer {value!r} has no tokens; give a non-empty answer")
+    if len(ids) > 1 and answer_tokens != "first":
+        tok = getattr(model, "tokenizer", None)
+        pieces = [tok.decode([t]) for t in ids] if tok is not None else []
+        shown = f"{ids} {pieces}" if pieces else f"{ids}"
+        raise DataError(
+            f"{loc}answer {value!r} is {len(ids)} tokens {shown}; the metric reads one next-token "
+            "logit: give a single-token answer (or its token id), or set answer_tokens = \"first\" "
+            "(--answer-tokens first) to use each answer's first token"
+        )
+    return ids[0]
+
+
+def answer_ids(
+    model: Any, values: Sequence[Any], where: Sequence[str], vocab: Any = None, *,
+    answer_tokens: AnswerTokens = "single",
+) -> tuple[list[int], list[str]]:
+    """One token id per answer, and the answers reduced to their first token (for the report)."""
+    ids, reduced = [], []
+    for value, loc in zip(values, where):
+        ids.append(answer_token(model, value, vocab, answer_tokens=answer_tokens, where=loc))
+        if answer_tokens == "first" and len(answer_token_ids(model, value, vocab)) > 1:
+            reduced.append(f"{loc}: {value!r}")
+    return ids, reduced
+
+
+def reduction_warning(reduced: Sequence[str], n: int) -> str:
+    """The report / CLI line for answers reduced to their first token."""
+    shown = "; ".join(reduced[:3]) + (f"; and {len(reduced) - 3} more" if len(reduced) > 3 else "")
+    return (f"{len(reduced)} of {n} answers have several tokens and are scored by their first "
+            f"token only (answer_tokens = \"first\"): {shown}")
 
 
 def position_labels(model: Any, prompts: Sequence[Sequence[int]], vocab: Any = None) -> list[str]:
@@ -139,6 +194,53 @@ def _grid_dict(res: Any, method: str, rows: list[str], cols: list[str]) -> dict[
             "row_labels": rows, "col_labels": cols}
 
 
+def contrast_problems(
+    clean: Sequence[Sequence[int]], corrupt: Sequence[Sequence[int]], answer: Sequence[int],
+    foil: Sequence[int], *, metric: str,
+) -> list[str]:
+    """Pairs that cannot contrast: warnings for some, a :class:`DataError` when all are such.
+
+    A pair with identical clean and corrupt prompts, or (``logit_diff``) the same clean and
+    corrupt answer, has ``m_clean = m_corrupt``: it adds nothing, and if every pair is like
+    that the normalised effect is 0/0 in every cell.
+    """
+    same_prompt = [i for i, (c, r) in enumerate(zip(clean, corrupt)) if list(c) == list(r)]
+    same_answer = ([i for i, (a, f) in enumerate(zip(answer, foil)) if a == f]
+                   if metric == "logit_diff" else [])
+    n = len(clean)
+    if len(same_prompt) == n:
+        raise DataError(
+            f"every pair's clean and corrupt prompts are identical (pair 0: {list(clean[0])}): "
+            "patching changes nothing and the normalised effect is 0/0 in every cell; make each "
+            "corrupt prompt differ from its clean prompt (e.g. swap the subject)"
+        )
+    if len(same_answer) == n:
+        raise DataError(
+            f"every pair's clean and corrupt answers are the same token (pair 0: {answer[0]}): "
+            "logit(answer) - logit(corrupt answer) is 0 in every run and the normalised effect "
+            "0/0; give the corrupt rows the answer the corrupt prompt calls for"
+        )
+    out = []
+    if same_prompt:
+        out.append(f"{len(same_prompt)} of {n} pairs have identical clean and corrupt prompts "
+                   f"(pairs {same_prompt[:5]}): they add no contrast, only dilute the means")
+    if same_answer:
+        out.append(f"{len(same_answer)} of {n} pairs have the same clean and corrupt answer "
+                   f"(pairs {same_answer[:5]}): their logit difference is 0 in every run")
+    return out
+
+
+def check_gap(res: Any, metric: str) -> None:
+    """Raise when the clean and corrupt runs have the same mean metric (normalised effect 0/0)."""
+    clean, corrupt = float(res.clean.mean()), float(res.corrupt.mean())
+    if not clean != corrupt:
+        raise DataError(
+            f"the clean and corrupted runs give the same mean {metric} ({clean:.4g}): the "
+            "normalised effect (m_patched - m_corrupt) / (m_clean - m_corrupt) is 0/0 in every "
+            "cell; use prompt pairs on which the model's metric differs"
+        )
+
+
 def patching_grids(
     model: Any,
     clean: Sequence[Sequence[int]],
@@ -148,14 +250,17 @@ def patching_grids(
     answer: Sequence[int],
     foil: Sequence[int],
     vocab: Any = None,
+    reduced: Sequence[str] = (),
 ) -> AnalysisResult:
     """Patch every cell of each ``spec.kinds`` grid over the pairs; numbers, heatmaps and a table.
 
-    ``answer``/``foil``: the clean and corrupt rows' answer token ids (one per pair). The
+    ``answer``/``foil``: the clean and corrupt rows' answer token ids (one per pair);
+    ``reduced``: the answers scored by their first token (``answer_tokens = "first"``). The
     report heatmaps show the normalised effect ``(m_patched - m_base) / (m_source - m_base)``
     with layers as rows and positions (labelled with the prompts' tokens) or heads as columns.
     """
     from functools import partial
+    from warnings import catch_warnings, simplefilter
 
     import torch
 
@@ -168,6 +273,7 @@ def patching_grids(
     )
     from ...circuits.blocks import largest_effect_table, patching_view
 
+    warnings = contrast_problems(clean, corrupt, answer, foil, metric=spec.metric)
     a, f = torch.tensor(list(answer)), torch.tensor(list(foil))
     metric = (partial(logit_diff, answer=a, foil=f) if spec.metric == "logit_diff"
               else partial(answer_logprob, answer=a))
@@ -186,8 +292,12 @@ def patching_grids(
             fn = activation_patching if method == "activation" else attribution_patching
             kwargs = ({"batch_size": spec.batch_size, "window": spec.window}
                       if method == "activation" else {})
-            res = fn(model, clean, corrupt, metric, kind=kind, by=by, direction=spec.direction,
-                     layers=layers, **kwargs)
+            with catch_warnings():  # a zero gap is raised below, in one line
+                simplefilter("ignore", UserWarning)
+                res = fn(model, clean, corrupt, metric, kind=kind, by=by,
+                         direction=spec.direction, layers=layers, **kwargs)
+            if first is None:
+                check_gap(res, spec.metric)
             results[method] = res
             first = first or res
             view = patching_view(res, method=method,
@@ -212,14 +322,17 @@ def patching_grids(
         text += " Attribution vs activation patching (Pearson r): " + ", ".join(
             f"{k} {v:.3f}" for k, v in corr.items()) + "."
     data = {"n_pairs": len(clean), "metric": spec.metric, "direction": spec.direction,
+            "answer_tokens": spec.answer_tokens, "first_token_answers": list(reduced),
             "clean_metric": first.clean.tolist(), "corrupt_metric": first.corrupt.tolist(),
             "grids": grids, "correlation": corr}
+    if reduced:
+        warnings.append(reduction_warning(reduced, 2 * len(clean)))
     if spec.edges != "none":
         data["edges"], edge_blocks = edge_circuits(model, clean, corrupt, metric, spec)
         blocks.extend(edge_blocks)
     return AnalysisResult(
         section="patching", title=f"Patching ({', '.join(spec.kinds)})",
-        data=data, blocks=(Text(text=text), summary, *blocks),
+        data=data, blocks=(Text(text=text), summary, *blocks), warnings=tuple(warnings),
     )
 
 
@@ -253,8 +366,13 @@ def run_patching(spec: PatchingSpec, ctx: Any) -> AnalysisResult:
     clean_idx, corrupt_idx = ex.pairs(pair_column=spec.pair_column, role_column=spec.role_column)
     model = ctx.model
     answers = ex.column(spec.answer_column)
+    order = [*clean_idx.tolist(), *corrupt_idx.tolist()]
+    ids, reduced = answer_ids(
+        model, [answers[i] for i in order],
+        [f"row {i} ({'clean' if k < len(clean_idx) else 'corrupt'})" for k, i in enumerate(order)],
+        ex.vocab, answer_tokens=spec.answer_tokens,
+    )
     return patching_grids(
         model, [ex.tokens[i] for i in clean_idx], [ex.tokens[i] for i in corrupt_idx], spec,
-        answer=[answer_token(model, answers[i], ex.vocab) for i in clean_idx],
-        foil=[answer_token(model, answers[i], ex.vocab) for i in corrupt_idx], vocab=ex.vocab,
+        answer=ids[:len(clean_idx)], foil=ids[len(clean_idx):], vocab=ex.vocab, reduced=reduced,
     )

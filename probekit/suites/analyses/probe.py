@@ -131,6 +131,12 @@ def run_probe(spec: ProbeSpec, ctx: Any) -> ProbeResult:
         y = np.asarray(y_raw, dtype=float)
     else:
         y = np.asarray([str(v) for v in y_raw])
+    split_check = None
+    if spec.kind in ("logistic", "diffmeans"):  # degenerate class splits: errors or not testable
+        from ...probes.splits import check_class_splits
+
+        split_check = check_class_splits(y, ex.splits["train"], ex.splits["test"], cv=spec.cv,
+                                         name=f"label {label!r}")
     kw = dict(
         train_idx=ex.splits["train"], test_idx=ex.splits["test"], ood_idx=ex.ood_splits,
         probe=spec.kind, Cs=spec.Cs, alphas=spec.alphas, cv=spec.cv, n_bootstrap=st.n_bootstrap,
@@ -154,7 +160,23 @@ def run_probe(spec: ProbeSpec, ctx: Any) -> ProbeResult:
     site_of = dict(zip([s.name for s in sites], sites, strict=True))
     warnings: list[str] = []
     hypotheses: list[Hypothesis] = []
-    if spec.permutation_test and spec.kind in ("logistic", "diffmeans"):
+    if split_check is not None:
+        warnings += [*split_check.problems, *split_check.warnings]
+        entry["class_counts"] = {"train": split_check.train_counts,
+                                 "test": split_check.test_counts}
+    if spec.permutation_test and split_check is not None and not split_check.testable:
+        reason = "; ".join(p.split(": ", 1)[1].split(" (not testable)")[0]
+                           for p in split_check.problems)
+        hypotheses.append(Hypothesis(
+            name=f"{label!r} is linearly decodable ({spec.kind}) at the validation-selected site",
+            site=site_of[sweep.sites[best]], metric=sweep.metric,
+            statistic=float(sweep.test[best]), p_value=float("nan"),
+            n=int(len(ex.splits["test"])), method="permutation test not run (degenerate split)",
+            effect_size=float(sweep.test[best]) - entry["chance"],
+            effect_size_name=f"{sweep.metric} - chance", alpha=st.alpha, outcome="decodable",
+            not_testable=reason,
+        ))
+    elif spec.permutation_test and spec.kind in ("logistic", "diffmeans"):
         rows = range(len(sweep.sites)) if st.permutation_sites == "all" else [best]
         tasks = [
             PermutationTask(
