@@ -28,7 +28,7 @@ from typing import Any
 from probekit.diagnosis.early import early_warning
 
 MARKERS = ("fourier_gini", "fourier_gini_logit", "weight_norm", "restricted_loss",
-           "excluded_loss", "probe_accuracy")
+           "excluded_loss", "probe_accuracy", "circuit_efficiency")
 KNOBS = ("train.weight_decay", "task.train_fraction")
 
 
