@@ -39,6 +39,7 @@ from jaxtyping import Float, Int
 from scipy import stats as sps
 
 from probekit.errors import ConfigError, DataError
+from probekit.report.notebook import NotebookMixin
 from probekit.stats.bootstrap import bootstrap_indices, percentile_interval
 from probekit.stats.multiple import holm
 from probekit.stats.permutation import check_n_permutations, n_permutations_for, permutation_pvalue
@@ -351,9 +352,14 @@ def _names(names: Sequence[str]) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
-@dataclass(frozen=True, kw_only=True)
-class MarkerAnalysis:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class MarkerAnalysis(NotebookMixin):
     """Result of :func:`marker_analysis`: one :class:`MarkerStats` per marker, in input order.
+
+    In a notebook the result shows the report's own blocks (:func:`.ranking.analysis_blocks`:
+    warnings, ranking table, one sentence per marker, and, given covariates, the
+    partial-residual scatters); ``plot()`` draws the partial-residual scatter of the top-ranked
+    marker; ``to_frame()`` is :meth:`to_records` as a DataFrame (the ``notebook`` extra).
 
     Attributes:
         outcome: the outcome column.
@@ -399,15 +405,27 @@ class MarkerAnalysis:
             "sentences": {s.marker: self.sentence(s.marker) for s in self.markers},
         })
 
-    def to_frame(self) -> Any:
-        """A pandas DataFrame of :meth:`to_records` (pandas is imported here, not at load)."""
-        try:
-            import pandas as pd
-        except ImportError as e:
-            raise ConfigError(
-                "MarkerAnalysis.to_frame needs pandas; `pip install pandas` (or use to_records())"
-            ) from e
-        return pd.DataFrame.from_records(self.to_records())
+    def _title(self) -> str:
+        return f"Markers vs {self.outcome}"
+
+    def _summary(self) -> str:
+        counts: dict[str, int] = {}
+        for s in self.markers:
+            counts[s.verdict] = counts.get(s.verdict, 0) + 1
+        verdicts = ", ".join(f"{n} {v}" for v, n in counts.items())
+        given = ", ".join(self.covariates) or "none"
+        return f"{self.n_models} models, outcome {self.outcome}, covariates {given}: {verdicts}"
+
+    def _blocks(self) -> tuple[Any, ...]:
+        from .ranking import analysis_blocks, partial_scatters
+
+        return (*analysis_blocks(self), *partial_scatters(self))
+
+    def _main_plot(self) -> Any:
+        """The partial-residual scatter of the top-ranked marker (None without covariates)."""
+        from .ranking import partial_scatters
+
+        return next(iter(partial_scatters(self, top=1)), None)
 
     def sentence(self, marker: str) -> str:
         """One sentence for ``marker``: effect, CI, p and verdict.

@@ -13,59 +13,14 @@ from typing import Any
 from probekit.errors import DataError
 from probekit.report.blocks import Block, Column, LinePlot, Scatter, Series, Table, Text
 
-from .analysis import ADDS, MarkerAnalysis
+from .analysis import MarkerAnalysis
 from .early import EarlyWarning
 from .granulated import CMIResult, GranulatedTau
 from .levels import UNIT, LevelMeanR2
+from .ranking import _partial_scatter, _sorted_by_category, analysis_blocks, partial_scatters
 from .table import as_marker_table
 
-__all__ = ["diagnosis_blocks"]
-
-_CAPTION = (
-    "Sorted by |partial r|. adds_beyond_covariates: the partial correlation given the covariates "
-    "rejects after Holm and the leave-one-group-out delta R^2 CI lies above 0; "
-    "explained_by_covariates: the marginal (Spearman) test rejects after Holm but the former does "
-    "not hold; no_association: otherwise; not_applicable: see the reason. CIs: percentile "
-    "bootstrap over {unit}; p: permutation (Freedman-Lane for the partial)."
-)
-
-
-def _ranking(analysis: MarkerAnalysis) -> Table:
-    def key(s: Any) -> tuple[int, float]:
-        r = s.partial_r if math.isfinite(s.partial_r) else s.pearson
-        return (0 if s.applicable else 1, -abs(r) if math.isfinite(r) else 0.0)
-
-    stats = sorted(analysis.markers, key=key)
-    rows = tuple(
-        {"marker": s.marker, "verdict": s.verdict, "spearman": s.spearman,
-         "spearman_ci": [s.spearman_low, s.spearman_high], "p_holm": s.p_holm,
-         "partial_r": s.partial_r, "partial_ci": [s.partial_low, s.partial_high],
-         "partial_p_holm": s.partial_p_holm, "delta_r2": s.delta_r2,
-         "delta_ci": [s.delta_r2_low, s.delta_r2_high], "n": s.n, "reason": s.reason}
-        for s in stats
-    )
-    level = f"{analysis.settings['confidence_level']:.0%}"
-    unit = f"groups ({analysis.groups})" if analysis.groups else "models"
-    given = ", ".join(analysis.covariates) or "none"
-    return Table(
-        title=f"Markers vs {analysis.outcome} (covariates: {given})",
-        columns=(Column(key="marker", header="marker", fmt="", align="left"),
-                 Column(key="verdict", header="verdict", fmt="", align="left"),
-                 Column(key="spearman", header="Spearman", fmt="+.3f"),
-                 Column(key="spearman_ci", header=f"{level} CI", fmt="ci"),
-                 Column(key="p_holm", header="Holm p", fmt=".3g"),
-                 Column(key="partial_r", header="partial r", fmt="+.3f"),
-                 Column(key="partial_ci", header=f"{level} CI", fmt="ci"),
-                 Column(key="partial_p_holm", header="Holm p", fmt=".3g"),
-                 Column(key="delta_r2", header="delta R^2 (LOGO)", fmt="+.3f"),
-                 Column(key="delta_ci", header=f"{level} CI", fmt="ci"),
-                 Column(key="n", header="n", fmt="d"),
-                 Column(key="reason", header="note", fmt="", align="left")),
-        rows=rows,
-        highlight=tuple(i for i, s in enumerate(stats) if s.verdict == ADDS),
-        caption=_CAPTION.format(unit=unit),
-    )
-
+__all__ = ["analysis_blocks", "diagnosis_blocks", "partial_scatters"]
 
 def _categories(t: Any, color_by: str | None, rows: Sequence[int]) -> tuple[str, ...] | None:
     if color_by is None:
@@ -77,14 +32,6 @@ def _categories(t: Any, color_by: str | None, rows: Sequence[int]) -> tuple[str,
 
 def _level(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
-
-
-def _sorted_by_category(x: list[float], y: list[float], cats: tuple[str, ...] | None,
-                        order: list[int] | None) -> tuple[tuple, tuple, tuple | None]:
-    if cats is None or order is None:
-        return tuple(x), tuple(y), cats
-    return (tuple(x[i] for i in order), tuple(y[i] for i in order),
-            tuple(cats[i] for i in order))
 
 
 def _scatters(analysis: MarkerAnalysis, t: Any, color_by: str | None) -> list[Block]:
@@ -105,13 +52,7 @@ def _scatters(analysis: MarkerAnalysis, t: Any, color_by: str | None) -> list[Bl
             x=x, y=y, xlabel=s.marker, ylabel=analysis.outcome, categories=c,
             color_label=color_by or ""))
         if analysis.covariates and s.marker_residuals:
-            given = ", ".join(analysis.covariates)
-            x, y, c = _sorted_by_category(list(s.marker_residuals), list(s.outcome_residuals),
-                                          cats, order)
-            out.append(Scatter(
-                title=f"{s.marker}: partial residuals given {given} (partial r {s.partial_r:+.2f})",
-                x=x, y=y, xlabel=f"{s.marker} | {given}", ylabel=f"{analysis.outcome} | {given}",
-                categories=c, color_label=color_by or ""))
+            out.append(_partial_scatter(analysis, s, cats, order, color_by))
     return out
 
 
@@ -233,9 +174,7 @@ def diagnosis_blocks(
     if t.n_rows != analysis.n_models:
         raise DataError(f"the table has {t.n_rows} rows but the analysis was made on "
                         f"{analysis.n_models}; pass the table given to marker_analysis")
-    blocks: list[Block] = [Text(text=w, level="warning") for w in analysis.warnings]
-    blocks.append(_ranking(analysis))
-    blocks.extend(Text(text=analysis.sentence(s.marker)) for s in analysis.markers)
+    blocks = list(analysis_blocks(analysis))
     if levels is not None:  # beside the per-model numbers, before the plots
         blocks.append(_levels_table([levels] if isinstance(levels, LevelMeanR2) else list(levels)))
     blocks.extend(_scatters(analysis, t, color_by))

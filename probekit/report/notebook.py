@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
-from .blocks import Block, Heatmap, LinePlot
+from .blocks import Block, Heatmap, LinePlot, Scatter
 
 __all__ = ["NOTEBOOK_INSTALL_HINT", "NotebookMixin", "require_pandas"]
 
@@ -79,7 +79,7 @@ class NotebookMixin:
 
         return render_blocks_html([b.to_dict() for b in self._blocks()], title=self._title())
 
-    def _main_plot(self) -> LinePlot | Heatmap | None:
+    def _main_plot(self) -> LinePlot | Heatmap | Scatter | None:
         """The first plot block (override to choose another)."""
         return next((b for b in self._blocks() if isinstance(b, (LinePlot, Heatmap))), None)
 
@@ -105,17 +105,21 @@ class NotebookMixin:
         from . import plots
 
         data = block.to_dict()
-        is_line = isinstance(block, LinePlot)
+        if isinstance(block, LinePlot):
+            draw, size = plots.draw_line_plot, plots.line_plot_figsize(data)
+        elif isinstance(block, Scatter):
+            draw, size = plots.draw_scatter, (5.0, 3.8)
+        else:
+            draw, size = plots.draw_heatmap, plots.heatmap_figsize(data)
         if ax is None:
             import matplotlib.pyplot as plt
 
-            size = plots.line_plot_figsize(data) if is_line else plots.heatmap_figsize(data)
             # a pyplot figure (so the notebook's inline backend can draw it), closed at once:
             # pyplot does not show it again at the end of the cell; the returned value shows it
             fig = plt.figure(figsize=size, layout="constrained")
             plt.close(fig)
             ax = fig.subplots()
-        (plots.draw_line_plot if is_line else plots.draw_heatmap)(data, ax)
+        draw(data, ax)
         return ax.figure
 
     def __repr__(self) -> str:

@@ -1,0 +1,111 @@
+"""The head of a diagnosis's report blocks, built from a :class:`MarkerAnalysis` alone.
+
+Warnings, the ranking table (sorted by |partial r|, verdict column), one sentence per marker
+and the partial-residual scatters: what :func:`.blocks.diagnosis_blocks` puts in the report
+and what a :class:`MarkerAnalysis` shows in a notebook (one renderer). The scatters of a
+marker against the outcome need the table and stay in :mod:`.blocks`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from probekit.report.blocks import Block, Column, Scatter, Table, Text
+
+if TYPE_CHECKING:
+    from .analysis import MarkerAnalysis
+
+__all__ = ["analysis_blocks", "partial_scatters"]
+
+_ADDS = "adds_beyond_covariates"  # analysis.ADDS (not imported: analysis imports this module)
+
+_CAPTION = (
+    "Sorted by |partial r|. adds_beyond_covariates: the partial correlation given the covariates "
+    "rejects after Holm and the leave-one-group-out delta R^2 CI lies above 0; "
+    "explained_by_covariates: the marginal (Spearman) test rejects after Holm but the former does "
+    "not hold; no_association: otherwise; not_applicable: see the reason. CIs: percentile "
+    "bootstrap over {unit}; p: permutation (Freedman-Lane for the partial)."
+)
+
+
+def _rank_key(s: Any) -> tuple[int, float]:
+    r = s.partial_r if math.isfinite(s.partial_r) else s.pearson
+    return (0 if s.applicable else 1, -abs(r) if math.isfinite(r) else 0.0)
+
+
+def _ranking(analysis: MarkerAnalysis) -> Table:
+    stats = sorted(analysis.markers, key=_rank_key)
+    rows = tuple(
+        {"marker": s.marker, "verdict": s.verdict, "spearman": s.spearman,
+         "spearman_ci": [s.spearman_low, s.spearman_high], "p_holm": s.p_holm,
+         "partial_r": s.partial_r, "partial_ci": [s.partial_low, s.partial_high],
+         "partial_p_holm": s.partial_p_holm, "delta_r2": s.delta_r2,
+         "delta_ci": [s.delta_r2_low, s.delta_r2_high], "n": s.n, "reason": s.reason}
+        for s in stats
+    )
+    level = f"{analysis.settings['confidence_level']:.0%}"
+    unit = f"groups ({analysis.groups})" if analysis.groups else "models"
+    given = ", ".join(analysis.covariates) or "none"
+    return Table(
+        title=f"Markers vs {analysis.outcome} (covariates: {given})",
+        columns=(Column(key="marker", header="marker", fmt="", align="left"),
+                 Column(key="verdict", header="verdict", fmt="", align="left"),
+                 Column(key="spearman", header="Spearman", fmt="+.3f"),
+                 Column(key="spearman_ci", header=f"{level} CI", fmt="ci"),
+                 Column(key="p_holm", header="Holm p", fmt=".3g"),
+                 Column(key="partial_r", header="partial r", fmt="+.3f"),
+                 Column(key="partial_ci", header=f"{level} CI", fmt="ci"),
+                 Column(key="partial_p_holm", header="Holm p", fmt=".3g"),
+                 Column(key="delta_r2", header="delta R^2 (LOGO)", fmt="+.3f"),
+                 Column(key="delta_ci", header=f"{level} CI", fmt="ci"),
+                 Column(key="n", header="n", fmt="d"),
+                 Column(key="reason", header="note", fmt="", align="left")),
+        rows=rows,
+        highlight=tuple(i for i, s in enumerate(stats) if s.verdict == _ADDS),
+        caption=_CAPTION.format(unit=unit),
+    )
+
+
+def _sorted_by_category(x: list[float], y: list[float], cats: tuple[str, ...] | None,
+                        order: list[int] | None) -> tuple[tuple, tuple, tuple | None]:
+    if cats is None or order is None:
+        return tuple(x), tuple(y), cats
+    return (tuple(x[i] for i in order), tuple(y[i] for i in order),
+            tuple(cats[i] for i in order))
+
+
+def _partial_scatter(analysis: MarkerAnalysis, s: Any, cats: tuple[str, ...] | None,
+                     order: list[int] | None, color_by: str | None) -> Scatter:
+    """Residual marker vs residual outcome given the covariates (needs no table)."""
+    given = ", ".join(analysis.covariates)
+    x, y, c = _sorted_by_category(list(s.marker_residuals), list(s.outcome_residuals), cats, order)
+    return Scatter(
+        title=f"{s.marker}: partial residuals given {given} (partial r {s.partial_r:+.2f})",
+        x=x, y=y, xlabel=f"{s.marker} | {given}", ylabel=f"{analysis.outcome} | {given}",
+        categories=c, color_label=color_by or "")
+
+
+def partial_scatters(analysis: MarkerAnalysis, *, top: int | None = None) -> tuple[Scatter, ...]:
+    """The report's partial-residual scatters from the analysis alone (uncoloured).
+
+    One per applicable marker with residuals, in ranking order (by |partial r|), the first
+    ``top`` only when given; empty without covariates (the partial is then the plain r, and
+    the marker-vs-outcome scatter needs the table: :func:`diagnosis_blocks`).
+    """
+    if not analysis.covariates:
+        return ()
+    stats = [s for s in sorted(analysis.markers, key=_rank_key)
+             if s.applicable and s.marker_residuals and math.isfinite(s.partial_r)]
+    return tuple(_partial_scatter(analysis, s, None, None, None) for s in stats[:top])
+
+
+def analysis_blocks(analysis: MarkerAnalysis) -> tuple[Block, ...]:
+    """Warnings, the ranking table (sorted by |partial r|, verdict column), one sentence per marker.
+
+    The head of :func:`diagnosis_blocks` and of a :class:`MarkerAnalysis`'s notebook display.
+    """
+    blocks: list[Block] = [Text(text=w, level="warning") for w in analysis.warnings]
+    blocks.append(_ranking(analysis))
+    blocks.extend(Text(text=analysis.sentence(s.marker)) for s in analysis.markers)
+    return tuple(blocks)
