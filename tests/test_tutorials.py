@@ -116,6 +116,21 @@ def test_tutorial_runs_fast(path, tmp_path):
     html = "\n".join(outputs(nb, "text/html"))
     assert "<table" in html  # results displayed themselves
     assert outputs(nb, "image/png") and "data:image/png;base64," in html  # and their plots
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                      for o in c.get("outputs", []) if o.get("name") == "stdout")
+    for text in EXPECTED_OUTPUT.get(path.stem, ()):
+        assert text in printed + html, text
+
+
+# numbers a tutorial's prose states, checked in its fast run's output
+EXPECTED_OUTPUT = {
+    "05_diagnosis": (
+        "covariates               none: partial r -0.76",
+        "covariates              noise: partial r +0.07, delta R^2 -0.002, explained_by_covariates",
+        "noise, id_accuracy: partial r +0.07",
+        "explained_by_covariates",
+    ),
+}
 
 
 @pytest.mark.slow
