@@ -11,13 +11,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from probekit.errors import DataError
-from probekit.report.blocks import Block, Column, LinePlot, Scatter, Series, Table, Text
+from probekit.report.blocks import Block, Column, Scatter, Table
 
 from .analysis import MarkerAnalysis
 from .early import EarlyWarning
 from .granulated import CMIResult, GranulatedTau
 from .levels import UNIT, LevelMeanR2
-from .ranking import _partial_scatter, _sorted_by_category, analysis_blocks, partial_scatters
+from .ranking import (
+    _partial_scatter,
+    _sorted_by_category,
+    analysis_blocks,
+    early_blocks,
+    partial_scatters,
+)
 from .table import as_marker_table
 
 __all__ = ["analysis_blocks", "diagnosis_blocks", "partial_scatters"]
@@ -118,31 +124,6 @@ def _granulated_tables(items: Sequence[GranulatedTau | CMIResult]) -> list[Block
     return out
 
 
-def _early_blocks(early: EarlyWarning) -> list[Block]:
-    labels = tuple(str(s) for s in early.steps)
-    out: list[Block] = []
-    for key, name in (("partial_r", "partial r"), ("delta_r2", "delta R^2 (LOGO)")):
-        low, high = ("partial_low", "partial_high") if key == "partial_r" else \
-            ("delta_r2_low", "delta_r2_high")
-        series = tuple(
-            Series(name=marker,
-                   values=tuple(_finite(getattr(a[marker], key)) for a in early.analyses),
-                   low=tuple(_finite(getattr(a[marker], low)) for a in early.analyses),
-                   high=tuple(_finite(getattr(a[marker], high)) for a in early.analyses))
-            for marker in early.markers
-        )
-        given = ", ".join(early.covariates) or "nothing"
-        out.append(LinePlot(title=f"early warning: {name} with the final {early.outcome}, given "
-                            f"{given} (per step)", x_labels=labels, series=series,
-                            xlabel=early.step, ylabel=name, hlines=((0.0, "0"),)))
-    out.extend(Text(text=early.sentence(m)) for m in early.markers)
-    return out
-
-
-def _finite(v: float) -> float | None:
-    return float(v) if math.isfinite(v) else None
-
-
 def diagnosis_blocks(
     analysis: MarkerAnalysis,
     table: Any,
@@ -182,6 +163,6 @@ def diagnosis_blocks(
         items = [granulated] if isinstance(granulated, (GranulatedTau, CMIResult)) else granulated
         blocks.extend(_granulated_tables(list(items)))
     if early is not None:
-        blocks.extend(_early_blocks(early))
+        blocks.extend(early_blocks(early))
     return tuple(blocks)
 

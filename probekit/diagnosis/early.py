@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from probekit.errors import ConfigError, ProbekitError
+from probekit.report.notebook import NotebookMixin
 
 from .analysis import ADDS, MarkerAnalysis, marker_analysis
 from .table import as_marker_table
@@ -24,9 +25,12 @@ from .table import as_marker_table
 __all__ = ["EarlyWarning", "early_warning"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class EarlyWarning:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class EarlyWarning(NotebookMixin):
     """Per-step marker analyses of a series and the earliest step each marker adds.
+
+    In a notebook it shows the report's early-warning curves and sentences
+    (:func:`.ranking.early_blocks`); ``plot()`` draws the partial-r curve.
 
     Attributes:
         outcome, step, markers, covariates, groups: the columns.
@@ -57,6 +61,18 @@ class EarlyWarning:
         return strict_json({"outcome": self.outcome, "step": self.step, "steps": list(self.steps),
                             "covariates": list(self.covariates), "groups": self.groups,
                             "earliest": dict(self.earliest), "records": self.to_records()})
+
+    def _title(self) -> str:
+        return f"Early warning: markers per {self.step} vs the final {self.outcome}"
+
+    def _summary(self) -> str:
+        first = ", ".join(f"{m} {'never' if s is None else s}" for m, s in self.earliest.items())
+        return f"{len(self.steps)} steps, outcome {self.outcome}, earliest {self.step}: {first}"
+
+    def _blocks(self) -> tuple[Any, ...]:
+        from .ranking import early_blocks
+
+        return tuple(early_blocks(self))
 
     def sentence(self, marker: str) -> str:
         """One sentence: the earliest step at which ``marker`` adds beyond the covariates.

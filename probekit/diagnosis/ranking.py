@@ -1,9 +1,11 @@
-"""The head of a diagnosis's report blocks, built from a :class:`MarkerAnalysis` alone.
+"""The diagnosis report blocks built from a result alone (no marker table).
 
-Warnings, the ranking table (sorted by |partial r|, verdict column), one sentence per marker
-and the partial-residual scatters: what :func:`.blocks.diagnosis_blocks` puts in the report
-and what a :class:`MarkerAnalysis` shows in a notebook (one renderer). The scatters of a
-marker against the outcome need the table and stay in :mod:`.blocks`.
+For a :class:`MarkerAnalysis`: warnings, the ranking table (sorted by |partial r|, verdict
+column), one sentence per marker and the partial-residual scatters; for an
+:class:`EarlyWarning`: its curves and sentences. :func:`.blocks.diagnosis_blocks` puts them in
+the report and the results show them in a notebook (one renderer). The scatters of a marker
+against the outcome need the table and stay in :mod:`.blocks`. Nothing here imports the result
+modules at run time (they import this one for their display).
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from probekit.report.blocks import Block, Column, Scatter, Table, Text
+from probekit.report.blocks import Block, Column, LinePlot, Scatter, Series, Table, Text
 
 if TYPE_CHECKING:
     from .analysis import MarkerAnalysis
+    from .early import EarlyWarning
 
-__all__ = ["analysis_blocks", "partial_scatters"]
+__all__ = ["analysis_blocks", "early_blocks", "partial_scatters"]
 
 _ADDS = "adds_beyond_covariates"  # analysis.ADDS (not imported: analysis imports this module)
 
@@ -109,3 +112,32 @@ def analysis_blocks(analysis: MarkerAnalysis) -> tuple[Block, ...]:
     blocks.append(_ranking(analysis))
     blocks.extend(Text(text=analysis.sentence(s.marker)) for s in analysis.markers)
     return tuple(blocks)
+
+
+def early_blocks(early: EarlyWarning) -> list[Block]:
+    """Early-warning curves (partial r, delta R^2 per step; a series per marker), sentences.
+
+    The report's blocks of an :class:`EarlyWarning` and its notebook display.
+    """
+    labels = tuple(str(s) for s in early.steps)
+    out: list[Block] = []
+    for key, name in (("partial_r", "partial r"), ("delta_r2", "delta R^2 (LOGO)")):
+        low, high = ("partial_low", "partial_high") if key == "partial_r" else \
+            ("delta_r2_low", "delta_r2_high")
+        series = tuple(
+            Series(name=marker,
+                   values=tuple(_finite(getattr(a[marker], key)) for a in early.analyses),
+                   low=tuple(_finite(getattr(a[marker], low)) for a in early.analyses),
+                   high=tuple(_finite(getattr(a[marker], high)) for a in early.analyses))
+            for marker in early.markers
+        )
+        given = ", ".join(early.covariates) or "nothing"
+        out.append(LinePlot(title=f"early warning: {name} with the final {early.outcome}, given "
+                            f"{given} (per step)", x_labels=labels, series=series,
+                            xlabel=early.step, ylabel=name, hlines=((0.0, "0"),)))
+    out.extend(Text(text=early.sentence(m)) for m in early.markers)
+    return out
+
+
+def _finite(v: float) -> float | None:
+    return float(v) if math.isfinite(v) else None

@@ -52,3 +52,31 @@ def test_ranking_names_the_verdict_of_analysis():
     from probekit.diagnosis import analysis, ranking
 
     assert ranking._ADDS == analysis.ADDS
+
+
+def test_early_warning_shows_the_report_curves_and_sentences():
+    from probekit.diagnosis import early_warning
+    from probekit.report.blocks import LinePlot
+    from tests.diagnosis.test_early import series
+    from tests.report.notebook_checks import parse_html
+
+    ew = early_warning(series(), "final", step="step", markers=["gini", "noise"],
+                       covariates=["wd", "train_acc"], groups="seed", n_permutations=200)
+    blocks = ew._blocks()
+    assert [type(b) for b in blocks if isinstance(b, LinePlot)] == [LinePlot, LinePlot]
+    report = diagnosis_blocks(ew.analyses[-1], {k: [v for v, s in zip(c, series()["step"],
+                                                                       strict=True) if s == 300]
+                                                for k, c in series().items()}, early=ew)
+    assert report[-len(blocks):] == blocks  # the report's early-warning blocks, the same builder
+    html = ew._repr_html_()
+    assert "gini first adds beyond wd, train_acc at step 200 (steps 100, 200, 300)." in html
+    assert len(parse_html(html).images) == 2
+    frame = ew.to_frame()
+    assert len(frame) == 3 * 2 and list(frame.columns) == list(ew.to_records()[0])
+    assert frame["partial_r"].tolist() == pytest.approx([r["partial_r"] for r in ew.to_records()])
+    fig = ew.plot()
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "partial r" and ax.get_xlabel() == "step"
+    gini = ax.get_lines()[0].get_ydata()
+    assert list(gini) == pytest.approx([a["gini"].partial_r for a in ew.analyses])
+    assert repr(ew) == "EarlyWarning(3 steps, outcome final, earliest step: gini 200, noise never)"
