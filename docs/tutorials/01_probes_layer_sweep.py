@@ -59,7 +59,7 @@ from probekit.testbeds.modular import ModularAddition, ModularAdditionConfig
 
 task = ModularAddition(ModularAdditionConfig(p=53, train_fraction=0.6, seed=0))
 splits = task.splits()
-n_per_split = 300 if FAST else 1000
+n_per_split = 600 if FAST else 1000  # ~11 pairs per class: no class with a single training example
 rng = np.random.default_rng(0)
 train = splits["train"]
 held_out = splits["test_id"]

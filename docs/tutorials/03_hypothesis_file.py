@@ -50,7 +50,7 @@ sorted(registered_kinds())  # the measurement kinds a claim can use
 # and five Fourier frequencies carry most of the logits' power (Nanda et al. 2023).
 
 # %%
-n_per_split = 200 if FAST else 600
+n_per_split = 600  # ~11 pairs per class: no class with a single training example
 text = f'''
 [suite]
 name = "tutorial-modadd"

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import torch
+if TYPE_CHECKING:  # annotation only: `import probekit.sites` (suite validation) stays torch-free
+    import torch
 
 __all__ = ["HookedModel"]
 
