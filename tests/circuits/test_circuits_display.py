@@ -95,11 +95,11 @@ def test_logit_lens_and_dla_display_on_modadd():
 
 def test_progress_series_displays_the_claim_plots_and_table():
     import numpy as np
-    from probekit.circuits.progress_measures import progress_measures
-    from tests.circuits.test_progress_measures import SERIES
 
+    from probekit.circuits.progress_measures import progress_measures
     from probekit.executor import InProcessExecutor
     from probekit.testbeds import get_task
+    from tests.circuits.test_progress_measures import SERIES
 
     p = 53
     train = get_task("modular_addition", p=p, train_fraction=0.6, seed=0).splits()["train"]
