@@ -6,17 +6,16 @@ Everything here turns results of :mod:`.analysis`, :mod:`.granulated`, :mod:`.le
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 from probekit.errors import DataError
-from probekit.report.blocks import Block, Column, Scatter, Table
+from probekit.report.blocks import Block, Scatter
 
 from .analysis import MarkerAnalysis
 from .early import EarlyWarning
-from .granulated import CMIResult, GranulatedTau
-from .levels import UNIT, LevelMeanR2
+from .granulated import CMIResult, GranulatedTau, granulated_tables
+from .levels import LevelMeanR2, levels_table
 from .ranking import (
     _partial_scatter,
     _sorted_by_category,
@@ -62,68 +61,6 @@ def _scatters(analysis: MarkerAnalysis, t: Any, color_by: str | None) -> list[Bl
     return out
 
 
-def _levels_table(levels: Sequence[LevelMeanR2]) -> Table:
-    rows = tuple(
-        {"marker": r["marker"], "knob": r["knob"], "degree": r["degree"],
-         "n_levels": r["n_levels"], "r2_levels": r["r2_level_means"],
-         "r2_models": r["r2_models"], "n": r["n_models"], "reason": r["reason"]}
-        for lv in levels for r in lv.to_records()
-    )
-    return Table(
-        title=UNIT,
-        columns=(Column(key="marker", header="marker", fmt="", align="left"),
-                 Column(key="knob", header="knob", fmt="", align="left"),
-                 Column(key="degree", header="poly degree", fmt="d"),
-                 Column(key="n_levels", header="levels", fmt="d"),
-                 Column(key="r2_levels", header="R^2 over level means"),
-                 Column(key="r2_models", header="R^2 over models"),
-                 Column(key="n", header="models", fmt="d"),
-                 Column(key="reason", header="note", fmt="", align="left")),
-        rows=rows,
-        caption="An & Du's unit: outcome and marker averaged over seeds at each level of the knob, "
-        "polynomial fit of the means. Shown beside the per-model R^2 of the same fit; averaging "
-        "removes the within-level spread, so level means overstate what a marker says about one "
-        "model. The ranking above (per model, given the covariates) is the primary result.",
-    )
-
-
-def _granulated_tables(items: Sequence[GranulatedTau | CMIResult]) -> list[Block]:
-    out: list[Block] = []
-    taus = [g for g in items if isinstance(g, GranulatedTau)]
-    if taus:
-        out.append(Table(
-            title="Granulated Kendall tau (Jiang et al. 2020)",
-            columns=(Column(key="marker", header="marker", fmt="", align="left"),
-                     Column(key="knob", header="knob", fmt="", align="left"),
-                     Column(key="tau", header="tau", fmt="+.3f"),
-                     Column(key="n_groups", header="groups", fmt="d"),
-                     Column(key="reason", header="note", fmt="", align="left")),
-            rows=tuple(r for g in taus for r in g.to_records()),
-            caption="tau of (marker, outcome) within each group of models that differ only in "
-            "the knob, averaged over groups; '(all: psi)' is the mean over knobs (their Psi). "
-            "Defined on a full grid of the knobs only.",
-        ))
-    cmis = [g for g in items if isinstance(g, CMIResult)]
-    if cmis:
-        out.append(Table(
-            title="Conditional mutual information (Jiang et al. 2020)",
-            columns=(Column(key="marker", header="marker", fmt="", align="left"),
-                     Column(key="score", header="min normalised CMI"),
-                     Column(key="argmin", header="attained given", fmt="", align="left"),
-                     Column(key="unconditional", header="given nothing"),
-                     Column(key="n_pairs", header="pairs", fmt="d"),
-                     Column(key="reason", header="note", fmt="", align="left")),
-            rows=tuple({"marker": c.marker, "score": c.score,
-                        "argmin": ", ".join(c.argmin) or "(none)",
-                        "unconditional": c.sets.get((), math.nan), "n_pairs": c.n_pairs,
-                        "reason": c.reason} for c in cmis),
-            caption="I(V_m; V_y | U_S) / H(V_y | U_S) over ordered pairs of models that differ "
-            "in one knob (V = sign of the difference), minimised over conditioning sets S of "
-            "knobs; 0: the marker's order says nothing about the outcome's once S is known.",
-        ))
-    return out
-
-
 def diagnosis_blocks(
     analysis: MarkerAnalysis,
     table: Any,
@@ -157,11 +94,11 @@ def diagnosis_blocks(
                         f"{analysis.n_models}; pass the table given to marker_analysis")
     blocks = list(analysis_blocks(analysis))
     if levels is not None:  # beside the per-model numbers, before the plots
-        blocks.append(_levels_table([levels] if isinstance(levels, LevelMeanR2) else list(levels)))
+        blocks.append(levels_table([levels] if isinstance(levels, LevelMeanR2) else list(levels)))
     blocks.extend(_scatters(analysis, t, color_by))
     if granulated is not None:
         items = [granulated] if isinstance(granulated, (GranulatedTau, CMIResult)) else granulated
-        blocks.extend(_granulated_tables(list(items)))
+        blocks.extend(granulated_tables(list(items)))
     if early is not None:
         blocks.extend(early_blocks(early))
     return tuple(blocks)

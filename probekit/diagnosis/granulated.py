@@ -39,10 +39,13 @@ import numpy as np
 from jaxtyping import Float
 
 from probekit.errors import ConfigError, DataError
+from probekit.report.blocks import Block, Column, Table
+from probekit.report.notebook import NotebookMixin
 
 from .table import MarkerTable, as_marker_table
 
 __all__ = [
+    "granulated_tables",
     "CMIResult",
     "GranulatedTau",
     "conditional_mutual_information",
@@ -79,8 +82,8 @@ def _prepare(
     return t, m[keep], y[keep], codes[keep], int((~keep).sum())
 
 
-@dataclass(frozen=True, kw_only=True)
-class GranulatedTau:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class GranulatedTau(NotebookMixin):
     """Granulated Kendall tau of one marker (Jiang et al. 2020, eq. of psi_i and Psi).
 
     Attributes:
@@ -113,6 +116,15 @@ class GranulatedTau:
         rows.append({"marker": self.marker, "knob": "(all: psi)", "tau": self.psi,
                      "n_groups": sum(self.n_groups.values()), "reason": self.reason})
         return rows
+
+    def _blocks(self) -> tuple[Block, ...]:
+        return tuple(granulated_tables([self]))
+
+    def _summary(self) -> str:
+        if not self.applicable:
+            return f"{self.marker} -> {self.outcome}: not applicable ({self.reason})"
+        return (f"{self.marker} -> {self.outcome}, {self.n} models: tau {self.tau:+.3f}, "
+                f"psi {self.psi:+.3f} over {', '.join(self.knobs)}")
 
 
 def granulated_kendall_tau(
@@ -158,8 +170,8 @@ def granulated_kendall_tau(
                          n_groups=n_groups, psi=float(np.mean(list(per_knob.values()))))
 
 
-@dataclass(frozen=True, kw_only=True)
-class CMIResult:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class CMIResult(NotebookMixin):
     """Jiang et al.'s conditional-mutual-information score of one marker.
 
     Attributes:
@@ -191,6 +203,64 @@ class CMIResult:
         """One row per conditioning set (``set`` joined by ``+``, ``"(none)"`` for the empty)."""
         return [{"marker": self.marker, "set": "+".join(s) or "(none)", "cmi": self.cmi[s],
                  "entropy": self.entropy[s], "normalised": v} for s, v in self.sets.items()]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        per_set = Table(
+            title=f"{self.marker}: CMI per conditioning set",
+            columns=(Column(key="set", header="given", fmt="", align="left"),
+                     Column(key="cmi", header="I(V_m; V_y | U_S) (nats)"),
+                     Column(key="entropy", header="H(V_y | U_S) (nats)"),
+                     Column(key="normalised", header="normalised CMI")),
+            rows=tuple(self.to_records()),
+            caption="Every conditioning set scored; the score above is the smallest normalised "
+            "CMI. Sets with H(V_y | U_S) = 0 are skipped.",
+        )
+        return (*granulated_tables([self]), per_set)
+
+    def _summary(self) -> str:
+        if not self.applicable:
+            return f"{self.marker} -> {self.outcome}: not applicable ({self.reason})"
+        return (f"{self.marker} -> {self.outcome}, {self.n_pairs} pairs: min normalised CMI "
+                f"{self.score:.3f} given {', '.join(self.argmin) or '(none)'}")
+
+
+def granulated_tables(items: Sequence[GranulatedTau | CMIResult]) -> list[Block]:
+    """The report's granulated-tau table and CMI table (each only when it has rows)."""
+    out: list[Block] = []
+    taus = [g for g in items if isinstance(g, GranulatedTau)]
+    if taus:
+        out.append(Table(
+            title="Granulated Kendall tau (Jiang et al. 2020)",
+            columns=(Column(key="marker", header="marker", fmt="", align="left"),
+                     Column(key="knob", header="knob", fmt="", align="left"),
+                     Column(key="tau", header="tau", fmt="+.3f"),
+                     Column(key="n_groups", header="groups", fmt="d"),
+                     Column(key="reason", header="note", fmt="", align="left")),
+            rows=tuple(r for g in taus for r in g.to_records()),
+            caption="tau of (marker, outcome) within each group of models that differ only in "
+            "the knob, averaged over groups; '(all: psi)' is the mean over knobs (their Psi). "
+            "Defined on a full grid of the knobs only.",
+        ))
+    cmis = [g for g in items if isinstance(g, CMIResult)]
+    if cmis:
+        out.append(Table(
+            title="Conditional mutual information (Jiang et al. 2020)",
+            columns=(Column(key="marker", header="marker", fmt="", align="left"),
+                     Column(key="score", header="min normalised CMI"),
+                     Column(key="argmin", header="attained given", fmt="", align="left"),
+                     Column(key="unconditional", header="given nothing"),
+                     Column(key="n_pairs", header="pairs", fmt="d"),
+                     Column(key="reason", header="note", fmt="", align="left")),
+            rows=tuple({"marker": c.marker, "score": c.score,
+                        "argmin": ", ".join(c.argmin) or "(none)",
+                        "unconditional": c.sets.get((), math.nan), "n_pairs": c.n_pairs,
+                        "reason": c.reason} for c in cmis),
+            caption="I(V_m; V_y | U_S) / H(V_y | U_S) over ordered pairs of models that differ "
+            "in one knob (V = sign of the difference), minimised over conditioning sets S of "
+            "knobs; 0: the marker's order says nothing about the outcome's once S is known.",
+        ))
+    return out
+
 
 
 def _entropy(counts: np.ndarray) -> float:

@@ -19,10 +19,12 @@ from typing import Any
 import numpy as np
 
 from probekit.errors import ConfigError, DataError
+from probekit.report.blocks import Block, Column, Table
+from probekit.report.notebook import NotebookMixin
 
 from .table import as_marker_table
 
-__all__ = ["LevelMeanR2", "level_mean_r2"]
+__all__ = ["LevelMeanR2", "level_mean_r2", "levels_table"]
 
 UNIT = "level means (An & Du's unit)"
 
@@ -33,8 +35,8 @@ def _r2(x: np.ndarray, y: np.ndarray, degree: int) -> float:
     return 1.0 - float(resid @ resid) / float(((y - y.mean()) ** 2).sum())
 
 
-@dataclass(frozen=True, kw_only=True)
-class LevelMeanR2:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class LevelMeanR2(NotebookMixin):
     """Polynomial R^2 of the outcome on the marker over level means and over models.
 
     Attributes:
@@ -69,6 +71,42 @@ class LevelMeanR2:
                  "r2_level_means": rl, "r2_models": rm, "n_models": self.n, "reason": why}
                 for d, rl, rm, why in zip(self.degrees, self.r2_levels, self.r2_models,
                                           self.reasons, strict=True)]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        return (levels_table([self]),)
+
+    def _summary(self) -> str:
+        r2 = ", ".join(f"deg {d}: {rl:.3g} vs {rm:.3g}" for d, rl, rm in
+                       zip(self.degrees, self.r2_levels, self.r2_models, strict=True))
+        return (f"{self.marker} -> {self.outcome} over {len(self.levels)} levels of {self.knob}, "
+                f"{self.n} models; R^2 level means vs models: {r2}")
+
+
+def levels_table(levels: Sequence[LevelMeanR2]) -> Table:
+    """The report's level-mean table: one row per (result, degree), labelled with its unit."""
+    rows = tuple(
+        {"marker": r["marker"], "knob": r["knob"], "degree": r["degree"],
+         "n_levels": r["n_levels"], "r2_levels": r["r2_level_means"],
+         "r2_models": r["r2_models"], "n": r["n_models"], "reason": r["reason"]}
+        for lv in levels for r in lv.to_records()
+    )
+    return Table(
+        title=UNIT,
+        columns=(Column(key="marker", header="marker", fmt="", align="left"),
+                 Column(key="knob", header="knob", fmt="", align="left"),
+                 Column(key="degree", header="poly degree", fmt="d"),
+                 Column(key="n_levels", header="levels", fmt="d"),
+                 Column(key="r2_levels", header="R^2 over level means"),
+                 Column(key="r2_models", header="R^2 over models"),
+                 Column(key="n", header="models", fmt="d"),
+                 Column(key="reason", header="note", fmt="", align="left")),
+        rows=rows,
+        caption="An & Du's unit: outcome and marker averaged over seeds at each level of the knob, "
+        "polynomial fit of the means. Shown beside the per-model R^2 of the same fit; averaging "
+        "removes the within-level spread, so level means overstate what a marker says about one "
+        "model. The ranking above (per model, given the covariates) is the primary result.",
+    )
+
 
 
 def level_mean_r2(
