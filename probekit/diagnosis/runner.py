@@ -29,6 +29,7 @@ from ..errors import ConfigError, ProbekitError
 from ..report.blocks import Column, Table, Text, blocks_to_dicts, strict_json
 from ..suites.spec import ModelSpec, Suite
 from ..util.io import atomic_write_json, atomic_write_text, sha256_bytes
+from .display import DiagnosisDisplay
 from .markers import CellStore, MarkerCell, checkpoint_fingerprint, marker_key, measure_marker
 from .outcomes import (
     checkpoint_task,
@@ -245,8 +246,8 @@ def check_diagnosis(spec_or_path: str | Path | DiagnosisFile) -> list[str]:
             f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class DiagnosisResult:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class DiagnosisResult(DiagnosisDisplay):
     """A diagnosis: the table, the analysis and the report; ``to_dict()`` is ``report.json``.
 
     Attributes:

@@ -48,6 +48,7 @@ from ..errors import ConfigError
 from ..report.blocks import strict_json
 from ..suites.spec import SuiteError, build_suite, build_table, location, read_toml
 from ..util.io import atomic_write_text, sha256_bytes
+from .display import DiagnosisDisplay
 from .spec import DiagnosisFile, DiagnosisSettings, PopulationSpec
 from .table_io import read_marker_table
 
@@ -284,8 +285,8 @@ def _numeric(values: list[Any]) -> bool:
     return all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values)
 
 
-@dataclass(frozen=True, kw_only=True)
-class TableDiagnosisResult:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class TableDiagnosisResult(DiagnosisDisplay):
     """A diagnosis of a table; ``to_dict()`` is ``report.json`` (the suite-report layout).
 
     Attributes:

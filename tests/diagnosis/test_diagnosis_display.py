@@ -9,7 +9,9 @@ from probekit.diagnosis import (
     level_mean_r2,
     marker_analysis,
 )
+from probekit.diagnosis.table_diagnosis import diagnose_table
 from probekit.errors import ConfigError
+from probekit.report.blocks import Column, Table
 from tests.diagnosis.test_analysis import population
 from tests.report.notebook_checks import check_display
 
@@ -40,3 +42,34 @@ def test_granulated_tau_and_cmi_show_the_report_tables():
     assert g._blocks()[0] in report and c._blocks()[0] in report
     assert repr(g).startswith(f"GranulatedTau(planted -> ood, {g.n} models: tau {g.tau:+.3f}")
     assert repr(c).startswith(f"CMIResult(planted -> ood, {c.n_pairs} pairs")
+
+
+def test_table_diagnosis_and_diagnosis_results_show_the_report_body(tmp_path):
+    from probekit.diagnosis.runner import DiagnosisResult
+    from probekit.diagnosis.spec import DiagnosisFile, PopulationSpec
+    from probekit.suites.spec import build_suite
+    from tests.diagnosis.test_table_diagnosis import _population, _spec
+
+    _population(tmp_path / "markers.csv")
+    res = diagnose_table(_spec(tmp_path, 'knobs = ["knob"]\n'))
+    html = check_display(res, headers=["marker", "verdict", "partial r"],
+                         numbers={"spearman": "+.3f", "partial_r": "+.3f"})
+    assert res.to_records() == res.analysis.to_records()
+    assert res._blocks() == res.blocks and len(html.tables) >= 2
+    assert res.analysis.sentence("planted").split(":")[0] in res._repr_html_()
+    assert repr(res) == f"TableDiagnosisResult({res.analysis._summary()})"
+    xs = res.plot().axes[0].collections[0].get_offsets()[:, 0]
+    top = max((s for s in res.analysis.markers if s.applicable), key=lambda s: abs(s.partial_r))
+    assert xs.tolist() == pytest.approx(list(top.marker_residuals))
+    host = DiagnosisFile(
+        suite=build_suite(res.spec.source, res.spec.text,
+                          {"model": {"train": {"preset": "(table)"}}, "data": {"label": "(table)"}}),
+        population=PopulationSpec(), markers=(), diagnosis=res.spec.diagnosis, text=res.spec.text)
+    d = DiagnosisResult(spec=host, settings=res.settings, table=res.table, cells=(),
+                        analysis=res.analysis, blocks=res.blocks)
+    check_display(d, headers=["marker", "verdict"], numbers={"partial_r": "+.3f"})
+    empty = DiagnosisResult(spec=host, settings=res.settings, table={"x": [1.0, 2.0]}, cells=(),
+                            blocks=(Table(title="t", columns=(Column(key="x", header="x"),),
+                                          rows=({"x": 1.0}, {"x": 2.0})),))
+    check_display(empty, headers=["x"], numbers={"x": ".3f"}, plot=False)
+    assert repr(empty) == "DiagnosisResult(2 rows, outcome ood: no applicable marker)"
