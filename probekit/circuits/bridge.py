@@ -156,8 +156,8 @@ def bridge_entity_lens(
     )
 
 
-@dataclass(frozen=True)
-class BridgeProbeResult:
+@dataclass(frozen=True, repr=False)
+class BridgeProbeResult(NotebookMixin):
     """Accuracy of a per-layer linear bridge probe on each query group.
 
     ``accuracy[group][l]`` is the share of the group's queries whose bridge the probe trained on
@@ -174,6 +174,22 @@ class BridgeProbeResult:
     position: int
     n_train: int
     n_classes: int
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """Per block: training accuracy and ``accuracy_<group>`` for each query group."""
+        from .blocks import bridge_probe_records
+
+        return bridge_probe_records(self)
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import bridge_probe_blocks
+
+        return tuple(bridge_probe_blocks(self))
+
+    def _summary(self) -> str:
+        acc = ", ".join(f"{g} {max(v):.3f}" for g, v in self.accuracy.items())
+        return (f"{len(self.layers)} blocks at position {self.position}, {self.n_train} training "
+                f"queries, {self.n_classes} bridges; best accuracy {acc}")
 
 
 def bridge_entity_probe(
@@ -323,8 +339,8 @@ def bridge_entity_tracing(
                                padding_side=padding_side)
 
 
-@dataclass(frozen=True)
-class BridgeEntityAnalysis:
+@dataclass(frozen=True, repr=False)
+class BridgeEntityAnalysis(NotebookMixin):
     """Bridge-entity logit lens and causal tracing per query group (e.g. ``"id"``, ``"ood"``).
 
     ``lens[group]`` holds the per-layer ranks; ``tracing[group]`` the causal-tracing grid over
@@ -344,6 +360,22 @@ class BridgeEntityAnalysis:
                 "answer_top_k": r.answer_top_k(k).tolist()}
             for g, r in self.lens.items()
         }
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """Per query group and block: bridge top-1 rate, MRR, median rank; answer rates."""
+        from .blocks import bridge_analysis_records
+
+        return bridge_analysis_records(self)
+
+    def _blocks(self) -> tuple[Block, ...]:
+        from .blocks import bridge_analysis_blocks
+
+        return tuple(bridge_analysis_blocks(self))
+
+    def _summary(self) -> str:
+        acc = ", ".join(f"{g} {a:.3f}" for g, a in self.accuracy.items())
+        traced = f"; traced: {', '.join(self.tracing)}" if self.tracing else ""
+        return f"{len(self.lens)} query groups; answer accuracy {acc}{traced}"
 
 
 def bridge_entity_analysis(
