@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,12 +19,14 @@ from scipy.optimize import linprog
 from torch import Tensor
 
 from probekit.errors import DataError
+from probekit.report.blocks import Block, Column, LinePlot, Series, Table
+from probekit.report.notebook import NotebookMixin
 
 from ._validation import check_manifolds, check_positive
 
 
-@dataclass(frozen=True)
-class SimulatedCapacityResult:
+@dataclass(frozen=True, repr=False)
+class SimulatedCapacityResult(NotebookMixin):
     """Fraction of separable random dichotomies per projection dimension.
 
     Attributes:
@@ -37,6 +40,32 @@ class SimulatedCapacityResult:
     n_dims: tuple[int, ...]
     fraction_separable: tuple[float, ...]
     n_dichotomies: int
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per projection dimension: ``n``, the separable fraction, dichotomies tried."""
+        return [{"n_dim": n, "fraction_separable": f, "n_dichotomies": self.n_dichotomies}
+                for n, f in zip(self.n_dims, self.fraction_separable, strict=True)]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        plot = LinePlot(
+            title=f"separable fraction of random dichotomies (capacity P / n_50 = "
+                  f"{self.capacity:.4g})",
+            x_labels=tuple(str(n) for n in self.n_dims), xlabel="projection dimension n",
+            ylabel="fraction separable",
+            series=(Series(name="separable", values=tuple(self.fraction_separable)),),
+            hlines=((0.5, "1/2: n_50"),), ylim=(0.0, 1.0))
+        table = Table(
+            columns=(Column(key="n_dim", header="projection dimension n", fmt="d"),
+                     Column(key="fraction_separable", header="fraction separable"),
+                     Column(key="n_dichotomies", header="dichotomies", fmt="d")),
+            rows=tuple(self.to_records()),
+            caption="capacity = P / n_50, n_50 the dimension where the fraction first reaches "
+            "1/2 (linear interpolation; NaN when it never crosses on these dimensions)")
+        return (plot, table)
+
+    def _summary(self) -> str:
+        return (f"capacity {self.capacity:.4g} from {len(self.n_dims)} dimensions "
+                f"{self.n_dims[0]}..{self.n_dims[-1]}, {self.n_dichotomies} dichotomies each")
 
 
 def is_separable(points: np.ndarray, signs: np.ndarray) -> bool:

@@ -90,3 +90,18 @@ def test_concept_means_scores_display_the_factorization_view():
     rec = got.to_records()[0]
     assert (rec["k95_a"], rec["k95_b"]) == (2, 3) and rec["linear_r2"] == pytest.approx(1.0)
     assert "R2 fitted combos" not in parsed.tables[0]["headers"]
+
+
+def test_simulated_capacity_displays_the_separable_fraction_curve():
+    from probekit.geometry.simulated import simulated_capacity
+
+    rs = np.random.RandomState(0)
+    xs = [rs.randn(30, 2) for _ in range(8)]
+    sim = simulated_capacity(xs, n_dims=[2, 4, 8, 16], n_dichotomies=20, seed=0)
+    check_display(sim, headers=["projection dimension n", "fraction separable", "dichotomies"],
+                  numbers={"fraction_separable": ".3f"})
+    assert [r["n_dim"] for r in sim.to_records()] == [2, 4, 8, 16]
+    ys = sim.plot().axes[0].get_lines()[0].get_ydata()
+    assert list(ys) == pytest.approx(list(sim.fraction_separable))
+    assert sim.fraction_separable[0] < 0.5 <= sim.fraction_separable[-1]
+    assert repr(sim).startswith(f"SimulatedCapacityResult(capacity {sim.capacity:.4g} from 4 dim")
