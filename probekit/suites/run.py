@@ -10,7 +10,8 @@ from typing import Any
 
 from ..executor import Executor
 from ..models.protocol import HookedModel
-from ..report.blocks import strict_json
+from ..report.blocks import Block, Column, Table, Text, strict_json
+from ..report.notebook import NotebookMixin
 from .check import check_suite_data
 from .context import AnalysisContext
 from .registry import analysis_for_spec
@@ -20,8 +21,8 @@ from .spec import Suite
 __all__ = ["AnalysisTask", "SuiteResult", "run_analysis", "run_suite"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class SuiteResult:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class SuiteResult(NotebookMixin):
     """Everything a suite run produced; :mod:`probekit.report` renders ``to_dict()``.
 
     Attributes:
@@ -57,6 +58,36 @@ class SuiteResult:
             "hypotheses": [h.to_dict() for h in self.hypotheses],
             "analyses": [a.to_dict() for a in self.analyses],
         })
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per analysis: section, title and how many blocks, hypotheses, warnings."""
+        return [{"section": a.section, "title": a.title, "n_blocks": len(a.blocks),
+                 "n_hypotheses": len(a.hypotheses), "n_warnings": len(a.warnings)}
+                for a in self.analyses]
+
+    def _blocks(self) -> tuple[Block, ...]:
+        """A contents table, then each analysis' heading and its report blocks, in order."""
+        contents = Table(
+            title=f"{self.suite.name}: analyses",
+            columns=(Column(key="section", header="section", fmt="", align="left"),
+                     Column(key="title", header="title", fmt="", align="left"),
+                     Column(key="n_blocks", header="blocks", fmt="d"),
+                     Column(key="n_hypotheses", header="hypotheses", fmt="d"),
+                     Column(key="n_warnings", header="warnings", fmt="d")),
+            rows=tuple(self.to_records()),
+        )
+        body: list[Block] = [contents]
+        for a in self.analyses:
+            body.append(Text(text=f"[{a.section}] {a.title}"))
+            body.extend(a.sections())
+        return tuple(body)
+
+    def _title(self) -> str:
+        return self.suite.name
+
+    def _summary(self) -> str:
+        return (f"{self.suite.name} on {self.model.get('id', '?')}: {len(self.analyses)} "
+                f"analyses, {len(self.hypotheses)} hypotheses")
 
 
 @dataclass(frozen=True, kw_only=True)
