@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from probekit.errors import ConfigError
-from probekit.report.blocks import Block, Column, Table, Text
+from probekit.report.blocks import Block, Column, Scatter, Table, Text
 from probekit.report.notebook import NotebookMixin
 
 __all__ = [
@@ -183,8 +183,8 @@ class MultipleTestResult(NotebookMixin):
                 f"at alpha={self.alpha:g}")
 
 
-@dataclass(frozen=True, kw_only=True)
-class LeaveOneOutResult:
+@dataclass(frozen=True, kw_only=True, repr=False)
+class LeaveOneOutResult(NotebookMixin):
     """Leave-one-out prediction of ``y`` from ``x`` by a simple linear fit."""
 
     predictions: np.ndarray
@@ -192,3 +192,31 @@ class LeaveOneOutResult:
     rmse: float
     mae: float
     n: int
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One row per point: observed ``y`` (prediction + residual), LOO prediction, residual."""
+        return [{"point": i, "observed": float(p + r), "prediction": float(p), "residual": float(r)}
+                for i, (p, r) in enumerate(zip(self.predictions, self.residuals, strict=True))]
+
+    def _scatter(self) -> Scatter:
+        rows = self.to_records()
+        return Scatter(title=f"leave-one-out linear prediction (RMSE {self.rmse:.3g})",
+                       x=tuple(r["observed"] for r in rows), y=tuple(r["prediction"] for r in rows),
+                       xlabel="observed y", ylabel="leave-one-out prediction")
+
+    def _blocks(self) -> tuple[Block, ...]:
+        table = Table(
+            columns=(Column(key="point", header="point", fmt="d"),
+                     Column(key="observed", header="observed y", fmt=".4g"),
+                     Column(key="prediction", header="LOO prediction", fmt=".4g"),
+                     Column(key="residual", header="LOO residual", fmt="+.4g")),
+            rows=tuple(self.to_records()))
+        text = Text(text=f"leave-one-out error of y ~ a + b x over n={self.n} points: RMSE "
+                         f"{self.rmse:.4g}, MAE {self.mae:.4g}")
+        return (text, table, self._scatter())
+
+    def _main_plot(self) -> Scatter:
+        return self._scatter()
+
+    def _summary(self) -> str:
+        return f"n={self.n}, RMSE {self.rmse:.4g}, MAE {self.mae:.4g}"
