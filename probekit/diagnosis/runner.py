@@ -535,10 +535,13 @@ def diagnose(
     if spec.diagnosis.crossing is not None:
         steps = {r.run: crossing_step(_run_dir(r), spec.diagnosis.crossing) for r in rows}
         table[crossing_column(spec.diagnosis.crossing)] = [steps[r.run] for r in rows]
-    censored = None
+    censored, analysed = None, table
     if spec.diagnosis.crossing is not None and settings.outcome == crossing_column(spec.diagnosis.crossing):
+        # markers.csv keeps the raw crossing column (empty: never crosses); final_<column> and
+        # the analysis use the censored one
         censored = _censor(spec, rows, table)
-        table = censored.table
+        analysed = censored.table
+        table[f"final_{settings.outcome}"] = analysed[f"final_{settings.outcome}"]
     finals = [i for i, r in enumerate(rows) if r.final]
     usable = [m.name for m in spec.markers
               if all(cells[i][m.name].value is not None for i in finals)]
@@ -547,7 +550,7 @@ def diagnose(
         blocks.append(Text(text=censored.warning(), level="warning"))
     analysis, extras = None, {}
     if usable:
-        analysis, extras, stat_blocks = _analyse(spec, settings, table, usable)
+        analysis, extras, stat_blocks = _analyse(spec, settings, analysed, usable)
         blocks += list(stat_blocks)
     else:
         blocks.append(Text(text="No marker is applicable to every final model: nothing to "
