@@ -180,6 +180,10 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
         raise ConfigError(f"{spec.where('diagnosis', 'outcome')} = {d.outcome!r}: a crossing-step "
                           f"outcome needs [diagnosis] crossing = {d.outcome[len('id_step_'):]} "
                           f"(now {d.crossing}), which records that column")
+    if d.censor is not None and not d.outcome.startswith("id_step_"):
+        raise ConfigError(f"{spec.where('diagnosis', 'censor')}: only a crossing-step outcome "
+                          f"(outcome = \"id_step_<crossing>\") is censored, not {d.outcome!r}; "
+                          "remove censor")
     if d.crossing is not None:
         expected = {k: v | {crossing_column(d.crossing)} for k, v in expected.items()}
     finals = [r for r in rows if r.final]

@@ -210,6 +210,8 @@ def test_crossing_step_outcome_errors(population, calls):
     with pytest.raises(ConfigError, match=r"5 of 6 runs never reach held-out accuracy 0.9 .*set "
                                           r"\[diagnosis\] censor = \"next_eval\""):
         runner.diagnose(_crossing_file(population, 'outcome = "id_step_0.9"\ncrossing = 0.9'))
+    with pytest.raises(ConfigError, match=r"censor: only a crossing-step outcome .* not 'id_accuracy'"):
+        runner.diagnose(_crossing_file(population, 'outcome = "id_accuracy"\ncensor = 5'))
     with pytest.raises(ConfigError, match=r"censor = 5 is not above the largest observed crossing"):
         runner.diagnose(_crossing_file(population, 'outcome = "id_step_0.9"\ncrossing = 0.9\n'
                                                    'censor = 5'))
