@@ -1,11 +1,10 @@
 """The grokking step as the outcome of the modular-addition population (issue 32, population 2).
 
-``probekit diagnose`` takes a final-checkpoint column as its outcome; the crossing step
-``id_step_0.9`` is empty for a run that never reaches 0.9 held-out accuracy, and the early-warning
-analysis reads the outcome from the ``final_*`` columns, so the grokking step cannot be the
-outcome of the command itself. This script runs the same analysis layer
-(:func:`probekit.diagnosis.early_warning`) on the command's ``markers.csv``, with the crossing
-step right-censored: a run that never crosses gets ``steps + eval_every`` (one evaluation past the
+``probekit diagnose`` takes the crossing step as its outcome with ``[diagnosis] outcome =
+"id_step_0.9"`` and ``censor = "next_eval"``; this script reruns the same path
+(:func:`probekit.diagnosis.censor_crossing`, then :func:`probekit.diagnosis.early_warning`) on an
+existing ``markers.csv`` with two covariate sets, without re-measuring. The crossing step is
+right-censored: a run that never crosses gets ``steps + eval_every`` (one evaluation past the
 end), which keeps the rank order (Spearman) exact and makes the linear statistics (partial r,
 delta R^2) approximate for those runs. Two covariate sets: the knobs + the train loss at that step
 (the issue's question), and the same plus the held-out accuracy at that step (what grokking so far
@@ -25,6 +24,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from probekit.diagnosis.censoring import censor_crossing
 from probekit.diagnosis.early import early_warning
 
 MARKERS = ("fourier_gini", "fourier_gini_logit", "weight_norm", "restricted_loss",
@@ -37,14 +37,21 @@ def _num(v: str) -> float | None:
 
 
 def load(path: Path, crossing: str, censor: float) -> dict[str, list[Any]]:
-    """The long-form table of ``markers.csv`` with the crossing step censored at ``censor``."""
+    """The long-form table of ``markers.csv``, its crossing step censored at ``censor``.
+
+    Adds ``final_<crossing>`` (:func:`probekit.diagnosis.censor_crossing`) and ``censored``
+    (1 on the rows of runs that never cross).
+    """
     with path.open() as f:
         rows = list(csv.DictReader(f))
     cols = ["step", "seed", *KNOBS, "train_loss", "id_accuracy", *MARKERS]
     table: dict[str, list[Any]] = {c: [_num(r[c]) for r in rows] for c in cols}
-    table[crossing] = [censor if _num(r[crossing]) is None else _num(r[crossing]) for r in rows]
-    table["censored"] = [int(_num(r[crossing]) is None) for r in rows]
-    return table
+    table["run"] = [r["run"] for r in rows]
+    table["final"] = [int(r["final"]) for r in rows]
+    table[crossing] = [_num(r[crossing]) for r in rows]
+    out = censor_crossing(table, crossing, censor).table
+    out["censored"] = [int(v is None) for v in table[crossing]]
+    return out
 
 
 def main() -> None:
@@ -57,11 +64,10 @@ def main() -> None:
     args = ap.parse_args()
     table = load(args.csv, args.crossing, args.censor)
     result: dict[str, Any] = {"outcome": args.crossing, "censor": args.censor,
-                              "n_censored_runs": sum(c for c, s in zip(table["censored"], table["step"],
-                                                                       strict=True)
-                                                     if s == max(table["step"]))}
+                              "n_censored_runs": sum(c for c, f in zip(table["censored"], table["final"],
+                                                                       strict=True) if f)}
     for label, extra in (("knobs+train_loss", ()), ("knobs+train_loss+id_accuracy", ("id_accuracy",))):
-        ew = early_warning(table, args.crossing, step="step", markers=MARKERS,
+        ew = early_warning(table, f"final_{args.crossing}", step="step", markers=MARKERS,
                            covariates=(*KNOBS, "train_loss", *extra), groups="seed",
                            n_permutations=1000, n_bootstrap=1000, seed=0)
         result[label] = ew.to_dict()

@@ -29,6 +29,8 @@ _EXPORTS = {
     "granulated_kendall_tau": ".granulated",
     "LevelMeanR2": ".levels",
     "level_mean_r2": ".levels",
+    "CensoredCrossing": ".censoring",
+    "censor_crossing": ".censoring",
     "EarlyWarning": ".early",
     "early_warning": ".early",
     "diagnosis_blocks": ".blocks",
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
     from .analysis import MarkerStats as MarkerStats
     from .analysis import marker_analysis as marker_analysis
     from .blocks import diagnosis_blocks as diagnosis_blocks
+    from .censoring import CensoredCrossing as CensoredCrossing
+    from .censoring import censor_crossing as censor_crossing
     from .early import EarlyWarning as EarlyWarning
     from .early import early_warning as early_warning
     from .granulated import CMIResult as CMIResult

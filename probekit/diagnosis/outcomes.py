@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["checkpoint_task", "crossing_column", "crossing_step", "outcome_columns",
+__all__ = ["checkpoint_task", "crossing_column", "crossing_step", "next_eval_step", "outcome_columns",
            "outcome_names", "split_column"]
 
 TRAIN, ID = "train", "test_id"
@@ -133,3 +133,17 @@ def crossing_step(run_dir: str | Path, threshold: float) -> int | None:
         if value is not None and value >= threshold:
             return int(rec["step"])
     return None
+
+
+def next_eval_step(run_dir: str | Path) -> int | None:
+    """One evaluation past the run's last held-out evaluation: ``last + (last - previous)``.
+
+    From the steps of the ``history.json`` records with a held-out (``test_id``) metric; the
+    censoring value ``"next_eval"`` of a crossing-step outcome. ``None`` with fewer than two.
+    """
+    path = Path(run_dir) / "history.json"
+    if not path.is_file():
+        return None
+    steps = sorted({int(rec["step"]) for rec in json.loads(path.read_text()).get("records", [])
+                    if any(k.startswith(f"{ID}/") for k in rec)})
+    return 2 * steps[-1] - steps[-2] if len(steps) >= 2 else None

@@ -19,13 +19,14 @@ import csv
 import dataclasses
 import io
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, ProbekitError
+from ..errors import ConfigError, DataError, ProbekitError
 from ..report.blocks import Column, Table, Text, blocks_to_dicts, strict_json
 from ..suites.spec import ModelSpec, Suite
 from ..util.io import atomic_write_json, atomic_write_text, sha256_bytes
@@ -35,6 +36,7 @@ from .outcomes import (
     checkpoint_task,
     crossing_column,
     crossing_step,
+    next_eval_step,
     outcome_columns,
     outcome_names,
 )
@@ -173,6 +175,15 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
             covariate / groups / color_by column, or fewer than 3 groups.
     """
     d = spec.diagnosis
+    if d.outcome.startswith("id_step_") and (d.crossing is None
+                                             or d.outcome != crossing_column(d.crossing)):
+        raise ConfigError(f"{spec.where('diagnosis', 'outcome')} = {d.outcome!r}: a crossing-step "
+                          f"outcome needs [diagnosis] crossing = {d.outcome[len('id_step_'):]} "
+                          f"(now {d.crossing}), which records that column")
+    if d.censor is not None and not d.outcome.startswith("id_step_"):
+        raise ConfigError(f"{spec.where('diagnosis', 'censor')}: only a crossing-step outcome "
+                          f"(outcome = \"id_step_<crossing>\") is censored, not {d.outcome!r}; "
+                          "remove censor")
     if d.crossing is not None:
         expected = {k: v | {crossing_column(d.crossing)} for k, v in expected.items()}
     finals = [r for r in rows if r.final]
@@ -432,6 +443,40 @@ def _na_blocks(spec: DiagnosisFile, table: dict[str, list[Any]],
         "applicable to every final model is left out of the analysis.")]
 
 
+def _censor(spec: DiagnosisFile, rows: list[Checkpoint], table: dict[str, list[Any]]) -> Any:
+    """The crossing-step outcome censored by ``[diagnosis] censor`` (:mod:`.censoring`).
+
+    Raises:
+        ConfigError: some run never crosses and ``censor`` is unset, or ``"next_eval"`` with a
+            run lacking a history of two held-out evaluations.
+    """
+    from .censoring import censor_crossing
+
+    d = spec.diagnosis
+    column = crossing_column(d.crossing)
+    never = {r.run for r, v in zip(rows, table[column], strict=True) if v is None}
+    n_runs = len({r.run for r in rows})
+    if never and d.censor is None:
+        raise ConfigError(
+            f"{spec.where('diagnosis', 'outcome')} = {column!r}: {len(never)} of {n_runs} runs "
+            f"never reach held-out accuracy {d.crossing:g} (e.g. {sorted(never)[0]}); set "
+            "[diagnosis] censor = \"next_eval\" (one evaluation past the end) or a step number "
+            "to censor them there")
+    censor = d.censor
+    if censor == "next_eval":
+        nxt = {r.run: next_eval_step(_run_dir(r)) for r in rows}
+        lacking = sorted(k for k, v in nxt.items() if v is None)
+        if lacking:
+            raise ConfigError(f"{spec.where('diagnosis', 'censor')} = \"next_eval\": run "
+                              f"{lacking[0]} has no history of two held-out evaluations; give "
+                              "the censoring step as a number")
+        censor = max(v for v in nxt.values() if v is not None)
+    try:
+        return censor_crossing(table, column, float(censor if censor is not None else math.inf))
+    except DataError as err:
+        raise ConfigError(f"{spec.where('diagnosis', 'censor')}: {err}") from err
+
+
 def diagnose(
     spec_or_path: str | Path | DiagnosisFile, *, out: str | Path | None = None,
     executor: Any = None, check: bool = False, progress: bool = False,
@@ -494,13 +539,22 @@ def diagnose(
     if spec.diagnosis.crossing is not None:
         steps = {r.run: crossing_step(_run_dir(r), spec.diagnosis.crossing) for r in rows}
         table[crossing_column(spec.diagnosis.crossing)] = [steps[r.run] for r in rows]
+    censored, analysed = None, table
+    if spec.diagnosis.crossing is not None and settings.outcome == crossing_column(spec.diagnosis.crossing):
+        # markers.csv keeps the raw crossing column (empty: never crosses); final_<column> and
+        # the analysis use the censored one
+        censored = _censor(spec, rows, table)
+        analysed = censored.table
+        table[f"final_{settings.outcome}"] = analysed[f"final_{settings.outcome}"]
     finals = [i for i, r in enumerate(rows) if r.final]
     usable = [m.name for m in spec.markers
               if all(cells[i][m.name].value is not None for i in finals)]
     blocks: list[Any] = []
+    if censored is not None and censored.n_censored:
+        blocks.append(Text(text=censored.warning(), level="warning"))
     analysis, extras = None, {}
     if usable:
-        analysis, extras, stat_blocks = _analyse(spec, settings, table, usable)
+        analysis, extras, stat_blocks = _analyse(spec, settings, analysed, usable)
         blocks += list(stat_blocks)
     else:
         blocks.append(Text(text="No marker is applicable to every final model: nothing to "

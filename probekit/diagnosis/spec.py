@@ -130,6 +130,10 @@ class DiagnosisSettings:
         crossing: also record each run's first step at which its held-out (``test_id``)
             accuracy in the training history reaches this value, as the column
             ``id_step_<crossing>`` (empty when it never does); ``None``: no such column.
+        censor: with ``outcome = "id_step_<crossing>"``, the step given to runs that never
+            cross (:mod:`probekit.diagnosis.censoring`): a number, or ``"next_eval"`` (one
+            evaluation past the last logged one, from the runs' histories); ``None``: refused
+            when some run never crosses.
     """
 
     outcome: str
@@ -142,6 +146,7 @@ class DiagnosisSettings:
     seed: int = 0
     max_eval_examples: int | None = None
     crossing: float | None = None
+    censor: float | str | None = None
 
     def __post_init__(self) -> None:
         """Refuse sizes the statistics cannot use."""
@@ -151,6 +156,8 @@ class DiagnosisSettings:
             raise ValueError(f"alpha = {self.alpha}: must be in (0, 1)")
         if self.crossing is not None and not 0.0 < self.crossing <= 1.0:
             raise ValueError(f"crossing = {self.crossing}: an accuracy in (0, 1]")
+        if isinstance(self.censor, str) and self.censor != "next_eval":
+            raise ValueError(f"censor = {self.censor!r}: a step number or \"next_eval\"")
         if self.max_eval_examples is not None and self.max_eval_examples < 1:
             raise ValueError(f"max_eval_examples = {self.max_eval_examples}: must be >= 1 or unset")
 

@@ -64,7 +64,7 @@ __all__ = [
 FIXED = ("checkpoint", "run", "step", "final")
 _OUTCOME_PREFIXES = ("train_", "id_", "ood", "final_")
 #: [diagnosis] keys of a computed population only
-_COMPUTED_ONLY = ("max_eval_examples", "crossing")
+_COMPUTED_ONLY = ("max_eval_examples", "crossing", "censor")
 
 
 @dataclass(frozen=True, kw_only=True)

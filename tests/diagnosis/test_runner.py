@@ -32,6 +32,7 @@ def _not_applicable(spec: _NASpec, ctx) -> Measurement:
     raise NotApplicableError("this test marker is undefined for modular addition")
 
 
+_REAL_ANALYSE = runner._analyse
 MARKERS = (WEIGHT_NORM + '\n\n[[marker]]\nname = "gini"\nmeasure = "fourier_gini"\n\n'
            '[[marker]]\nname = "na"\nmeasure = "diag_test_not_applicable"')
 
@@ -150,3 +151,67 @@ def test_tasks_are_picklable_for_multiprocess_executors(population, calls):
     res = runner.diagnose(_file(population, WEIGHT_NORM),
                           executor=InProcessExecutor(check_picklable=True))
     assert res.provenance["checkpoint_tasks"] == 12 and calls.log == ["wn"] * 12
+
+
+def _history(root: Path, cross: dict[tuple[float, int], float]) -> None:
+    """history.json of each run: evaluations at 0, 10, 20; held-out accuracy 1 from ``cross``."""
+    for f in (0.4, 0.6):
+        for seed in range(3):
+            at = cross.get((f, seed))
+            recs = [{"step": s, "test_id/acc": 1.0 if at is not None and s >= at else 0.5}
+                    for s in (0, 10, 20)]
+            (root / "runs" / f"f{f}-s{seed}" / "history.json").write_text(json.dumps({"records": recs}))
+
+
+def _crossing_file(root: Path, diagnosis: str) -> Path:
+    return write_file(root, 'checkpoints = "runs/*"\nseries = [10]\nout = "pop"', WEIGHT_NORM,
+                      'covariates = ["task.train_fraction", "train_loss"]\n' + diagnosis)
+
+
+def test_crossing_step_outcome_is_censored_and_carried_to_series_rows(population, calls):
+    _history(population, {(0.4, 0): 10, (0.4, 1): 20, (0.6, 0): 0, (0.6, 1): 10})
+    res = runner.diagnose(_crossing_file(
+        population, 'outcome = "id_step_0.9"\ncrossing = 0.9\ncensor = "next_eval"'))
+    by_run = {Path(r).name: v for r, v in zip(res.table["run"], res.table["id_step_0.9"], strict=True)}
+    assert by_run == {"f0.4-s0": 10, "f0.4-s1": 20, "f0.4-s2": None, "f0.6-s0": 0, "f0.6-s1": 10,
+                      "f0.6-s2": None}  # the table keeps the raw column (empty: never crosses) ...
+    # ... and final_id_step_0.9 (series rows too) is censored one evaluation past the last (20 + 10)
+    assert res.table["final_id_step_0.9"] == [30.0 if v is None else v for v in res.table["id_step_0.9"]]
+    assert res.blocks[0].level == "warning"
+    assert res.blocks[0].text.startswith("2 of 6 runs never cross (id_step_0.9 empty): censored at 30.")
+    number = runner.diagnose(_crossing_file(
+        population, 'outcome = "id_step_0.9"\ncrossing = 0.9\ncensor = 100'))
+    assert sorted(number.table["final_id_step_0.9"])[-4:] == [100.0] * 4
+
+
+def test_crossing_step_outcome_runs_the_analysis_and_early_warning(population, calls, monkeypatch):
+    monkeypatch.setattr(runner, "_analyse", _REAL_ANALYSE)
+    _history(population, {(0.4, 0): 10, (0.4, 1): 20, (0.6, 0): 0, (0.6, 1): 10})
+    res = runner.diagnose(_crossing_file(
+        population, 'outcome = "id_step_0.9"\ncrossing = 0.9\ncensor = "next_eval"\n'
+        'n_permutations = 100\nn_bootstrap = 1000'))
+    early = res.extras["early_warning"]
+    assert early["outcome"] == "final_id_step_0.9" and early["steps"] == [10.0, 20.0]
+    from scipy.stats import spearmanr
+
+    finals = [i for i, f in enumerate(res.table["final"]) if f]
+    ref = spearmanr([res.table["wn"][i] for i in finals],
+                    [res.table["final_id_step_0.9"][i] for i in finals])
+    assert res.analysis.to_records()[0]["spearman"] == pytest.approx(ref.statistic, abs=1e-12)
+
+
+def test_crossing_step_outcome_errors(population, calls):
+    from probekit.errors import ConfigError
+
+    _history(population, {(0.4, 0): 10})
+    with pytest.raises(ConfigError, match=r"outcome = 'id_step_0.9': a crossing-step outcome needs "
+                                          r"\[diagnosis\] crossing = 0.9 \(now None\)"):
+        runner.diagnose(_crossing_file(population, 'outcome = "id_step_0.9"'))
+    with pytest.raises(ConfigError, match=r"5 of 6 runs never reach held-out accuracy 0.9 .*set "
+                                          r"\[diagnosis\] censor = \"next_eval\""):
+        runner.diagnose(_crossing_file(population, 'outcome = "id_step_0.9"\ncrossing = 0.9'))
+    with pytest.raises(ConfigError, match=r"censor: only a crossing-step outcome .* not 'id_accuracy'"):
+        runner.diagnose(_crossing_file(population, 'outcome = "id_accuracy"\ncensor = 5'))
+    with pytest.raises(ConfigError, match=r"censor = 5 is not above the largest observed crossing"):
+        runner.diagnose(_crossing_file(population, 'outcome = "id_step_0.9"\ncrossing = 0.9\n'
+                                                   'censor = 5'))

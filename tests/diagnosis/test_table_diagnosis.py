@@ -70,6 +70,7 @@ def test_planted_verdicts_from_the_file(tmp_path):
     ('outcome = "ood"\nmarkers = ["planted", "gone"]\n', "", r"marker 'gone' is not a column"),
     ('outcome = "ood"\n', 'where = { arm = "c" }\n', r"\[population\] where: no row"),
     ('outcome = "ood"\ncrossing = 0.9\n', "", r"\[diagnosis\] crossing: only a computed population"),
+    ('outcome = "ood"\ncensor = 1225\n', "", r"\[diagnosis\] censor: only a computed population"),
 ])
 def test_bad_columns_name_the_file_line(tmp_path, diagnosis, extra, match):
     _population(tmp_path / "markers.csv")
