@@ -49,7 +49,7 @@ from ..report.blocks import strict_json
 from ..suites.spec import SuiteError, build_suite, build_table, location, read_toml
 from ..util.io import atomic_write_text, sha256_bytes
 from .display import DiagnosisDisplay
-from .spec import DiagnosisFile, DiagnosisSettings, PopulationSpec
+from .spec import DiagnosisFile, DiagnosisSettings, PopulationSpec, _plain
 from .table_io import read_marker_table
 
 __all__ = [
@@ -120,14 +120,6 @@ def _shown(path: Path) -> str:
         return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def is_table_diagnosis(path: str | Path) -> bool:

@@ -16,7 +16,7 @@ to its own rows of the batch).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,6 +127,39 @@ def first_token_correct(
     return first_token_correct_sets(model, facts, [ops], batch_size=batch_size)[0]
 
 
+def _check_unrestricted(op_sets: Sequence[Sequence[Ablate]]) -> None:
+    """The set-packing runners restrict each set's ops to its rows: refuse ops that already are."""
+    for ops in op_sets:
+        for op in ops:
+            if getattr(op, "rows", None) is not None:
+                raise ConfigError(
+                    f"op at {op.site} already has rows={op.rows}; pass ops for every row (rows=None)"
+                )
+
+
+def _packed_set_batches(
+    op_sets: Sequence[Sequence[Ablate]], n: int, batch_size: int
+) -> Iterator[tuple[list[tuple[int, int]], list[Ablate]]]:
+    """``(set, item)`` rows packed ``batch_size`` to a forward, each set's ops restricted to its rows.
+
+    Yields ``(rows, ops)``: ``rows[r] = (g, i)`` (item ``i`` under ``op_sets[g]``) and the ops of
+    that forward. A batch filled by one set keeps its ops unrestricted.
+    """
+    pairs = [(g, i) for g in range(len(op_sets)) for i in range(n)]
+    for chunk in _batches(len(pairs), batch_size):
+        rows = [pairs[k] for k in chunk]
+        groups: dict[int, list[int]] = {}
+        for row, (g, _) in enumerate(rows):
+            groups.setdefault(g, []).append(row)
+        whole = len(groups) == 1  # one set fills the batch: its ops need no row restriction
+        ops = [
+            op if whole else dataclasses.replace(op, rows=tuple(members))
+            for g, members in groups.items()
+            for op in op_sets[g]
+        ]
+        yield rows, ops
+
+
 @torch.inference_mode()
 def first_token_correct_sets(
     model: object,
@@ -145,27 +178,11 @@ def first_token_correct_sets(
     """
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
-    for ops in op_sets:
-        for op in ops:
-            if getattr(op, "rows", None) is not None:
-                raise ConfigError(
-                    f"op at {op.site} already has rows={op.rows}; pass ops for every row (rows=None)"
-                )
+    _check_unrestricted(op_sets)
     n = len(facts.tokens)
     gold = np.asarray(facts.gold_first_token, dtype=np.int64)
     out = np.zeros((len(op_sets), n), dtype=bool)
-    pairs = [(g, i) for g in range(len(op_sets)) for i in range(n)]
-    for chunk in _batches(len(pairs), batch_size):
-        rows = [pairs[k] for k in chunk]
-        groups: dict[int, list[int]] = {}
-        for row, (g, _) in enumerate(rows):
-            groups.setdefault(g, []).append(row)
-        whole = len(groups) == 1  # one set fills the batch: its ops need no row restriction
-        ops = [
-            op if whole else dataclasses.replace(op, rows=tuple(members))
-            for g, members in groups.items()
-            for op in op_sets[g]
-        ]
+    for rows, ops in _packed_set_batches(op_sets, n, batch_size):
         seqs = [list(facts.tokens[i]) for _, i in rows]
         logits = run_with_interventions(model, seqs, ops, logits="last").output
         pred = logits.argmax(-1).cpu().numpy()
@@ -225,26 +242,10 @@ def greedy_under_sets(
         raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
-    for ops in op_sets:
-        for op in ops:
-            if getattr(op, "rows", None) is not None:
-                raise ConfigError(
-                    f"op at {op.site} already has rows={op.rows}; pass ops for every row (rows=None)"
-                )
+    _check_unrestricted(op_sets)
     n = len(tokens)
     out: list[list[list[int]]] = [[[] for _ in range(n)] for _ in op_sets]
-    pairs = [(g, i) for g in range(len(op_sets)) for i in range(n)]
-    for chunk in _batches(len(pairs), batch_size):
-        rows = [pairs[k] for k in chunk]
-        groups: dict[int, list[int]] = {}
-        for row, (g, _) in enumerate(rows):
-            groups.setdefault(g, []).append(row)
-        whole = len(groups) == 1
-        ops = [
-            op if whole else dataclasses.replace(op, rows=tuple(members))
-            for g, members in groups.items()
-            for op in op_sets[g]
-        ]
+    for rows, ops in _packed_set_batches(op_sets, n, batch_size):
         seqs = [list(tokens[i]) for _, i in rows]
         for _ in range(max_new_tokens):
             logits = run_with_interventions(model, seqs, ops, logits="last").output
