@@ -42,12 +42,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.table is not None or is_table_diagnosis(args.file):
         return run_table_cli(args)  # analyse an existing table: nothing trained or measured
     spec = load_diagnosis(args.file)
-    execution = execution_from_args(args, spec.suite)  # --executor / --ray-address
+    execution = execution_from_args(args, spec.suite)  # --executor / --executor-opt
     if execution != spec.suite.execution:
         spec = dataclasses.replace(spec, suite=dataclasses.replace(spec.suite, execution=execution))
     lines = check_diagnosis(spec)
     if args.check:
-        print("\n".join(lines))  # noqa: T201
+        print("\n".join(lines))
         return 0
     executor = spec.suite.execution.make_executor(progress=not args.quiet)
     connect = getattr(executor, "connect", None)
@@ -56,14 +56,14 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out is not None else None
     result = diagnose(spec, out=out, executor=executor, progress=not args.quiet)
     n = len(result.table["checkpoint"])
-    print(f"{args.file}: {n} checkpoints, outcome {result.settings.outcome!r}")  # noqa: T201
+    print(f"{args.file}: {n} checkpoints, outcome {result.settings.outcome!r}")
     if result.analysis is not None:
         for stats in result.analysis.markers:
-            print(f"  {result.analysis.sentence(stats.marker)}")  # noqa: T201
+            print(f"  {result.analysis.sentence(stats.marker)}")
     for na in result.not_applicable[:5]:
-        print(f"  not applicable: {na['marker']} on {na['checkpoint']}: {na['reason']}")  # noqa: T201
+        print(f"  not applicable: {na['marker']} on {na['checkpoint']}: {na['reason']}")
     if out is not None:
-        print(f"  wrote {out / 'markers.csv'}, {out / 'report.html'} and {out / 'report.json'}")  # noqa: T201
+        print(f"  wrote {out / 'markers.csv'}, {out / 'report.html'} and {out / 'report.json'}")
     return 0
 
 
