@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .errors import ConfigError
+from .progress import progress_bar
 
 __all__ = [
     "CliAlias",
@@ -91,8 +92,9 @@ class InProcessExecutor:
     """Run tasks sequentially in this process (the default executor).
 
     Attributes:
-        progress: ``True`` always shows a tqdm bar, ``False`` never, ``None`` (default) shows
-            it only when stderr is a terminal (tqdm's ``disable=None``).
+        progress: ``True`` always shows a bar (from the first task), ``False`` never,
+            ``None`` (default) shows it once the map has run for a second
+            (:mod:`probekit.progress`: a bar on a terminal, log lines otherwise).
         check_picklable: pickle every ``fn`` and item before running it, so a task that a
             multi-process backend could not ship fails here too (tests turn it on).
 
@@ -107,12 +109,10 @@ class InProcessExecutor:
         self, fn: Callable[[Any], Any], items: Iterable[Any], *, desc: str | None = None
     ) -> list[Any]:
         """``[fn(item) for item in items]`` with a progress bar; order preserved."""
-        from tqdm.auto import tqdm
-
         items = list(items)
-        disable = None if self.progress is None else not self.progress
         results: list[Any] = []
-        bar = tqdm(items, desc=desc, unit="task", disable=disable, leave=False)
+        bar = progress_bar(items, desc=desc or "tasks", unit="task", enabled=self.progress,
+                           leave=False, delay=0 if self.progress else None)
         for index, item in enumerate(bar):
             if self.check_picklable:
                 _check_picklable(fn, item, index, desc)

@@ -69,9 +69,14 @@ class ProgressSettings:
                 raise ValueError(f"ProgressSettings.{name} = {value!r}: use seconds >= 0")
 
 
-_SETTINGS: contextvars.ContextVar[ProgressSettings] = contextvars.ContextVar(
-    "probekit_progress", default=ProgressSettings()
+_DEFAULT = ProgressSettings()
+_SETTINGS: contextvars.ContextVar[ProgressSettings | None] = contextvars.ContextVar(
+    "probekit_progress", default=None
 )
+
+
+def _current() -> ProgressSettings:
+    return _SETTINGS.get() or _DEFAULT
 
 
 @contextlib.contextmanager
@@ -83,7 +88,7 @@ def progress_settings(
     ``enabled=False`` silences every bar opened inside, however deep (a ``--quiet`` run);
     ``enabled=True`` does not re-enable bars an outer scope or ``PROBEKIT_PROGRESS=0`` turned off.
     """
-    outer = _SETTINGS.get()
+    outer = _current()
     changes = {k: v for k, v in (("log_interval", log_interval), ("delay", delay)) if v is not None}
     settings = replace(outer, enabled=outer.enabled and enabled is not False, **changes)
     token = _SETTINGS.set(settings)
@@ -96,7 +101,7 @@ def progress_settings(
 def progress_enabled(enabled: bool | None = None) -> bool:
     """Whether a bar with argument ``enabled`` shows: no switch (env, scope, argument) is off."""
     env = os.environ.get(ENV_VAR, "").strip().lower()
-    return env not in ("0", "false", "no", "off") and _SETTINGS.get().enabled and enabled is not False
+    return env not in ("0", "false", "no", "off") and _current().enabled and enabled is not False
 
 
 def in_notebook() -> bool:
@@ -181,7 +186,7 @@ def progress_bar(
         delay: show nothing for a phase that ends within this many seconds (``None``: the scope's,
             1 s by default).
     """
-    settings = _SETTINGS.get()
+    settings = _current()
     stream = sys.stderr
     is_tty = bool(getattr(stream, "isatty", lambda: False)())
     delay = settings.delay if delay is None else delay

@@ -180,8 +180,7 @@ def iter_capture(
     batches = iter_batches(
         tokens, batch_size=config.batch_size, pad_id=pad_id, side=side, start=start
     )
-    total = -(-(len(tokens) - start) // config.batch_size)
-    bar = progress_bar(desc="capture", total=total, unit="batch", enabled=config.progress)
+    bar = progress_bar(desc="capture", total=len(tokens) - start, unit="example", enabled=config.progress)
     with contextlib.closing(bar):
         for batch in batches:
             batch = batch.to(device)
@@ -199,7 +198,7 @@ def iter_capture(
                 batch,
                 config.positions,
             )
-            bar.update(1)
+            bar.update(batch.input_ids.shape[0])
             yield CapturedBatch(batch, acts, ref.example.cpu() + example_offset, ref.position.cpu())
 
 

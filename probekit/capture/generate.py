@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from ..models.protocol import HookedModel
-from ..progress import progress_bar
+from ..progress import track
 from .batching import iter_batches, model_device
 from .runner import kv_cache_filled
 
@@ -59,10 +59,8 @@ def greedy_continuations(
     device = model_device(model)
     out: list[list[int]] = []
     batches = iter_batches(tokens, batch_size=batch_size, pad_id=int(pad or 0), side="left")
-    total = -(-len(tokens) // batch_size)
-    for batch in progress_bar(
-        batches, desc="greedy answers", total=total, unit="batch", enabled=progress
-    ):
+    for batch in track(batches, desc="greedy answers", total=len(tokens), unit="example",
+                       weight=lambda b: b.input_ids.shape[0], enabled=progress):
         batch = batch.to(device)
         out.extend(_greedy_batch(model, batch.input_ids, batch.attention_mask, max_new_tokens))
     return out

@@ -40,6 +40,7 @@ from ..capture.batching import PaddingSide
 from ..errors import ConfigError, DataError
 from ..interventions import Grad, Read, Recompute, Replace, run_with_interventions
 from ..models.protocol import HookedModel
+from ..progress import track
 from ..report.blocks import Block, Column, Table, Text
 from ..report.notebook import NotebookMixin
 from ..sites import Site
@@ -268,7 +269,8 @@ def edge_attribution(
     scores = torch.zeros(len(graph.upstream), len(graph.downstream), dtype=torch.float64)
     m_clean, m_corrupt = [], []
     per = max(1, batch_size // steps)  # pairs per chunk: memory is bounded by the chunk, not the data
-    for lo in range(0, len(clean), per):
+    for lo in track(range(0, len(clean), per), desc=method, unit="pair", total=len(clean),
+                    weight=lambda lo: min(per, len(clean) - lo)):
         ids = torch.arange(lo, min(lo + per, len(clean)))
         c_toks, r_toks = [clean[i] for i in ids.tolist()], [corrupt[i] for i in ids.tolist()]
         cor = run_with_interventions(model, r_toks, [Read(site=s) for s in ups], **kw)
@@ -416,7 +418,8 @@ def edge_patched_metric(
         mean = total / count
     keep_all = circuits.bool() & graph.mask[None]
     out = torch.full((len(clean), n_circ), float("nan"))
-    for ids in chunks:
+    for ids in track(chunks, desc="edge patching", unit="cell", total=len(clean) * n_circ,
+                     weight=lambda ids: len(ids) * n_circ):
         ref = reference(ids) if mean is None else None
         pairs = torch.tensor(ids)
         width = max(len(clean[p]) for p in ids)

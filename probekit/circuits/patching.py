@@ -41,6 +41,7 @@ from ..capture.runner import kv_cache_filled, kv_prefix, new_kv_cache, supports_
 from ..errors import ConfigError
 from ..interventions import Op, Read, Replace, run_with_interventions
 from ..models.protocol import HookedModel
+from ..progress import track
 from ..sites import HEAD_KINDS, Site
 from .grid import (
     BY_KINDS,
@@ -157,7 +158,9 @@ def patch_grid(
             else:
                 rows.append((p, c))
     kv_pos = pos_axis if base_kv is not None else None
-    for chunk in _pack(rows, grid, kv_pos, max(lengths), batch_size):
+    chunks = _pack(rows, grid, kv_pos, max(lengths), batch_size)  # counted per (pair, cell)
+    for chunk in track(chunks, desc="patching grid", unit="cell", total=per_pair.numel(),
+                       initial=per_pair.numel() - len(rows), weight=len):
         pairs = torch.tensor([p for p, _ in chunk])
         first = min(grid.layers[c[0]] for _, c in chunk)
         q = min(c[pos_axis] for _, c in chunk) if kv_pos is not None else 0

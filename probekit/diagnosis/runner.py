@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DataError, ProbekitError
+from ..progress import progress_settings, track
 from ..report.blocks import Column, Table, Text, blocks_to_dicts, strict_json
 from ..suites.spec import ModelSpec, Suite
 from ..util.io import atomic_write_json, atomic_write_text, sha256_bytes
@@ -95,7 +96,8 @@ def checkpoint_cells(task: CheckpointTask) -> dict[str, Any]:
                                    max_examples=task.max_eval_examples, seed=task.eval_seed)
         store.put(task.fingerprint, task.outcome_key, outcomes)
     cells = {}
-    for marker, key in task.markers:
+    where = f"{Path(task.checkpoint.run).name} step {task.checkpoint.step}"
+    for marker, key in track(task.markers, desc=f"markers of {where}", unit="marker"):
         cell = measure_marker(marker, ctx).to_dict()
         store.put(task.fingerprint, key, cell)
         cells[key] = cell
@@ -526,7 +528,9 @@ def diagnose(
     if tasks:
         store.root.mkdir(parents=True, exist_ok=True)
         check_worker_paths(ex, read=[r.path for r in rows[:1]], write=[store.root])
-        for task, res in zip(tasks, ex.map(checkpoint_cells, tasks, desc="checkpoints")):
+        with progress_settings(enabled=progress):
+            results = ex.map(checkpoint_cells, tasks, desc="checkpoints")
+        for task, res in zip(tasks, results):
             if res["outcomes"] is not None:  # the worker's store may be on another node
                 store.put(task.fingerprint, okey, res["outcomes"])
             for key, cell in res["cells"].items():

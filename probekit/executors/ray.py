@@ -32,6 +32,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..executor import CliAlias, register_executor, task_note
+from ..progress import progress_bar
 
 __all__ = ["RayExecutor", "check_address", "check_reachable", "make_ray_executor"]
 
@@ -112,7 +113,8 @@ class RayExecutor:
             raised by the task is never retried: the same input would raise it again).
         task_cpus: CPUs reserved per task (1: one task per core; torch in the task then uses
             one intra-op thread, Ray sets ``OMP_NUM_THREADS`` from it).
-        progress: tqdm bar over finished tasks; ``None`` shows it only on a terminal.
+        progress: bar over finished tasks (:mod:`probekit.progress`); ``True`` from the first
+            task, ``False`` never, ``None`` once the map has run for a second.
         connect_timeout_s: seconds to wait for a TCP connection to ``HOST:PORT`` up front.
 
     If Ray is already initialised in this process (a test fixture, a notebook, or a task
@@ -173,8 +175,6 @@ class RayExecutor:
                 naming the task index, function and item, and the remote traceback.
             ConfigError: Ray missing or the cluster unreachable (one line with the fix).
         """
-        from tqdm.auto import tqdm
-
         items = list(items)
         if not items:
             return []
@@ -188,8 +188,8 @@ class RayExecutor:
         index_of = {ref: i for i, ref in enumerate(refs)}
         results: list[Any] = [None] * len(refs)
         pending = list(refs)
-        disable = None if self.progress is None else not self.progress
-        with tqdm(total=len(refs), desc=desc, unit="task", disable=disable, leave=False) as bar:
+        with progress_bar(total=len(refs), desc=desc or "tasks", unit="task", enabled=self.progress,
+                          leave=False, delay=0 if self.progress else None) as bar:
             while pending:
                 ready, pending = ray.wait(pending, num_returns=1)
                 for ref in ready:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..progress import progress_settings
 from ..report.blocks import Block, blocks_to_dicts, strict_json
 from ..report.notebook import NotebookMixin
 from .measurement import Measurement
@@ -123,7 +124,8 @@ def run(
     ctx = AnalysisContext(spec.suite, model=model, progress=progress, executor=executor,
                           cache_dir=cache_dir)
     tasks = [MeasureTask(claim=c, context=ctx) for c in spec.claims]
-    measured = ctx.executor.map(measure_claim, tasks, desc="claims")
+    with progress_settings(enabled=progress):  # every phase of every claim: off unless progress
+        measured = ctx.executor.map(measure_claim, tasks, desc="claims")
     st = spec.suite.stats
     claims = judge_all(
         list(zip(spec.claims, measured)), n_bootstrap=st.n_bootstrap,

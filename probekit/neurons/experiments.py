@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from ..errors import ConfigError, DataError
+from ..progress import progress_bar
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
 from ..stats import StatTestResult, adjust_pvalues
@@ -319,8 +319,8 @@ def relation_neuron_experiments(
         cfg.post * n_random)  # sets scored on r's facts only
     if cfg.generation:
         per_r += n_random  # the test's random sets, decoded on r's facts
-    bar = tqdm(total=n_facts * (1 + n_rel * (2 + n_spread + cfg.post)) + per_r * sum(n_test),
-               desc="deactivation rows", unit="row", disable=not progress)
+    bar = progress_bar(total=n_facts * (1 + n_rel * (2 + n_spread + cfg.post)) + per_r * sum(n_test),
+                       desc="deactivation", unit="row", enabled=progress)
 
     def score(sets: Sequence[NeuronSet | None], on: FactSet) -> np.ndarray:
         """``(set, fact)`` first-token correctness, many sets per forward."""

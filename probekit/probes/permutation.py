@@ -14,6 +14,7 @@ import torch
 from jaxtyping import Float
 
 from ..errors import ConfigError, DataError
+from ..progress import track
 from ..stats.permutation import check_n_permutations, permutation_result
 from ..stats.result import StatTestResult
 from ..util.device import resolve_device
@@ -73,12 +74,14 @@ def probe_permutation_test(
     rng = np.random.default_rng(random_state)
     perms = np.stack([codes] + [rng.permutation(codes) for _ in range(n_permutations)])
     scores = np.empty(n_permutations + 1)
+    refits = dict(desc="permutation test", unit="refit", total=len(perms),
+                  weight=lambda s: min(batch_size, len(perms) - s))
 
     if probe == "diffmeans":
         if len(classes) != 2:
             raise DataError(f"probe='diffmeans' needs 2 classes, got {len(classes)}; use "
                             "probe='logistic'")
-        for s in range(0, len(perms), batch_size):
+        for s in track(range(0, len(perms), batch_size), **refits):
             yy = perms[s : s + batch_size]  # (B, n)
             w, mu = diff_of_means(X[tr], yy[:, tr] == 1)  # (B, d) each
             sc = np.einsum("nd,bd->bn", X[te], w) - (mu * w).sum(1, keepdims=True)
@@ -91,7 +94,7 @@ def probe_permutation_test(
         dev = resolve_device(device) or torch.device("cpu")
         Xtr = torch.as_tensor(standardize(X[tr], m, sd), dtype=dtype, device=dev).unsqueeze(0)
         Xte = torch.as_tensor(standardize(X[te], m, sd), dtype=dtype, device=dev).unsqueeze(0)
-        for s in range(0, len(perms), batch_size):
+        for s in track(range(0, len(perms), batch_size), **refits):
             yy = torch.as_tensor(perms[s : s + batch_size], device=dev)
             B = yy.shape[0]
             fit = fit_logistic_batched(

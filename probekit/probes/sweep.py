@@ -26,6 +26,7 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from torch import Tensor
 
 from ..errors import ConfigError, DataError
+from ..progress import track
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
 from ..stats.bootstrap import bootstrap_indices, percentile_interval
@@ -320,7 +321,7 @@ def sweep_layers(
     hyper = np.full(R, np.nan)
     conv = np.ones(R, dtype=bool)
     split_out: dict[str, np.ndarray] = {}
-    for ids in groups.values():
+    for ids in track(groups.values(), desc="probe sweep", unit="cell", total=R, weight=len):
         X = torch.stack([rows[i][2] for i in ids])  # (G, n, d)
         res = _run_group(
             probe,

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..executor import Executor
 from ..models.protocol import HookedModel
+from ..progress import progress_settings
 from ..report.blocks import Block, Column, Table, Text, strict_json
 from ..report.notebook import NotebookMixin
 from .check import check_suite_data
@@ -123,7 +124,8 @@ def run_suite(
     ctx = AnalysisContext(suite, model=model, progress=progress, executor=executor,
                           cache_dir=cache_dir)
     tasks = [AnalysisTask(spec=spec, context=ctx) for spec in suite.analyses]
-    results = ctx.executor.map(run_analysis, tasks, desc="analyses")
+    with progress_settings(enabled=progress):  # the analyses' own phases too
+        results = ctx.executor.map(run_analysis, tasks, desc="analyses")
     ex = ctx.examples
     sites = ctx.default_sites()
     return SuiteResult(
