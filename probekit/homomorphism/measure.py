@@ -17,6 +17,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..errors import DataError, NonFiniteError
+from ..progress import track
 from ..stats import bootstrap_indices, percentile_interval
 from .config import HEConfig
 from .operators import make_operator
@@ -95,7 +96,8 @@ def composition_he(
         ys = Ys[:, torch.from_numpy(s_pos)]
         sq_dev[:, s_pos] = ((ys - ys.mean(1, keepdim=True)) ** 2).mean(-1).numpy()
     errs = []
-    for family in cfg.families:
+    for family in track(cfg.families, desc="homomorphism operators", unit="fit",
+                        total=len(cfg.families) * len(cells), weight=lambda _: len(cells)):
         pred = torch.zeros_like(Ys)
         for f_idx, s_pos in cells:
             if not len(s_pos):

@@ -26,6 +26,7 @@ from sklearn.metrics import r2_score
 from torch import Tensor
 
 from ..errors import ConfigError, DataError, NonFiniteError
+from ..progress import track
 
 Solver = Literal["adam", "closed_form_ridge"]
 SOLVERS: tuple[str, ...] = ("adam", "closed_form_ridge")
@@ -119,7 +120,7 @@ def adam_fit(
     params = [w.expand(L, *w.shape).clone().requires_grad_() for w in init]
     opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     Xd, Yd = X.to(dtype), Y.to(dtype)
-    for _ in range(epochs):
+    for _ in track(range(epochs), desc="operator fit (Adam)", unit="epoch"):
         for lo in range(0, n, batch_size):
             pred = mlp_forward(params, Xd[:, lo : lo + batch_size])
             loss = ((pred - Yd[:, lo : lo + batch_size]) ** 2).mean(dim=(1, 2)).sum()

@@ -39,6 +39,7 @@ from sklearn.model_selection import GroupKFold, KFold, LeaveOneGroupOut, Stratif
 from torch import Tensor
 
 from ..errors import DataError
+from ..progress import track
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
 from ..stats.bootstrap import bootstrap_indices, percentile_interval
@@ -541,7 +542,8 @@ def _max_stat_test(
     null = np.empty(n_permutations)
     if g is not None:
         members = [np.flatnonzero(g == v) for v in np.unique(g)]
-    for s in range(0, n_permutations, batch):
+    for s in track(range(0, n_permutations, batch), desc="max-statistic permutation test", unit="refit",
+                   total=n_permutations, weight=lambda s: min(batch, n_permutations - s)):
         B = min(batch, n_permutations - s)
         Y = np.empty((B, len(y)), dtype=bool)
         for b in range(B):

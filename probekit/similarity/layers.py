@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from probekit.errors import ConfigError, DataError
+from probekit.progress import track
 
 from ._validation import as_rep, check_choice, check_finite
 from .cka import (
@@ -165,7 +166,8 @@ def _moments(
     means = [s / n for s in sums]
     cross: dict[tuple[int, int], Tensor] = {}
     ssr = torch.zeros(R, R, dtype=torch.float64)
-    for block in _aligned(reps, labels, chunk_size):
+    for block in track(_aligned(reps, labels, chunk_size), desc="layer similarity", unit="example",
+                       total=n, weight=lambda b: b[0].shape[0]):  # the second (slow) pass
         cs = [(b.to(torch.float64) - means[k]).to(dtype) for k, b in enumerate(block)]
         for i, j in pairs:
             prod = (cs[i].T @ cs[j]).to(torch.float64)
@@ -227,7 +229,7 @@ def _memory_values(
         return {(i, j): _ratio(float((Gc[i] * Gc[j]).sum()), h[i], h[j]) for i, j in pairs}, n
     k_default = 0.99 if measure == "svcca" else None
     Q = {k: _basis(x, k_default if keep is None else keep, f"representation {labels[k]!r}") for k, x in X.items()}
-    for i, j in pairs:
+    for i, j in track(pairs, desc=f"layer similarity ({measure})", unit="pair"):
         if measure == "svcca":
             out[(i, j)] = float(torch.linalg.svdvals(Q[i].T @ Q[j]).clamp(0.0, 1.0).mean())
         else:
@@ -335,7 +337,8 @@ def _minibatch_values(
     need = sorted(set(pairs) | {(k, k) for k in used})
     sums = dict.fromkeys(need, 0.0)
     n, n_batches = 0, 0
-    for batch in _batches(reps, labels, batch_size, chunk_size):
+    for batch in track(_batches(reps, labels, batch_size, chunk_size), desc="minibatch CKA",
+                       unit="example", weight=lambda b: b[0].shape[0]):
         b = batch[0].shape[0]
         terms = {}
         for k in used:
