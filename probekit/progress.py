@@ -59,8 +59,8 @@ class ProgressSettings:
     """
 
     enabled: bool = True
-    log_interval: float = 10.0
-    delay: float = 1.0
+    log_interval: float | int = 10.0
+    delay: float | int = 1.0
 
     def __post_init__(self) -> None:
         for name in ("log_interval", "delay"):
@@ -81,7 +81,8 @@ def _current() -> ProgressSettings:
 
 @contextlib.contextmanager
 def progress_settings(
-    *, enabled: bool | None = None, log_interval: float | None = None, delay: float | None = None
+    *, enabled: bool | None = None, log_interval: float | int | None = None,
+    delay: float | int | None = None,
 ) -> Iterator[ProgressSettings]:
     """Scope overriding the progress defaults (``None`` keeps the outer value); restored on exit.
 
@@ -126,7 +127,7 @@ class _LineWriter:
     ``log_interval``.
     """
 
-    def __init__(self, stream: _TextSink, delay: float = 0.0) -> None:
+    def __init__(self, stream: _TextSink, delay: float | int = 0.0) -> None:
         self.stream = stream
         self.last = ""
         self.delay = delay
@@ -201,6 +202,7 @@ def progress_bar(
         options["total"] = total
     return tqdm(
         iterable, file=_LineWriter(stream, delay), ascii=True, ncols=80, dynamic_ncols=False, leave=True,
+        miniters=1,  # rate-limited by time only: tqdm's adaptive miniters would skip weighted updates
         mininterval=settings.log_interval if log_interval is None else log_interval,
         bar_format=_line_format(unit, total), **options,
     )
