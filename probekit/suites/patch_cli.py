@@ -265,5 +265,13 @@ def add_patch_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.A
                         help="patched (pair, cell) rows per forward pass")
     parser.add_argument("--prepend-bos", action="store_true", help="prepend BOS when tokenizing 'text'")
     parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
-    parser.set_defaults(func=_run)
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.set_defaults(func=_quiet_or_not)
     return parser
+
+
+def _quiet_or_not(args: argparse.Namespace) -> int:
+    from ..progress import progress_settings
+
+    with progress_settings(enabled=not args.quiet):
+        return _run(args)
