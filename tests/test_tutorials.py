@@ -91,7 +91,7 @@ def test_progress_bars_are_notebook_widgets_in_a_kernel():
     """tqdm.auto picks the ipywidgets bar in a Jupyter kernel; probekit's bars are that class."""
     nb = run_notebook(
         "# %%\nimport tqdm.auto, tqdm.notebook\nfrom probekit.progress import progress_bar, in_notebook\n"
-        "bar = progress_bar(range(3), desc='x')\nlist(bar)\n"
+        "bar = progress_bar(range(3), desc='x', delay=0)\nlist(bar)\n"
         "assert type(bar) is tqdm.auto.tqdm and isinstance(bar, tqdm.notebook.tqdm), type(bar).__mro__\n"
         "assert in_notebook()\n",
         fast=True, timeout=120,
