@@ -4,6 +4,7 @@ pytest's captured stderr is not a TTY, so every bar here is in its plain-line (l
 """
 
 import io
+import json
 import re
 from functools import partial
 
@@ -194,3 +195,19 @@ def test_a_terminal_gets_a_live_bar(monkeypatch):
         bar = progress_bar(range(4), desc="live", unit="cell")
         list(bar)
     assert "\r" in tty.getvalue() and "4/4" in tty.getvalue()
+
+
+def test_cli_json_stays_on_stdout_and_population_counts_runs(shown, capsys, tmp_path):
+    from probekit.cli import main
+
+    sets = [x for s in ("task.p=7", "d_model=16", "train.n_evals=2") for x in ("--set", s)]
+    args = ["train", "modular_addition", "--out", str(tmp_path / "pop"), "--steps", "2",
+            "--seeds", "0", "1", "--executor", "inprocess", *sets]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert [json.loads(line)["step"] for line in out.splitlines()] == [2, 2]  # nothing else on stdout
+    assert final_count(err, "trainings") == (2, 2, "tasks")
+    assert main([*args[:3], str(tmp_path / "one"), "--steps", "2", "--seed", "0", *sets]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["step"] == 2
+    assert final_count(err, "modular_addition")[:2] == (2, 2)  # the single run counts steps
