@@ -19,6 +19,7 @@ from scipy.optimize import linprog
 from torch import Tensor
 
 from probekit.errors import DataError
+from probekit.progress import track
 from probekit.report.blocks import Block, Column, LinePlot, Series, Table
 from probekit.report.notebook import NotebookMixin
 
@@ -107,7 +108,8 @@ def simulated_capacity(
         raise DataError(f"n_dims={dims}; expected positive projection dimensions")
     rng = np.random.default_rng(seed)
     fractions = []
-    for n in dims:
+    for n in track(dims, desc="simulated capacity", unit="dichotomy", total=len(dims) * n_dichotomies,
+                   weight=lambda _: n_dichotomies):
         hits = 0
         for _ in range(n_dichotomies):
             proj = (rng.standard_normal((n, n_amb)) @ x).T  # (total, n)
