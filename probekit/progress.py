@@ -167,7 +167,7 @@ def progress_bar(
     unit: str = "it",
     enabled: bool | None = True,
     initial: int = 0,
-    leave: bool = True,
+    leave: bool | None = None,
     log_interval: float | int | None = None,
     delay: float | int | None = None,
 ) -> tqdm:
@@ -182,7 +182,8 @@ def progress_bar(
         unit: what one item is, singular (``"example"``, ``"cell"``, ``"step"``...).
         enabled: False hides the bar (``--quiet``/``progress=False``); see :func:`progress_enabled`.
         initial: items already done (a resumed run, cells that need no work).
-        leave: keep the finished bar on screen (plain lines are always kept).
+        leave: keep the finished bar on screen (``None``: only an outermost bar, so nested
+            bars do not pile up; plain lines are always kept).
         log_interval: seconds between plain lines (``None``: the scope's, 10 s by default).
         delay: show nothing for a phase that ends within this many seconds (``None``: the scope's,
             1 s by default).
