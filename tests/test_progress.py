@@ -211,3 +211,41 @@ def test_cli_json_stays_on_stdout_and_population_counts_runs(shown, capsys, tmp_
     out, err = capsys.readouterr()
     assert json.loads(out)["step"] == 2
     assert final_count(err, "modular_addition")[:2] == (2, 2)  # the single run counts steps
+
+
+TINY_SUITE = """
+[suite]
+name = "tiny"
+[model]
+checkpoint = "ckpt"
+[data]
+file = "data.jsonl"
+label = "planted"
+train_split = "train"
+test_split = "test"
+[capture]
+batch_size = 16
+[[probe]]
+kind = "logistic"
+Cs = 3
+cv = 3
+"""
+
+
+def test_report_shows_its_phases_unless_quiet_and_numbers_do_not_move(shown, capsys, tmp_path, monkeypatch):
+    from probekit.cli import main
+    from tests.conftest import write_tiny_suite
+
+    monkeypatch.setenv("PROBEKIT_CACHE", str(tmp_path / "cache"))  # capture runs, not a cache hit
+
+    write_tiny_suite(tmp_path, TINY_SUITE, n=60, hi=8, n_id=60)
+    suite = str(tmp_path / "suite.toml")
+    assert main(["report", suite, "--out", str(tmp_path / "loud")]) == 0
+    out, err = capsys.readouterr()
+    assert "probe sweep:" not in out and "capture:" not in out
+    assert final_count(err, "capture") == (60, 60, "examples")
+    assert final_count(err, "probe sweep") == (2, 2, "cells")  # one probe per layer of the 2-layer model
+    assert main(["report", suite, "--out", str(tmp_path / "quiet"), "--quiet"]) == 0
+    assert not any(LINE.match(line) for line in capsys.readouterr().err.splitlines())
+    loud, quiet = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("loud", "quiet"))
+    assert loud["analyses"] == quiet["analyses"] and loud["hypotheses"] == quiet["hypotheses"]
