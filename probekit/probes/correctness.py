@@ -41,7 +41,7 @@ from torch import Tensor
 from ..errors import ConfigError, DataError
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
-from ..stats.bootstrap import bootstrap_indices, percentile_interval
+from ..stats.bootstrap import MIN_RESAMPLES, bootstrap_indices, percentile_interval
 from ..stats.permutation import permutation_result
 from ..stats.result import ConfidenceInterval, StatTestResult
 from ..util.numeric import diff_of_means
@@ -89,8 +89,9 @@ class CorrectnessConfig:
         if not _is_int(self.n_permutations) or self.n_permutations < 0:
             raise ConfigError(f"n_permutations = {self.n_permutations!r}: needs an integer >= 0 "
                               "(0 skips the max-statistic test)")
-        if not _is_int(self.n_bootstrap) or self.n_bootstrap < 1:
-            raise ConfigError(f"n_bootstrap = {self.n_bootstrap!r}: needs an integer >= 1")
+        if not _is_int(self.n_bootstrap) or self.n_bootstrap < MIN_RESAMPLES:
+            raise ConfigError(f"n_bootstrap = {self.n_bootstrap!r}: percentile intervals need an "
+                              f"integer >= {MIN_RESAMPLES} resamples")
         if not 0 < self.confidence_level < 1:
             raise ConfigError(f"confidence_level = {self.confidence_level!r}: must lie in (0, 1), "
                               "e.g. 0.95")

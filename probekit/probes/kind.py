@@ -235,7 +235,8 @@ def probe_kind(name: str) -> ProbeKind:
     kind = _REGISTRY.get(name) if isinstance(name, str) else None
     if kind is None:
         raise ConfigError(
-            f"unknown probe kind {name!r}; registered kinds are {sorted(_REGISTRY)} (a new kind "
-            "subclasses probekit.probes.ProbeKind and is decorated with @register_probe_kind)"
+            f"unknown probe kind {name!r}: probe must be one of the registered kinds "
+            f"{sorted(_REGISTRY)} (a new kind subclasses probekit.probes.ProbeKind and is "
+            "decorated with @register_probe_kind)"
         )
     return kind

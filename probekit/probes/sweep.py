@@ -32,7 +32,7 @@ from torch import Tensor
 from ..errors import ConfigError, DataError
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
-from ..stats.bootstrap import bootstrap_indices, percentile_interval
+from ..stats.bootstrap import MIN_RESAMPLES, bootstrap_indices, percentile_interval
 from ._validation import (
     IndexLike,
     as_float_tensor,
@@ -255,9 +255,10 @@ class SweepConfig:
         if isinstance(self.cv, bool) or not isinstance(self.cv, int) or self.cv < 2:
             raise ConfigError(f"cv = {self.cv!r}: cross-validation needs an integer >= 2 folds")
         if isinstance(self.n_bootstrap, bool) or not isinstance(self.n_bootstrap, int) or (
-            self.n_bootstrap < 1
+            self.n_bootstrap < MIN_RESAMPLES
         ):
-            raise ConfigError(f"n_bootstrap = {self.n_bootstrap!r}: needs an integer >= 1 resamples")
+            raise ConfigError(f"n_bootstrap = {self.n_bootstrap!r}: percentile intervals need an "
+                              f"integer >= {MIN_RESAMPLES} resamples")
         if not 0 < self.confidence_level < 1:
             raise ConfigError(
                 f"confidence_level = {self.confidence_level!r}: must lie in (0, 1), e.g. 0.95"
