@@ -25,7 +25,7 @@ def nearest_mean():
     """A toy classifier kind (nearest class mean, accuracy), registered for one test."""
 
     class NearestMean(ProbeKind):
-        name = "nearest_mean"
+        name = "toy_nearest_mean"
         metric = "accuracy"
         chance_text = "majority-class rate of the test split"
 
@@ -54,7 +54,7 @@ def nearest_mean():
 
     register_probe_kind(NearestMean)
     yield NearestMean
-    _REGISTRY.pop("nearest_mean")
+    _REGISTRY.pop("toy_nearest_mean")
 
 
 def planted(L=3, n=300, d=8, layer=1, seed=0):
@@ -67,11 +67,11 @@ def planted(L=3, n=300, d=8, layer=1, seed=0):
 
 
 def test_registered_builtins_and_unknown_kind_lists_them():
-    assert registered_probe_kinds() == ("diffmeans", "logistic", "ridge")
+    assert {"diffmeans", "logistic", "ridge"} <= set(registered_probe_kinds())
     assert probe_kind("ridge").metric == "r2" and not probe_kind("ridge").is_classifier
     assert probe_kind("logistic").supports_permutation and not probe_kind("ridge").supports_control
     with pytest.raises(ConfigError, match=r"unknown probe kind 'svm': probe must be one of the registered kinds "
-                       r"\['diffmeans', 'logistic', 'ridge'\]"):
+                       r"\[.*'diffmeans', 'logistic'.*'ridge'.*\]"):  # + kinds other tests add
         probe_kind("svm")
     with pytest.raises(ConfigError, match="unknown probe kind 'svm'"):
         SweepConfig(probe="svm")
@@ -85,11 +85,11 @@ def test_builtin_chance_levels():
 
 
 def test_toy_kind_runs_a_sweep_without_edits_elsewhere(nearest_mean):
-    assert "nearest_mean" in registered_probe_kinds()
+    assert "toy_nearest_mean" in registered_probe_kinds()
     acts, y = planted()
     res = sweep_layers(acts, y, train_idx=np.arange(200), test_idx=np.arange(200, 300),
-                       probe="nearest_mean")
-    assert res.probe == "nearest_mean" and res.metric == "accuracy"
+                       probe="toy_nearest_mean")
+    assert res.probe == "toy_nearest_mean" and res.metric == "accuracy"
     assert res.best_layer == 1 and res.test[1] > 0.9 and res.test[0] < 0.65
     # the reference: nearest class mean by hand at the planted layer
     X, tr, te = acts[1].double().numpy(), np.arange(200), np.arange(200, 300)
@@ -103,7 +103,7 @@ def test_toy_kind_runs_a_sweep_without_edits_elsewhere(nearest_mean):
 
     with pytest.raises(ConfigError, match="kinds with a permutation test"):
         probe_permutation_test(acts[1].numpy(), y, train_idx=np.arange(200),
-                               test_idx=np.arange(200, 300), probe="nearest_mean")
+                               test_idx=np.arange(200, 300), probe="toy_nearest_mean")
 
 
 def test_sweep_config_checks_each_field_once():
