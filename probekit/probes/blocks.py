@@ -227,6 +227,9 @@ def correctness_blocks(
         label: the 0/1 correctness column (plot title).
         alpha: level of the best-of-sites permutation test.
     """
+    if res.not_testable:
+        return [Text(text=f"The correctness probe is not testable: {res.not_testable}.",
+                     level="warning")]
     labels = tuple(site_label(s) for s in sites)
     rows = correctness_rows(res, sites)
     base_rows = baseline_rows(res)

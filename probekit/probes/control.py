@@ -10,7 +10,7 @@ accuracy is memorising types, not reading the property; ``selectivity = acc(task
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +19,8 @@ from torch import Tensor
 
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
-from ._validation import check_n_labels
-from .sweep import SweepResult, sweep_layers
+from ._validation import IndexLike, check_n_labels
+from .sweep import SweepConfig, SweepResult, sweep_config, sweep_layers
 
 __all__ = ["SelectivityResult", "control_labels", "selectivity", "selectivity_sweep"]
 
@@ -111,18 +111,22 @@ def selectivity_sweep(
     labels: Sequence | np.ndarray,
     types: Sequence | np.ndarray,
     *,
-    train_idx,
-    test_idx,
-    random_state: int | None = 0,
-    **sweep_kwargs,
+    train_idx: IndexLike,
+    test_idx: IndexLike,
+    ood_idx: Mapping[str, IndexLike] | None = None,
+    config: SweepConfig | None = None,
+    **options: Any,
 ) -> SelectivityResult:
     """Run ``sweep_layers`` on the task labels and on control labels; selectivity per row.
 
-    The control map is drawn with ``random_state`` from the task's label distribution; the
-    same probe family, grid and splits are used for both (``sweep_kwargs`` go to both sweeps).
+    The control map is drawn with ``config.random_state`` from the task's label distribution;
+    the same probe family, grid and splits are used for both. ``options`` are
+    :class:`~probekit.probes.sweep.SweepConfig` fields overriding ``config`` (the keyword form
+    of earlier versions, e.g. ``probe="diffmeans", cv=3, random_state=0``).
     """
-    ctrl = control_labels(types, task_labels=labels, random_state=random_state)
-    kw = dict(train_idx=train_idx, test_idx=test_idx, random_state=random_state, **sweep_kwargs)
+    cfg = sweep_config(config, **options)
+    ctrl = control_labels(types, task_labels=labels, random_state=cfg.random_state)
+    kw = dict(train_idx=train_idx, test_idx=test_idx, ood_idx=ood_idx, config=cfg)
     task = sweep_layers(acts, labels, **kw)
     control = sweep_layers(acts, ctrl, **kw)
     return SelectivityResult(

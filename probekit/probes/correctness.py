@@ -29,8 +29,8 @@ every named OOD set. Capture of the activations is not done here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,11 +38,11 @@ from jaxtyping import Float
 from sklearn.model_selection import GroupKFold, KFold, LeaveOneGroupOut, StratifiedKFold
 from torch import Tensor
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..progress import track
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
-from ..stats.bootstrap import bootstrap_indices, percentile_interval
+from ..stats.bootstrap import MIN_RESAMPLES, bootstrap_indices, percentile_interval
 from ..stats.permutation import permutation_result
 from ..stats.result import ConfidenceInterval, StatTestResult
 from ..util.numeric import diff_of_means
@@ -50,9 +50,69 @@ from ._validation import as_float_tensor, check_indices, check_layer_acts, check
 from .correctness_baselines import group_base_rate_scores, question_text_scores
 from .metrics import auroc, within_group_auroc
 
-__all__ = ["BaselineComparison", "CorrectnessProbeResult", "correctness_probe"]
+__all__ = ["BaselineComparison", "CorrectnessConfig", "CorrectnessProbeResult", "correctness_probe"]
 
 Folds = list[tuple[np.ndarray, np.ndarray]]
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorrectnessConfig:
+    """Options of :func:`correctness_probe` (folds, permutations, bootstrap), checked once.
+
+    Attributes:
+        n_folds: stratified (or grouped) k-fold count (paper: 3 for the layer sweep, 5 for OOD).
+        group_split: with groups, ``"logo"`` (leave one group out) or ``"kfold"``
+            (``GroupKFold(n_folds)``).
+        n_permutations: label shuffles for the max-statistic p-value (0: skip).
+        n_bootstrap: resamples of the paired bootstrap of probe-minus-baseline differences.
+        confidence_level: coverage of those bootstrap intervals.
+        random_state: seed of the fold split, permutations and bootstrap.
+    """
+
+    n_folds: int = 3
+    group_split: str = "logo"
+    n_permutations: int = 0
+    n_bootstrap: int = 1000
+    confidence_level: float = 0.95
+    random_state: int | None = 0
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.n_folds) or self.n_folds < 2:
+            raise ConfigError(f"n_folds = {self.n_folds!r}: cross-validation needs an integer "
+                              ">= 2 folds")
+        if self.group_split not in ("logo", "kfold"):
+            raise ConfigError(f"group_split = {self.group_split!r}: must be 'logo' (leave one "
+                              "group out) or 'kfold' (group k-fold)")
+        if not _is_int(self.n_permutations) or self.n_permutations < 0:
+            raise ConfigError(f"n_permutations = {self.n_permutations!r}: needs an integer >= 0 "
+                              "(0 skips the max-statistic test)")
+        if not _is_int(self.n_bootstrap) or self.n_bootstrap < MIN_RESAMPLES:
+            raise ConfigError(f"n_bootstrap = {self.n_bootstrap!r}: percentile intervals need an "
+                              f"integer >= {MIN_RESAMPLES} resamples")
+        if not 0 < self.confidence_level < 1:
+            raise ConfigError(f"confidence_level = {self.confidence_level!r}: must lie in (0, 1), "
+                              "e.g. 0.95")
+
+
+def correctness_config(config: CorrectnessConfig | None = None, **options: Any) -> CorrectnessConfig:
+    """``config`` (default :class:`CorrectnessConfig`) with ``options`` (field names) replaced.
+
+    Raises:
+        ConfigError: an option that is not a field (listing the fields), or a bad value.
+    """
+    base = CorrectnessConfig() if config is None else config
+    if not options:
+        return base
+    names = [f.name for f in fields(CorrectnessConfig)]
+    unknown = sorted(set(options) - set(names))
+    if unknown:
+        raise ConfigError(f"unknown correctness option(s) {unknown}; CorrectnessConfig fields "
+                          f"are {names}")
+    return replace(base, **options)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +159,9 @@ class CorrectnessProbeResult(NotebookMixin):
         baselines: name -> :class:`BaselineComparison`.
         max_stat_test: permutation test of ``max over layers`` of the selection metric
             (within-group AUROC with groups, else mean fold AUROC), or None.
+        not_testable: why the data cannot test the probe (all answers correct or all wrong, a
+            class with fewer members than folds, a fold training on one class); empty when it
+            can. A not-testable result holds the label counts and NaN scores, never a test.
     """
 
     layers: tuple[int, ...]
@@ -123,14 +186,17 @@ class CorrectnessProbeResult(NotebookMixin):
     selected_scores: np.ndarray | None = field(default=None, repr=False)
     baselines: Mapping[str, BaselineComparison] = field(default_factory=dict)
     max_stat_test: StatTestResult | None = None
+    not_testable: str = ""
 
     def to_records(self) -> list[dict[str, Any]]:
         """One row per layer: mean CV AUROC, its +-1.96 SE band, pooled / within-group / OOD AUROC.
 
-        ``best`` marks the layer with the highest mean CV AUROC.
+        ``best`` marks the layer with the highest mean CV AUROC. A not-testable result has none.
         """
         from .blocks import correctness_rows
 
+        if self.not_testable:
+            return []
         out = []
         for row in correctness_rows(self, [str(x) for x in self.layers]):
             rec: dict[str, Any] = {"layer": row["layer"], "cv_auroc": row["cv_auroc"],
@@ -151,6 +217,9 @@ class CorrectnessProbeResult(NotebookMixin):
         return tuple(correctness_blocks(self, [str(x) for x in self.layers]))
 
     def _summary(self) -> str:
+        if self.not_testable:
+            return (f"{len(self.layers)} layers, {self.n_correct} correct / {self.n_incorrect} "
+                    f"incorrect; not testable: {self.not_testable}")
         i = list(self.layers).index(self.best_layer)
         p = "" if self.max_stat_test is None else f", best-of-layers p={self.max_stat_test.p_value:.3g}"
         return (f"{len(self.layers)} layers, {self.n_correct} correct / {self.n_incorrect} "
@@ -268,17 +337,13 @@ def correctness_probe(
     correct: Sequence[bool] | np.ndarray | Tensor,
     *,
     layers: Sequence[int] | None = None,
-    n_folds: int = 3,
     folds: Sequence[tuple[object, object]] | np.ndarray | None = None,
     groups: Sequence[object] | np.ndarray | None = None,
-    group_split: Literal["logo", "kfold"] = "logo",
     ood: Mapping[str, tuple[Tensor, Sequence[bool] | np.ndarray]] | None = None,
     texts: Sequence[str] | None = None,
     confidence: Sequence[float] | np.ndarray | None = None,
-    n_permutations: int = 0,
-    n_bootstrap: int = 1000,
-    confidence_level: float = 0.95,
-    random_state: int | None = 0,
+    config: CorrectnessConfig | None = None,
+    **options: Any,
 ) -> CorrectnessProbeResult:
     """Per-layer diff-of-means correctness probe with grouped evaluation, baselines and max-stat p.
 
@@ -286,23 +351,25 @@ def correctness_probe(
         acts: ``(layer, n, d)`` last-prompt-token activations of the ID questions.
         correct: ``(n,)`` 1 if the greedy answer was correct ("I don't know" counts as 0).
         layers: layer numbers of the rows (default ``0..layer-1``; e.g. every 2nd layer).
-        n_folds: stratified (or grouped) k-fold count (paper: 3 for the layer sweep, 5 for OOD).
         folds: explicit folds: ``[(train_idx, test_idx), ...]`` or one fold id per row
             (negative ids: never held out); overrides ``n_folds``/``groups`` splitting.
         groups: ``(n,)`` group of each question (relation, dataset, ...): enables grouped
             splits, within-group AUROC, the group-base-rate baseline and within-group shuffles.
-        group_split: ``"logo"`` (leave one group out) or ``"kfold"`` (``GroupKFold(n_folds)``).
         ood: named OOD sets ``name -> (acts (layer, m, d), correct (m,))``.
         texts: ``(n,)`` prompt texts for the TF-IDF question-text baseline.
         confidence: ``(n,)`` the model's answer confidence (e.g. max next-token probability).
-        n_permutations: label shuffles for the max-statistic p-value (0: skip).
-        n_bootstrap: resamples of the paired bootstrap of probe-minus-baseline differences.
-        confidence_level: coverage of those bootstrap intervals.
-        random_state: seed of the fold split, permutations and bootstrap.
+        config: the options (:class:`CorrectnessConfig`: ``n_folds``, ``group_split``,
+            ``n_permutations``, ``n_bootstrap``, ``confidence_level``, ``random_state``).
+        **options: :class:`CorrectnessConfig` fields overriding ``config`` (the keyword form of
+            earlier versions, e.g. ``n_folds=5, n_permutations=100``).
 
     Returns:
-        CorrectnessProbeResult.
+        CorrectnessProbeResult; when the labels cannot test the probe (every answer correct or
+        every answer wrong, fewer correct or incorrect answers than folds, a fold that trains on
+        one class) its ``not_testable`` says why and it holds no scores or test.
     """
+    cfg = correctness_config(config, **options)
+    n_folds, group_split, random_state = cfg.n_folds, cfg.group_split, cfg.random_state
     X = check_layer_acts(as_float_tensor(acts))
     L, n, _ = X.shape
     y = _labels(correct, n, "correctness labels")
@@ -318,9 +385,12 @@ def correctness_probe(
                 f"groups has a single value {np.unique(g)[0]!r}; grouped evaluation needs >= 2 "
                 "groups (or pass groups=None)"
             )
-    if group_split not in ("logo", "kfold"):
-        raise DataError(f"group_split must be 'logo' or 'kfold', got {group_split!r}")
     rows = np.arange(n)
+    if folds is None and (y.all() or not y.any()):
+        return _not_testable(
+            f"all {n} answers are {'correct' if y.all() else 'wrong'}: correctness cannot be "
+            "predicted without both outcomes; add questions the model gets "
+            f"{'wrong' if y.all() else 'right'}", X, y, layer_ids)
     if folds is not None:
         fold_list = _explicit_folds(folds, n)
         evaluation = f"explicit folds ({len(fold_list)})"
@@ -330,19 +400,18 @@ def correctness_probe(
             "leave-one-group-out" if group_split == "logo" else f"group {n_folds}-fold"
         ) + f" ({len(np.unique(g))} groups)"
     else:
-        if y.all() or not y.any() or min(y.sum(), (~y).sum()) < n_folds:
-            raise DataError(
-                f"need at least {n_folds} correct and {n_folds} incorrect examples for "
-                f"{n_folds}-fold CV, got {int(y.sum())} correct and {int((~y).sum())} incorrect"
-            )
+        if min(y.sum(), (~y).sum()) < n_folds:
+            return _not_testable(
+                f"{int(y.sum())} correct and {int((~y).sum())} wrong answers: {n_folds}-fold "
+                f"CV needs at least {n_folds} of each; lower cv or add questions", X, y, layer_ids)
         fold_list = _split(y, None, n_folds, group_split, random_state, rows)
         evaluation = f"stratified {n_folds}-fold"
     for i, (tr, _) in enumerate(fold_list):
         if y[tr].all() or not y[tr].any():
-            raise DataError(
+            return _not_testable(
                 f"fold {i} trains on rows of one class only ({int(y[tr].sum())} correct of "
-                f"{len(tr)}); a diff-of-means direction needs both: use fewer or larger folds"
-            )
+                f"{len(tr)}): a diff-of-means direction needs both; use fewer or larger folds",
+                X, y, layer_ids, evaluation)
     F = len(fold_list)
     ood_sets = _ood_sets(ood, X, L, F, random_state)
     # Within-group pairs are taken within a fold too: rows of one group scored by different
@@ -386,13 +455,13 @@ def correctness_probe(
         base_scores["confidence"] = conf
     baselines = {
         name: _compare(name, sel_scores[cov], s[cov], y[cov], None if g is None else strata[cov],
-                       n_bootstrap, confidence_level, random_state)
+                       cfg.n_bootstrap, cfg.confidence_level, random_state)
         for name, s in base_scores.items()
     }  # fmt: skip
 
     max_test = None
-    if n_permutations > 0:
-        max_test = _max_stat_test(X, y, g, strata, fold_list, n_permutations, random_state)
+    if cfg.n_permutations > 0:
+        max_test = _max_stat_test(X, y, g, strata, fold_list, cfg.n_permutations, random_state)
 
     w_all, mu_all = _fit(X, torch.as_tensor(y, device=X.device))
     mean = np.nanmean(fold_auc, 1) if np.isfinite(fold_auc).any() else np.full(L, np.nan)
@@ -429,6 +498,21 @@ def correctness_probe(
         selected_scores=sel_scores,
         baselines=baselines,
         max_stat_test=max_test,
+    )
+
+
+def _not_testable(
+    reason: str, X: Tensor, y: np.ndarray, layer_ids: tuple[int, ...],
+    evaluation: str = "not run",
+) -> CorrectnessProbeResult:
+    """A result that says why the labels cannot test the probe (NaN scores, no test)."""
+    L, _, d = X.shape
+    nan = np.full(L, np.nan)
+    return CorrectnessProbeResult(
+        layers=layer_ids, fold_auroc=np.full((L, 0), np.nan), auroc_mean=nan, auroc_std=nan,
+        best_layer=layer_ids[0], direction=np.full((L, d), np.nan),
+        midpoint=np.full((L, d), np.nan), n_correct=int(y.sum()), n_incorrect=int((~y).sum()),
+        evaluation=evaluation, not_testable=reason,
     )
 
 

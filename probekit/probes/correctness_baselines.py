@@ -16,13 +16,14 @@ training rows, scored on its test rows), so it can be compared with the probe ro
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from jaxtyping import Float, Shaped
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
-__all__ = ["group_base_rate_scores", "question_text_scores"]
+__all__ = ["answer_confidence", "group_base_rate_scores", "question_text_scores"]
 
 Folds = Sequence[tuple[np.ndarray, np.ndarray]]
 
@@ -59,3 +60,32 @@ def question_text_scores(
         clf = LogisticRegression(C=C, max_iter=1000).fit(Xtr, y[tr])
         out[te] = clf.predict_proba(vec.transform([texts[i] for i in te]))[:, 1]
     return out
+
+
+def answer_confidence(model: Any, tokens: list[list[int]], batch_size: int = 16) -> np.ndarray:
+    """Max next-token probability after each prompt: the model's confidence in its first answer.
+
+    A black-box baseline of "No Answer Needed" (arXiv 2509.10625); one batched forward pass
+    over left-padded prompts, no hooks.
+
+    Args:
+        model: a loaded model (``model(input_ids, attention_mask=...)`` returns logits).
+        tokens: one token-id list per prompt.
+        batch_size: prompts per forward pass.
+
+    Returns:
+        ``(n,)`` probabilities in (0, 1].
+    """
+    import torch
+
+    from ..capture.batching import iter_batches, model_device
+
+    tok = getattr(model, "tokenizer", None)
+    pad = getattr(tok, "pad_token_id", None) if tok is not None else None
+    out = []
+    with torch.inference_mode():
+        for batch in iter_batches(tokens, batch_size=batch_size, pad_id=int(pad or 0), side="left"):
+            batch = batch.to(model_device(model))
+            logits = model(batch.input_ids, attention_mask=batch.attention_mask)
+            out.append(torch.softmax(logits[:, -1].double(), -1).amax(-1).cpu().numpy())
+    return np.concatenate(out)

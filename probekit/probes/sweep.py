@@ -6,31 +6,34 @@ hyper-parameter *and* the best layer), on the test split with a percentile-boots
 each named OOD split together with the ID-OOD gap ``test - ood``. The best layer is chosen on
 validation and reported on test (probes.md: "best layer chosen on validation, reported on test").
 
+The probe family is a registered :class:`~probekit.probes.kind.ProbeKind` (``SweepConfig.probe``):
+
 * ``probe="logistic"``: multinomial L2 logistic, standardised with training statistics,
   C by stratified k-fold CV; metric accuracy. All ``layer x fold x C`` problems are one
   batched L-BFGS (``cv_logistic_batched``); runs on CUDA when ``acts`` is on CUDA.
 * ``probe="ridge"``: standardised closed-form ridge, alpha by k-fold CV R^2; metric R^2.
 * ``probe="diffmeans"``: raw-activation difference of means, binary labels; metric AUROC.
+
+A new kind is one module registering a ``ProbeKind`` (:mod:`probekit.probes.kind`); the sweep
+names none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import numpy as np
 import torch
 from jaxtyping import Float
-from sklearn.model_selection import KFold, StratifiedKFold
 from torch import Tensor
 
 from ..errors import ConfigError, DataError
 from ..progress import track
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
-from ..stats.bootstrap import bootstrap_indices, percentile_interval
-from ..util.numeric import standardization, standardize
+from ..stats.bootstrap import MIN_RESAMPLES, bootstrap_indices, percentile_interval
 from ._validation import (
     IndexLike,
     as_float_tensor,
@@ -40,15 +43,9 @@ from ._validation import (
     check_n_labels,
     resolve_device,
 )
-from .diffmeans import diffmeans_direction
-from .logistic import cv_logistic_batched
-from .metrics import auroc, r2_score
-from .ridge import alpha_grid, fit_ridge_batched
+from .kind import probe_kind
 
-__all__ = ["SweepResult", "sweep_layers"]
-
-ProbeKind = Literal["logistic", "ridge", "diffmeans"]
-_METRIC = {"logistic": "accuracy", "ridge": "r2", "diffmeans": "auroc"}
+__all__ = ["SweepConfig", "SweepResult", "sweep_config", "sweep_layers"]
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -222,35 +219,13 @@ def _flatten_sites(
     return [("acts", ell, t[ell]) for ell in range(t.shape[0])]
 
 
-def sweep_layers(
-    acts: Float[Tensor, "layer n d"] | Float[Tensor, "n d"] | Mapping[Any, Tensor],
-    labels: Sequence | np.ndarray | Tensor,
-    *,
-    train_idx: IndexLike,
-    test_idx: IndexLike,
-    ood_idx: Mapping[str, IndexLike] | None = None,
-    probe: str = "logistic",  # a ProbeKind; any str is checked (ConfigError), e.g. from TOML
-    Cs: int | Sequence[float] | np.ndarray = 10,
-    alphas: int | Sequence[float] | np.ndarray = 9,
-    cv: int = 5,
-    n_bootstrap: int = 1000,
-    confidence_level: float = 0.95,
-    random_state: int | None = 0,
-    dtype: torch.dtype = torch.float32,
-    max_iter: int = 200,
-    tol: float = 1e-4,
-    device: str | torch.device | None = None,
-) -> SweepResult:
-    """Fit one probe per (site, layer) in one batched pass and evaluate it on every split.
+@dataclass(frozen=True, kw_only=True)
+class SweepConfig:
+    """Options of :func:`sweep_layers` (probe kind, grids, CV, bootstrap, solver), checked once.
 
-    Args:
-        acts: ``(layer, n, d)`` or ``(n, d)`` activations, or a mapping site -> such tensors
-            (keys: names or ``Site`` objects; rows with equal ``d`` are batched together). Rows are examples of every split.
-        labels: ``(n,)`` class labels (logistic, diffmeans: binary) or targets (ridge).
-        train_idx: example indices (or a boolean mask) of the ID training split.
-        test_idx: example indices (or a boolean mask) of the ID test split.
-        ood_idx: named OOD splits, scored with the probe fit on ``train_idx``.
-        probe: ``"logistic"``, ``"ridge"`` or ``"diffmeans"``.
+    Attributes:
+        probe: a registered probe kind (:func:`~probekit.probes.kind.probe_kind`):
+            ``"logistic"``, ``"ridge"``, ``"diffmeans"`` or one registered by the user.
         Cs: logistic inverse-regularisation grid (int = log-spaced grid size).
         alphas: ridge penalty grid (int = log-spaced grid size).
         cv: folds of the training split (stratified for classifiers, in data order).
@@ -262,16 +237,89 @@ def sweep_layers(
         tol: logistic solver tolerance (as sklearn's, default equal to it).
         device: where to solve (``"cuda"``, ``"cpu"``, ``"auto"`` = CUDA when available);
             ``None`` solves each site on the device its activations are on.
+    """
+
+    probe: str = "logistic"
+    Cs: int | Sequence[float] | np.ndarray = 10
+    alphas: int | Sequence[float] | np.ndarray = 9
+    cv: int = 5
+    n_bootstrap: int = 1000
+    confidence_level: float = 0.95
+    random_state: int | None = 0
+    dtype: torch.dtype = torch.float32
+    max_iter: int = 200
+    tol: float = 1e-4
+    device: str | torch.device | None = None
+
+    def __post_init__(self) -> None:
+        probe_kind(self.probe)  # ConfigError listing the registered kinds
+        if isinstance(self.cv, bool) or not isinstance(self.cv, int) or self.cv < 2:
+            raise ConfigError(f"cv = {self.cv!r}: cross-validation needs an integer >= 2 folds")
+        if isinstance(self.n_bootstrap, bool) or not isinstance(self.n_bootstrap, int) or (
+            self.n_bootstrap < MIN_RESAMPLES
+        ):
+            raise ConfigError(f"n_bootstrap = {self.n_bootstrap!r}: percentile intervals need an "
+                              f"integer >= {MIN_RESAMPLES} resamples")
+        if not 0 < self.confidence_level < 1:
+            raise ConfigError(
+                f"confidence_level = {self.confidence_level!r}: must lie in (0, 1), e.g. 0.95"
+            )
+        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int) or self.max_iter < 1:
+            raise ConfigError(f"max_iter = {self.max_iter!r}: needs an integer >= 1")
+        if not self.tol > 0:
+            raise ConfigError(f"tol = {self.tol!r}: the solver tolerance must be > 0, e.g. 1e-4")
+
+
+def sweep_config(config: SweepConfig | None = None, **options: Any) -> SweepConfig:
+    """``config`` (default :class:`SweepConfig`) with ``options`` (its field names) replaced.
+
+    Raises:
+        ConfigError: an option that is not a field (listing the fields), or a bad value.
+    """
+    base = SweepConfig() if config is None else config
+    if not options:
+        return base
+    names = [f.name for f in fields(SweepConfig)]
+    unknown = sorted(set(options) - set(names))
+    if unknown:
+        raise ConfigError(f"unknown sweep option(s) {unknown}; SweepConfig fields are {names}")
+    return replace(base, **options)
+
+
+def sweep_layers(
+    acts: Float[Tensor, "layer n d"] | Float[Tensor, "n d"] | Mapping[Any, Tensor],
+    labels: Sequence | np.ndarray | Tensor,
+    *,
+    train_idx: IndexLike,
+    test_idx: IndexLike,
+    ood_idx: Mapping[str, IndexLike] | None = None,
+    config: SweepConfig | None = None,
+    **options: Any,
+) -> SweepResult:
+    """Fit one probe per (site, layer) in one batched pass and evaluate it on every split.
+
+    The probe kind (``config.probe``) fits each group of rows (:meth:`ProbeKind.fit_batched`)
+    and scores its predictions (:meth:`ProbeKind.score`); the best row is the argmax of the CV
+    validation metric, reported on test with a percentile-bootstrap CI.
+
+    Args:
+        acts: ``(layer, n, d)`` or ``(n, d)`` activations, or a mapping site -> such tensors
+            (keys: names or ``Site`` objects; rows with equal ``d`` are batched together). Rows are examples of every split.
+        labels: ``(n,)`` class labels (logistic, diffmeans: binary) or targets (ridge).
+        train_idx: example indices (or a boolean mask) of the ID training split.
+        test_idx: example indices (or a boolean mask) of the ID test split.
+        ood_idx: named OOD splits, scored with the probe fit on ``train_idx``.
+        config: the options (:class:`SweepConfig`); default ``SweepConfig()``.
+        **options: :class:`SweepConfig` fields overriding ``config`` (``probe="ridge"``,
+            ``Cs=3``, ``cv=3`` ...), the keyword form of earlier versions.
 
     Returns:
         SweepResult.
     """
-    if probe not in _METRIC:
-        raise ConfigError(f"probe must be one of {sorted(_METRIC)}, got {probe!r}")
-    if isinstance(cv, bool) or not isinstance(cv, int) or cv < 2:
-        raise ConfigError(f"cv = {cv!r}: cross-validation needs an integer >= 2 folds")
+    cfg = sweep_config(config, **options)
+    kind = probe_kind(cfg.probe)
     rows = _flatten_sites(acts)
-    dev = resolve_device(device)
+    dev = resolve_device(cfg.device)
     if dev is not None:
         rows = [(site, ell, t.to(dev)) for site, ell, t in rows]
     n = rows[0][2].shape[0]
@@ -293,22 +341,7 @@ def sweep_layers(
             "the test split must be disjoint from training"
         )
     splits = {"test": te, **{f"ood:{k}": v for k, v in oods.items()}}
-    if probe == "ridge":
-        try:
-            lab = np.asarray(lab, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise DataError(
-                f"probe='ridge' regresses numeric targets, got labels like {lab[0]!r}; use "
-                "probe='logistic' for classes or pass numbers"
-            ) from None
-    if probe == "diffmeans":
-        classes = np.unique(lab[tr])
-        if len(classes) != 2:
-            raise DataError(
-                f"probe='diffmeans' needs binary labels, got {len(classes)} classes in the "
-                f"training split ({classes.tolist()[:10]}); use probe='logistic'"
-            )
-        lab = (lab == classes[1]).astype(np.int64)  # AUROC of classes[1] vs the rest
+    lab = kind.prepare_labels(lab, tr)
 
     # Group rows with equal feature size so each group is one batched solve.
     groups: dict[tuple[int, torch.device], list[int]] = {}
@@ -323,22 +356,11 @@ def sweep_layers(
     split_out: dict[str, np.ndarray] = {}
     for ids in track(groups.values(), desc="probe sweep", unit="cell", total=R, weight=len):
         X = torch.stack([rows[i][2] for i in ids])  # (G, n, d)
-        res = _run_group(
-            probe,
-            X,
-            lab,
-            tr,
-            splits,
-            Cs=Cs,
-            alphas=alphas,
-            cv=cv,
-            dtype=dtype,
-            max_iter=max_iter,
-            tol=tol,
-        )
-        train_m[ids], val_m[ids], hyper[ids] = res["train"], res["val"], res["hyper"]
-        conv[ids] = res.get("converged", True)
-        for k, v in res["pred"].items():
+        fit = kind.fit_batched(X, lab, tr, splits, cfg)
+        train_m[ids], val_m[ids], hyper[ids] = fit.train, fit.val, fit.hyperparameter
+        if fit.converged is not None:
+            conv[ids] = fit.converged
+        for k, v in fit.predictions.items():
             if k not in split_out:
                 split_out[k] = np.zeros((R, len(splits[k])), dtype=v.dtype)
             split_out[k][ids] = v
@@ -350,16 +372,16 @@ def sweep_layers(
     for k, idx in splits.items():
         y_k = lab[idx]
         pred = split_out[k]
-        metric[k] = _metric(probe, pred, y_k)
-        boot = bootstrap_indices(len(idx), n_bootstrap, random_state)
-        samples = _metric(probe, pred[:, boot], y_k[boot])  # (R, B)
-        lo[k], hi[k] = percentile_interval(samples, confidence_level)
+        metric[k] = kind.score(pred, y_k)
+        boot = bootstrap_indices(len(idx), cfg.n_bootstrap, cfg.random_state)
+        samples = kind.score(pred[:, boot], y_k[boot])  # (R, B)
+        lo[k], hi[k] = percentile_interval(samples, cfg.confidence_level)
 
     best = int(np.nanargmax(val_m))
     ood = {k: metric[f"ood:{k}"] for k in oods}
     return SweepResult(
-        probe=probe,
-        metric=_METRIC[probe],
+        probe=kind.name,
+        metric=kind.metric,
         sites=tuple(r[0] for r in rows),
         layers=tuple(r[1] for r in rows),
         train=train_m,
@@ -375,122 +397,6 @@ def sweep_layers(
         best_row=best,
         test_predictions=split_out["test"],
         converged=conv,
-        confidence_level=confidence_level,
-        n_bootstrap=n_bootstrap,
+        confidence_level=cfg.confidence_level,
+        n_bootstrap=cfg.n_bootstrap,
     )
-
-
-def _metric(probe: str, pred: np.ndarray, y: np.ndarray) -> np.ndarray:
-    if probe == "logistic":
-        return (pred == y).mean(-1)
-    if probe == "ridge":
-        return r2_score(pred, y)
-    return auroc(pred, y)
-
-
-def _run_group(
-    probe: str,
-    X: Tensor,
-    lab: np.ndarray,
-    tr: np.ndarray,
-    splits: Mapping[str, np.ndarray],
-    *,
-    Cs: int | Sequence[float] | np.ndarray,
-    alphas: int | Sequence[float] | np.ndarray,
-    cv: int,
-    dtype: torch.dtype,
-    max_iter: int,
-    tol: float,
-) -> dict:
-    """Fit one group of rows sharing ``d``; return train/val metric, hyper-params, predictions."""
-    G = X.shape[0]
-    dev = X.device
-    tr_t = torch.as_tensor(tr, device=dev)
-    Xtr = X[:, tr_t]
-    ytr = lab[tr]
-    if probe == "diffmeans":
-        classes = np.unique(ytr)
-        if len(classes) != 2:
-            raise DataError(
-                f"probe='diffmeans' needs binary labels, got {len(classes)} classes in the "
-                f"training split ({classes.tolist()[:10]}); use probe='logistic'"
-            )
-        pos = ytr == classes[1]
-        Xn = Xtr.to(torch.float64).cpu().numpy()
-        folds = list(StratifiedKFold(cv).split(np.zeros(len(tr)), pos))
-        val = np.zeros(G)
-        for f_tr, f_te in folds:
-            w, mu = diffmeans_direction(Xn[:, f_tr], pos[f_tr])
-            s = np.einsum("gnd,gd->gn", Xn[:, f_te] - mu[:, None], w)
-            val += auroc(s, pos[f_te]) / len(folds)
-        w, mu = diffmeans_direction(Xn, pos)
-        w = w / np.linalg.norm(w, axis=-1, keepdims=True)
-        train = auroc(np.einsum("gnd,gd->gn", Xn - mu[:, None], w), pos)
-        preds = {}
-        for k, idx in splits.items():
-            Xk = X[:, torch.as_tensor(idx, device=dev)].to(torch.float64).cpu().numpy()
-            preds[k] = np.einsum("gnd,gd->gn", Xk - mu[:, None], w)
-        return {"train": train, "val": val, "hyper": np.full(G, np.nan), "pred": preds}
-
-    mean, std = standardization(Xtr)
-
-    def z(ix: np.ndarray) -> Tensor:
-        return standardize(X[:, torch.as_tensor(ix, device=dev)], mean, std).to(dtype)
-
-    Ztr = z(tr)
-    if probe == "ridge":
-        y = torch.as_tensor(np.asarray(ytr, dtype=np.float64)).view(-1, 1)
-        grid = alpha_grid(alphas)
-        folds = list(KFold(cv).split(np.zeros(len(tr))))
-        masks = torch.ones(len(folds), len(tr), dtype=torch.bool)
-        for i, (_, f_te) in enumerate(folds):
-            masks[i, f_te] = False
-        coef, icpt = fit_ridge_batched(Ztr, y, alphas=torch.as_tensor(grid), train_mask=masks)
-        Z64 = Ztr.to(torch.float64)
-        scores = torch.zeros(G, len(grid), dtype=torch.float64)
-        for i, (_, f_te) in enumerate(folds):
-            pred = torch.einsum("gnd,gad->gan", Z64[:, f_te], coef[:, i, :, :, 0])
-            pred = pred + icpt[:, i, :, :1]
-            scores += torch.as_tensor(r2_score(pred.cpu().numpy(), ytr[f_te])) / len(folds)
-        best = scores.argmax(1)
-        a_best = torch.as_tensor(grid)[best]
-        coef, icpt = fit_ridge_batched(
-            Ztr, y, alphas=a_best, train_mask=torch.ones(1, len(tr), dtype=torch.bool)
-        )
-        ar = torch.arange(G)
-        w = coef[ar, 0, ar, :, 0]  # (G, d) -- each row's own alpha
-        b = icpt[ar, 0, ar, 0]
-
-        def predict(Zk: Tensor) -> np.ndarray:
-            return (torch.einsum("gnd,gd->gn", Zk.to(torch.float64), w) + b[:, None]).cpu().numpy()
-
-        train = r2_score(predict(Ztr), ytr)
-        preds = {k: predict(z(idx)) for k, idx in splits.items()}
-        return {
-            "train": train,
-            "val": scores.max(1).values.numpy(),
-            "hyper": a_best.numpy(),
-            "pred": preds,
-        }
-
-    classes, codes = np.unique(ytr, return_inverse=True)
-    if len(classes) < 2:
-        raise ValueError(
-            f"the training split has a single class ({classes[0]!r}); a logistic probe needs >= 2"
-        )
-    folds = list(StratifiedKFold(cv).split(np.zeros(len(tr)), codes))
-    yt = torch.as_tensor(codes, device=dev)
-    res = cv_logistic_batched(Ztr, yt, len(classes), Cs=Cs, folds=folds, max_iter=max_iter, tol=tol)
-
-    def predict_labels(Zk: Tensor) -> np.ndarray:
-        return classes[res.fit.predict_codes(Zk)[:, :, 0].cpu().numpy()]
-
-    train = (predict_labels(Ztr) == ytr).mean(-1)
-    preds = {k: predict_labels(z(idx)) for k, idx in splits.items()}
-    return {
-        "train": train,
-        "val": res.cv_scores.max(1).values.cpu().numpy(),
-        "hyper": res.best_C.cpu().numpy(),
-        "converged": res.fit.converged[:, 0].cpu().numpy(),
-        "pred": preds,
-    }

@@ -173,10 +173,12 @@ def check_suite_model(
                 raise SuiteError(f"{r.where}: {len(seq)} tokens but the model's context is "
                                  f"{limits['n_ctx']}; shorten the example")
         if data.train_split != data.test_split:
+            from ..probes.kind import probe_kind, registered_probe_kinds
             from ..probes.splits import check_class_splits
 
             for spec in suite.analyses:
-                if getattr(spec, "kind", None) not in ("logistic", "diffmeans"):
+                kind = getattr(spec, "kind", None)  # a [[probe]] table's classifier kinds only
+                if kind not in registered_probe_kinds() or not probe_kind(kind).is_classifier:
                     continue
                 label = getattr(spec, "label", None) or data.label
                 use = [r for r in rows if r.data.get(data.split_column) in

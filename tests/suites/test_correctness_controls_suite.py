@@ -13,13 +13,13 @@ def test_grouped_correctness_section_reports_controls(suite_dir, tmp_path):
     text = SUITE.split("[[probe]]")[0].replace('label = "planted"', 'label = "planted"\nmax_new_tokens = 2')
     text = text.replace('"ckpt"', f'"{suite_dir / "ckpt"}"').replace('"data.jsonl"', f'"{suite_dir / "data.jsonl"}"')
     text += (
-        '[[probe]]\nkind = "correctness"\ncv = 3\ngroup_column = "null"\n\n'
+        '[[correctness]]\ncv = 3\ngroup_column = "null"\n\n'
         "[stats]\nn_permutations = 99\n"
     )
     path = tmp_path / "s.toml"
     path.write_text(text)
     result = run_suite(load_suite(path), progress=False)
-    (entry,) = result.probes
+    (entry,) = [a.data for a in result.analyses if a.section == "correctness"]
     (hyp,) = result.hypotheses
     # Two random groups ('null' column): leave-one-group-out, the planted parity is read
     # within groups as well as pooled.
@@ -41,5 +41,5 @@ def test_grouped_correctness_section_reports_controls(suite_dir, tmp_path):
     paths = write_report(result, tmp_path / "rep")
     html = paths["html"].read_text()
     assert "within-group AUROC" in html and "group_base_rate" in html
-    (probe,) = [a for a in json.loads(paths["json"].read_text())["analyses"] if a["section"] == "probe"]
+    (probe,) = [a for a in json.loads(paths["json"].read_text())["analyses"] if a["section"] == "correctness"]
     assert probe["data"]["survives_controls"] is True

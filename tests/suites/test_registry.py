@@ -176,16 +176,18 @@ def test_correctness_rows_carry_site_layers_and_strict_json(suite_dir, tmp_path)
     text = HEAD.replace("include_embed = true", "include_embed = false")
     text = text.replace('label = "planted"', 'label = "planted"\nmax_new_tokens = 2')
     path = tmp_path / "c.toml"
-    path.write_text((text + "[[probe]]\nkind = \"correctness\"\ncv = 3\n").replace(
+    path.write_text((text + "[[correctness]]\ncv = 3\n").replace(
         '"ckpt"', f'"{suite_dir / "ckpt"}"').replace('"data.jsonl"', f'"{suite_dir / "data.jsonl"}"'))
     result = run_suite(load_suite(path), progress=False)
-    rows = result.probes[0]["sweep"]["rows"]
+    (entry,) = [a.data for a in result.analyses if a.section == "correctness"]
+    rows = entry["sweep"]["rows"]
     assert [r["layer"] for r in rows] == [0, 1]
     assert result.hypotheses[0].site == Site(int(np.argmax([r["cv_auroc"] for r in rows])), "resid_post")
     for r in rows:  # mean +- 1.96 SE of an AUROC, clipped to [0, 1]
         assert 0.0 <= r["cv_auroc_ci"][0] <= r["cv_auroc"] <= r["cv_auroc_ci"][1] <= 1.0
     raw = write_report(result, tmp_path / "rep")["json"].read_text()
-    assert "NaN" not in raw and _probe_data(json.loads(raw))[0]["sweep"]["best"]["cv_auroc"] is not None
+    (corr,) = [a["data"] for a in json.loads(raw)["analyses"] if a["section"] == "correctness"]
+    assert "NaN" not in raw and corr["sweep"]["best"]["cv_auroc"] is not None
 
 
 def _probe_data(report: dict) -> list[dict]:

@@ -98,9 +98,9 @@ def test_cli_report_and_one_line_errors(suite_dir, tmp_path, capsys):
 def test_correctness_probe_kind(suite_dir, tmp_path):
     text = SUITE.split("[[probe]]")[0].replace('label = "planted"', 'label = "planted"\nmax_new_tokens = 2')
     text = text.replace('"ckpt"', f'"{suite_dir / "ckpt"}"').replace('"data.jsonl"', f'"{suite_dir / "data.jsonl"}"')
-    text += "[[probe]]\nkind = \"correctness\"\ncv = 3\n\n[stats]\nn_permutations = 99\n"
+    text += "[[correctness]]\ncv = 3\n\n[stats]\nn_permutations = 99\n"
     result = run_suite(load_suite(_write(tmp_path, text)), progress=False)
-    (entry,) = result.probes
+    (entry,) = [a.data for a in result.analyses if a.section == "correctness"]
     (hyp,) = result.hypotheses
     assert entry["sweep"]["metric"] == "auroc" and entry["n_correct"] + entry["n_incorrect"] == 150
     assert entry["sweep"]["best"]["cv_auroc"] > 0.9  # planted parity: diff-of-means recovers it
