@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from probekit.errors import ConfigError, NotApplicableError
+from probekit.homomorphism import PARSE_COLUMNS
 from probekit.hypotheses.kinds import modadd_progress as mp
-from probekit.suites.analyses.homomorphism import PARSE_COLUMNS
 from tests.hypotheses.helpers import FakeContext, FakeData, FakeSuite, examples
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from ...context import RunContext
 from ...errors import ConfigError, DataError
 from ...report.blocks import Text
 from ..registry import register_analysis
@@ -59,7 +60,7 @@ STORE_FORMAT = 2  # identification-store layout of neuron_statistics (256 rows p
 
 
 @register_analysis("neurons", spec=NeuronsSpec)
-def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
+def run_neurons(spec: NeuronsSpec, ctx: RunContext) -> AnalysisResult:
     """Rank units by AP per relation, deactivate them, test against matched random sets."""
     from ...fingerprint import dataset_fingerprint
     from ...neurons import DeactivationConfig, FactSet, relation_neuron_experiments

@@ -19,18 +19,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ...context import RunContext
 from ...errors import ConfigError, DataError
 from ...report.blocks import Text
 from ..registry import register_analysis
 from ..result import AnalysisResult
 
-__all__ = ["PATCH_KINDS", "PatchingSpec", "answer_ids", "answer_token", "answer_token_ids",
-           "patching_grids", "position_labels", "run_patching"]
+__all__ = ["PATCH_KINDS", "PatchingSpec", "patching_grids", "position_labels", "run_patching"]
 
 PATCH_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "mlp_post",
                "attn_z", "attn_q", "attn_k", "attn_v")
 _HEAD_KINDS = ("attn_z", "attn_q", "attn_k", "attn_v")
-AnswerTokens = Literal["single", "first"]
+AnswerTokens = Literal["single", "first"]  # = probekit.circuits.AnswerTokens (kept light here)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,67 +102,6 @@ class PatchingSpec:
                 f"edge_ks = {list(self.edge_ks)}, edge_top = {self.edge_top}: need circuit sizes "
                 ">= 1 and edge_top >= 1"
             )
-
-
-def answer_token_ids(model: Any, value: Any, vocab: Any = None) -> list[int]:
-    """Every token of a row's answer: an int as is, a string via the task vocabulary or tokenizer."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return [value]
-    if vocab is not None and str(value) in getattr(vocab, "tokens", ()):
-        return [int(vocab.id(str(value)))]
-    if getattr(model, "tokenizer", None) is None:
-        raise ConfigError(
-            f"answer {value!r} is text but the model has no tokenizer; give answers as token ids"
-        )
-    return [int(t) for t in model.to_tokens(str(value), prepend_bos=False)[0].tolist()]
-
-
-def answer_token(
-    model: Any, value: Any, vocab: Any = None, *, answer_tokens: AnswerTokens = "single",
-    where: str = "",
-) -> int:
-    """A row's answer as one token id (the metric reads one next-token logit).
-
-    ``answer_tokens = "single"`` refuses an answer of several tokens (naming the row, the answer
-    and its tokens); ``"first"`` uses its first token, explicitly.
-
-    Raises:
-        DataError: a multi-token answer under ``"single"``, or an empty one.
-    """
-    ids = answer_token_ids(model, value, vocab)
-    loc = f"{where}: " if where else ""
-    if not ids:
-        raise DataError(f"{loc}answer {value!r} has no tokens; give a non-empty answer")
-    if len(ids) > 1 and answer_tokens != "first":
-        tok = getattr(model, "tokenizer", None)
-        pieces = [tok.decode([t]) for t in ids] if tok is not None else []
-        shown = f"{ids} {pieces}" if pieces else f"{ids}"
-        raise DataError(
-            f"{loc}answer {value!r} is {len(ids)} tokens {shown}; the metric reads one next-token "
-            "logit: give a single-token answer (or its token id), or set answer_tokens = \"first\" "
-            "(--answer-tokens first) to use each answer's first token"
-        )
-    return ids[0]
-
-
-def answer_ids(
-    model: Any, values: Sequence[Any], where: Sequence[str], vocab: Any = None, *,
-    answer_tokens: AnswerTokens = "single",
-) -> tuple[list[int], list[str]]:
-    """One token id per answer, and the answers reduced to their first token (for the report)."""
-    ids, reduced = [], []
-    for value, loc in zip(values, where):
-        ids.append(answer_token(model, value, vocab, answer_tokens=answer_tokens, where=loc))
-        if answer_tokens == "first" and len(answer_token_ids(model, value, vocab)) > 1:
-            reduced.append(f"{loc}: {value!r}")
-    return ids, reduced
-
-
-def reduction_warning(reduced: Sequence[str], n: int) -> str:
-    """The report / CLI line for answers reduced to their first token."""
-    shown = "; ".join(reduced[:3]) + (f"; and {len(reduced) - 3} more" if len(reduced) > 3 else "")
-    return (f"{len(reduced)} of {n} answers have several tokens and are scored by their first "
-            f"token only (answer_tokens = \"first\"): {shown}")
 
 
 def position_labels(model: Any, prompts: Sequence[Sequence[int]], vocab: Any = None) -> list[str]:
@@ -270,6 +209,7 @@ def patching_grids(
         attribution_patching,
         logit_diff,
         patching_correlation,
+        reduction_warning,
     )
     from ...circuits.blocks import largest_effect_table, patching_view
 
@@ -360,8 +300,10 @@ def edge_circuits(
 
 
 @register_analysis("patching", spec=PatchingSpec)
-def run_patching(spec: PatchingSpec, ctx: Any) -> AnalysisResult:
+def run_patching(spec: PatchingSpec, ctx: RunContext) -> AnalysisResult:
     """Patching grids over the suite's clean/corrupt prompt pairs (Meng et al. 2022; Nanda 2023)."""
+    from ...circuits import answer_ids
+
     ex = ctx.examples
     clean_idx, corrupt_idx = ex.pairs(pair_column=spec.pair_column, role_column=spec.role_column)
     model = ctx.model
