@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from probekit.errors import ConfigError, NotApplicableError
+from probekit.homomorphism import PARSE_COLUMNS
 from probekit.hypotheses.kinds.circuit_efficiency import CircuitEfficiencySpec, circuit_efficiency
 from probekit.hypotheses.kinds.fourier_gini import FourierGiniSpec, fourier_gini
 from probekit.hypotheses.kinds.restricted_loss import (
@@ -18,7 +19,6 @@ from probekit.hypotheses.kinds.restricted_loss import (
 )
 from probekit.hypotheses.kinds.restricted_loss_lead import RestrictedLeadSpec, restricted_loss_lead
 from probekit.hypotheses.kinds.weight_norm import WeightNormSpec, weight_norm
-from probekit.suites.analyses.homomorphism import PARSE_COLUMNS
 from tests.hypotheses.helpers import FakeContext, FakeData, FakeSuite, examples
 
 

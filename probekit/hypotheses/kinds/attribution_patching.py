@@ -6,7 +6,7 @@ from typing import Any
 
 from ..measurement import Measurement
 from ..registry import register_measurement
-from .patching_effect import PatchingEffectSpec, effect_measurement, patch_pairs
+from .patching_effect import PatchingEffectSpec, effect_measurement
 
 
 @register_measurement("attribution_patching", spec=PatchingEffectSpec, control=True)
@@ -18,6 +18,7 @@ def attribution_patching(spec: PatchingEffectSpec, ctx: Any, *, control: bool = 
     ratio of sums over pairs as for ``patching_effect`` (``batch_size`` unused, ``window`` 1).
     """
     from ...circuits import attribution_patching as estimate
+    from ...circuits import patch_pairs
     from ...errors import ConfigError
 
     if spec.window != 1:

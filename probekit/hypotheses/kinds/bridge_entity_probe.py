@@ -38,8 +38,8 @@ def bridge_entity_probe(spec: BridgeEntityProbeSpec, ctx) -> Measurement:
     import numpy as np
 
     from ...circuits import bridge_entity_probe as fit_probe
+    from ...circuits import entity_token_lookup, kg_column
     from ...errors import ConfigError
-    from .bridge_entity_rank import entity_token_lookup, kg_column
 
     ex = ctx.examples
     bridges = kg_column(ex, spec.bridge_column, kind="bridge_entity_probe")

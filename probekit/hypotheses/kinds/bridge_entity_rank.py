@@ -9,9 +9,8 @@ ranks in the top ``top_k`` under the logit lens after block ``layer`` at the r1 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -38,48 +37,12 @@ class BridgeEntityRankSpec:
     entity_token: str = "<e{}>"
 
 
-def entity_token_lookup(ex: Any, template: str, *, kind: str) -> Callable[[Any], int]:
-    """``entity -> token id`` of ``template.format(entity)`` in the task vocabulary of ``ex``.
-
-    Shared by the KG kinds (``kind``: the measure's name, for messages). Raises
-    :class:`~probekit.errors.ConfigError` at once when the data has no vocabulary (a JSONL file),
-    and on lookup when a formatted name is not a token of the vocabulary.
-    """
-    from ...errors import ConfigError
-
-    if ex.vocab is None:
-        raise ConfigError(f"{kind} needs testbed data with a vocabulary ([data] task "
-                          "or a checkpoint that records its task), not a JSONL file")
-
-    def token(e: Any) -> int:
-        try:
-            return int(ex.vocab.id(template.format(e)))
-        except KeyError:
-            raise ConfigError(f"{kind}: entity_token {template!r} gives "
-                              f"{template.format(e)!r}, not a token of the task vocabulary "
-                              f"(e.g. {list(ex.vocab.tokens[:4])})") from None
-
-    return token
-
-
-def kg_column(ex: Any, name: str, *, kind: str) -> list[Any]:
-    """The KG-composition column ``name`` (e.g. ``bridge``); NotApplicableError on other tasks."""
-    from ...errors import NotApplicableError
-
-    if name not in ex.columns:
-        raise NotApplicableError(
-            f"{kind} needs two-hop knowledge-graph queries (the kg_composition testbed's "
-            f"{name!r} column); this data has columns {sorted(ex.columns)}"
-        )
-    return ex.columns[name]
-
-
 @register_measurement("bridge_entity_rank", spec=BridgeEntityRankSpec)
 def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx) -> Measurement:
     """Share of queries whose bridge (at r1) or answer (last token) is top-``k`` after ``layer``."""
     import numpy as np
 
-    from ...circuits import bridge_entity_lens
+    from ...circuits import bridge_entity_lens, entity_token_lookup, kg_column
     from ...circuits.blocks import bridge_lens_plot
     from ...errors import ConfigError
 

@@ -50,10 +50,9 @@ def faithfulness_plot(curve: Any, *, threshold: float | None = None) -> Any:
 @register_measurement("circuit_faithfulness", spec=CircuitFaithfulnessSpec)
 def circuit_faithfulness(spec: CircuitFaithfulnessSpec, ctx) -> Measurement:
     """Normalised metric of the top-``k`` edge circuit, per pair and as a ratio of sums."""
-    from ...circuits import edge_attribution, faithfulness_curve
+    from ...circuits import edge_attribution, faithfulness_curve, patch_pairs
     from ...errors import ConfigError, DataError
     from ...stats.bootstrap import bootstrap_indices
-    from .patching_effect import patch_pairs
 
     if spec.k < 0 or any(k < 0 for k in spec.curve):
         raise ConfigError(f"k={spec.k}, curve={list(spec.curve)}: edge counts must be >= 0")

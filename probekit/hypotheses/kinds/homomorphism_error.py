@@ -36,7 +36,7 @@ class HomomorphismErrorSpec:
 def _check_compositions(ctx: Any, spec: HomomorphismErrorSpec) -> None:
     """NotApplicableError when the data has no SCAN parse or none of the claimed compositions."""
     from ...errors import NotApplicableError
-    from ...suites.analyses.homomorphism import PARSE_COLUMNS
+    from ...homomorphism import PARSE_COLUMNS
 
     ex = ctx.examples
     missing = [c for c in PARSE_COLUMNS if c not in ex.columns]
@@ -58,7 +58,7 @@ def _check_compositions(ctx: Any, spec: HomomorphismErrorSpec) -> None:
 
 @register_measurement("homomorphism_error", spec=HomomorphismErrorSpec)
 def homomorphism_error(spec: HomomorphismErrorSpec, ctx: Any) -> Measurement:
-    """HE at ``layer`` from :func:`probekit.suites.analyses.homomorphism.measure_he`.
+    """HE at ``layer`` from :func:`probekit.homomorphism.measure_he`.
 
     ``mse``: per scored pair, the family-mean held-out squared error (its mean is HE; bootstrap
     over scored pairs, as the HE result's own CI). ``normalised``: ``sum err / sum sq. dev``
@@ -67,9 +67,8 @@ def homomorphism_error(spec: HomomorphismErrorSpec, ctx: Any) -> Measurement:
     import numpy as np
 
     from ...errors import ConfigError
-    from ...homomorphism import HEConfig
+    from ...homomorphism import HEConfig, measure_he
     from ...stats.bootstrap import bootstrap_indices
-    from ...suites.analyses.homomorphism import measure_he
 
     _check_compositions(ctx, spec)
     cfg = HEConfig(families=tuple(spec.families), solver=spec.solver, parts=spec.parts,

@@ -41,7 +41,7 @@ def logit_lens_rank(spec: LogitLensRankSpec, ctx) -> Measurement:
     tokens = [ex.tokens[i] for i in idx]
     col = ex.column(spec.answer_column or ctx.suite.data.label)
 
-    from ...suites.analyses.patching import answer_token
+    from ...circuits import answer_token
 
     answers = torch.tensor([answer_token(model, col[i], ex.vocab, where=f"row {i}") for i in idx])
     res = logit_lens(model, tokens, answers, layers=[spec.layer])

@@ -56,41 +56,6 @@ def _positions(rule: int | str, lengths: list[int], columns: dict, clean_idx) ->
     return out
 
 
-def patch_pairs(spec: Any, ctx: Any) -> tuple[list, list, Any, Any]:
-    """``(clean, corrupt, metric, clean_idx)`` of the claim's prompt pairs (logit difference).
-
-    ``spec``: any claim spec with ``pair_column``, ``role_column`` and ``answer_column`` keys
-    (:class:`PatchingEffectSpec`, the attribution and circuit-faithfulness specs).
-    """
-    from functools import partial
-
-    import torch
-
-    from ...circuits import logit_diff
-    from ...errors import ConfigError
-    from ...suites.analyses.patching import answer_ids
-
-    ex = ctx.examples
-    clean_idx, corrupt_idx = ex.pairs(pair_column=spec.pair_column, role_column=spec.role_column)
-    clean = [ex.tokens[i] for i in clean_idx]
-    corrupt = [ex.tokens[i] for i in corrupt_idx]
-    answers = ex.column(spec.answer_column)
-    model = ctx.model
-    mode = getattr(spec, "answer_tokens", "single")
-    if mode not in ("single", "first"):
-        raise ConfigError(f"answer_tokens = {mode!r}: use 'single' (refuse multi-token answers) "
-                          "or 'first' (score their first token)")
-    order = [*clean_idx.tolist(), *corrupt_idx.tolist()]
-    ids, _ = answer_ids(
-        model, [answers[i] for i in order],
-        [f"{spec.answer_column} of row {i} ({'clean' if k < len(clean_idx) else 'corrupt'})"
-         for k, i in enumerate(order)], ex.vocab, answer_tokens=mode,
-    )
-    answer = torch.tensor(ids[:len(clean_idx)])
-    foil = torch.tensor(ids[len(clean_idx):])
-    return clean, corrupt, partial(logit_diff, answer=answer, foil=foil), clean_idx
-
-
 def effect_measurement(
     spec: PatchingEffectSpec, ctx: Any, res: Any, clean: list, clean_idx: Any, *, control: bool,
     how: str,
@@ -143,7 +108,7 @@ def patching_effect(spec: PatchingEffectSpec, ctx: Any, *, control: bool = False
     bootstrapped over pairs; per-pair values (scaled by the mean clean-corrupt gap) pair with the
     control cell's for ``greater_than_control``.
     """
-    from ...circuits import activation_patching
+    from ...circuits import activation_patching, patch_pairs
 
     clean, corrupt, metric, clean_idx = patch_pairs(spec, ctx)
     res = activation_patching(ctx.model, clean, corrupt, metric, kind=spec.site_kind,
