@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ...context import Context
+from ..keys import check_layer, two_hop_rows
 from ..measurement import Measurement
 from ..registry import register_measurement
 
@@ -38,41 +40,25 @@ class BridgeEntityRankSpec:
 
 
 @register_measurement("bridge_entity_rank", spec=BridgeEntityRankSpec)
-def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx) -> Measurement:
+def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx: Context) -> Measurement:
     """Share of queries whose bridge (at r1) or answer (last token) is top-``k`` after ``layer``."""
-    import numpy as np
-
     from ...circuits import bridge_entity_lens, entity_token_lookup, kg_column
     from ...circuits.blocks import bridge_lens_plot
-    from ...errors import ConfigError
 
-    model = ctx.model
-    n_layers = int(model.cfg.n_layers)
-    if not 0 <= spec.layer < n_layers or spec.top_k < 1:
-        raise ConfigError(f"bridge_entity_rank: layer {spec.layer} must be in 0..{n_layers - 1} "
-                          f"and top_k {spec.top_k} >= 1")
+    check_layer(ctx.model, spec.layer, spec.top_k, kind="bridge_entity_rank")
     ex = ctx.examples
     bridges = kg_column(ex, spec.bridge_column, kind="bridge_entity_rank")
     answers = kg_column(ex, spec.answer_column, kind="bridge_entity_rank")
     token = entity_token_lookup(ex, spec.entity_token, kind="bridge_entity_rank")
-    idx = ex.split(spec.split)
-    idx = np.array([i for i in idx if bridges[i] is not None])  # two-hop queries only
-    if idx.size < 2:
-        raise ConfigError(f"split {spec.split!r} has {idx.size} two-hop queries (rows with "
-                          f"{spec.bridge_column!r}); a claim needs >= 2")
-
-    res = bridge_entity_lens(model, [ex.tokens[i] for i in idx],
+    idx = two_hop_rows(ctx, spec.split, bridges, column=spec.bridge_column)
+    res = bridge_entity_lens(ctx.model, [ex.tokens[i] for i in idx],
                              [token(bridges[i]) for i in idx], [token(answers[i]) for i in idx],
                              position=spec.position)
     rank = res.bridge_rank if spec.target == "bridge" else res.answer_rank
     where = f"position {spec.position}" if spec.target == "bridge" else "the last token"
-    curve = bridge_lens_plot(
-        res, top_k=spec.top_k, marker=spec.layer,
-        title=f"logit lens on {spec.split!r} queries: top-{spec.top_k} rate per block",
-    )
-    values = (rank[:, spec.layer] < spec.top_k).double().numpy()
     return Measurement(
-        metric=f"{spec.target} top-{spec.top_k} rate", values=values,
+        metric=f"{spec.target} top-{spec.top_k} rate",
+        values=(rank[:, spec.layer] < spec.top_k).double().numpy(),
         unit=f"{spec.split} two-hop queries",
         method=f"logit lens after block {spec.layer} at {where} ({spec.target} entity)",
         details={"layers": res.layers,
@@ -80,5 +66,6 @@ def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx) -> Measurement:
                  "bridge_mrr_by_layer": res.bridge_mrr().tolist(),
                  "answer_top_k_by_layer": res.answer_top_k(spec.top_k).tolist(),
                  "median_rank": float(rank[:, spec.layer].double().median())},
-        blocks=(curve,),
+        blocks=(bridge_lens_plot(res, top_k=spec.top_k, marker=spec.layer, title=f"logit lens on "
+                                 f"{spec.split!r} queries: top-{spec.top_k} rate per block"),),
     )

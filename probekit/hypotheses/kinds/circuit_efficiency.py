@@ -7,8 +7,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from ...context import Context
 from ..keys import checkpoint_model
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -23,7 +24,7 @@ class CircuitEfficiencySpec:
 
 
 @register_measurement("circuit_efficiency", spec=CircuitEfficiencySpec)
-def circuit_efficiency(spec: CircuitEfficiencySpec, ctx: Any) -> Measurement:
+def circuit_efficiency(spec: CircuitEfficiencySpec, ctx: Context) -> Measurement:
     """``||theta||_2 / mean logit margin`` (Varma et al. 2023; lower = more efficient)."""
     from ...circuits.modadd_checkpoints import train_mask
     from ...circuits.progress_measures import modular_logit_grid

@@ -7,8 +7,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from ...context import Context
 from ..keys import checkpoint_model
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -23,7 +24,7 @@ class FourierGiniSpec:
 
 
 @register_measurement("fourier_gini", spec=FourierGiniSpec)
-def fourier_gini(spec: FourierGiniSpec, ctx: Any) -> Measurement:
+def fourier_gini(spec: FourierGiniSpec, ctx: Context) -> Measurement:
     """Gini of the ``p`` Fourier-component norms; norms recomputed on resampled dimensions."""
     from ...circuits.modadd_checkpoints import train_mask
     from ...circuits.progress_stats import fourier_gini_resamples

@@ -7,8 +7,9 @@ Fourier power (:func:`probekit.circuits.fourier.frequency_power`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from ...context import Context
 from ..measurement import Measurement
 from ..registry import register_measurement
 
@@ -31,7 +32,7 @@ class FourierKeyShareSpec:
 
 
 @register_measurement("fourier_key_share", spec=FourierKeyShareSpec)
-def fourier_key_share(spec: FourierKeyShareSpec, ctx: Any) -> Measurement:
+def fourier_key_share(spec: FourierKeyShareSpec, ctx: Context) -> Measurement:
     """Fraction of the non-constant Fourier power in the ``k`` strongest frequencies.
 
     The key frequencies are chosen on all units, then the share ``sum_keys P / sum_{f>0} P`` is

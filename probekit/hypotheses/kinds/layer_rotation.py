@@ -10,8 +10,8 @@ initialisation (:func:`probekit.geometry.weight_markers.rotations_from_init`; ``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from ...context import Context
 from ..keys import exact
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -35,7 +35,7 @@ class LayerRotationSpec:
 
 
 @register_measurement("layer_rotation", spec=LayerRotationSpec)
-def layer_rotation(spec: LayerRotationSpec, ctx: Any) -> Measurement:
+def layer_rotation(spec: LayerRotationSpec, ctx: Context) -> Measurement:
     """``1 - cos(w_t, w_0)`` of one weight (exact), or its mean over all weight matrices."""
     import numpy as np
 

@@ -7,8 +7,8 @@ control: :func:`~probekit.geometry.label_manifolds.shuffled_label_capacities`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from ...context import Context
 from ..keys import bootstrap, labels, site_rows
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -35,7 +35,7 @@ class CapacitySpec:
 
 
 @register_measurement("manifold_capacity", spec=CapacitySpec, control=True)
-def manifold_capacity(spec: CapacitySpec, ctx: Any, *, control: bool = False) -> Measurement:
+def manifold_capacity(spec: CapacitySpec, ctx: Context, *, control: bool = False) -> Measurement:
     """Capacity ``alpha = 1 / mean_M(1 / alpha_M)`` of the class manifolds.
 
     The CI bootstraps the manifolds (classes) with their per-manifold capacities held fixed

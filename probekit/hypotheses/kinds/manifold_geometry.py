@@ -9,8 +9,9 @@ Lee & Sompolinsky, Nat. Commun. 2020) gives, beside the capacity ``alpha_M`` (th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from ...context import Context
 from ..keys import label_name, labels, site_rows
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -35,7 +36,7 @@ class ManifoldGeometrySpec:
     seed: int = 0
 
 
-def _measure(spec: ManifoldGeometrySpec, ctx: Any, which: Literal["radius", "dimension"]) -> Measurement:
+def _measure(spec: ManifoldGeometrySpec, ctx: Context, which: Literal["radius", "dimension"]) -> Measurement:
     import numpy as np
 
     from ...errors import NotApplicableError
@@ -63,12 +64,12 @@ def _measure(spec: ManifoldGeometrySpec, ctx: Any, which: Literal["radius", "dim
 
 
 @register_measurement("manifold_radius", spec=ManifoldGeometrySpec)
-def manifold_radius(spec: ManifoldGeometrySpec, ctx: Any) -> Measurement:
+def manifold_radius(spec: ManifoldGeometrySpec, ctx: Context) -> Measurement:
     """Mean anchor radius ``R = mean_M R_M`` (relative to the centre norm; bootstrap over classes)."""
     return _measure(spec, ctx, "radius")
 
 
 @register_measurement("manifold_dimension", spec=ManifoldGeometrySpec)
-def manifold_dimension(spec: ManifoldGeometrySpec, ctx: Any) -> Measurement:
+def manifold_dimension(spec: ManifoldGeometrySpec, ctx: Context) -> Measurement:
     """Mean anchor dimension ``D = mean_M D_M`` of the class manifolds (bootstrap over classes)."""
     return _measure(spec, ctx, "dimension")

@@ -6,8 +6,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from ...context import Context
 from ..measurement import Measurement
 from ..registry import register_measurement
 
@@ -38,7 +39,7 @@ class NeuronDeactivationSpec:
 
 
 @register_measurement("neuron_deactivation", spec=NeuronDeactivationSpec, control=True)
-def neuron_deactivation(spec: NeuronDeactivationSpec, ctx: Any, *, control: bool = False) -> Measurement:
+def neuron_deactivation(spec: NeuronDeactivationSpec, ctx: Context, *, control: bool = False) -> Measurement:
     """Per fact: correct without minus correct with the relation's units deactivated (in {-1, 0, 1}).
 
     The mean is the accuracy drop; control (paired per fact): the mean drop over ``n_random``

@@ -9,8 +9,8 @@ predicting OOD success from representational geometry.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from ...context import Context
 from ..keys import label_name, labels, site_rows
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -33,7 +33,7 @@ class ParticipationRatioSpec:
 
 
 @register_measurement("participation_ratio", spec=ParticipationRatioSpec)
-def participation_ratio(spec: ParticipationRatioSpec, ctx: Any) -> Measurement:
+def participation_ratio(spec: ParticipationRatioSpec, ctx: Context) -> Measurement:
     """Participation ratio of the activation covariance at ``site``.
 
     Pooled: the PR of all ``split`` rows, bootstrapped over rows

@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from ...context import Context
 from ..keys import label_name, labels, site_rows
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -32,7 +32,7 @@ class ProbeAccuracySpec:
 
 
 @register_measurement("probe_accuracy", spec=ProbeAccuracySpec, control=True)
-def probe_accuracy(spec: ProbeAccuracySpec, ctx: Any, *, control: bool = False) -> Measurement:
+def probe_accuracy(spec: ProbeAccuracySpec, ctx: Context, *, control: bool = False) -> Measurement:
     """Per-example correctness of a logistic probe on the test split (bootstrap over examples).
 
     Control: the accuracies of probes refit on shuffled training labels (``[stats]

@@ -8,8 +8,8 @@ control relabelling each example by a random but consistent map from its type to
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from ...context import Context
 from ..keys import example_types, label_name, labels, site_rows
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -38,7 +38,7 @@ class ProbeSelectivitySpec:
 
 
 @register_measurement("probe_selectivity", spec=ProbeSelectivitySpec)
-def probe_selectivity(spec: ProbeSelectivitySpec, ctx: Any) -> Measurement:
+def probe_selectivity(spec: ProbeSelectivitySpec, ctx: Context) -> Measurement:
     """Per test example: task-probe correct minus control-probe correct (mean = selectivity)."""
     from ...probes.claims import selectivity
 

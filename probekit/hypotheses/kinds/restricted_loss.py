@@ -8,8 +8,9 @@ On a probekit checkpoint of the ``modular_addition`` testbed (the ``[model]`` on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from ...context import Context
 from ..keys import checkpoint_model
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -34,7 +35,7 @@ class LogitAblationSpec:
     path: Literal["neuron", "logits"] = "neuron"
 
 
-def _ablation(spec: LogitAblationSpec, ctx: Any, which: Literal["restricted", "excluded"]) -> Measurement:
+def _ablation(spec: LogitAblationSpec, ctx: Context, which: Literal["restricted", "excluded"]) -> Measurement:
     from ...circuits.modadd_checkpoints import train_mask
     from ...circuits.progress_measures import modular_logit_grid
     from ...circuits.progress_stats import ablation_loss
@@ -54,12 +55,12 @@ def _ablation(spec: LogitAblationSpec, ctx: Any, which: Literal["restricted", "e
 
 
 @register_measurement("restricted_loss", spec=LogitAblationSpec)
-def restricted_loss(spec: LogitAblationSpec, ctx: Any) -> Measurement:
+def restricted_loss(spec: LogitAblationSpec, ctx: Context) -> Measurement:
     """Loss of the logits restricted to the constant + key sum directions (per pair)."""
     return _ablation(spec, ctx, "restricted")
 
 
 @register_measurement("excluded_loss", spec=LogitAblationSpec)
-def excluded_loss(spec: LogitAblationSpec, ctx: Any) -> Measurement:
+def excluded_loss(spec: LogitAblationSpec, ctx: Context) -> Measurement:
     """Loss of the logits with the key sum directions removed (per pair; Nanda: train split)."""
     return _ablation(spec, ctx, "excluded")

@@ -9,8 +9,9 @@ falls first), :func:`probekit.circuits.progress_stats.restricted_loss_lead` on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from ...context import Context
 from ..keys import checkpoint_dir
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -39,7 +40,7 @@ class RestrictedLeadSpec:
 
 
 @register_measurement("restricted_loss_lead", spec=RestrictedLeadSpec)
-def restricted_loss_lead(spec: RestrictedLeadSpec, ctx: Any) -> Measurement:
+def restricted_loss_lead(spec: RestrictedLeadSpec, ctx: Context) -> Measurement:
     """Steps by which the restricted loss reaches ``loss_threshold`` before the held-out loss."""
     from ...circuits.blocks import progress_plots
     from ...circuits.modadd_checkpoints import checkpoint_series, run_series_pattern, train_mask

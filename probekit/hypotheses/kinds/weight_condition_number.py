@@ -8,8 +8,8 @@ OOD marker is OUR EXTENSION, not a published result.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from ...context import Context
 from ..keys import exact
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -32,7 +32,7 @@ class WeightConditionSpec:
 
 
 @register_measurement("weight_condition_number", spec=WeightConditionSpec)
-def weight_condition_number(spec: WeightConditionSpec, ctx: Any) -> Measurement:
+def weight_condition_number(spec: WeightConditionSpec, ctx: Context) -> Measurement:
     """Condition number of ``weight`` (exact: a degenerate CI), or its mean over all weights."""
     import numpy as np
 

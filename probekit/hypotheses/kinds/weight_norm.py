@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from ...context import Context
 from ..keys import checkpoint_dir, exact
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -22,7 +22,7 @@ class WeightNormSpec:
 
 
 @register_measurement("weight_norm", spec=WeightNormSpec)
-def weight_norm(spec: WeightNormSpec, ctx: Any) -> Measurement:
+def weight_norm(spec: WeightNormSpec, ctx: Context) -> Measurement:
     """Total sum of squared weights: exact, so its CI is the point (no sampling unit)."""
     from ...circuits.progress_measures import sum_squared_weights
     from ...models import load_checkpoint
