@@ -60,6 +60,9 @@ PLANTED = [
      "probekit.hypotheses.kinds is not allowed to import probekit.suites.analyses"),
     ("suites/analyses/geometry.py", "from . import neurons",
      "probekit.suites.analyses.geometry is not allowed to import probekit.suites.analyses.neurons"),
+    ("hypotheses/kinds/attribution_patching.py", "from . import patching_effect",
+     "probekit.hypotheses.kinds.attribution_patching is not allowed to import "
+     "probekit.hypotheses.kinds.patching_effect"),
 ]
 
 
