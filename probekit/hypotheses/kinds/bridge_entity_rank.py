@@ -1,10 +1,8 @@
 """``measure = "bridge_entity_rank"``: is the bridge entity decodable at r1? (Wang et al. 2024).
 
-Two-hop composition queries ``(h, r1, r2) -> t`` with bridge ``b = r1(h)`` (the
-``kg_composition`` testbed's columns ``bridge`` and ``t``): the share of queries whose bridge
-ranks in the top ``top_k`` under the logit lens after block ``layer`` at the r1 position, or
-(``target = "answer"``) whose answer does at the last token. Measured with
-:func:`probekit.circuits.bridge_entity_lens`.
+Two-hop queries ``(h, r1, r2) -> t``, bridge ``b = r1(h)`` (``kg_composition`` columns ``bridge``,
+``t``): :func:`probekit.circuits.bridge_entity_lens`, the share of queries whose target ranks in
+the top ``top_k`` after block ``layer``.
 """
 
 from __future__ import annotations

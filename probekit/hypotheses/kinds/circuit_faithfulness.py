@@ -1,12 +1,10 @@
 """``measure = "circuit_faithfulness"``: how much of the metric a top-k edge circuit keeps.
 
-Edges of the model's computational graph are scored with EAP or EAP-IG (Syed et al. 2023;
-Hanna et al. 2024) on the claim's clean/corrupted prompt pairs; the ``k`` best edges are kept
-and every other edge carries the corrupted (or mean) activation
-(:func:`probekit.circuits.faithfulness_curve`). The estimate is the normalised faithfulness
-``sum_p (m_circuit - m_corrupt) / sum_p (m_clean - m_corrupt)`` with ``m`` the logit
-difference of the clean against the corrupted answer, bootstrapped over pairs. The circuit is
-selected on the same pairs it is evaluated on.
+Edges scored by EAP / EAP-IG (Syed et al. 2023; Hanna et al. 2024,
+:func:`probekit.circuits.edge_attribution`), the top ``k`` kept, every other edge ablated
+(:func:`probekit.circuits.faithfulness_curve`); the estimate is the normalised logit difference
+of :func:`probekit.circuits.patch_effect.normalised_effect`, the circuit selected on the same
+pairs it is evaluated on.
 """
 
 from __future__ import annotations

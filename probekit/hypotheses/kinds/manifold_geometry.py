@@ -1,9 +1,8 @@
 """``manifold_radius`` / ``manifold_dimension``: MFT anchor radius and dimension of the class manifolds.
 
-The mean-field theory of manifold capacity (Chung, Lee & Sompolinsky, PRX 2018; Cohen, Chung,
-Lee & Sompolinsky, Nat. Commun. 2020) gives, beside the capacity ``alpha_M`` (the
-``manifold_capacity`` kind), each manifold's anchor radius ``R_M`` and anchor dimension
-``D_M``; both come from one :func:`probekit.geometry.label_manifolds.label_capacity_cached` run.
+Mean-field theory (Chung, Lee & Sompolinsky 2018; Cohen et al. 2020): each class manifold's
+anchor radius ``R_M`` and dimension ``D_M``, both from one
+:func:`probekit.geometry.label_manifolds.label_capacity_cached` run.
 """
 
 from __future__ import annotations
@@ -21,9 +20,7 @@ from ..registry import register_measurement
 class ManifoldGeometrySpec:
     """Keys of a ``manifold_radius`` / ``manifold_dimension`` claim (as ``manifold_capacity``).
 
-    ``site``, ``label``, ``split``, ``max_points``, ``n_t``, ``kappa``, ``seed`` as
-    ``manifold_capacity`` (``label`` needs >= 2 classes); ``n_reps``: random restarts per ``K``
-    of the common-centre-subspace fit (reference: 10; lower it for a population).
+    ``label``: >= 2 classes; ``n_reps``: restarts per ``K`` of the centre-subspace fit (10).
     """
 
     site: str

@@ -23,8 +23,8 @@ class RestrictedLeadSpec:
 
     ``checkpoints``: ``"run"`` (default: every checkpoint of the training run the ``[model]``
     checkpoint belongs to, e.g. a ``[model.train]`` run in the cache) or a glob of checkpoint
-    directories (relative to the file) forming one training run; ``loss_threshold``: the loss (nats) whose first crossing defines each curve's
-    drop (linear interpolation between checkpoints); ``keys`` / ``n_keys``: key frequencies
+    directories (relative to the file) forming one training run; ``loss_threshold``: the loss
+    (nats) whose first crossing defines each curve's drop (interpolated between checkpoints); ``keys`` / ``n_keys``: key frequencies
     (default: top ``n_keys`` of the last checkpoint, fixed over the series);
     ``restricted_split``: pairs the restricted loss averages over (default all; the authors'
     training-time curve uses the held-out pairs, ``"test"``); ``path``: ``"neuron"`` (Nanda et
