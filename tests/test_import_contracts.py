@@ -56,6 +56,13 @@ PLANTED = [
     ("store/manifest.py", "from . import writer", "No cycles are allowed in probekit.store"),
     ("train/trainer.py", "from ..homomorphism import regulariser",
      "probekit.train.trainer is not allowed to import probekit.homomorphism"),
+    ("hypotheses/kinds/logit_lens_rank.py", "from ...suites.analyses import patching",
+     "probekit.hypotheses.kinds is not allowed to import probekit.suites.analyses"),
+    ("suites/analyses/geometry.py", "from . import neurons",
+     "probekit.suites.analyses.geometry is not allowed to import probekit.suites.analyses.neurons"),
+    ("hypotheses/kinds/attribution_patching.py", "from . import patching_effect",
+     "probekit.hypotheses.kinds.attribution_patching is not allowed to import "
+     "probekit.hypotheses.kinds.patching_effect"),
 ]
 
 

@@ -4,6 +4,11 @@ Built only on :mod:`probekit.interventions` (no hooks of its own). Definitions:
 ``shared/methods/circuits.md``; reference: ``transformer_lens.patching``.
 """
 
+from .answers import AnswerTokens as AnswerTokens
+from .answers import answer_ids as answer_ids
+from .answers import answer_token as answer_token
+from .answers import answer_token_ids as answer_token_ids
+from .answers import reduction_warning as reduction_warning
 from .attribution import attribution_patching as attribution_patching
 from .attribution import patching_correlation as patching_correlation
 from .bridge import BridgeEntityAnalysis as BridgeEntityAnalysis
@@ -22,10 +27,14 @@ from .eap import edge_graph as edge_graph
 from .eap import edge_patched_metric as edge_patched_metric
 from .eap import faithfulness_curve as faithfulness_curve
 from .eap import top_k_edges as top_k_edges
+from .entities import entity_token_lookup as entity_token_lookup
+from .entities import kg_column as kg_column
 from .fourier import fourier_basis as fourier_basis
 from .fourier import frequency_power as frequency_power
 from .fourier import key_frequencies as key_frequencies
 from .fourier import key_frequency_share as key_frequency_share
+from .grids import PatchingGrids as PatchingGrids
+from .grids import patching_grids as patching_grids
 from .lens import DirectLogitAttribution as DirectLogitAttribution
 from .lens import LogitLensResult as LogitLensResult
 from .lens import direct_logit_attribution as direct_logit_attribution
@@ -44,5 +53,6 @@ from .progress_measures import neuron_path as neuron_path
 from .progress_measures import neuron_restricted_logits as neuron_restricted_logits
 from .progress_measures import progress_measures as progress_measures
 from .progress_measures import restricted_logits as restricted_logits
+from .prompt_pairs import patch_pairs as patch_pairs
 from .sweep import patching_sweep as patching_sweep
 from .tracing import causal_tracing as causal_tracing

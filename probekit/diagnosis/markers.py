@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..context import Context
 from ..util.io import atomic_write_json, sha256_bytes, sha256_file
 from .spec import MarkerSpec
 
@@ -108,7 +109,7 @@ class CellStore:
         atomic_write_json(path, value)
 
 
-def measure_marker(marker: MarkerSpec, ctx: Any) -> MarkerCell:
+def measure_marker(marker: MarkerSpec, ctx: Context) -> MarkerCell:
     """The marker on the context's model: estimate and percentile CI, or not applicable.
 
     Args:

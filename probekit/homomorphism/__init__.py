@@ -8,6 +8,9 @@ SCAN-style dataset (every layer from one capture); ``composition_he`` on any sta
 from .api import modifier_he as modifier_he
 from .api import sequence_he as sequence_he
 from .config import HEConfig as HEConfig
+from .examples import PARSE_COLUMNS as PARSE_COLUMNS
+from .examples import measure_he as measure_he
+from .examples import parse_dataset as parse_dataset
 from .measure import composite_target as composite_target
 from .measure import composition_he as composition_he
 from .operators import AffineOperator as AffineOperator

@@ -8,6 +8,10 @@ from .deactivation import generation_correct as generation_correct
 from .deactivation import generation_correct_sets as generation_correct_sets
 from .deactivation import greedy_under as greedy_under
 from .deactivation import greedy_under_sets as greedy_under_sets
+from .examples import STORE_FORMAT as STORE_FORMAT
+from .examples import RelationNeuronStudy as RelationNeuronStudy
+from .examples import relation_facts as relation_facts
+from .examples import relation_neuron_study as relation_neuron_study
 from .experiments import DeactivationConfig as DeactivationConfig
 from .experiments import RelationNeuronResult as RelationNeuronResult
 from .experiments import relation_neuron_experiments as relation_neuron_experiments

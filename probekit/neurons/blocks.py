@@ -11,13 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..report.blocks import Block, Column, Heatmap, LinePlot, Series, Table
+from ..report.blocks import Block, Column, Heatmap, LinePlot, Series, Table, Text
 
 if TYPE_CHECKING:
+    from .examples import RelationNeuronStudy
     from .experiments import RelationNeuronResult
     from .statistics import NeuronStatistics
 
-__all__ = ["ap_by_layer_plot", "experiment_blocks", "experiment_rows", "pct"]
+__all__ = ["ap_by_layer_plot", "experiment_blocks", "experiment_rows", "pct", "study_blocks",
+           "study_warnings"]
 
 
 def pct(v: float | None) -> float | None:
@@ -110,3 +112,49 @@ def ap_by_layer_plot(stats: NeuronStatistics) -> LinePlot:
                      for j, r in enumerate(stats.relations)),
         xlabel="layer", ylabel="max AP",
     )
+
+
+def study_blocks(study: RelationNeuronStudy, *, response: str, method: str) -> list[Block]:
+    """The ``[[neurons]]`` section's blocks: what was run, interference, table, heatmap, plots."""
+    stats, res, sites = study.statistics, study.experiments, study.sites
+    n_set = len(next(iter(res.sets.values())))
+    layers, _ = stats.max_ap_by_layer()
+    notes: list[Block] = [Text(text=(
+        f"{n_set} neurons per relation ({stats.n_units} candidate units: "
+        f"{', '.join(sorted({s.kind for s in sites}))} of {len(layers)} layers), ranked by the "
+        f"average precision of their {response} response on {len(study.identification.tokens)} "
+        f"identification prompts; deactivated ({method}) at every position on "
+        f"{len(study.test.tokens)} test prompts with disjoint subjects. Controls: {res.n_random} "
+        "random sets with the same number of units per layer and module (scored on r's facts; "
+        f"the first {res.random_change.shape[1]} on every relation, for the spread), and the "
+        "lowest-AP units."
+    ))]
+    if res.interference:
+        notes.append(Text(text=(
+            f"Interference (gains beyond every one of the {res.random_change.shape[1]} random "
+            "sets scored on every relation): ") + "; ".join(
+            f"{a} off -> {b} {100 * v:+.0f} pts" for a, b, v in res.interference)))
+    return [*notes, *experiment_blocks(res), ap_by_layer_plot(stats)]
+
+
+def study_warnings(res: RelationNeuronResult, *, alpha: float) -> list[str]:
+    """Sentences the reader must see: too few random sets for Holm, relations barely recalled."""
+    from ..stats.permutation import n_permutations_for
+
+    rels = list(res.relations)
+    warnings = []
+    floor = min(1.0, len(rels) / (res.n_random + 1))
+    if floor > alpha:
+        need = n_permutations_for(alpha, len(rels))
+        warnings.append(
+            f"with {res.n_random} random sets the smallest Holm-adjusted p over {len(rels)} "
+            f"relations is {floor:.3g} > alpha = {alpha}: no relation can be significant; use "
+            f"n_random >= {need} or leave it unset (raw p-values are shown too)"
+        )
+    weak = [r for i, r in enumerate(rels) if float(res.baseline_first[i]) < 0.2]
+    if weak:
+        warnings.append(
+            f"the model recalls few test facts of {weak} (first-token accuracy < 20%), so a "
+            "drop there is bounded by a small baseline"
+        )
+    return warnings

@@ -148,12 +148,13 @@ def _run(args: argparse.Namespace) -> int:
         _check_lengths(clean_rows, [ids[id(r)] for r in clean_rows], corrupt_rows,
                        [ids[id(r)] for r in corrupt_rows])
 
+    from ..circuits import answer_token, answer_token_ids
     from ..fingerprint import model_fingerprint
     from ..models.loading import load_model
     from ..report.write import write_report
     from ..util.device import resolve_device
     from ..util.io import sha256_file
-    from .analyses.patching import answer_token, answer_token_ids, patching_grids
+    from .analyses.patching import patching_grids
 
     model = load_model(args.model, device=resolve_device(args.device))
     vocab = _vocab(args.model)

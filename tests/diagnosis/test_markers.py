@@ -15,6 +15,7 @@ from probekit.hypotheses.measurement import Measurement
 from probekit.hypotheses.registry import register_measurement
 from probekit.stats.bootstrap import bootstrap_indices
 from probekit.suites.spec import StatsSpec
+from tests.hypotheses.helpers import FakeContext
 
 VALUES = np.random.default_rng(0).normal(size=40)
 
@@ -39,7 +40,7 @@ def _na(spec: _ValuesSpec, ctx) -> Measurement:
     raise NotApplicableError("not defined here")
 
 
-CTX = SimpleNamespace(stats=StatsSpec(n_bootstrap=1000, seed=3))
+CTX = FakeContext(stats=StatsSpec(n_bootstrap=1000, seed=3))  # a probekit.context.Context
 
 
 def test_value_and_ci_are_the_mean_and_its_percentile_bootstrap():

@@ -67,17 +67,6 @@ def test_participation_ratio_isotropic_is_d_and_rank_one_is_one():
         m.resamples, 97.5)
 
 
-def test_participation_ratio_resamples_equal_refits_on_repeated_rows():
-    from probekit.geometry import participation_ratio as ref
-    from probekit.hypotheses.kinds.participation_ratio import pr_of_weighted_rows
-
-    rng = np.random.default_rng(1)
-    X = rng.normal(size=(40, 7)) * np.arange(1, 8) + 10.0
-    counts = rng.integers(0, 3, size=(5, 40)).astype(np.float64)
-    want = [float(ref(torch.tensor(np.repeat(X, c.astype(int), axis=0)))[0]) for c in counts]
-    np.testing.assert_allclose(pr_of_weighted_rows(X, counts), want, rtol=1e-9)
-
-
 def test_participation_ratio_per_class_is_the_class_mean():
     from probekit.hypotheses.kinds.participation_ratio import (
         ParticipationRatioSpec,

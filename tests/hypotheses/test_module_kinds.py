@@ -71,13 +71,18 @@ def test_capacity_kind_equals_the_geometry_module_and_beats_shuffled_labels():
 
 
 def test_homomorphism_kind_equals_the_he_result():
-    from probekit.homomorphism import HEConfig, capture_states, modifier_he, modifier_pairs
+    from probekit.homomorphism import (
+        PARSE_COLUMNS,
+        HEConfig,
+        capture_states,
+        modifier_he,
+        modifier_pairs,
+    )
     from probekit.hypotheses.kinds.homomorphism_error import (
         HomomorphismErrorSpec,
         homomorphism_error,
     )
     from probekit.models import build_model
-    from probekit.suites.analyses.homomorphism import PARSE_COLUMNS
     from probekit.testbeds import get_task
 
     task = get_task("scan", n_noise=1, max_samples=60, ood_lengths=(5, 6), n_ood_per_length=20,

@@ -9,8 +9,16 @@ import numpy as np
 import pytest
 
 from probekit.errors import ConfigError, NotApplicableError
-from probekit.hypotheses.kinds import modadd_progress as mp
-from probekit.suites.analyses.homomorphism import PARSE_COLUMNS
+from probekit.homomorphism import PARSE_COLUMNS
+from probekit.hypotheses.kinds.circuit_efficiency import CircuitEfficiencySpec, circuit_efficiency
+from probekit.hypotheses.kinds.fourier_gini import FourierGiniSpec, fourier_gini
+from probekit.hypotheses.kinds.restricted_loss import (
+    LogitAblationSpec,
+    excluded_loss,
+    restricted_loss,
+)
+from probekit.hypotheses.kinds.restricted_loss_lead import RestrictedLeadSpec, restricted_loss_lead
+from probekit.hypotheses.kinds.weight_norm import WeightNormSpec, weight_norm
 from tests.hypotheses.helpers import FakeContext, FakeData, FakeSuite, examples
 
 
@@ -44,11 +52,11 @@ def scan_run(tmp_path_factory):
 
 
 @pytest.mark.parametrize("measure, spec", [
-    (mp.restricted_loss, mp.LogitAblationSpec()),
-    (mp.excluded_loss, mp.LogitAblationSpec(split="train")),
-    (mp.fourier_gini, mp.FourierGiniSpec()),
-    (mp.circuit_efficiency, mp.CircuitEfficiencySpec()),
-    (mp.restricted_loss_lead, mp.RestrictedLeadSpec()),
+    (restricted_loss, LogitAblationSpec()),
+    (excluded_loss, LogitAblationSpec(split="train")),
+    (fourier_gini, FourierGiniSpec()),
+    (circuit_efficiency, CircuitEfficiencySpec()),
+    (restricted_loss_lead, RestrictedLeadSpec()),
 ])
 def test_progress_kinds_on_scan_are_not_applicable(scan_run, measure, spec):
     with pytest.raises(NotApplicableError, match="task 'scan'.*modular addition only"):
@@ -65,7 +73,7 @@ def test_fourier_key_share_on_scan_is_not_applicable(scan_run):
 def test_progress_kinds_need_a_checkpoint(scan_run):
     _, _, model = _scan()  # built, not loaded: no checkpoint, no recorded task
     with pytest.raises(NotApplicableError, match="not a probekit checkpoint"):
-        mp.fourier_gini(mp.FourierGiniSpec(), FakeContext(model=model))
+        fourier_gini(FourierGiniSpec(), FakeContext(model=model))
 
 
 def test_kinds_defined_everywhere_still_measure_on_scan(scan_run):
@@ -75,7 +83,7 @@ def test_kinds_defined_everywhere_still_measure_on_scan(scan_run):
         weight_condition_number,
     )
 
-    w = mp.weight_norm(mp.WeightNormSpec(), scan_run)
+    w = weight_norm(WeightNormSpec(), scan_run)
     assert w.estimate == pytest.approx(sum(float((t.detach().double() ** 2).sum())
                                            for t in scan_run.model.parameters()))
     rot = layer_rotation(LayerRotationSpec(init="run"), scan_run)  # step 10 = step 0 weights here
@@ -147,7 +155,7 @@ def test_circuit_efficiency_of_an_unfit_checkpoint_is_not_applicable():
 
     init = Path(__file__).resolve().parents[2] / "probes/checkpoints/modadd-p53-series/step_0000000"
     with pytest.raises(NotApplicableError, match="logit margin is -?[0-9.e-]+ <= 0"):
-        mp.circuit_efficiency(mp.CircuitEfficiencySpec(), FakeContext(model=load_checkpoint(init)))
+        circuit_efficiency(CircuitEfficiencySpec(), FakeContext(model=load_checkpoint(init)))
 
 
 def test_progress_kinds_on_the_kg_checkpoint_are_not_applicable():
@@ -157,4 +165,4 @@ def test_progress_kinds_on_the_kg_checkpoint_are_not_applicable():
 
     kg = load_checkpoint(Path(__file__).resolve().parents[2] / "probes/checkpoints/kg-composition")
     with pytest.raises(NotApplicableError, match="task 'kg_composition'"):
-        mp.fourier_gini(mp.FourierGiniSpec(source="neuron_logit"), FakeContext(model=kg))
+        fourier_gini(FourierGiniSpec(source="neuron_logit"), FakeContext(model=kg))

@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from probekit.circuits.modadd_checkpoints import train_mask
 from probekit.circuits.progress_measures import (
     crossing_step,
     fourier_component_norms,
@@ -18,7 +19,15 @@ from probekit.circuits.progress_measures import (
     restricted_logits,
 )
 from probekit.errors import DataError
-from probekit.hypotheses.kinds import modadd_progress as mp
+from probekit.hypotheses.kinds.circuit_efficiency import CircuitEfficiencySpec, circuit_efficiency
+from probekit.hypotheses.kinds.fourier_gini import FourierGiniSpec, fourier_gini
+from probekit.hypotheses.kinds.restricted_loss import (
+    LogitAblationSpec,
+    excluded_loss,
+    restricted_loss,
+)
+from probekit.hypotheses.kinds.restricted_loss_lead import RestrictedLeadSpec, restricted_loss_lead
+from probekit.hypotheses.kinds.weight_norm import WeightNormSpec, weight_norm
 from probekit.hypotheses.verdict import judge_all
 from tests.hypotheses.helpers import FakeContext, claim
 
@@ -31,25 +40,20 @@ def final():
     from probekit.models import load_checkpoint
 
     model = load_checkpoint(FINAL)
-    return FakeContext(model=model), modular_logit_grid(model, 53), mp.train_mask(FINAL)
-
-
-def test_train_mask_is_the_testbeds_split(final):
-    _, _, mask = final
-    assert mask.shape == (53, 53) and mask.sum() == round(0.6 * 53 * 53)
+    return FakeContext(model=model), modular_logit_grid(model, 53), train_mask(FINAL)
 
 
 def test_restricted_and_excluded_loss_kinds(final):
     ctx, logits, mask = final
     keys = (2, 7, 12, 13, 20)
-    m = mp.restricted_loss(mp.LogitAblationSpec(keys=keys), ctx)  # path = "neuron" (the paper's)
+    m = restricted_loss(LogitAblationSpec(keys=keys), ctx)  # path = "neuron" (the paper's)
     ref = modular_pair_loss(neuron_restricted_logits(logits, neuron_path(ctx.model, 53), keys))
     assert m.n == 53 * 53 and m.estimate == pytest.approx(ref.mean(), rel=1e-12)
     assert m.details["path"] == "neuron" and "neuron path" in m.method
-    full = mp.restricted_loss(mp.LogitAblationSpec(keys=keys, path="logits"), ctx)
+    full = restricted_loss(LogitAblationSpec(keys=keys, path="logits"), ctx)
     ref = modular_pair_loss(restricted_logits(logits, keys))
     assert full.estimate == pytest.approx(ref.mean(), rel=1e-12) and "full logits" in full.method
-    e = mp.excluded_loss(mp.LogitAblationSpec(split="train"), ctx)  # keys found: the same five
+    e = excluded_loss(LogitAblationSpec(split="train"), ctx)  # keys found: the same five
     assert e.details["keys"] == [2, 20, 12, 7, 13] and e.n == mask.sum()
     assert e.estimate > 3.0 > m.estimate  # removing 5 frequencies destroys the training fit
     assert judge_all([(claim(">=", (2.0,)), e)])[0].verdict == "PASS"
@@ -57,24 +61,24 @@ def test_restricted_and_excluded_loss_kinds(final):
 
 def test_gini_weight_norm_and_efficiency_kinds(final):
     ctx, logits, mask = final
-    g = mp.fourier_gini(mp.FourierGiniSpec(source="embed"), ctx)
+    g = fourier_gini(FourierGiniSpec(source="embed"), ctx)
     assert g.estimate == pytest.approx(gini(fourier_component_norms(
         ctx.model.W_E.detach().double().numpy()[:53])), rel=1e-12)
     assert g.resamples.shape == (1000,) and g.n == 128
-    w = mp.weight_norm(mp.WeightNormSpec(), ctx)
+    w = weight_norm(WeightNormSpec(), ctx)
     sq = sum(float((t.detach().double() ** 2).sum()) for t in ctx.model.parameters())
     assert w.estimate == pytest.approx(sq, rel=1e-12)
-    e = mp.circuit_efficiency(mp.CircuitEfficiencySpec(), ctx)
+    e = circuit_efficiency(CircuitEfficiencySpec(), ctx)
     assert e.estimate == pytest.approx(np.sqrt(sq) / logit_margin(logits)[mask].mean(), rel=1e-12)
 
 
 def test_restricted_loss_lead_matches_the_series_crossings():
     ctx = FakeContext()
-    spec = mp.RestrictedLeadSpec(checkpoints=str(SERIES / "step_*"), loss_threshold=1.0,
+    spec = RestrictedLeadSpec(checkpoints=str(SERIES / "step_*"), loss_threshold=1.0,
                                  keys=(2, 7, 12, 13, 20))
-    m = mp.restricted_loss_lead(spec, ctx)
+    m = restricted_loss_lead(spec, ctx)
     dirs = sorted((int(d.name[5:]), d) for d in SERIES.glob("step_*"))
-    series = progress_measures(dirs, train_mask=mp.train_mask(FINAL), keys=spec.keys)
+    series = progress_measures(dirs, train_mask=train_mask(FINAL), keys=spec.keys)
     want = (crossing_step(series.steps, series.curve("test_loss"), 1.0)
             - crossing_step(series.steps, series.curve("restricted_loss"), 1.0))
     assert m.estimate == pytest.approx(want) and m.details["steps"] == [0, 50, 100, 200, 1000]
@@ -82,5 +86,5 @@ def test_restricted_loss_lead_matches_the_series_crossings():
     assert 50 < m.details["restricted_step"] < 100 < m.details["test_step"] < 200
     assert judge_all([(claim(">=", (0.0,)), m)])[0].verdict == "PASS"
     with pytest.raises(DataError, match="never falls"):
-        mp.restricted_loss_lead(mp.RestrictedLeadSpec(checkpoints=str(SERIES / "step_*"),
+        restricted_loss_lead(RestrictedLeadSpec(checkpoints=str(SERIES / "step_*"),
                                                       loss_threshold=1e-9), ctx)

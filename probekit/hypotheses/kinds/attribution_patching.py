@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...context import Context
+from ..keys import PatchingEffectSpec, patch_cell_effect
 from ..measurement import Measurement
 from ..registry import register_measurement
-from .patching_effect import PatchingEffectSpec, effect_measurement, patch_pairs
 
 
 @register_measurement("attribution_patching", spec=PatchingEffectSpec, control=True)
-def attribution_patching(spec: PatchingEffectSpec, ctx: Any, *, control: bool = False) -> Measurement:
+def attribution_patching(spec: PatchingEffectSpec, ctx: Context, *, control: bool = False) -> Measurement:
     """Normalised effect of a cell estimated by attribution patching (keys as ``patching_effect``).
 
     ``m_patched ~ m_corrupt + (a_clean - a_corrupt) . dm/da`` at the corrupted run, all cells
@@ -18,6 +17,7 @@ def attribution_patching(spec: PatchingEffectSpec, ctx: Any, *, control: bool = 
     ratio of sums over pairs as for ``patching_effect`` (``batch_size`` unused, ``window`` 1).
     """
     from ...circuits import attribution_patching as estimate
+    from ...circuits import patch_pairs
     from ...errors import ConfigError
 
     if spec.window != 1:
@@ -26,5 +26,5 @@ def attribution_patching(spec: PatchingEffectSpec, ctx: Any, *, control: bool = 
     clean, corrupt, metric, clean_idx = patch_pairs(spec, ctx)
     res = estimate(ctx.model, clean, corrupt, metric, kind=spec.site_kind, by=("layer", "pos"),
                    layers=[spec.layer])
-    return effect_measurement(spec, ctx, res, clean, clean_idx, control=control,
-                              how="attribution patching (linear estimate of the denoising patch)")
+    return patch_cell_effect(spec, ctx, res, clean, clean_idx, control=control,
+                             how="attribution patching (linear estimate of the denoising patch)")

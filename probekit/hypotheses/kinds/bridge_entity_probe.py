@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...context import Context
+from ..keys import two_hop_rows
 from ..measurement import Measurement
 from ..registry import register_measurement
 
@@ -33,24 +35,18 @@ class BridgeEntityProbeSpec:
 
 
 @register_measurement("bridge_entity_probe", spec=BridgeEntityProbeSpec)
-def bridge_entity_probe(spec: BridgeEntityProbeSpec, ctx) -> Measurement:
+def bridge_entity_probe(spec: BridgeEntityProbeSpec, ctx: Context) -> Measurement:
     """Share of ``split`` queries whose bridge a linear probe at (``layer``, r1) predicts."""
     import numpy as np
 
     from ...circuits import bridge_entity_probe as fit_probe
-    from ...errors import ConfigError
-    from .bridge_entity_rank import entity_token_lookup, kg_column
+    from ...circuits import entity_token_lookup, kg_column
 
     ex = ctx.examples
     bridges = kg_column(ex, spec.bridge_column, kind="bridge_entity_probe")
     token = entity_token_lookup(ex, spec.entity_token, kind="bridge_entity_probe")
-
-    def rows(split: str) -> np.ndarray:
-        return np.array([i for i in ex.split(split) if bridges[i] is not None], dtype=np.int64)
-
-    train, evaluated = rows(spec.train_split), rows(spec.split)
-    if evaluated.size < 2:
-        raise ConfigError(f"split {spec.split!r} has {evaluated.size} two-hop queries; a claim needs >= 2")
+    train = two_hop_rows(ctx, spec.train_split, bridges, column=spec.bridge_column, at_least=0)
+    evaluated = two_hop_rows(ctx, spec.split, bridges, column=spec.bridge_column)
     res = fit_probe(ctx.model, [ex.tokens[i] for i in train], [token(bridges[i]) for i in train],
                     {"eval": [ex.tokens[i] for i in evaluated]},
                     {"eval": [token(bridges[i]) for i in evaluated]},

@@ -1,18 +1,17 @@
 """``measure = "bridge_entity_rank"``: is the bridge entity decodable at r1? (Wang et al. 2024).
 
-Two-hop composition queries ``(h, r1, r2) -> t`` with bridge ``b = r1(h)`` (the
-``kg_composition`` testbed's columns ``bridge`` and ``t``): the share of queries whose bridge
-ranks in the top ``top_k`` under the logit lens after block ``layer`` at the r1 position, or
-(``target = "answer"``) whose answer does at the last token. Measured with
-:func:`probekit.circuits.bridge_entity_lens`.
+Two-hop queries ``(h, r1, r2) -> t``, bridge ``b = r1(h)`` (``kg_composition`` columns ``bridge``,
+``t``): :func:`probekit.circuits.bridge_entity_lens`, the share of queries whose target ranks in
+the top ``top_k`` after block ``layer``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from ...context import Context
+from ..keys import check_layer, two_hop_rows
 from ..measurement import Measurement
 from ..registry import register_measurement
 
@@ -38,78 +37,26 @@ class BridgeEntityRankSpec:
     entity_token: str = "<e{}>"
 
 
-def entity_token_lookup(ex: Any, template: str, *, kind: str) -> Callable[[Any], int]:
-    """``entity -> token id`` of ``template.format(entity)`` in the task vocabulary of ``ex``.
-
-    Shared by the KG kinds (``kind``: the measure's name, for messages). Raises
-    :class:`~probekit.errors.ConfigError` at once when the data has no vocabulary (a JSONL file),
-    and on lookup when a formatted name is not a token of the vocabulary.
-    """
-    from ...errors import ConfigError
-
-    if ex.vocab is None:
-        raise ConfigError(f"{kind} needs testbed data with a vocabulary ([data] task "
-                          "or a checkpoint that records its task), not a JSONL file")
-
-    def token(e: Any) -> int:
-        try:
-            return int(ex.vocab.id(template.format(e)))
-        except KeyError:
-            raise ConfigError(f"{kind}: entity_token {template!r} gives "
-                              f"{template.format(e)!r}, not a token of the task vocabulary "
-                              f"(e.g. {list(ex.vocab.tokens[:4])})") from None
-
-    return token
-
-
-def kg_column(ex: Any, name: str, *, kind: str) -> list[Any]:
-    """The KG-composition column ``name`` (e.g. ``bridge``); NotApplicableError on other tasks."""
-    from ...errors import NotApplicableError
-
-    if name not in ex.columns:
-        raise NotApplicableError(
-            f"{kind} needs two-hop knowledge-graph queries (the kg_composition testbed's "
-            f"{name!r} column); this data has columns {sorted(ex.columns)}"
-        )
-    return ex.columns[name]
-
-
 @register_measurement("bridge_entity_rank", spec=BridgeEntityRankSpec)
-def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx) -> Measurement:
+def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx: Context) -> Measurement:
     """Share of queries whose bridge (at r1) or answer (last token) is top-``k`` after ``layer``."""
-    import numpy as np
-
-    from ...circuits import bridge_entity_lens
+    from ...circuits import bridge_entity_lens, entity_token_lookup, kg_column
     from ...circuits.blocks import bridge_lens_plot
-    from ...errors import ConfigError
 
-    model = ctx.model
-    n_layers = int(model.cfg.n_layers)
-    if not 0 <= spec.layer < n_layers or spec.top_k < 1:
-        raise ConfigError(f"bridge_entity_rank: layer {spec.layer} must be in 0..{n_layers - 1} "
-                          f"and top_k {spec.top_k} >= 1")
+    check_layer(ctx.model, spec.layer, spec.top_k, kind="bridge_entity_rank")
     ex = ctx.examples
     bridges = kg_column(ex, spec.bridge_column, kind="bridge_entity_rank")
     answers = kg_column(ex, spec.answer_column, kind="bridge_entity_rank")
     token = entity_token_lookup(ex, spec.entity_token, kind="bridge_entity_rank")
-    idx = ex.split(spec.split)
-    idx = np.array([i for i in idx if bridges[i] is not None])  # two-hop queries only
-    if idx.size < 2:
-        raise ConfigError(f"split {spec.split!r} has {idx.size} two-hop queries (rows with "
-                          f"{spec.bridge_column!r}); a claim needs >= 2")
-
-    res = bridge_entity_lens(model, [ex.tokens[i] for i in idx],
+    idx = two_hop_rows(ctx, spec.split, bridges, column=spec.bridge_column)
+    res = bridge_entity_lens(ctx.model, [ex.tokens[i] for i in idx],
                              [token(bridges[i]) for i in idx], [token(answers[i]) for i in idx],
                              position=spec.position)
     rank = res.bridge_rank if spec.target == "bridge" else res.answer_rank
     where = f"position {spec.position}" if spec.target == "bridge" else "the last token"
-    curve = bridge_lens_plot(
-        res, top_k=spec.top_k, marker=spec.layer,
-        title=f"logit lens on {spec.split!r} queries: top-{spec.top_k} rate per block",
-    )
-    values = (rank[:, spec.layer] < spec.top_k).double().numpy()
     return Measurement(
-        metric=f"{spec.target} top-{spec.top_k} rate", values=values,
+        metric=f"{spec.target} top-{spec.top_k} rate",
+        values=(rank[:, spec.layer] < spec.top_k).double().numpy(),
         unit=f"{spec.split} two-hop queries",
         method=f"logit lens after block {spec.layer} at {where} ({spec.target} entity)",
         details={"layers": res.layers,
@@ -117,5 +64,6 @@ def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx) -> Measurement:
                  "bridge_mrr_by_layer": res.bridge_mrr().tolist(),
                  "answer_top_k_by_layer": res.answer_top_k(spec.top_k).tolist(),
                  "median_rank": float(rank[:, spec.layer].double().median())},
-        blocks=(curve,),
+        blocks=(bridge_lens_plot(res, top_k=spec.top_k, marker=spec.layer, title=f"logit lens on "
+                                 f"{spec.split!r} queries: top-{spec.top_k} rate per block"),),
     )

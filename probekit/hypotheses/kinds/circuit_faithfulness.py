@@ -1,19 +1,18 @@
 """``measure = "circuit_faithfulness"``: how much of the metric a top-k edge circuit keeps.
 
-Edges of the model's computational graph are scored with EAP or EAP-IG (Syed et al. 2023;
-Hanna et al. 2024) on the claim's clean/corrupted prompt pairs; the ``k`` best edges are kept
-and every other edge carries the corrupted (or mean) activation
-(:func:`probekit.circuits.faithfulness_curve`). The estimate is the normalised faithfulness
-``sum_p (m_circuit - m_corrupt) / sum_p (m_clean - m_corrupt)`` with ``m`` the logit
-difference of the clean against the corrupted answer, bootstrapped over pairs. The circuit is
-selected on the same pairs it is evaluated on.
+Edges scored by EAP / EAP-IG (Syed et al. 2023; Hanna et al. 2024,
+:func:`probekit.circuits.edge_attribution`), the top ``k`` kept, every other edge ablated
+(:func:`probekit.circuits.faithfulness_curve`); the estimate is the normalised logit difference
+of :func:`probekit.circuits.patch_effect.normalised_effect`, the circuit selected on the same
+pairs it is evaluated on.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from ...context import Context
 from ..measurement import Measurement
 from ..registry import register_measurement
 
@@ -40,42 +39,29 @@ class CircuitFaithfulnessSpec:
     batch_size: int = 32
 
 
-def faithfulness_plot(curve: Any, *, threshold: float | None = None) -> Any:
-    """The report's faithfulness curve (:func:`probekit.circuits.blocks.faithfulness_plot`)."""
-    from ...circuits.blocks import faithfulness_plot as plot
-
-    return plot(curve, threshold=threshold)
-
-
 @register_measurement("circuit_faithfulness", spec=CircuitFaithfulnessSpec)
-def circuit_faithfulness(spec: CircuitFaithfulnessSpec, ctx) -> Measurement:
+def circuit_faithfulness(spec: CircuitFaithfulnessSpec, ctx: Context) -> Measurement:
     """Normalised metric of the top-``k`` edge circuit, per pair and as a ratio of sums."""
-    from ...circuits import edge_attribution, faithfulness_curve
-    from ...errors import ConfigError, DataError
-    from ...stats.bootstrap import bootstrap_indices
-    from .patching_effect import patch_pairs
+    from ...circuits import edge_attribution, faithfulness_curve, patch_pairs
+    from ...circuits.blocks import faithfulness_plot
+    from ...circuits.patch_effect import normalised_effect
+    from ...errors import ConfigError
 
     if spec.k < 0 or any(k < 0 for k in spec.curve):
         raise ConfigError(f"k={spec.k}, curve={list(spec.curve)}: edge counts must be >= 0")
     clean, corrupt, metric, _ = patch_pairs(spec, ctx)
-    model = ctx.model
-    scores = edge_attribution(model, clean, corrupt, metric, method=spec.method, steps=spec.steps,
-                              batch_size=spec.batch_size)
+    scores = edge_attribution(ctx.model, clean, corrupt, metric, method=spec.method,
+                              steps=spec.steps, batch_size=spec.batch_size)
     ks = tuple(dict.fromkeys((spec.k, *sorted(spec.curve))))
-    curve = faithfulness_curve(model, clean, corrupt, metric, scores, ks, ablation=spec.ablation,
-                               batch_size=spec.batch_size)
-    base = scores.corrupt.double().numpy()
-    gap = scores.clean.double().numpy() - base
-    if not abs(gap.mean()) > 0:
-        raise DataError("clean and corrupted runs have the same mean logit difference; the "
-                        "circuit's faithfulness is undefined (choose contrasting pairs)")
-    gain = curve.per_pair[:, 0].double().numpy() - base
-    boot = bootstrap_indices(len(gain), ctx.stats.n_bootstrap, ctx.stats.seed)
+    curve = faithfulness_curve(ctx.model, clean, corrupt, metric, scores, ks,
+                               ablation=spec.ablation, batch_size=spec.batch_size)
+    eff = normalised_effect(curve.per_pair[:, 0].double().numpy(), scores.corrupt.double().numpy(),
+                            scores.clean.double().numpy(), n_bootstrap=ctx.stats.n_bootstrap,
+                            seed=ctx.stats.seed, what="circuit's faithfulness")
     steps = f", {scores.steps} steps" if spec.method == "eap-ig" else ""
     return Measurement(
-        metric="normalised logit difference", values=gain / gap.mean(),
-        estimate=float(gain.sum() / gap.sum()), resamples=gain[boot].sum(1) / gap[boot].sum(1),
-        n=len(gain), unit="prompt pairs",
+        metric="normalised logit difference", values=eff.values, estimate=eff.estimate,
+        resamples=eff.resamples, n=len(eff.values), unit="prompt pairs",
         method=f"top {spec.k} of {scores.graph.n_edges} edges by {spec.method.upper()}{steps}, "
         f"others {spec.ablation}-ablated (clean logit diff {scores.clean.mean():.3f}, corrupt "
         f"{scores.corrupt.mean():.3f})",

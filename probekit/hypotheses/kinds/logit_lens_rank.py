@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...context import Context
+from ..keys import check_layer, label_name
 from ..measurement import Measurement
 from ..registry import register_measurement
 
@@ -24,25 +26,18 @@ class LogitLensRankSpec:
 
 
 @register_measurement("logit_lens_rank", spec=LogitLensRankSpec)
-def logit_lens_rank(spec: LogitLensRankSpec, ctx) -> Measurement:
+def logit_lens_rank(spec: LogitLensRankSpec, ctx: Context) -> Measurement:
     """Share of examples whose answer ranks in the top ``top_k`` under the logit lens at ``layer``."""
     import numpy as np
     import torch
 
-    from ...circuits import logit_lens
-    from ...errors import ConfigError
+    from ...circuits import answer_token, logit_lens
 
-    model = ctx.model
-    if not 0 <= spec.layer < model.cfg.n_layers or spec.top_k < 1:
-        raise ConfigError(f"logit_lens_rank: layer {spec.layer} must be in 0..{model.cfg.n_layers - 1} "
-                          f"and top_k {spec.top_k} >= 1")
-    ex = ctx.examples
+    model, ex = ctx.model, ctx.examples
+    check_layer(model, spec.layer, spec.top_k, kind="logit_lens_rank")
     idx = ex.split(spec.split)
     tokens = [ex.tokens[i] for i in idx]
-    col = ex.column(spec.answer_column or ctx.suite.data.label)
-
-    from ...suites.analyses.patching import answer_token
-
+    col = ex.column(label_name(ctx, spec.answer_column))
     answers = torch.tensor([answer_token(model, col[i], ex.vocab, where=f"row {i}") for i in idx])
     res = logit_lens(model, tokens, answers, layers=[spec.layer])
     last = torch.tensor([len(t) - 1 for t in tokens])

@@ -1,10 +1,15 @@
-"""``measure = "manifold_capacity"``: mean-field capacity of the label manifolds at a site (Chung et al. 2018)."""
+"""``measure = "manifold_capacity"``: mean-field capacity of the label manifolds at a site (Chung et al. 2018).
+
+:func:`probekit.geometry.label_manifolds.label_capacity`, one manifold per class of ``label``;
+control: :func:`~probekit.geometry.label_manifolds.shuffled_label_capacities`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from ...context import Context
+from ..keys import bootstrap, labels, site_rows
 from ..measurement import Measurement
 from ..registry import register_measurement
 
@@ -29,58 +34,28 @@ class CapacitySpec:
     seed: int = 0
 
 
-@dataclass(frozen=True, kw_only=True)
-class CapacityTask:
-    """One capacity computation (an executor task): activations, labels and options."""
-
-    acts: Any
-    labels: Any
-    max_points: int | None
-    n_t: int
-    kappa: float
-    seed: int
-
-
-def capacity_of(task: CapacityTask) -> Any:
-    """:func:`probekit.geometry.manifold_capacity` of the label manifolds of ``task.acts``."""
-    from ...geometry import manifold_capacity, manifolds_from_labels
-
-    manifolds, _ = manifolds_from_labels(task.acts, task.labels, max_points=task.max_points,
-                                         seed=task.seed)
-    return manifold_capacity(manifolds, kappa=task.kappa, n_t=task.n_t, seed=task.seed)
-
-
 @register_measurement("manifold_capacity", spec=CapacitySpec, control=True)
-def manifold_capacity(spec: CapacitySpec, ctx: Any, *, control: bool = False) -> Measurement:
+def manifold_capacity(spec: CapacitySpec, ctx: Context, *, control: bool = False) -> Measurement:
     """Capacity ``alpha = 1 / mean_M(1 / alpha_M)`` of the class manifolds.
 
     The CI bootstraps the manifolds (classes) with their per-manifold capacities held fixed
     (they are computed once, jointly); control: capacities of label-shuffled manifolds
     (``n_shuffles`` refits through the executor), a permutation null.
     """
-    import numpy as np
+    from ...geometry import label_manifolds as lm
 
-    from ...sites import Site
-    from ...stats.bootstrap import bootstrap_indices
-
-    site = Site.parse(spec.site)
-    idx = ctx.examples.split(spec.split)
-    X = ctx.activations([site])[site].double().cpu()[idx]
-    y = np.asarray(ctx.examples.column(spec.label or ctx.suite.data.label))[idx]
-    base = dict(max_points=spec.max_points, n_t=spec.n_t, kappa=spec.kappa)
-    res = capacity_of(CapacityTask(acts=X, labels=y, seed=spec.seed, **base))
+    site, X = site_rows(ctx, spec.site, spec.split)
+    y = labels(ctx, spec.label)[ctx.examples.split(spec.split)]
+    task = lm.LabelManifolds(acts=X, labels=y, max_points=spec.max_points, n_t=spec.n_t,
+                          kappa=spec.kappa, seed=spec.seed)
+    res = lm.label_capacity(task)
     inv = 1.0 / res.capacity_m.double().numpy()
-    boot = bootstrap_indices(inv.size, ctx.stats.n_bootstrap, ctx.stats.seed)
-    null = None
-    if control:
-        rng = np.random.default_rng(spec.seed)
-        tasks = [CapacityTask(acts=X, labels=rng.permutation(y), seed=spec.seed + 1 + i, **base)
-                 for i in range(spec.n_shuffles)]
-        null = np.array([r.capacity for r in ctx.executor.map(capacity_of, tasks,
-                                                              desc="shuffled-label capacities")])
+    null = (lm.shuffled_label_capacities(task, n_shuffles=spec.n_shuffles, executor=ctx.executor)
+            if control else None)
     return Measurement(
         metric="manifold capacity", estimate=float(res.capacity),
-        resamples=1.0 / inv[boot].mean(1), null=null, n=int(inv.size), unit="class manifolds",
+        resamples=1.0 / inv[bootstrap(ctx, inv.size)].mean(1), null=null, n=int(inv.size),
+        unit="class manifolds",
         method=f"mean-field capacity (kappa={spec.kappa:g}) of {inv.size} class manifolds at "
         f"{site.key} ({spec.split}, <= {spec.max_points} points each)",
         details={"radius": float(res.radius), "dimension": float(res.dimension),

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from ...context import Context
 from ..measurement import Measurement
 from ..registry import register_measurement
 
@@ -26,7 +27,7 @@ class SimilaritySpec:
 
 
 @register_measurement("representational_similarity", spec=SimilaritySpec, control=True)
-def representational_similarity(spec: SimilaritySpec, ctx: Any, *, control: bool = False) -> Measurement:
+def representational_similarity(spec: SimilaritySpec, ctx: Context, *, control: bool = False) -> Measurement:
     """CKA of the two sites over examples (:func:`probekit.similarity.cka`), bootstrapped over examples.
 
     Control: CKA after shuffling the rows of ``site_b`` (``[stats] n_permutations`` times), the

@@ -1,15 +1,16 @@
 """``measure = "weight_condition_number"``: ``s_max / s_min`` of a weight matrix.
 
-The 2-norm condition number (:func:`probekit.geometry.matrix_condition_number`). KappaTune
-(Ludwig, arXiv 2506.16289) ranks tensors by it to choose which to fine-tune; reading it as a
-generalization / OOD marker is OUR EXTENSION, not a published result.
+:func:`probekit.geometry.weight_markers.condition_numbers`. KappaTune (Ludwig, arXiv
+2506.16289) ranks tensors by it to choose which to fine-tune; reading it as a generalization /
+OOD marker is OUR EXTENSION, not a published result.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from ...context import Context
+from ..keys import exact
 from ..measurement import Measurement
 from ..registry import register_measurement
 
@@ -31,41 +32,25 @@ class WeightConditionSpec:
 
 
 @register_measurement("weight_condition_number", spec=WeightConditionSpec)
-def weight_condition_number(spec: WeightConditionSpec, ctx: Any) -> Measurement:
+def weight_condition_number(spec: WeightConditionSpec, ctx: Context) -> Measurement:
     """Condition number of ``weight`` (exact: a degenerate CI), or its mean over all weights."""
     import numpy as np
 
-    from ...errors import ConfigError, NonFiniteError
-    from ...geometry import matrix_condition_number, weight_condition_numbers
-    from ...models.weights import named_weight
+    from ...geometry.weight_markers import condition_numbers
 
-    if spec.weight == "all":
-        if spec.head is not None:
-            raise ConfigError("head is for one attention weight; drop it with weight = \"all\"")
-        conds = weight_condition_numbers(ctx.model.state_dict())
-    else:
-        conds = {spec.weight: matrix_condition_number(named_weight(ctx.model, spec.weight,
-                                                                   head=spec.head))}
-    singular = [k for k, v in conds.items() if not np.isfinite(v)]
-    if singular:
-        raise NonFiniteError(f"weight(s) {singular} are singular (smallest singular value 0): "
-                             "the condition number is infinite; measure another weight")
+    conds = condition_numbers(ctx.model, spec.weight, head=spec.head)
     per = {k: float(np.log10(v)) if spec.log10 else float(v) for k, v in conds.items()}
     what = "log10 condition number" if spec.log10 else "condition number"
+    cite = "(our extension as a marker; KappaTune, Ludwig 2025)"
     if spec.weight == "all":
         return Measurement(
             metric=f"{what} (mean over weights)", values=np.array(list(per.values())),
-            unit="weight matrices",
-            method=f"mean over {len(per)} weight matrices of {what} s_max / s_min (our extension "
-            "as a marker; KappaTune, Ludwig 2025)",
-            details={"per_weight": per},
+            unit="weight matrices", details={"per_weight": per},
+            method=f"mean over {len(per)} weight matrices of {what} s_max / s_min {cite}",
         )
-    value = per[spec.weight]
     target = spec.weight if spec.head is None else f"{spec.weight}[head {spec.head}]"
     return Measurement(
-        metric=f"{what} of {target}", estimate=value,
-        resamples=np.full(ctx.stats.n_bootstrap, value), n=1, unit="weight matrix",
-        method=f"{what} s_max / s_min of {target} (our extension as a marker; KappaTune, Ludwig "
-        "2025); exact, no resampling",
+        metric=f"{what} of {target}", **exact(ctx, per[spec.weight]), unit="weight matrix",
+        method=f"{what} s_max / s_min of {target} {cite}; exact, no resampling",
         details={"condition_number": float(conds[spec.weight])},
     )

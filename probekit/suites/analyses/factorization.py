@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ...context import RunContext
 from ...errors import ConfigError
 from ...sites import site_label
 from ..registry import register_analysis
@@ -79,7 +80,7 @@ def _site_scores(stack: Any, a: np.ndarray, b: np.ndarray, train: np.ndarray, rt
 
 
 @register_analysis("factorization", spec=FactorizationSpec)
-def run_factorization(spec: FactorizationSpec, ctx: Any) -> AnalysisResult:
+def run_factorization(spec: FactorizationSpec, ctx: RunContext) -> AnalysisResult:
     """Concept factorization per site: additive fit, held-out R^2, angles, ranks (Uselis et al.)."""
     import torch
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ...context import RunContext
 from ...errors import ConfigError
 from ...sites import site_label
 from ..registry import register_analysis
@@ -60,7 +61,7 @@ def _classes(y: np.ndarray, spec: GeometrySpec) -> np.ndarray:
 
 
 @register_analysis("geometry", spec=GeometrySpec)
-def run_geometry(spec: GeometrySpec, ctx: Any) -> AnalysisResult:
+def run_geometry(spec: GeometrySpec, ctx: RunContext) -> AnalysisResult:
     """Class-manifold geometry per site (MFTMA capacity, R, D, utility; PR, NC1, Fisher)."""
     import torch
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from ...errors import ConfigError, DataError
-from ...report.blocks import Text
+from ...context import RunContext
 from ..registry import register_analysis
 from ..result import AnalysisResult, Hypothesis
 
@@ -55,84 +54,23 @@ class NeuronsSpec:
     batch_size: int = 32
 
 
-STORE_FORMAT = 2  # identification-store layout of neuron_statistics (256 rows per shard, prompts)
-
-
 @register_analysis("neurons", spec=NeuronsSpec)
-def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
+def run_neurons(spec: NeuronsSpec, ctx: RunContext) -> AnalysisResult:
     """Rank units by AP per relation, deactivate them, test against matched random sets."""
-    from ...fingerprint import dataset_fingerprint
-    from ...neurons import DeactivationConfig, FactSet, relation_neuron_experiments
-    from ...neurons.blocks import ap_by_layer_plot, experiment_blocks
-    from ...neurons.statistics import neuron_statistics
-    from ...neurons.study import candidate_sites
-    from ...sites import Site
-    from ...stats.permutation import n_permutations_for
-    from ...util.io import sha256_bytes
+    from ...neurons import DeactivationConfig, relation_neuron_study
+    from ...neurons.blocks import study_blocks, study_warnings
 
-    ex = ctx.examples
-    label = ctx.suite.data.label
-    if spec.object_column not in ex.columns:
-        raise ConfigError(
-            f"{ctx.suite.source}: [[neurons]] object_column {spec.object_column!r} is not a "
-            f"column of [data] (have {sorted(ex.columns)})"
-        )
-    model = ctx.model
-    if spec.kinds:
-        sites = tuple(Site(layer, k) for layer in range(model.cfg.n_layers) for k in spec.kinds)
-    else:
-        sites = candidate_sites(model)
-    for site in sites:
-        site.validate(model)
-    rel = [str(v) for v in ex.column(label)]
-    gold = [str(v) for v in ex.column(spec.object_column)]
-
-    tok = getattr(model, "tokenizer", None)
-
-    def first_token(g: str) -> int:
-        alias = g.split("|")[0]
-        if tok is None:  # a testbed model: the object column holds the answer's token id
-            if not alias.lstrip("-").isdigit():
-                raise ConfigError(
-                    f"{ctx.suite.source}: the model has no tokenizer, so [[neurons]] needs the "
-                    f"object column {spec.object_column!r} as token ids; got {alias!r}"
-                )
-            return int(alias)
-        return int(tok(" " + alias, add_special_tokens=False)["input_ids"][0])
-
-    def facts(split: str) -> FactSet:
-        idx = ex.split(split)
-        first = [first_token(gold[i]) for i in idx]
-        return FactSet(tuple(tuple(ex.tokens[i]) for i in idx), tuple(rel[i] for i in idx),
-                       tuple(gold[i] for i in idx), tuple(first))
-
-    if "subject" in ex.columns:
-        subj = [str(v) for v in ex.column("subject")]
-        shared = {subj[i] for i in ex.split("train")} & {subj[i] for i in ex.split("test")}
-        if shared:
-            raise DataError(
-                f"{ctx.suite.source}: [[neurons]] identification and test facts share subjects "
-                f"{sorted(shared)[:5]}; split the facts by subject"
-            )
-    ident, test = facts("train"), facts("test")
-    # STORE_FORMAT: bump when the store's layout changes (shard size, prompt columns), so that a
-    # store left by an older probekit is not found under the same key and refused as different
-    key = sha256_bytes(repr((ctx.model_fingerprint, dataset_fingerprint(list(ident.tokens)),
-                             [s.key for s in sites], spec.response, STORE_FORMAT)).encode())[:20]
-    stats = neuron_statistics(
-        model, ident.tokens, ident.relations, sites, response=spec.response,
-        store_dir=ctx.cache_dir / "neurons" / key, batch_size=spec.batch_size,
-    )
-    ctx.forward_passes += 1
     cfg = DeactivationConfig(
         k=spec.k, fraction=None if spec.k is not None else spec.fraction, method=spec.method,
         n_random=spec.n_random, n_spread=spec.n_spread, alpha=ctx.stats.alpha,
         shares=spec.shares, generation=spec.generation, post=spec.post,
         max_new_tokens=spec.max_new_tokens, batch_size=spec.batch_size, seed=ctx.stats.seed,
     )
-    res = relation_neuron_experiments(model, stats, test, cfg, progress=ctx.progress)
+    study = relation_neuron_study(ctx, object_column=spec.object_column, kinds=spec.kinds,
+                                  response=spec.response, config=cfg)
+    ctx.forward_passes += 1
+    res, alpha = study.experiments, ctx.stats.alpha
     rels = list(res.relations)
-    alpha = ctx.stats.alpha
     hyps = tuple(
         Hypothesis.from_test(
             dataclasses.replace(t, p_value=p, method=t.method + f"; Holm over {len(rels)} relations"),
@@ -141,45 +79,12 @@ def run_neurons(spec: NeuronsSpec, ctx: Any) -> AnalysisResult:
         )
         for r, t, p in zip(rels, res.tests, res.p_holm, strict=True)
     )
-    n_set = len(next(iter(res.sets.values())))
-    table, heat, cumulative = experiment_blocks(res)
-    layers, _ = stats.max_ap_by_layer()
-    ap_plot = ap_by_layer_plot(stats)
-    notes = [Text(text=(
-        f"{n_set} neurons per relation ({stats.n_units} candidate units: "
-        f"{', '.join(sorted({s.kind for s in sites}))} of {len(layers)} layers), ranked by the "
-        f"average precision of their {spec.response} response on {len(ident.tokens)} "
-        f"identification prompts; deactivated ({spec.method}) at every position on "
-        f"{len(test.tokens)} test prompts with disjoint subjects. Controls: {res.n_random} "
-        "random sets with the same number of units per layer and module (scored on r's facts; "
-        f"the first {res.random_change.shape[1]} on every relation, for the spread), and the "
-        "lowest-AP units."
-    ))]
-    warnings = []
-    floor = min(1.0, len(rels) / (res.n_random + 1))
-    if floor > alpha:
-        need = n_permutations_for(alpha, len(rels))
-        warnings.append(
-            f"with {res.n_random} random sets the smallest Holm-adjusted p over {len(rels)} "
-            f"relations is {floor:.3g} > alpha = {alpha}: no relation can be significant; use "
-            f"n_random >= {need} or leave it unset (raw p-values are shown too)"
-        )
-    weak = [r for i, r in enumerate(rels) if float(res.baseline_first[i]) < 0.2]
-    if weak:
-        warnings.append(
-            f"the model recalls few test facts of {weak} (first-token accuracy < 20%), so a "
-            "drop there is bounded by a small baseline"
-        )
-    if res.interference:
-        notes.append(Text(text=(
-            f"Interference (gains beyond every one of the {res.random_change.shape[1]} random "
-            "sets scored on every relation): ") + "; ".join(
-            f"{a} off -> {b} {100 * v:+.0f} pts" for a, b, v in res.interference)))
     return AnalysisResult(
         section="neurons",
-        title=f"Relation-specific neurons (Liu et al. 2025), relations from column {label!r}",
-        data={"statistics": stats.to_dict(), "experiments": res.to_dict()},
+        title=("Relation-specific neurons (Liu et al. 2025), relations from column "
+               f"{ctx.suite.data.label!r}"),
+        data={"statistics": study.statistics.to_dict(), "experiments": res.to_dict()},
         hypotheses=hyps,
-        blocks=(*notes, table, heat, cumulative, ap_plot),
-        warnings=tuple(warnings),
+        blocks=tuple(study_blocks(study, response=spec.response, method=spec.method)),
+        warnings=tuple(study_warnings(res, alpha=alpha)),
     )

@@ -19,18 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ...errors import ConfigError, DataError
-from ...report.blocks import Text
+from ...context import RunContext
 from ..registry import register_analysis
 from ..result import AnalysisResult
 
-__all__ = ["PATCH_KINDS", "PatchingSpec", "answer_ids", "answer_token", "answer_token_ids",
-           "patching_grids", "position_labels", "run_patching"]
+__all__ = ["PATCH_KINDS", "PatchingSpec", "patching_grids", "run_patching"]
 
 PATCH_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "mlp_post",
                "attn_z", "attn_q", "attn_k", "attn_v")
-_HEAD_KINDS = ("attn_z", "attn_q", "attn_k", "attn_v")
-AnswerTokens = Literal["single", "first"]
+AnswerTokens = Literal["single", "first"]  # = probekit.circuits.AnswerTokens (kept light here)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,264 +101,29 @@ class PatchingSpec:
             )
 
 
-def answer_token_ids(model: Any, value: Any, vocab: Any = None) -> list[int]:
-    """Every token of a row's answer: an int as is, a string via the task vocabulary or tokenizer."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return [value]
-    if vocab is not None and str(value) in getattr(vocab, "tokens", ()):
-        return [int(vocab.id(str(value)))]
-    if getattr(model, "tokenizer", None) is None:
-        raise ConfigError(
-            f"answer {value!r} is text but the model has no tokenizer; give answers as token ids"
-        )
-    return [int(t) for t in model.to_tokens(str(value), prepend_bos=False)[0].tolist()]
-
-
-def answer_token(
-    model: Any, value: Any, vocab: Any = None, *, answer_tokens: AnswerTokens = "single",
-    where: str = "",
-) -> int:
-    """A row's answer as one token id (the metric reads one next-token logit).
-
-    ``answer_tokens = "single"`` refuses an answer of several tokens (naming the row, the answer
-    and its tokens); ``"first"`` uses its first token, explicitly.
-
-    Raises:
-        DataError: a multi-token answer under ``"single"``, or an empty one.
-    """
-    ids = answer_token_ids(model, value, vocab)
-    loc = f"{where}: " if where else ""
-    if not ids:
-        raise DataError(f"{loc}answer {value!r} has no tokens; give a non-empty answer")
-    if len(ids) > 1 and answer_tokens != "first":
-        tok = getattr(model, "tokenizer", None)
-        pieces = [tok.decode([t]) for t in ids] if tok is not None else []
-        shown = f"{ids} {pieces}" if pieces else f"{ids}"
-        raise DataError(
-            f"{loc}answer {value!r} is {len(ids)} tokens {shown}; the metric reads one next-token "
-            "logit: give a single-token answer (or its token id), or set answer_tokens = \"first\" "
-            "(--answer-tokens first) to use each answer's first token"
-        )
-    return ids[0]
-
-
-def answer_ids(
-    model: Any, values: Sequence[Any], where: Sequence[str], vocab: Any = None, *,
-    answer_tokens: AnswerTokens = "single",
-) -> tuple[list[int], list[str]]:
-    """One token id per answer, and the answers reduced to their first token (for the report)."""
-    ids, reduced = [], []
-    for value, loc in zip(values, where):
-        ids.append(answer_token(model, value, vocab, answer_tokens=answer_tokens, where=loc))
-        if answer_tokens == "first" and len(answer_token_ids(model, value, vocab)) > 1:
-            reduced.append(f"{loc}: {value!r}")
-    return ids, reduced
-
-
-def reduction_warning(reduced: Sequence[str], n: int) -> str:
-    """The report / CLI line for answers reduced to their first token."""
-    shown = "; ".join(reduced[:3]) + (f"; and {len(reduced) - 3} more" if len(reduced) > 3 else "")
-    return (f"{len(reduced)} of {n} answers have several tokens and are scored by their first "
-            f"token only (answer_tokens = \"first\"): {shown}")
-
-
-def position_labels(model: Any, prompts: Sequence[Sequence[int]], vocab: Any = None) -> list[str]:
-    """``"pos:token"`` per position of the prompts (pair 0's token; ``"*"`` where pairs differ)."""
-    tok = getattr(model, "tokenizer", None)
-
-    def text(i: int) -> str:
-        if vocab is not None and 0 <= i < len(vocab.tokens):
-            return str(vocab.tokens[i])
-        return tok.decode([i]) if tok is not None else str(i)
-
-    n = max(len(p) for p in prompts)
-    out = []
-    for t in range(n):
-        ids = {p[t] for p in prompts if t < len(p)}
-        first = next(p[t] for p in prompts if t < len(p))
-        out.append(f"{t}:{text(first)}{'*' if len(ids) > 1 else ''}")
-    return out
-
-
-def _grid_dict(res: Any, method: str, rows: list[str], cols: list[str]) -> dict[str, Any]:
-    """JSON of one grid: ``values``/``normalized`` shaped like ``by``, axis and heatmap labels.
-
-    For a ``(layer, pos, head)`` grid the heatmap rows are (layer, head) pairs.
-    """
-    return {"kind": res.kind, "by": list(res.axes), "method": method,
-            "values": res.values.tolist(), "normalized": res.normalized.tolist(),
-            "labels": {k: [str(x) for x in v] for k, v in res.labels.items()},
-            "row_labels": rows, "col_labels": cols}
-
-
-def contrast_problems(
-    clean: Sequence[Sequence[int]], corrupt: Sequence[Sequence[int]], answer: Sequence[int],
-    foil: Sequence[int], *, metric: str,
-) -> list[str]:
-    """Pairs that cannot contrast: warnings for some, a :class:`DataError` when all are such.
-
-    A pair with identical clean and corrupt prompts, or (``logit_diff``) the same clean and
-    corrupt answer, has ``m_clean = m_corrupt``: it adds nothing, and if every pair is like
-    that the normalised effect is 0/0 in every cell.
-    """
-    same_prompt = [i for i, (c, r) in enumerate(zip(clean, corrupt)) if list(c) == list(r)]
-    same_answer = ([i for i, (a, f) in enumerate(zip(answer, foil)) if a == f]
-                   if metric == "logit_diff" else [])
-    n = len(clean)
-    if len(same_prompt) == n:
-        raise DataError(
-            f"every pair's clean and corrupt prompts are identical (pair 0: {list(clean[0])}): "
-            "patching changes nothing and the normalised effect is 0/0 in every cell; make each "
-            "corrupt prompt differ from its clean prompt (e.g. swap the subject)"
-        )
-    if len(same_answer) == n:
-        raise DataError(
-            f"every pair's clean and corrupt answers are the same token (pair 0: {answer[0]}): "
-            "logit(answer) - logit(corrupt answer) is 0 in every run and the normalised effect "
-            "0/0; give the corrupt rows the answer the corrupt prompt calls for"
-        )
-    out = []
-    if same_prompt:
-        out.append(f"{len(same_prompt)} of {n} pairs have identical clean and corrupt prompts "
-                   f"(pairs {same_prompt[:5]}): they add no contrast, only dilute the means")
-    if same_answer:
-        out.append(f"{len(same_answer)} of {n} pairs have the same clean and corrupt answer "
-                   f"(pairs {same_answer[:5]}): their logit difference is 0 in every run")
-    return out
-
-
-def check_gap(res: Any, metric: str) -> None:
-    """Raise when the clean and corrupt runs have the same mean metric (normalised effect 0/0)."""
-    clean, corrupt = float(res.clean.mean()), float(res.corrupt.mean())
-    if not clean != corrupt:
-        raise DataError(
-            f"the clean and corrupted runs give the same mean {metric} ({clean:.4g}): the "
-            "normalised effect (m_patched - m_corrupt) / (m_clean - m_corrupt) is 0/0 in every "
-            "cell; use prompt pairs on which the model's metric differs"
-        )
-
-
 def patching_grids(
-    model: Any,
-    clean: Sequence[Sequence[int]],
-    corrupt: Sequence[Sequence[int]],
-    spec: PatchingSpec,
-    *,
-    answer: Sequence[int],
-    foil: Sequence[int],
-    vocab: Any = None,
+    model: Any, clean: Sequence[Sequence[int]], corrupt: Sequence[Sequence[int]],
+    spec: PatchingSpec, *, answer: Sequence[int], foil: Sequence[int], vocab: Any = None,
     reduced: Sequence[str] = (),
 ) -> AnalysisResult:
-    """Patch every cell of each ``spec.kinds`` grid over the pairs; numbers, heatmaps and a table.
+    """The ``[[patching]]`` section of the pairs: :func:`probekit.circuits.patching_grids`.
 
     ``answer``/``foil``: the clean and corrupt rows' answer token ids (one per pair);
-    ``reduced``: the answers scored by their first token (``answer_tokens = "first"``). The
-    report heatmaps show the normalised effect ``(m_patched - m_base) / (m_source - m_base)``
-    with layers as rows and positions (labelled with the prompts' tokens) or heads as columns.
+    ``reduced``: the answers scored by their first token (``answer_tokens = "first"``).
     """
-    from functools import partial
-    from warnings import catch_warnings, simplefilter
+    from ...circuits import patching_grids as grids
 
-    import torch
-
-    from ...circuits import (
-        activation_patching,
-        answer_logprob,
-        attribution_patching,
-        logit_diff,
-        patching_correlation,
-    )
-    from ...circuits.blocks import largest_effect_table, patching_view
-
-    warnings = contrast_problems(clean, corrupt, answer, foil, metric=spec.metric)
-    a, f = torch.tensor(list(answer)), torch.tensor(list(foil))
-    metric = (partial(logit_diff, answer=a, foil=f) if spec.metric == "logit_diff"
-              else partial(answer_logprob, answer=a))
-    layers = list(spec.layers) or None
-    methods = ("activation", "attribution") if spec.method == "both" else (spec.method,)
-    base_prompts = corrupt if spec.direction == "denoise" else clean
-    pos_labels = position_labels(model, base_prompts, vocab)
-    grids, blocks, rows, corr = [], [], [], {}
-    first = None
-    for kind in spec.kinds:
-        by = ("layer", "pos")
-        if kind in _HEAD_KINDS:
-            by = ("layer", "pos", "head") if spec.head_grid == "layer_pos_head" else ("layer", "head")
-        results = {}
-        for method in methods:
-            fn = activation_patching if method == "activation" else attribution_patching
-            kwargs = ({"batch_size": spec.batch_size, "window": spec.window}
-                      if method == "activation" else {})
-            with catch_warnings():  # a zero gap is raised below, in one line
-                simplefilter("ignore", UserWarning)
-                res = fn(model, clean, corrupt, metric, kind=kind, by=by,
-                         direction=spec.direction, layers=layers, **kwargs)
-            if first is None:
-                check_gap(res, spec.metric)
-            results[method] = res
-            first = first or res
-            view = patching_view(res, method=method,
-                                 pos_labels=pos_labels if by[1] == "pos" else None)
-            grids.append(_grid_dict(res, method, list(view.row_labels), list(view.col_labels)))
-            blocks.append(view.heatmap)
-            rows.append(view.largest)
-        if len(results) == 2:
-            corr[kind] = patching_correlation(results["attribution"], results["activation"])
-    if first is None:
-        raise ConfigError("[patching] kinds is empty; name at least one site kind")
-    summary = largest_effect_table(rows)
-    metric_name = ("logit(clean answer) - logit(corrupt answer)" if spec.metric == "logit_diff"
-                   else "log p(clean answer)")
-    text = (f"{len(clean)} prompt pairs; metric {metric_name} at the last token: clean "
-            f"{float(first.clean.mean()):.3f}, corrupt {float(first.corrupt.mean()):.3f} (mean over "
-            "pairs). Normalised effect = (m_patched - m_base) / (m_source - m_base); "
-            "positions marked * hold different tokens in different pairs (pair 0's shown).")
-    if spec.window > 1:
-        text += f" Each cell patches {spec.window} consecutive blocks (rows: first-last block)."
-    if corr:
-        text += " Attribution vs activation patching (Pearson r): " + ", ".join(
-            f"{k} {v:.3f}" for k, v in corr.items()) + "."
-    data = {"n_pairs": len(clean), "metric": spec.metric, "direction": spec.direction,
-            "answer_tokens": spec.answer_tokens, "first_token_answers": list(reduced),
-            "clean_metric": first.clean.tolist(), "corrupt_metric": first.corrupt.tolist(),
-            "grids": grids, "correlation": corr}
-    if reduced:
-        warnings.append(reduction_warning(reduced, 2 * len(clean)))
-    if spec.edges != "none":
-        data["edges"], edge_blocks = edge_circuits(model, clean, corrupt, metric, spec)
-        blocks.extend(edge_blocks)
-    return AnalysisResult(
-        section="patching", title=f"Patching ({', '.join(spec.kinds)})",
-        data=data, blocks=(Text(text=text), summary, *blocks), warnings=tuple(warnings),
-    )
-
-
-def edge_circuits(
-    model: Any, clean: Sequence[Sequence[int]], corrupt: Sequence[Sequence[int]], metric: Any,
-    spec: PatchingSpec,
-) -> tuple[dict[str, Any], list[Any]]:
-    """EAP / EAP-IG edge scores, the top edges and the faithfulness curve of top-k circuits."""
-    from ...circuits import edge_attribution, faithfulness_curve
-    from ...circuits.blocks import edge_table, faithfulness_plot
-
-    scores = edge_attribution(model, clean, corrupt, metric, method=spec.edges,
-                              batch_size=spec.batch_size)
-    n_edges = scores.graph.n_edges
-    ks = sorted({k for k in spec.edge_ks if k < n_edges} | {n_edges})
-    curve = faithfulness_curve(model, clean, corrupt, metric, scores, ks, batch_size=spec.batch_size)
-    top = scores.top(spec.edge_top)
-    table = edge_table(scores, spec.edge_top)
-    plot = faithfulness_plot(curve)
-    faithfulness = curve.to_dict()
-    del faithfulness["top_edges"]  # every edge up to max(ks) = the whole graph; "top" has the head
-    data = {"method": spec.edges, "n_edges": n_edges, "top": [list(t) for t in top],
-            "faithfulness": faithfulness}
-    return data, [table, plot]
+    res = grids(model, clean, corrupt, spec, answer=answer, foil=foil, vocab=vocab,
+                reduced=reduced)
+    return AnalysisResult(section="patching", title=f"Patching ({', '.join(spec.kinds)})",
+                          data=res.data, blocks=res.blocks, warnings=res.warnings)
 
 
 @register_analysis("patching", spec=PatchingSpec)
-def run_patching(spec: PatchingSpec, ctx: Any) -> AnalysisResult:
+def run_patching(spec: PatchingSpec, ctx: RunContext) -> AnalysisResult:
     """Patching grids over the suite's clean/corrupt prompt pairs (Meng et al. 2022; Nanda 2023)."""
+    from ...circuits import answer_ids
+
     ex = ctx.examples
     clean_idx, corrupt_idx = ex.pairs(pair_column=spec.pair_column, role_column=spec.role_column)
     model = ctx.model

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ...context import RunContext
 from ...report.blocks import Text
 from ...sites import site_label
 from ..registry import register_analysis
@@ -118,7 +119,7 @@ def _accuracy_keys(metrics: list[dict[str, Any]]) -> list[str]:
 
 
 @register_analysis("similarity", spec=SimilaritySpec)
-def run_similarity(spec: SimilaritySpec, ctx: Any) -> AnalysisResult:
+def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> AnalysisResult:
     """Layer x layer similarity heatmap(s) and the checkpoint-drift curve of one table."""
     import numpy as np
 

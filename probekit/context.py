@@ -1,0 +1,96 @@
+"""What an analysis, a measurement kind or a method package's suite entry point reads of its context.
+
+:class:`Context` is the structural type of ``ctx``: the suite's
+:class:`~probekit.suites.context.AnalysisContext` satisfies it, and so does any stand-in with the
+same members (the fake contexts of the tests). :class:`RunContext` adds what a suite analysis
+uses besides: the resolved device, progress bars, the cache root, the model fingerprint, the
+default sites and the count of forward passes run.
+
+Both are ``runtime_checkable`` (so the annotation is checked when tests run with beartype) with
+the members looked up statically (:mod:`typing_extensions` gives Python 3.12's
+``inspect.getattr_static`` semantics on 3.11): an ``isinstance`` check never evaluates a lazy
+property, so checking a context never loads its model. This module imports nothing of probekit at
+run time (the member types are annotation-only), so every layer may import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from typing_extensions import Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from .executor import Executor
+    from .sites import Site
+    from .suites.data import Examples
+    from .suites.spec import StatsSpec, Suite
+
+__all__ = ["Context", "RunContext"]
+
+
+@runtime_checkable
+class Context(Protocol):
+    """The inputs of a measurement kind or an analysis.
+
+    Attributes:
+        suite: the validated suite (``suite.data``, ``suite.capture``, ``suite.source``,
+            ``suite.resolve(path)``).
+        model: the suite's model (a context may load it lazily, on first access).
+        examples: rows (token lists), ``columns``, ``split(name)``, ``column(name)``,
+            ``pairs()`` and ``vocab``.
+        stats: the ``[stats]`` settings (``n_bootstrap``, ``n_permutations``, ``alpha``,
+            ``seed`` ...).
+        executor: runs independent tasks (``executor.map(fn, items)``).
+    """
+
+    suite: Suite
+    stats: StatsSpec
+    executor: Executor
+
+    @property
+    def model(self) -> Any:
+        """The suite's model."""
+        ...
+
+    @property
+    def examples(self) -> Examples:
+        """The suite's examples."""
+        ...
+
+    def activations(self, sites: Sequence[Site] | None = None) -> dict[Site, Tensor]:
+        """``site -> (example, d)`` activations at the ``[capture]`` positions (cached)."""
+        ...
+
+
+@runtime_checkable
+class RunContext(Context, Protocol):
+    """A :class:`Context` with what a suite analysis uses besides.
+
+    Attributes:
+        progress: whether to show progress bars.
+        cache_dir: root of the suite's caches (activations, answers, neuron statistics ...).
+        forward_passes: forward passes / generations actually run (an analysis that runs its
+            own adds to it; 0 on a cached rerun).
+    """
+
+    progress: bool
+    cache_dir: Path
+    forward_passes: int
+
+    @property
+    def device(self) -> str:
+        """Torch device name for the analyses' own computations."""
+        ...
+
+    @property
+    def model_fingerprint(self) -> str:
+        """Content fingerprint of the model."""
+        ...
+
+    def default_sites(self) -> list[Site]:
+        """The sites of ``[capture]``."""
+        ...
