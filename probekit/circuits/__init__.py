@@ -33,6 +33,7 @@ from .fourier import fourier_basis as fourier_basis
 from .fourier import frequency_power as frequency_power
 from .fourier import key_frequencies as key_frequencies
 from .fourier import key_frequency_share as key_frequency_share
+from .grid import PatchOptions as PatchOptions
 from .grids import PatchingGrids as PatchingGrids
 from .grids import patching_grids as patching_grids
 from .lens import DirectLogitAttribution as DirectLogitAttribution

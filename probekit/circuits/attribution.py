@@ -10,16 +10,16 @@ patched. Built only on :mod:`probekit.interventions` (:class:`Read`, :class:`Gra
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..capture.batching import PaddingSide
 from ..errors import ConfigError
 from ..interventions import Grad, Read, run_with_interventions
 from ..models.protocol import HookedModel
 from ..sites import Site
-from .grid import Metric, PatchingResult, grid_result, prepare_grid, run_metric
+from .grid import Metric, PatchingResult, PatchOptions, grid_result, prepare_grid, run_metric
 from .metrics import as_pair_metric
 
 
@@ -28,22 +28,29 @@ def attribution_patching(
     clean_tokens: Tensor | Sequence[Sequence[int]],
     corrupt_tokens: Tensor | Sequence[Sequence[int]],
     metric: Metric,
-    *,
-    kind: str = "resid_pre",
-    by: tuple[str, ...] | None = None,
-    direction: str = "denoise",
-    layers: Sequence[int] | None = None,
-    padding_side: PaddingSide = "right",
+    options: PatchOptions | None = None,
+    /,
+    **keywords: Any,
 ) -> PatchingResult:
     """Estimate the :func:`activation_patching` grid of ``kind`` by ``by`` from gradients.
 
     Arguments as for :func:`~probekit.circuits.activation_patching`; the result has the same
     axes (``values`` = estimated metric after the patch, i.e. base metric + attribution).
-    Compare with the exact grid using :func:`patching_correlation`.
+    Compare with the exact grid using :func:`patching_correlation`. Options as one
+    :class:`~probekit.circuits.PatchOptions` and/or keywords (``window`` must be 1: the
+    estimate is linear in one block's activation; ``batch_size`` is unused: one forward and one
+    backward over all pairs).
+
+    Raises:
+        ConfigError: ``window`` > 1.
     """
+    opts = PatchOptions.build(options, **keywords)
+    if opts.window != 1:
+        raise ConfigError(f"window = {opts.window}: attribution patching estimates single-block "
+                          "cells; use window = 1 (or activation_patching for a window)")
     metric = as_pair_metric(metric)  # a TransformerLens-style metric(logits) is adapted
-    grid = prepare_grid(model, clean_tokens, corrupt_tokens, kind=kind, by=by, direction=direction,
-                        layers=layers, what="attribution")
+    padding_side = opts.padding_side
+    grid = prepare_grid(model, clean_tokens, corrupt_tokens, opts)
     sites = grid.sites
     every = torch.arange(len(grid.base))
 

@@ -132,6 +132,95 @@ class Grid:
         return [Site(b, self.kind) for b in layers]
 
 
+_PADDING = ("left", "right")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchOptions:
+    """The options the patching family shares, built and validated once.
+
+    :func:`~probekit.circuits.activation_patching`, :func:`~probekit.circuits.attribution_patching`
+    and :func:`~probekit.circuits.patching_sweep` take one as ``options`` (or the same names as
+    keywords, :meth:`build`): what is patched (``kind`` by ``by`` axes, in ``layers``, ``window``
+    blocks per cell), which way (``direction``) and how it is batched (``batch_size``,
+    ``padding_side``). Checks that need the model (layers in range, token ids) happen when a grid
+    is prepared (:func:`prepare_grid`).
+
+    Attributes:
+        kind: activation kind patched (:data:`RESID_KINDS` by layer x position; the head kinds
+            :data:`HEAD_PATCH_KINDS` by layer x head by default).
+        by: grid axes, ``("layer", "pos")``, ``("layer", "head")`` or ``("layer", "pos",
+            "head")``; ``None``: the kind's default.
+        direction: ``"denoise"`` (clean activations into the corrupted run) or ``"noise"``.
+        layers: the cells' layers (``None``: every block).
+        window: blocks patched together per cell (``l .. l + window - 1``).
+        batch_size: (pair, cell) rows per forward pass.
+        padding_side: padding of the batched prompts.
+    """
+
+    kind: str = "resid_pre"
+    by: tuple[str, ...] | None = None
+    direction: str = "denoise"
+    layers: tuple[int, ...] | None = None
+    window: int = 1
+    batch_size: int = 64
+    padding_side: str = "right"
+
+    def __post_init__(self) -> None:
+        """Refuse a bad value with its field, what is expected and the fix (:class:`ConfigError`)."""
+        kinds = RESID_KINDS + HEAD_PATCH_KINDS
+        if self.kind not in kinds:
+            raise ConfigError(f"patching kind {self.kind!r} not supported; use one of {list(kinds)}")
+        if self.by is not None and (self.by not in BY_KINDS or self.kind not in BY_KINDS[self.by]):
+            valid = [list(b) for b, fits in BY_KINDS.items() if self.kind in fits]
+            raise ConfigError(f"by={list(self.by)} does not fit kind {self.kind!r}; use one of "
+                              f"{valid} (or leave by unset for the kind's default)")
+        if self.direction not in ("denoise", "noise"):
+            raise ConfigError(f"direction {self.direction!r} unknown; use 'denoise' (clean into "
+                              "the corrupted run) or 'noise' (corrupted into the clean run)")
+        for key, rule in (("window", "must be an int >= 1 (blocks patched per cell)"),
+                          ("batch_size", "must be >= 1 (an int: (pair, cell) rows per forward)")):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{key} {rule}, got {value!r}")
+        if self.padding_side not in _PADDING:
+            raise ConfigError(f"padding_side {self.padding_side!r} unknown; use 'left' or 'right'")
+        if self.layers is not None and any(
+            isinstance(x, bool) or not isinstance(x, int) for x in self.layers
+        ):
+            raise ConfigError(f"layers = {list(self.layers)}: give block indices (ints)")
+
+    @classmethod
+    def build(cls, options: PatchOptions | None = None, /, **keywords: Any) -> PatchOptions:
+        """``options`` (default: all defaults) with ``keywords`` replacing fields.
+
+        Sequences are accepted for ``by`` and ``layers`` (stored as tuples), so the keyword
+        calls ``activation_patching(..., kind="attn_z", layers=[0, 1])`` keep working.
+
+        Raises:
+            ConfigError: an unknown keyword (naming the closest field), or a bad value.
+        """
+        import difflib
+        from dataclasses import fields, replace
+
+        names = [f.name for f in fields(cls)]
+        unknown = [k for k in keywords if k not in names]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], names, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"unknown patching option {unknown[0]!r}; {hint}options are {names}")
+        for key in ("by", "layers"):
+            if keywords.get(key) is not None:
+                keywords[key] = tuple(keywords[key])
+        return replace(options, **keywords) if options is not None else cls(**keywords)
+
+    def resolved_by(self) -> tuple[str, ...]:
+        """``by``, or the kind's default axes: ``(layer, head)`` for head kinds, else ``(layer, pos)``."""
+        if self.by is not None:
+            return self.by
+        return ("layer", "head") if self.kind in HEAD_KINDS else ("layer", "pos")
+
+
 def as_token_lists(tokens: Tensor | Sequence[Sequence[int]], what: str) -> list[list[int]]:
     """Token ids as lists; a 2-D tensor is one prompt per row."""
     if isinstance(tokens, Tensor):
@@ -193,34 +282,18 @@ def prepare_grid(
     model: HookedModel,
     clean_tokens: Tensor | Sequence[Sequence[int]],
     corrupt_tokens: Tensor | Sequence[Sequence[int]],
-    *,
-    kind: str,
-    by: tuple[str, ...] | None,
-    direction: str,
-    layers: Sequence[int] | None,
-    window: int = 1,
-    what: str = "patching",
+    options: PatchOptions,
 ) -> Grid:
-    """Validate the arguments of a patching grid (one error naming the bad value and the fix)."""
+    """Validate the prompts and ``options`` against the model (one error naming the value and the fix)."""
     clean = as_token_lists(clean_tokens, "clean_tokens")
     corrupt = as_token_lists(corrupt_tokens, "corrupt_tokens")
     check_pairs(clean, corrupt)
     check_token_limits(model, clean, "clean_tokens")
     check_token_limits(model, corrupt, "corrupt_tokens")
-    kinds = RESID_KINDS + HEAD_PATCH_KINDS
-    if kind not in kinds:
-        raise ConfigError(f"{what} kind {kind!r} not supported; use one of {list(kinds)}")
-    by = tuple(by or (("layer", "head") if kind in HEAD_KINDS else ("layer", "pos")))
-    if by not in BY_KINDS or kind not in BY_KINDS[by]:
-        valid = [list(b) for b, fits in BY_KINDS.items() if kind in fits]
-        raise ConfigError(f"by={list(by)} does not fit kind {kind!r}; use one of {valid}")
-    if direction not in ("denoise", "noise"):
-        raise ConfigError(f"direction {direction!r} unknown; use 'denoise' or 'noise'")
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ConfigError(f"window must be an int >= 1 (blocks patched per cell), got {window!r}")
-    base, source = (corrupt, clean) if direction == "denoise" else (clean, corrupt)
-    return Grid(base=base, source=source, kind=kind, by=by, direction=direction,
-                layers=check_layers(model, layers), window=window, n_layers=int(model.cfg.n_layers))
+    base, source = (corrupt, clean) if options.direction == "denoise" else (clean, corrupt)
+    return Grid(base=base, source=source, kind=options.kind, by=options.resolved_by(),
+                direction=options.direction, layers=check_layers(model, options.layers),
+                window=options.window, n_layers=int(model.cfg.n_layers))
 
 
 def run_metric(metric: Metric, last_logits: Tensor, pair: Tensor) -> Tensor:

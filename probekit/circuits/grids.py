@@ -20,7 +20,7 @@ from torch import Tensor
 
 from ..errors import ConfigError, DataError
 from ..report.blocks import Block, Text
-from .grid import HEAD_PATCH_KINDS, PatchingResult
+from .grid import HEAD_PATCH_KINDS, PatchingResult, PatchOptions
 
 __all__ = ["PatchingGrids", "check_gap", "contrast_problems", "edge_circuits", "grid_record",
            "patching_grids", "position_labels"]
@@ -132,16 +132,16 @@ def _kind_grids(
     by = ("layer", "pos")
     if kind in HEAD_PATCH_KINDS:
         by = ("layer", "pos", "head") if spec.head_grid == "layer_pos_head" else ("layer", "head")
+    options = PatchOptions.build(kind=kind, by=by, direction=spec.direction,
+                                 layers=tuple(spec.layers) or None, window=spec.window,
+                                 batch_size=spec.batch_size)
     methods = ("activation", "attribution") if spec.method == "both" else (spec.method,)
     results, records, heatmaps, rows = {}, [], [], []
     for method in methods:
         fn = activation_patching if method == "activation" else attribution_patching
-        kwargs = ({"batch_size": spec.batch_size, "window": spec.window}
-                  if method == "activation" else {})
         with catch_warnings():  # a zero gap is raised below, in one line
             simplefilter("ignore", UserWarning)
-            res = fn(model, clean, corrupt, metric, kind=kind, by=by, direction=spec.direction,
-                     layers=list(spec.layers) or None, **kwargs)
+            res = fn(model, clean, corrupt, metric, options)
         if check and not results:
             check_gap(res, spec.metric)
         results[method] = res

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -50,6 +51,7 @@ from .grid import (
     Grid,
     Metric,
     PatchingResult,
+    PatchOptions,
     as_token_lists,
     check_pairs,
     grid_result,
@@ -60,7 +62,8 @@ from .grid import (
 )
 
 __all__ = [
-    "BY_KINDS", "HEAD_PATCH_KINDS", "RESID_KINDS", "Metric", "PatchingResult", "activation_patching",
+    "BY_KINDS", "HEAD_PATCH_KINDS", "RESID_KINDS", "Metric", "PatchOptions", "PatchingResult",
+    "activation_patching",
     "as_token_lists", "check_pairs", "patch_grid", "run_metric", "token_labels",
 ]
 
@@ -73,14 +76,9 @@ def activation_patching(
     clean_tokens: Tensor | Sequence[Sequence[int]],
     corrupt_tokens: Tensor | Sequence[Sequence[int]],
     metric: Metric,
-    *,
-    kind: str = "resid_pre",
-    by: tuple[str, ...] | None = None,
-    direction: str = "denoise",
-    layers: Sequence[int] | None = None,
-    window: int = 1,
-    batch_size: int = 64,
-    padding_side: PaddingSide = "right",
+    options: PatchOptions | None = None,
+    /,
+    **keywords: Any,
 ) -> PatchingResult:
     """Patch every cell of a ``by`` grid of ``kind`` activations, many cells per forward pass.
 
@@ -95,10 +93,18 @@ def activation_patching(
     ``(1, 1, d_vocab)`` (:func:`~probekit.circuits.metrics.as_pair_metric`). ``batch_size`` is the number of (pair, cell) rows per
     forward. Equals ``transformer_lens.patching``'s ``get_act_patch_*`` with a pair-averaged
     metric (tested to 1e-4 in float32).
+
+    The grid's options (``kind``, ``by``, ``direction``, ``layers``, ``window``, ``batch_size``,
+    ``padding_side``) come as one :class:`~probekit.circuits.PatchOptions` (``options``, built
+    and validated once, reusable across calls) or as keywords of the same names (which replace
+    the fields of ``options``): ``activation_patching(model, clean, corrupt, metric,
+    kind="attn_z", layers=[0, 1])`` equals ``activation_patching(model, clean, corrupt, metric,
+    PatchOptions(kind="attn_z", layers=(0, 1)))``.
     """
-    grid = prepare_grid(model, clean_tokens, corrupt_tokens, kind=kind, by=by, direction=direction,
-                        layers=layers, window=window)
-    return patch_grid(model, grid, metric, batch_size=batch_size, padding_side=padding_side)
+    opts = PatchOptions.build(options, **keywords)
+    grid = prepare_grid(model, clean_tokens, corrupt_tokens, opts)
+    return patch_grid(model, grid, metric, batch_size=opts.batch_size,
+                      padding_side=opts.padding_side)
 
 
 def patch_grid(

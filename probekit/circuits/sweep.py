@@ -14,18 +14,18 @@ differ only by float rounding of the different batch compositions (tested to 1e-
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..capture.batching import PaddingSide
 from ..errors import ConfigError
 from ..executor import Executor, check_worker_paths, get_executor, map_resumable
 from ..models.cached import load_model_cached, model_paths
-from .grid import Metric, PatchingResult, grid_result, grid_shape, prepare_grid
+from .grid import Metric, PatchingResult, PatchOptions, grid_result, grid_shape, prepare_grid
 from .metrics import as_pair_metric
 from .patching import activation_patching
 
@@ -43,13 +43,7 @@ class PatchBatch:
         corrupt: the batch's corrupted prompts.
         pair_ids: dataset index of each pair (what ``metric`` receives).
         metric: a picklable metric (module-level function or ``functools.partial`` of one).
-        kind: activation kind patched.
-        by: grid axes.
-        direction: ``"denoise"`` or ``"noise"``.
-        layers: the cells' layers.
-        window: blocks patched per cell.
-        batch_size: (pair, cell) rows per forward pass.
-        padding_side: padding of the batched prompts.
+        options: the grid's options (axes and layers resolved against the model).
     """
 
     model: str
@@ -58,13 +52,7 @@ class PatchBatch:
     corrupt: tuple[tuple[int, ...], ...]
     pair_ids: tuple[int, ...]
     metric: Metric
-    kind: str
-    by: tuple[str, ...]
-    direction: str
-    layers: tuple[int, ...]
-    window: int
-    batch_size: int
-    padding_side: PaddingSide
+    options: PatchOptions
 
 
 def _on_dataset_pairs(metric: Metric, ids: Tensor, logits: Tensor, pair: Tensor) -> Tensor:
@@ -77,9 +65,7 @@ def patch_batch(task: PatchBatch) -> PatchingResult:
     model, _ = load_model_cached(task.model, task.device)
     metric = partial(_on_dataset_pairs, task.metric, torch.tensor(task.pair_ids))
     return activation_patching(
-        model, [list(t) for t in task.clean], [list(t) for t in task.corrupt], metric,
-        kind=task.kind, by=task.by, direction=task.direction, layers=list(task.layers),
-        window=task.window, batch_size=task.batch_size, padding_side=task.padding_side,
+        model, [list(t) for t in task.clean], [list(t) for t in task.corrupt], metric, task.options,
     )
 
 
@@ -88,18 +74,14 @@ def patching_sweep(
     clean_tokens: Tensor | Sequence[Sequence[int]],
     corrupt_tokens: Tensor | Sequence[Sequence[int]],
     metric: Metric,
+    options: PatchOptions | None = None,
+    /,
     *,
     pairs_per_task: int = 16,
     executor: str | Executor | None = None,
     device: str = "cpu",
-    kind: str = "resid_pre",
-    by: tuple[str, ...] | None = None,
-    direction: str = "denoise",
-    layers: Sequence[int] | None = None,
-    window: int = 1,
-    batch_size: int = 64,
-    padding_side: PaddingSide = "right",
     resume_dir: str | Path | None = None,
+    **keywords: Any,
 ) -> PatchingResult:
     """:func:`activation_patching` over many prompt pairs, one executor task per batch of pairs.
 
@@ -113,15 +95,13 @@ def patching_sweep(
         pairs_per_task: pairs per task.
         executor: a name (:func:`~probekit.executor.available_executors`) or an executor; ``None``: in-process.
         device: torch device of the model on every worker.
-        kind: activation kind patched (as in :func:`activation_patching`).
-        by: grid axes (as in :func:`activation_patching`).
-        direction: ``"denoise"`` or ``"noise"``.
-        layers: the cells' layers (default all).
-        window: blocks patched together per cell.
-        batch_size: (pair, cell) rows per forward pass inside a task.
-        padding_side: padding of the batched prompts.
+        options: the grid's :class:`~probekit.circuits.PatchOptions` (``batch_size``: rows per
+            forward pass inside a task), as for :func:`activation_patching`.
         resume_dir: records of finished batches (:func:`~probekit.executor.map_resumable`):
             the same call after a killed driver runs only the unfinished batches.
+        **keywords: fields of :class:`~probekit.circuits.PatchOptions` (``kind``, ``by``,
+            ``direction``, ``layers``, ``window``, ``batch_size``, ``padding_side``), replacing
+            those of ``options``.
 
     Returns:
         The :class:`PatchingResult` over all pairs (``per_pair`` in the order of the pairs).
@@ -131,17 +111,17 @@ def patching_sweep(
     metric = as_pair_metric(metric)  # a TransformerLens-style metric(logits) is adapted
     ref = str(model)
     loaded, _ = load_model_cached(ref, device)  # validation and labels; reused in-process
-    grid = prepare_grid(loaded, clean_tokens, corrupt_tokens, kind=kind, by=by,
-                        direction=direction, layers=layers, window=window)
-    clean, corrupt = (grid.source, grid.base) if direction == "denoise" else (grid.base, grid.source)
+    opts = PatchOptions.build(options, **keywords)
+    grid = prepare_grid(loaded, clean_tokens, corrupt_tokens, opts)
+    resolved = replace(opts, by=grid.by, layers=tuple(grid.layers))
+    clean, corrupt = ((grid.source, grid.base) if opts.direction == "denoise"
+                      else (grid.base, grid.source))
     tasks = [
         PatchBatch(model=ref, device=device,
                    clean=tuple(map(tuple, clean[lo:lo + pairs_per_task])),
                    corrupt=tuple(map(tuple, corrupt[lo:lo + pairs_per_task])),
                    pair_ids=tuple(range(lo, min(lo + pairs_per_task, len(clean)))),
-                   metric=metric, kind=grid.kind, by=grid.by, direction=direction,
-                   layers=tuple(grid.layers), window=window, batch_size=batch_size,
-                   padding_side=padding_side)
+                   metric=metric, options=resolved)
         for lo in range(0, len(clean), pairs_per_task)
     ]
     runner = get_executor(executor)

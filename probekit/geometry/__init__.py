@@ -35,5 +35,11 @@ from .dynamics import weight_condition_numbers as weight_condition_numbers
 from .dynamics import weight_rotation as weight_rotation
 from .factorization import FactorizationResult as FactorizationResult
 from .factorization import concept_factorization as concept_factorization
+from .per_site import SiteFactorization as SiteFactorization
+from .per_site import SiteGeometry as SiteGeometry
+from .per_site import class_rows as class_rows
+from .per_site import site_factorization as site_factorization
+from .per_site import site_geometry as site_geometry
+from .per_site import width_groups as width_groups
 from .simulated import SimulatedCapacityResult as SimulatedCapacityResult
 from .simulated import simulated_capacity as simulated_capacity

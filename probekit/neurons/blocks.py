@@ -1,7 +1,7 @@
 """Report blocks of the neuron results: the one place their tables, heatmap and plots are built.
 
-``[[neurons]]`` (``suites/analyses/neurons.py``) calls :func:`experiment_blocks` and
-:func:`ap_by_layer_plot`; ``RelationNeuronResult._blocks()`` and ``NeuronStatistics._blocks()``
+``[[neurons]]`` (``suites/analyses/neurons.py``) calls :func:`study_blocks` (which uses
+:func:`experiment_blocks` and :func:`ap_by_layer_plot`) and :func:`study_warnings`; ``RelationNeuronResult._blocks()`` and ``NeuronStatistics._blocks()``
 call them too, so a notebook cell shows the same table and plots as the report.
 """
 

@@ -4,8 +4,8 @@ A fact file is JSONL with ``text`` (the prompt), ``relation``, ``object`` (gold,
 aliases) and ``split`` (``identify`` for ranking neurons, ``test`` for deactivation; subjects of
 the two splits are disjoint). Units: for gated MLPs (Llama family) ``mlp_pre`` (gate) and
 ``mlp_pre_linear`` (up) of every layer, ranked together (the lineage code's units, neurons.md);
-otherwise ``mlp_pre``. The study itself is the ``[[neurons]]`` suite section
-(``probekit.suites.analyses.neurons``; ``scripts/neurons_study.py`` runs it on a fact file).
+otherwise ``mlp_pre``. The study itself is :func:`probekit.neurons.relation_neuron_study`, run
+by the ``[[neurons]]`` suite section (``scripts/neurons_study.py`` runs it on a fact file).
 """
 
 from __future__ import annotations

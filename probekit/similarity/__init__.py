@@ -23,6 +23,9 @@ from .results import PopulationSimilarity as PopulationSimilarity
 from .rsa import rdm as rdm
 from .rsa import rsa as rsa
 from .rsa import rsa_test as rsa_test
+from .sections import CheckpointReps as CheckpointReps
+from .sections import SimilaritySection as SimilaritySection
+from .sections import similarity_section as similarity_section
 from .shape import canonical_correlations as canonical_correlations
 from .shape import cca_similarity as cca_similarity
 from .shape import procrustes_distance as procrustes_distance

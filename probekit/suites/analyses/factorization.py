@@ -17,7 +17,6 @@ reports, on the rows of ``split`` (the fitted combinations):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -48,43 +47,10 @@ class FactorizationSpec:
     rtol: float = 1e-3
 
 
-def _site_scores(stack: Any, a: np.ndarray, b: np.ndarray, train: np.ndarray, rtol: float
-                 ) -> tuple[list[dict[str, float | None]], int, int]:
-    """Both families of scores for a ``(site, n, d)`` stack; per-site dicts and combo counts."""
-    import torch
-
-    from ...geometry import concept_factorization, concept_means_scores
-
-    fac = concept_factorization(stack, a, b, train=train, rtol=rtol)
-    fit = np.flatnonzero(train)
-    ref = concept_means_scores(stack[:, fit], [a[fit], b[fit]])
-    out = []
-    for i in range(stack.shape[0]):
-        angles = fac.principal_angles[i]
-        angles = angles[~torch.isnan(angles)]
-        held = float(fac.r2_heldout[i])
-        out.append({
-            "r2_train": float(fac.r2_train[i]),
-            "r2_heldout": held if np.isfinite(held) else None,
-            "angle_min": float(angles.min()) if angles.numel() else None,
-            "angle_mean": float(angles.mean()) if angles.numel() else None,
-            "rank_a": int(fac.rank_a[i]), "rank_b": int(fac.rank_b[i]),
-            "linear_r2": float(ref.linear_r2[i]),
-            "linear_r2_whitened": float(ref.linear_r2_whitened[i]),
-            "k95_a": int(ref.k95[i, 0]), "k95_b": int(ref.k95[i, 1]),
-            "same_concept_abs_cos": float(ref.same_concept_abs_cos[i]),
-            "cross_concept_abs_cos": float(ref.cross_concept_abs_cos[i]),
-            "principal_angles": [float(v) for v in angles],
-        })
-    return out, fac.n_train_combinations, fac.n_heldout_combinations
-
-
 @register_analysis("factorization", spec=FactorizationSpec)
 def run_factorization(spec: FactorizationSpec, ctx: RunContext) -> AnalysisResult:
     """Concept factorization per site: additive fit, held-out R^2, angles, ranks (Uselis et al.)."""
-    import torch
-
-    from ...geometry.blocks import FACTORIZATION_MEASURES as MEASURES
+    from ...geometry import site_factorization
     from ...geometry.blocks import factorization_blocks
 
     if spec.concept_a == spec.concept_b:
@@ -105,58 +71,30 @@ def run_factorization(spec: FactorizationSpec, ctx: RunContext) -> AnalysisResul
                 f"[[factorization]] column {key!r} takes {np.unique(vals).size} value(s) in split "
                 f"{spec.split!r}; a concept needs at least 2 values"
             )
-    acts = ctx.activations()
-    sites = list(acts)
-    sel = torch.from_numpy(rows)
-    fit_sel = torch.from_numpy(fit_rows.astype(np.int64))
-    flat = [s for s in sites if float(acts[s][fit_sel].to(torch.float64).var(dim=0).sum()) == 0.0]
-    blank = {k: None for k, _, _ in MEASURES} | {"principal_angles": []}
-    scores: dict[Any, dict[str, Any]] = {s: dict(blank) for s in flat}
-    by_dim: dict[int, list[Any]] = {}
-    for s in sites:
-        if s not in flat:
-            by_dim.setdefault(acts[s].shape[1], []).append(s)
-    n_fit = n_held = 0
-    for group in by_dim.values():  # sites of equal width are one (site, n, d) stack
-        stack = torch.stack([acts[s][sel].to(torch.float64) for s in group])
-        per_site, n_fit, n_held = _site_scores(stack, a, b, train, spec.rtol)
-        scores.update(zip(group, per_site))
-    if not by_dim:
-        raise ConfigError(
-            f"[[factorization]] every site is constant over the {spec.split!r} rows: nothing to "
-            "factorize; capture sites after attention"
-        )
-    labels = [site_label(s) for s in sites]
-    warnings = []
-    if flat:
-        warnings.append(f"sites {[site_label(s) for s in flat]} are identical for every row: "
-                        "no factorization, left blank")
+    fac = site_factorization(ctx.activations(), rows, train, a, b, rtol=spec.rtol, split=spec.split)
+    n_fit, n_held = fac.n_fitted_combinations, fac.n_heldout_combinations
+    warnings = list(fac.warnings)
     if spec.heldout_split and n_held == 0:
         warnings.append(f"split {spec.heldout_split!r} has no (a, b) combination unseen in "
                         f"{spec.split!r}: the held-out R2 is blank")
+    labels = [site_label(s) for s in fac.sites]
+    n_values = [int(np.unique(a[train]).size), int(np.unique(b[train]).size)]
     data = {
         "concept_a": spec.concept_a, "concept_b": spec.concept_b, "split": spec.split,
         "heldout_split": spec.heldout_split, "n_fitted_combinations": n_fit,
-        "n_heldout_combinations": n_held, "n_values": [int(np.unique(a[train]).size),
-                                                       int(np.unique(b[train]).size)],
-        "sites": [s.name for s in sites], "site_labels": labels,
-        **{k: [scores[s][k] for s in sites] for k, _, _ in MEASURES},
-        "principal_angles": [scores[s]["principal_angles"] for s in sites],
+        "n_heldout_combinations": n_held, "n_values": n_values,
+        "sites": [s.name for s in fac.sites], "site_labels": labels, **fac.values,
     }
-    blocks = tuple(factorization_blocks(
-        labels, {k: [scores[s][k] for s in sites] for k, _, _ in MEASURES},
-        text=(
-            f"Concepts {spec.concept_a!r} x {spec.concept_b!r} "
-            f"({data['n_values'][0]} x {data['n_values'][1]} values): additive model "
-            f"z(a, b) ~ mu + u_a + v_b fitted on the {n_fit} combinations of split "
-            f"{spec.split!r}, scored on {n_held} combinations of {spec.heldout_split!r} never "
-            "seen in the fit; orthogonality = principal angles between span(u) and span(v) "
+    text = (f"Concepts {spec.concept_a!r} x {spec.concept_b!r} ({n_values[0]} x {n_values[1]} "
+            f"values): additive model z(a, b) ~ mu + u_a + v_b fitted on the {n_fit} combinations "
+            f"of split {spec.split!r}, scored on {n_held} combinations of {spec.heldout_split!r} "
+            "never seen in the fit; orthogonality = principal angles between span(u) and span(v) "
             "(90 deg: orthogonal). Dashed: the scores of Uselis et al.'s released code on the "
-            "fitted rows (summed concept-value means, k95 ranks, |cos| of value means)."
-        ),
-    ))
+            "fitted rows (summed concept-value means, k95 ranks, |cos| of value means).")
     return AnalysisResult(
         section="factorization",
         title=f"Concept factorization of {spec.concept_a!r} x {spec.concept_b!r}",
-        data=data, blocks=blocks, warnings=tuple(warnings),
+        data=data, blocks=tuple(factorization_blocks(
+            labels, {k: v for k, v in fac.values.items() if k != "principal_angles"}, text=text)),
+        warnings=tuple(warnings),
     )

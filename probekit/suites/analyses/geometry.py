@@ -10,7 +10,6 @@ plus PR, #PCs for 90% variance, numerical rank, NC1 and the Fisher ratio.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -46,27 +45,11 @@ class GeometrySpec:
     seed: int = 0
 
 
-def _classes(y: np.ndarray, spec: GeometrySpec) -> np.ndarray:
-    """Row mask of the classes kept (enough rows; first ``max_classes``)."""
-    values, counts = np.unique(y, return_counts=True)
-    keep = values[counts >= spec.min_points]
-    if spec.max_classes:
-        keep = keep[: spec.max_classes]
-    if keep.size < 2:
-        raise ConfigError(
-            f"[[geometry]] found {keep.size} class(es) of {spec.label!r} with >= {spec.min_points} "
-            f"rows in split {spec.split!r}; lower min_points or use a larger split"
-        )
-    return np.isin(y, keep)
-
-
 @register_analysis("geometry", spec=GeometrySpec)
 def run_geometry(spec: GeometrySpec, ctx: RunContext) -> AnalysisResult:
     """Class-manifold geometry per site (MFTMA capacity, R, D, utility; PR, NC1, Fisher)."""
-    import torch
-
-    from ...geometry import geometry_by_layer
-    from ...geometry.blocks import MEASURES, geometry_blocks
+    from ...geometry import class_rows, site_geometry
+    from ...geometry.blocks import geometry_blocks
 
     for key in ("max_points", "min_points", "n_t"):
         if getattr(spec, key) < 2:
@@ -74,60 +57,21 @@ def run_geometry(spec: GeometrySpec, ctx: RunContext) -> AnalysisResult:
     label = spec.label or ctx.suite.data.label
     idx = ctx.examples.split(spec.split)
     y_all = np.asarray(ctx.examples.column(label), dtype=object)[idx]
-    mask = _classes(y_all.astype(str), spec)
-    rows, y = idx[mask], y_all[mask].astype(str)
-    acts = ctx.activations()
-    sites = list(acts)
-    sel = torch.from_numpy(rows)
-    flat = [s for s in sites if float(acts[s][sel].to(torch.float64).var(dim=0).sum()) == 0.0]
-    curves: dict[Any, dict[str, Any]] = {
-        s: {k: None for k, _, _ in MEASURES} for s in flat
-    }
-    by_dim: dict[int, list[Any]] = {}
-    for s in sites:
-        if s not in flat:
-            by_dim.setdefault(acts[s].shape[1], []).append(s)
-    for group in by_dim.values():  # sites of equal width are measured as one layer stack
-        stack = torch.stack([acts[s][sel].to(torch.float64) for s in group])
-        cur = geometry_by_layer(stack, y, layer_names=[s.name for s in group],
-                                max_points=spec.max_points, n_t=spec.n_t, kappa=spec.kappa,
-                                seed=spec.seed, executor=ctx.executor)
-        for i, s in enumerate(group):
-            curves[s] = {k: getattr(cur, k)[i] for k, _, _ in MEASURES}
-            curves[s]["n_classes"] = cur.n_classes
-            curves[s]["points_per_class"] = cur.points_per_class
-    labels = [site_label(s) for s in sites]
-    measured = [s for s in sites if s not in flat]
-    if not measured:
-        raise ConfigError(
-            f"[[geometry]] every site is constant over the {spec.split!r} rows (e.g. the embedding "
-            "of a fixed token): nothing to measure; capture sites after attention"
-        )
-    n_classes = curves[measured[0]]["n_classes"]
-    m = curves[measured[0]]["points_per_class"]
-    warnings = []
-    if flat:
-        warnings.append(
-            f"sites {[site_label(s) for s in flat]} are identical for every row (e.g. the "
-            "embedding of the same token at every example): no geometry, left blank"
-        )
-    narrow = [site_label(s) for s in measured if acts[s].shape[1] <= m]
-    if narrow:
-        warnings.append(
-            f"sites {narrow} have width <= {m} points per class: capacity ran without the M-dim "
-            "projection (the method assumes M < N); lower max_points for those sites"
-        )
+    mask = class_rows(y_all.astype(str), min_points=spec.min_points,
+                      max_classes=spec.max_classes, label=label, split=spec.split)
+    geo = site_geometry(ctx.activations(), idx[mask], y_all[mask].astype(str),
+                        max_points=spec.max_points, n_t=spec.n_t, kappa=spec.kappa,
+                        seed=spec.seed, executor=ctx.executor, split=spec.split)
+    labels = [site_label(s) for s in geo.sites]
     data = {
-        "label": label, "split": spec.split, "n_classes": n_classes, "points_per_class": m,
-        "sites": [s.name for s in sites], "site_labels": labels,
-        **{k: [curves[s][k] for s in sites] for k, _, _ in MEASURES},
+        "label": label, "split": spec.split, "n_classes": geo.n_classes,
+        "points_per_class": geo.points_per_class,
+        "sites": [s.name for s in geo.sites], "site_labels": labels, **geo.values,
         "notes": {"utility": "inferred: alpha * D * R^2 / (1 + R^2) (Chou et al. 2026 give no "
                              "formula); D and R are MFTMA's, standing in for GLUE's D_eff, R_eff"},
     }
-
-    blocks = tuple(geometry_blocks(
-        labels, {k: [curves[s][k] for s in sites] for k, _, _ in MEASURES},
-        n_classes=n_classes, points_per_class=m, label=label, split=spec.split,
-    ))
+    blocks = tuple(geometry_blocks(labels, geo.values, n_classes=geo.n_classes,
+                                   points_per_class=geo.points_per_class, label=label,
+                                   split=spec.split))
     return AnalysisResult(section="geometry", title=f"Class-manifold geometry of {label!r}",
-                          data=data, blocks=blocks, warnings=tuple(warnings))
+                          data=data, blocks=blocks, warnings=geo.warnings)

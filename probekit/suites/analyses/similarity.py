@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...context import RunContext
-from ...report.blocks import Text
 from ...sites import site_label
 from ..registry import register_analysis
 from ..result import AnalysisResult
@@ -113,56 +112,28 @@ def _sites(spec_sites: tuple[str, ...], default: list[Site]) -> list[Site]:
     return [Site.parse(s) for s in spec_sites] if spec_sites else list(default)
 
 
-def _accuracy_keys(metrics: list[dict[str, Any]]) -> list[str]:
-    keys = [k for k in (metrics[0] if metrics else {}) if k.endswith("/acc")]
-    return [k for k in keys if all(isinstance(m.get(k), (int, float)) for m in metrics)]
+def _checkpoint_reps(
+    spec: SimilaritySpec, ctx: RunContext, sites: list[Site], drift_sites: list[Site],
+) -> tuple[list[Any], Any]:
+    """``(series, other)``: the drift checkpoints' and the compared checkpoint's activations.
 
+    Each checkpoint is captured on the suite's examples by one executor task.
+    """
+    from ...fingerprint import dataset_fingerprint
+    from ...similarity import CheckpointReps
 
-@register_analysis("similarity", spec=SimilaritySpec)
-def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> AnalysisResult:
-    """Layer x layer similarity heatmap(s) and the checkpoint-drift curve of one table."""
-    import numpy as np
-
-    from ...similarity import checkpoint_drift, layer_similarity
-    from ...similarity.blocks import drift_blocks
-    from ...similarity.blocks import similarity_heatmap as _heatmap
-
-    suite, ex = ctx.suite, ctx.examples
-    idx = np.arange(len(ex.tokens)) if spec.split == "all" else ex.split(spec.split)
-    sites = _sites(spec.sites, ctx.default_sites())
-    opts = {"measure": spec.measure, "kernel": spec.kernel, "debiased": spec.debiased,
-            "batch_size": spec.batch_size}
-    acts = ctx.activations(sites)
-    names = [s.name for s in sites]
-    within = layer_similarity([acts[s][idx] for s in sites], labels_a=names, **opts)
-    what = f"{within.measure} over {within.n} examples (split {spec.split!r})"
-    blocks: list[Any] = [
-        Text(text=f"Representational similarity of every pair of sites: {what}. "
-                  + ("Lower is more similar (0 = equal up to rotation and scale)."
-                     if spec.measure == "procrustes" else "1 = identical up to rotation and scale.")),
-        _heatmap(within, f"site x site {within.measure}", "site", "site"),
-    ]
-    data: dict[str, Any] = {
-        "measure": within.measure, "n": within.n, "split": spec.split, "sites": names,
-        "matrix": within.values.tolist(),
-    }
-    warnings: list[str] = []
-    items: list[CheckpointActs] = []
-    drift_sites = _sites(spec.drift_sites, sites) if spec.checkpoints else []
+    suite = ctx.suite
     checkpoints = _resolve_checkpoints(suite, spec.checkpoints)
     if spec.checkpoints and len(checkpoints) < 2:
         raise SuiteError(f"{suite.source}: [similarity] checkpoints resolves to {checkpoints}; "
                          "the drift curve needs at least 2 checkpoints")
     other = (str(Path(suite.resolve(spec.compare_checkpoint)).resolve())
              if spec.compare_checkpoint else None)
-    for path in checkpoints + ([other] if other else []):
-        wanted = drift_sites if path != other else sites
-        items.append(CheckpointActs(suite=suite, checkpoint=path, cache_dir=str(ctx.cache_dir),
-                                    sites=tuple(s.name for s in wanted)))
+    items = [CheckpointActs(suite=suite, checkpoint=path, cache_dir=str(ctx.cache_dir),
+                            sites=tuple(s.name for s in (drift_sites if path != other else sites)))
+             for path in checkpoints + ([other] if other else [])]
     captured = ctx.executor.map(capture_checkpoint, items, desc="checkpoints") if items else []
-    from ...fingerprint import dataset_fingerprint
-
-    mine = dataset_fingerprint(ex.tokens)
+    mine = dataset_fingerprint(ctx.examples.tokens)
     for item, got in zip(items, captured):
         if got["data"] != mine:
             raise SuiteError(
@@ -170,34 +141,31 @@ def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> AnalysisResult:
                 "examples than [model] (its task or vocabulary differs); compare checkpoints "
                 "of the same task"
             )
-    if other:
-        acts_b = captured[-1]["acts"]
-        between = layer_similarity([acts[s][idx] for s in sites], [acts_b[n][idx] for n in names],
-                                   labels_a=names, labels_b=names, **opts)
-        blocks.append(_heatmap(between, f"{within.measure}: this model (rows) vs "
-                                        f"{Path(other).name} (columns)", "this model", "other"))
-        data["compare"] = {"checkpoint": spec.compare_checkpoint, "matrix": between.values.tolist()}
-    if checkpoints:
-        series = captured[: len(checkpoints)]
-        steps = [c["step"] for c in series]
-        x_labels = tuple(str(s) if s is not None else Path(p).name for s, p in zip(steps, checkpoints))
-        drifts = {
-            s.name: checkpoint_drift([c["acts"][s.name][idx] for c in series], labels=x_labels, **opts)
-            for s in drift_sites
-        }
-        acc_keys = _accuracy_keys([c["metrics"] for c in series])
-        blocks.extend(drift_blocks(
-            {site_label(s): drifts[s.name] for s in drift_sites}, x_labels,
-            measure=within.measure,
-            metrics={k: [float(c["metrics"][k]) for c in series] for k in acc_keys},
-            xlabel="training step" if all(s is not None for s in steps) else "checkpoint",
-            ylim=None if spec.measure == "procrustes" else (0.0, 1.02),
-        ))
-        data["drift"] = {
-            "checkpoints": [Path(p).name for p in checkpoints], "patterns": list(spec.checkpoints),
-            "steps": steps,
-            "sites": {n: d.to_columns() for n, d in drifts.items()},
-            "metrics": [c["metrics"] for c in series],
-        }
-    return AnalysisResult(section="similarity", title=f"Representational similarity ({within.measure})",
-                          data=data, hypotheses=(), blocks=tuple(blocks), warnings=tuple(warnings))
+    reps = [CheckpointReps(path=item.checkpoint, acts=got["acts"], step=got["step"],
+                           metrics=got["metrics"]) for item, got in zip(items, captured)]
+    return reps[: len(checkpoints)], (reps[-1] if other else None)
+
+
+@register_analysis("similarity", spec=SimilaritySpec)
+def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> AnalysisResult:
+    """Layer x layer similarity heatmap(s) and the checkpoint-drift curve of one table."""
+    import numpy as np
+
+    from ...similarity import similarity_section
+
+    ex = ctx.examples
+    idx = np.arange(len(ex.tokens)) if spec.split == "all" else ex.split(spec.split)
+    sites = _sites(spec.sites, ctx.default_sites())
+    drift_sites = _sites(spec.drift_sites, sites) if spec.checkpoints else []
+    series, other = _checkpoint_reps(spec, ctx, sites, drift_sites)
+    acts = ctx.activations(sites)
+    res = similarity_section(
+        [acts[s] for s in sites], [s.name for s in sites], idx, split=spec.split,
+        measure=spec.measure, kernel=spec.kernel, debiased=spec.debiased,
+        batch_size=spec.batch_size, other=other, other_name=spec.compare_checkpoint,
+        series=series, drift=[(s.name, site_label(s)) for s in drift_sites],
+        patterns=spec.checkpoints,
+    )
+    return AnalysisResult(section="similarity",
+                          title=f"Representational similarity ({res.data['measure']})",
+                          data=res.data, hypotheses=(), blocks=res.blocks, warnings=())
