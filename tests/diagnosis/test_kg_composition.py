@@ -86,3 +86,12 @@ def test_outcomes_and_bridge_marker_equal_their_direct_computation(kg):
     cells = json.loads((kg["out"] / "markers.json").read_text())
     assert not cells["not_applicable"]
     assert np.isfinite([float(r["circuit_faithfulness"]) for r in kg["rows"]]).all()
+
+
+@pytest.mark.parametrize("name", ["diagnose_kg_composition.toml", "diagnose_kg_composition_id.toml"])
+def test_shipped_kg_files_pass_check(name, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PROBEKIT_CACHE", str(tmp_path / "cache"))
+    assert main(["diagnose", str(ROOT / "probes" / name), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "diagnosis is valid" in out or "diagnosis file is valid" in out
+    assert not (tmp_path / "cache").exists()  # nothing trained
