@@ -150,7 +150,10 @@ class KnowledgeComposition:
 
     Metadata columns: ``hop`` (1 atomic, 2 two-hop), ``h``, ``r1``, ``r2``, ``bridge``, ``t``
     (entity / relation indices, not token ids; ``r2``/``bridge`` are None for atomic facts) and
-    ``ood`` (atomic: the fact is OOD; two-hop: both hops are OOD).
+    ``ood`` (atomic: the fact is OOD; two-hop: both hops are OOD); ``answer``: the answer's
+    token id. ``pair_id`` / ``role``: clean/corrupt prompt pairs for patching and circuit
+    faithfulness (``ex.pairs()``), on ``test_id`` only (see :func:`consecutive_pairs`); None
+    elsewhere.
     Token ids: ``entity_id(e)``, ``relation_id(r)``.
     """
 
@@ -239,19 +242,24 @@ class KnowledgeComposition:
     ) -> TaskDataset:
         f, ne = self.atomic_facts, self.config.n_entities
         tokens: list[list[int]] = []
-        meta: dict[str, list[Any]] = {k: [] for k in ("hop", "h", "r1", "r2", "bridge", "t", "ood")}
+        keys = ("hop", "h", "r1", "r2", "bridge", "t", "ood")
+        meta: dict[str, list[Any]] = {k: [] for k in keys}
         for k in atomic.tolist():
             h, r, t = int(f.head[k]), int(f.relation[k]), int(f.tail[k])
             tokens.append([2 + h, 2 + ne + r, 2 + t])
-            for key, v in zip(meta, (1, h, r, None, None, t, bool(f.is_ood[k]))):
+            for key, v in zip(keys, (1, h, r, None, None, t, bool(f.is_ood[k]))):
                 meta[key].append(v)
         for k in inferred.tolist():
             a, b = int(i[k]), int(j[k])
             h, r1, br = int(f.head[a]), int(f.relation[a]), int(f.tail[a])
             r2, t = int(f.relation[b]), int(f.tail[b])
             tokens.append([2 + h, 2 + ne + r1, 2 + ne + r2, 2 + t])
-            for key, v in zip(meta, (2, h, r1, r2, br, t, bool(f.is_ood[a] and f.is_ood[b]))):
+            for key, v in zip(keys, (2, h, r1, r2, br, t, bool(f.is_ood[a] and f.is_ood[b]))):
                 meta[key].append(v)
+        meta["answer"] = [tok[-1] for tok in tokens]
+        pair_id, role = (consecutive_pairs(meta["t"]) if name == "test_id"
+                         else ([None] * len(tokens), [None] * len(tokens)))
+        meta["pair_id"], meta["role"] = pair_id, role
         return TaskDataset(
             name=name,
             tokens=tokens,
@@ -259,6 +267,29 @@ class KnowledgeComposition:
             target_positions=[[len(tok) - 2, len(tok) - 1] for tok in tokens],
             metadata=meta,
         )
+
+
+def consecutive_pairs(answers: list[Any]) -> tuple[list[int | None], list[str | None]]:
+    """Clean/corrupt pairs of consecutive queries with different answers.
+
+    Rows ``2k`` (clean) and ``2k + 1`` (corrupt) form pair ``k`` when their answers differ; a pair
+    with equal answers (no logit difference to restore) and an odd last row get ``None``. The
+    corrupted prompt is another real query of the split, so the metric ``logit(t) - logit(t')``
+    contrasts the clean and the corrupted answer (the counterfactual query of Wang et al. 2024's
+    causal tracing, here differing in every token rather than in one).
+
+    Returns:
+        ``(pair_id, role)``: one entry per row, ``role`` in ``"clean"`` / ``"corrupt"``.
+    """
+    n = len(answers)
+    pair_id: list[int | None] = [None] * n
+    role: list[str | None] = [None] * n
+    for k in range(n // 2):
+        a, b = 2 * k, 2 * k + 1
+        if answers[a] != answers[b]:
+            pair_id[a] = pair_id[b] = k
+            role[a], role[b] = "clean", "corrupt"
+    return pair_id, role
 
 
 class KnowledgeComparison:

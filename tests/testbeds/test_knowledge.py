@@ -9,6 +9,7 @@ from probekit.testbeds import (
     RelationFacts,
     RelationFactsConfig,
 )
+from probekit.testbeds.knowledge import consecutive_pairs
 
 COMP = dict(n_entities=80, n_relations=12, out_degree=6, phi=3.0, ood_fraction=0.2,
             test_id_fraction=0.05, seed=4)
@@ -80,6 +81,34 @@ def test_composition_counts_and_phi(comp):
                 n_ood += o1 and o2
     assert len(s["test_id"]) == round(0.05 * n_id)
     assert len(s["test_ood"]) == n_ood
+
+
+def test_consecutive_pairs_exact():
+    pid, role = consecutive_pairs([5, 7, 3, 3, 9, 2, 4])
+    # rows 2-3 share their answer (no logit difference): unpaired; row 6 is the odd last row
+    assert pid == [0, 0, None, None, 2, 2, None]
+    assert role == ["clean", "corrupt", None, None, "clean", "corrupt", None]
+    assert consecutive_pairs([]) == ([], [])
+
+
+def test_composition_answer_and_pair_columns(comp):
+    s = comp.splits()
+    for name, ds in s.items():
+        md = ds.metadata
+        assert md["answer"] == [comp.entity_id(t) for t in md["t"]]
+        if name != "test_id":
+            assert set(md["pair_id"]) == {None} and set(md["role"]) == {None}
+    md = s["test_id"].metadata
+    pairs: dict = {}
+    for i, (p, r) in enumerate(zip(md["pair_id"], md["role"])):
+        if p is not None:
+            pairs.setdefault(p, {})[r] = i
+    assert len(pairs) >= 0.4 * len(md["t"])  # most consecutive queries have different answers
+    for p, rows in pairs.items():
+        assert rows == {"clean": 2 * p, "corrupt": 2 * p + 1}
+        assert md["t"][rows["clean"]] != md["t"][rows["corrupt"]]
+    unpaired = [k for k in range(len(md["t"]) // 2) if k not in pairs]
+    assert all(md["t"][2 * k] == md["t"][2 * k + 1] for k in unpaired)
 
 
 def test_composition_determinism_and_errors():
