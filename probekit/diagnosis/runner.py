@@ -29,6 +29,7 @@ from typing import Any
 from ..errors import ConfigError, DataError, ProbekitError
 from ..report.blocks import Column, Table, Text, blocks_to_dicts, strict_json
 from ..suites.spec import ModelSpec, Suite
+from ..util.integrity import seal
 from ..util.io import atomic_write_json, atomic_write_text, sha256_bytes
 from .display import DiagnosisDisplay
 from .markers import CellStore, MarkerCell, checkpoint_fingerprint, marker_key, measure_marker
@@ -582,12 +583,14 @@ def write_outputs(result: DiagnosisResult, out: str | Path) -> dict[str, Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "markers.csv", "cells": out / "markers.json"}
-    atomic_write_text(paths["csv"], _csv(result.table))
-    atomic_write_json(paths["cells"], strict_json({
+    text = _csv(result.table)
+    atomic_write_text(paths["csv"], text)
+    atomic_write_json(paths["cells"], seal(strict_json({
+        "markers_csv_sha256": sha256_bytes(text.encode("utf-8")),
         "columns": list(result.table),
         "cells": [{"checkpoint": result.table["checkpoint"][i], **{n: c.to_dict() for n, c in row.items()}}
                   for i, row in enumerate(result.cells)],
         "not_applicable": result.not_applicable,
-    }))
+    })))
     paths.update(write_report(result, out))
     return paths

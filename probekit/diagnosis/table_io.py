@@ -25,7 +25,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from probekit.errors import DataError
+from probekit.errors import CorruptFileError, DataError
+from probekit.util.integrity import read_sealed
+from probekit.util.io import sha256_file
 
 __all__ = ["read_marker_table"]
 
@@ -120,12 +122,32 @@ def _read_json(path: Path) -> dict[str, list[Any]]:
     return table
 
 
+def _verify_csv(path: Path) -> None:
+    """Check a ``markers.csv`` against the sha256 its ``markers.json`` records (if beside it).
+
+    A table made elsewhere (no ``markers.json``, or one without ``markers_csv_sha256``) is read
+    as it is.
+    """
+    cells = path.with_name("markers.json")
+    if path.name != "markers.csv" or not cells.is_file():
+        return
+    fix = (f"rerun the diagnosis into {path.parent} (its cells are cached: nothing is measured "
+           "again), or delete markers.json to read the table as it is")
+    meta = read_sealed(cells, what="diagnosis cells", fix=fix)
+    want = meta.get("markers_csv_sha256") if isinstance(meta, dict) else None
+    if want is not None and sha256_file(path) != want:
+        raise CorruptFileError(f"marker table {path} fails its checksum (markers.json records sha256 "
+                               f"{want[:12]}...: the table was edited or damaged); {fix}")
+
+
 def read_marker_table(path: str | Path) -> dict[str, list[Any]]:
     """The table in ``path`` (``.csv``, or ``.json`` records) as ``column -> list`` (None: missing).
 
     Raises:
         DataError: a missing file, an unknown extension, a bad header, a ragged row, a bad
             number (``FILE:LINE`` and the column), no rows.
+        CorruptFileError: a ``markers.csv`` that differs from the sha256 its ``markers.json``
+            records.
     """
     path = Path(path)
     if not path.is_file():
@@ -133,6 +155,7 @@ def read_marker_table(path: str | Path) -> dict[str, list[Any]]:
                         "row per model, e.g. the markers.csv a probekit diagnose run wrote)")
     suffix = path.suffix.lower()
     if suffix == ".csv":
+        _verify_csv(path)
         return _read_csv(path)
     if suffix == ".json":
         return _read_json(path)
