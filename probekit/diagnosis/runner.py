@@ -31,6 +31,7 @@ from ..report.blocks import Column, Table, Text, blocks_to_dicts, strict_json
 from ..suites.spec import ModelSpec, Suite
 from ..util.integrity import seal
 from ..util.io import atomic_write_json, atomic_write_text, sha256_bytes
+from ..util.lock import DirectoryLock
 from .display import DiagnosisDisplay
 from .markers import CellStore, MarkerCell, checkpoint_fingerprint, marker_key, measure_marker
 from .outcomes import (
@@ -478,34 +479,12 @@ def _censor(spec: DiagnosisFile, rows: list[Checkpoint], table: dict[str, list[A
         raise ConfigError(f"{spec.where('diagnosis', 'censor')}: {err}") from err
 
 
-def diagnose(
-    spec_or_path: str | Path | DiagnosisFile, *, out: str | Path | None = None,
-    executor: Any = None, check: bool = False, progress: bool = False,
-    cache_dir: str | Path | None = None,
-) -> DiagnosisResult | None:
-    """Run a diagnosis file; with ``out``, write markers.csv/json and report.html/json there.
-
-    Args:
-        spec_or_path: a ``probes/diagnose_*.toml`` path or a loaded :class:`DiagnosisFile`.
-        out: output directory (nothing written when None).
-        executor: runs the trainings and the per-checkpoint tasks (name or executor; default:
-            the file's ``[execution]``).
-        check: only validate (:func:`check_diagnosis`; nothing trained, no forward pass); returns None.
-        progress: progress bars.
-        cache_dir: activation cache root of the markers (default ``PROBEKIT_CACHE``).
-    """
-    from ..executor import check_worker_paths, get_executor
+def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str | Path | None,
+                     start: float, stamp: str) -> DiagnosisResult:
+    """The body of :func:`diagnose` run while ``pop_dir`` is locked."""
+    from ..executor import check_worker_paths
     from ..models.checkpoint import read_checkpoint_meta
 
-    spec = spec_or_path if isinstance(spec_or_path, DiagnosisFile) else load_diagnosis(spec_or_path)
-    if check:
-        check_diagnosis(spec)
-        return None
-    start = time.perf_counter()
-    stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    ex = (get_executor(executor) if executor is not None
-          else spec.suite.execution.make_executor(progress=progress))
-    pop_dir = population_dir(spec)
     rows = resolve_population(spec, train=True, executor=ex)
     settings = resolve_settings(spec, rows, _expected_columns(spec, rows))
     store = CellStore(pop_dir / "cells")
@@ -562,7 +541,7 @@ def diagnose(
                            "analyse (see the table below).", level="warning"))
     blocks += _na_blocks(spec, table, cells)
     meta = read_checkpoint_meta(rows[0].path)
-    result = DiagnosisResult(
+    return DiagnosisResult(
         spec=spec, settings=settings, table=table, cells=tuple(cells), analysis=analysis,
         extras=extras, blocks=tuple(blocks),
         provenance={"timestamp": stamp, "run_seconds": round(time.perf_counter() - start, 2),
@@ -571,6 +550,42 @@ def diagnose(
                     "n_layers": int(meta["model"].get("n_layers", 0)),
                     "d_model": int(meta["model"].get("d_model", 0))},
     )
+
+
+def diagnose(
+    spec_or_path: str | Path | DiagnosisFile, *, out: str | Path | None = None,
+    executor: Any = None, check: bool = False, progress: bool = False,
+    cache_dir: str | Path | None = None,
+) -> DiagnosisResult | None:
+    """Run a diagnosis file; with ``out``, write markers.csv/json and report.html/json there.
+
+    Args:
+        spec_or_path: a ``probes/diagnose_*.toml`` path or a loaded :class:`DiagnosisFile`.
+        out: output directory (nothing written when None).
+        executor: runs the trainings and the per-checkpoint tasks (name or executor; default:
+            the file's ``[execution]``).
+        check: only validate (:func:`check_diagnosis`; nothing trained, no forward pass); returns None.
+        progress: progress bars.
+        cache_dir: activation cache root of the markers (default ``PROBEKIT_CACHE``).
+    """
+    from ..executor import get_executor
+
+    spec = spec_or_path if isinstance(spec_or_path, DiagnosisFile) else load_diagnosis(spec_or_path)
+    if check:
+        check_diagnosis(spec)
+        return None
+    start = time.perf_counter()
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    ex = (get_executor(executor) if executor is not None
+          else spec.suite.execution.make_executor(progress=progress))
+    pop_dir = population_dir(spec)
+    # one diagnosis per population directory at a time: a second one is refused naming the holder
+    lock = DirectoryLock(pop_dir, what="population directory")
+    lock.acquire()
+    try:
+        result = _diagnose_locked(spec, ex, pop_dir, cache_dir, start, stamp)
+    finally:
+        lock.release()
     if out is not None:
         write_outputs(result, out)
     return result
