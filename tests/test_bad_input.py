@@ -20,7 +20,14 @@ import torch
 
 from probekit.capture import Site, capture_to_store
 from probekit.cli import main
-from probekit.errors import ConfigError, DataError, DeviceError, ModelLoadError, StoreError
+from probekit.errors import (
+    ConfigError,
+    CorruptFileError,
+    DataError,
+    DeviceError,
+    ModelLoadError,
+    StoreError,
+)
 from probekit.models import load_model, save_checkpoint
 from probekit.store import ActivationStore, CorruptShardError
 from probekit.suites import SuiteError, load_suite, run_suite
@@ -1194,3 +1201,198 @@ def test_capture_api_bad_arguments(small_model, tmp_path, call, error, fragment)
     with pytest.raises(error, match=re.escape(fragment)):
         call(small_model, tmp_path / "s")
     assert not (tmp_path / "s").exists()  # checked before anything is written
+
+
+# ------------------------------------------------------------------ files probekit wrote are verified when read
+
+
+def _flip(path: Path, needle: bytes | None = None) -> None:
+    """Change one byte of ``path``: in the first ``needle`` (a digit of a value), else the last byte."""
+    data = bytearray(path.read_bytes())
+    i = data.index(needle) + len(needle) - 1 if needle is not None else len(data) - 1
+    data[i] = ord("7") if data[i] != ord("7") else ord("3")
+    path.write_bytes(bytes(data))
+
+
+def _truncate(path: Path, needle: bytes | None = None) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _corrupt_checkpoint(tmp_path, model, name):
+    directory = save_checkpoint(model, CFG, tmp_path / "ckpt")
+    return directory / name, lambda: load_model(str(directory))
+
+
+def _corrupt_store(tmp_path, model, name):
+    store = capture_to_store(model, [[1, 2, 3], [4, 5]], tmp_path / "s", ["resid_post@0"], progress=False)
+    return store.directory / name, lambda: ActivationStore(tmp_path / "s").load("resid_post@0")
+
+
+def _corrupt_history(tmp_path, model, name):
+    from probekit.train.history import History
+
+    History([{"step": 0, "test_id/acc": 0.25}, {"step": 10, "test_id/acc": 0.75}]).write(tmp_path)
+    return tmp_path / name, lambda: History.read(tmp_path)
+
+
+def _corrupt_table(tmp_path, model, name):
+    from probekit.diagnosis import read_marker_table
+    from tests.diagnosis.test_table_diagnosis import _population, _spec
+
+    _population(tmp_path / "markers.csv")
+    assert main(["diagnose", str(_spec(tmp_path, diagnosis='outcome = "ood"\ncovariates = ["knob"]\n')),
+                 "--out", str(tmp_path / "out")]) == 0
+    return tmp_path / "out" / name, lambda: read_marker_table(tmp_path / "out" / "markers.csv")
+
+
+def _corrupt_report(tmp_path, model, name):
+    from probekit.report import read_report
+
+    _corrupt_table(tmp_path, model, name)
+    return tmp_path / "out" / name, lambda: read_report(tmp_path / "out" / "report.json")
+
+
+CORRUPT_CASES = [
+    # (file kind, setup, file, corruption, needle, error, message)
+    ("ckpt-weights-flip", _corrupt_checkpoint, "model.safetensors", _flip, None, ModelLoadError,
+     r"checkpoint weights .*model.safetensors fails its checksum .*delete the checkpoint .* retrain it"),
+    ("ckpt-weights-truncate", _corrupt_checkpoint, "model.safetensors", _truncate, None, ModelLoadError,
+     r"checkpoint weights .*model.safetensors fails its checksum"),
+    ("ckpt-config-flip", _corrupt_checkpoint, "config.json", _flip, b'"n_layers": 2', ModelLoadError,
+     r"checkpoint config .*config.json fails its checksum \(the file was modified or damaged"),
+    ("ckpt-config-truncate", _corrupt_checkpoint, "config.json", _truncate, None, ModelLoadError,
+     r"model config .*config.json:\d+:\d+ is not valid JSON .*truncated or damaged"),
+    ("store-manifest-flip", _corrupt_store, "manifest.json", _flip, b'"rows": 2', StoreError,
+     r"store manifest .*manifest.json fails its checksum.*delete the store .* and capture it again"),
+    ("store-manifest-truncate", _corrupt_store, "manifest.json", _truncate, None, StoreError,
+     r"store manifest .*manifest.json:\d+:\d+ is not valid JSON"),
+    ("store-shard-flip", _corrupt_store, "shard-00000.safetensors", _flip, None, CorruptShardError,
+     r"shard .*shard-00000.safetensors fails its checksum"),
+    ("history-flip", _corrupt_history, "history.json", _flip, b'"step": 10', CorruptFileError,
+     r"training history .*history.json fails its checksum.*delete the run directory"),
+    ("history-truncate", _corrupt_history, "history.json", _truncate, None, CorruptFileError,
+     r"training history .*history.json:\d+:\d+ is not valid JSON"),
+    ("markers-csv-flip", _corrupt_table, "markers.csv", _flip, b"m1,", CorruptFileError,
+     r"marker table .*markers.csv fails its checksum \(markers.csv.sha256 records"),
+    ("markers-csv-truncate", _corrupt_table, "markers.csv", _truncate, None, CorruptFileError,
+     r"marker table .*markers.csv fails its checksum"),
+    ("report-flip", _corrupt_report, "report.json", _flip, b'"n_permutations": 30', CorruptFileError,
+     r"report .*report.json fails its checksum.*rerun the command that wrote it"),
+    ("report-truncate", _corrupt_report, "report.json", _truncate, None, CorruptFileError,
+     r"report .*report.json:\d+:\d+ is not valid JSON"),
+]
+
+
+@pytest.mark.parametrize(("setup", "name", "corrupt", "needle", "error", "message"),
+                         [c[1:] for c in CORRUPT_CASES], ids=[c[0] for c in CORRUPT_CASES])
+def test_a_damaged_file_is_an_error_naming_it(small_model, tmp_path, single_thread, setup, name, corrupt, needle,
+                                              error, message):
+    path, read = setup(tmp_path, small_model, name)
+    read()  # intact: reads
+    corrupt(path, needle)
+    with pytest.raises(error, match=message):
+        read()
+
+
+def test_files_without_a_checksum_load_with_one_warning(small_model, tmp_path, caplog):
+    import logging
+
+    from probekit.util.integrity import CHECKSUM_KEY
+
+    directory = save_checkpoint(small_model, CFG, tmp_path / "old")
+    meta = json.loads((directory / "config.json").read_text())
+    del meta[CHECKSUM_KEY], meta["weights_sha256"]  # as written by probekit before checksums
+    (directory / "config.json").write_text(json.dumps(meta))
+    with caplog.at_level(logging.WARNING, logger="probekit"):
+        load_model(str(directory))
+        load_model(str(directory))
+    lines = [r.getMessage() for r in caplog.records if "no checksum" in r.getMessage()]
+    assert lines == [f"checkpoint config {directory / 'config.json'} has no checksum (written by an "
+                     "older probekit): read unverified"]
+
+
+@pytest.mark.parametrize("path", sorted(str(p.parent) for p in Path("probes/checkpoints").rglob("config.json")))
+def test_shipped_checkpoints_carry_and_pass_their_checksums(path):
+    from probekit.models.checkpoint import WEIGHTS_FILE, read_checkpoint_meta
+    from probekit.util.io import sha256_file
+
+    meta = read_checkpoint_meta(path)  # verifies config.json's own sha256
+    assert meta["weights_sha256"] == sha256_file(Path(path) / WEIGHTS_FILE)
+
+
+def test_a_damaged_diagnosis_cell_is_measured_again(tmp_path, caplog):
+    from probekit.diagnosis.markers import CellStore
+
+    store = CellStore(tmp_path)
+    store.put("fp", "k", {"value": 0.125})
+    assert store.get("fp", "k") == {"value": 0.125}
+    _flip(store.path("fp", "k"), b"0.12")
+    assert store.get("fp", "k") is None  # never trusted: recomputed
+    assert "diagnosis cell" in caplog.text and "fails its checksum" in caplog.text
+
+
+def test_report_json_rerenders_verified_from_the_cli(tmp_path, capsys):
+    _corrupt_table(tmp_path, None, "report.json")
+    saved = tmp_path / "out" / "report.json"
+    assert main(["report", str(saved), "--check"]) == 0
+    code, text = run_cli(capsys, ["report", str(saved), "--out", str(tmp_path / "again")])
+    assert code == 0 and "report.html" in text
+    assert (tmp_path / "again" / "report.json").read_text() == saved.read_text()  # sealed afresh, same
+    _flip(saved, b'"n_permutations": 30')
+    line = cli_error(capsys, ["report", str(saved), "--out", str(tmp_path / "third")])
+    assert f"report {saved} fails its checksum" in line
+    assert not (tmp_path / "third").exists()
+
+
+# ------------------------------------------------------------------ population directories are locked
+
+
+def test_a_second_diagnosis_of_one_population_is_refused_naming_the_holder(tmp_path, capsys):
+    from probekit.diagnosis.population import population_dir
+    from probekit.diagnosis.spec import load_diagnosis
+
+    smoke = Path(__file__).resolve().parents[1] / "probes" / "diagnose_modadd_smoke.toml"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "PROBEKIT_CACHE": str(tmp_path / "cache")}
+    os.environ["PROBEKIT_CACHE"] = str(tmp_path / "cache")
+    try:
+        pop = population_dir(load_diagnosis(smoke))
+    finally:
+        del os.environ["PROBEKIT_CACHE"]
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(pop)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("PROBEKIT_CACHE", str(tmp_path / "cache"))
+            mp.setattr("probekit.diagnosis.runner.resolve_population",
+                       lambda *a, **k: pytest.fail("trained or read a population it does not hold"))
+            line = cli_error(capsys, ["diagnose", str(smoke), "--out", str(tmp_path / "o"), "--quiet"])
+        assert f"population directory {pop} is being written by another process (pid {holder.pid} on" in line
+        assert not (pop / "runs").exists() and not (tmp_path / "o").exists()
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+
+
+def test_a_training_run_directory_is_locked(tmp_path, capsys):
+    from probekit.train.population import TrainRun, train_run
+
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(out)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        from probekit.util.lock import LockedError
+
+        with pytest.raises(LockedError, match=rf"training run {re.escape(str(out))} is being written by "
+                                              rf"another process \(pid {holder.pid} on"):
+            train_run(TrainRun(preset="modular_addition", out_dir=str(out), steps=2))
+        line = cli_error(capsys, ["train", "modular_addition", "--out", str(out), "--steps", "2", "--no-progress"])
+        assert f"pid {holder.pid}" in line
+        assert not (out / "history.json").exists()
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)

@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import ConfigError, DataError, ProbekitError
 from ..report.blocks import Column, Table, Text, blocks_to_dicts, strict_json
 from ..suites.spec import ModelSpec, Suite
-from ..util.integrity import seal
+from ..util.integrity import seal, write_sidecar
 from ..util.io import atomic_write_json, atomic_write_text, sha256_bytes
 from ..util.lock import DirectoryLock
 from .display import DiagnosisDisplay
@@ -600,8 +600,8 @@ def write_outputs(result: DiagnosisResult, out: str | Path) -> dict[str, Path]:
     paths = {"csv": out / "markers.csv", "cells": out / "markers.json"}
     text = _csv(result.table)
     atomic_write_text(paths["csv"], text)
+    write_sidecar(paths["csv"])
     atomic_write_json(paths["cells"], seal(strict_json({
-        "markers_csv_sha256": sha256_bytes(text.encode("utf-8")),
         "columns": list(result.table),
         "cells": [{"checkpoint": result.table["checkpoint"][i], **{n: c.to_dict() for n, c in row.items()}}
                   for i, row in enumerate(result.cells)],

@@ -25,9 +25,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from probekit.errors import CorruptFileError, DataError
-from probekit.util.integrity import read_sealed
-from probekit.util.io import sha256_file
+from probekit.errors import DataError
+from probekit.util.integrity import check_sidecar
 
 __all__ = ["read_marker_table"]
 
@@ -123,21 +122,13 @@ def _read_json(path: Path) -> dict[str, list[Any]]:
 
 
 def _verify_csv(path: Path) -> None:
-    """Check a ``markers.csv`` against the sha256 its ``markers.json`` records (if beside it).
+    """Check a table against the ``<name>.sha256`` probekit wrote beside it (if there is one).
 
-    A table made elsewhere (no ``markers.json``, or one without ``markers_csv_sha256``) is read
-    as it is.
+    A table made elsewhere (no sidecar) is read as it is.
     """
-    cells = path.with_name("markers.json")
-    if path.name != "markers.csv" or not cells.is_file():
-        return
-    fix = (f"rerun the diagnosis into {path.parent} (its cells are cached: nothing is measured "
-           "again), or delete markers.json to read the table as it is")
-    meta = read_sealed(cells, what="diagnosis cells", fix=fix)
-    want = meta.get("markers_csv_sha256") if isinstance(meta, dict) else None
-    if want is not None and sha256_file(path) != want:
-        raise CorruptFileError(f"marker table {path} fails its checksum (markers.json records sha256 "
-                               f"{want[:12]}...: the table was edited or damaged); {fix}")
+    check_sidecar(path, what="marker table", fix=(
+        f"rerun the diagnosis that wrote it (its cells are cached: nothing is measured again), or, "
+        f"if you edited it on purpose, delete {path.name}.sha256"))
 
 
 def read_marker_table(path: str | Path) -> dict[str, list[Any]]:
@@ -146,8 +137,7 @@ def read_marker_table(path: str | Path) -> dict[str, list[Any]]:
     Raises:
         DataError: a missing file, an unknown extension, a bad header, a ragged row, a bad
             number (``FILE:LINE`` and the column), no rows.
-        CorruptFileError: a ``markers.csv`` that differs from the sha256 its ``markers.json``
-            records.
+        CorruptFileError: a table that differs from the sha256 its ``.sha256`` sidecar records.
     """
     path = Path(path)
     if not path.is_file():

@@ -3,8 +3,9 @@
 A JSON file probekit writes (checkpoint ``config.json``, store ``manifest.json``, diagnosis
 cells, ``history.json``, ``report.json``) is *sealed*: :func:`seal` adds the key ``"sha256"``,
 the digest of the object's canonical JSON (sorted keys, no whitespace) without that key, and
-:func:`read_sealed` recomputes it. A data file (checkpoint weights, ``markers.csv``) has its
-sha256 recorded in a sealed JSON beside it and is checked with :func:`check_digest` (once per
+:func:`read_sealed` recomputes it. A data file has its sha256 recorded in a sealed JSON beside it
+(checkpoint weights) or in a ``sha256sum``-format sidecar ``NAME.sha256`` (``markers.csv``; check it
+by hand with ``sha256sum -c markers.csv.sha256``) and is checked with :func:`check_digest` (once per
 process and file version: path, size, mtime). A flipped byte or a truncated file is a
 :class:`~probekit.errors.CorruptFileError` naming the file and the fix, never a silently different
 model or table. A file written before checksums existed is read with one warning (logged once per
@@ -22,7 +23,8 @@ from typing import Any
 from ..errors import CorruptFileError
 from .io import sha256_file
 
-__all__ = ["CHECKSUM_KEY", "check_digest", "content_digest", "read_sealed", "seal", "verify_sealed"]
+__all__ = ["CHECKSUM_KEY", "check_digest", "check_sidecar", "content_digest", "read_sealed", "seal",
+           "verify_sealed", "write_sidecar"]
 
 log = logging.getLogger("probekit")
 
@@ -118,3 +120,32 @@ def check_digest(path: str | Path, expected: str | None, *, what: str, fix: str)
             f"modified, truncated or damaged); {fix}"
         )
     _VERIFIED.add(key)
+
+
+def write_sidecar(path: str | Path) -> Path:
+    """Write ``path``'s sha256 to ``<path>.sha256`` (``sha256sum`` format), atomically."""
+    from .io import atomic_write_text
+
+    path = Path(path)
+    side = path.with_name(path.name + ".sha256")
+    atomic_write_text(side, f"{sha256_file(path)}  {path.name}\n")
+    return side
+
+
+def check_sidecar(path: str | Path, *, what: str, fix: str) -> None:
+    """Check ``path`` against its ``<path>.sha256`` sidecar, if there is one.
+
+    Raises:
+        CorruptFileError: the file's bytes differ from the digest the sidecar records.
+    """
+    path = Path(path)
+    side = path.with_name(path.name + ".sha256")
+    if not side.is_file():
+        return
+    want = side.read_text(encoding="utf-8", errors="replace").split(maxsplit=1)
+    if not want or sha256_file(path) != want[0]:
+        raise CorruptFileError(
+            f"{what} {path} fails its checksum ({side.name} records sha256 "
+            f"{(want or ['?'])[0][:12]}...: the file was edited or damaged after probekit wrote "
+            f"it); {fix}"
+        )
