@@ -79,15 +79,15 @@ def no_model_load(monkeypatch):
 @pytest.mark.parametrize(
     ("row", "message"),
     [
-        ({"tokens": [1, 2, 3], "pos": 1.7}, r"data.jsonl:2: column 'pos' holds 1.7, which is not a whole number"),
-        ({"tokens": [1, 2, 3], "pos": "two"}, r"data.jsonl:2: column 'pos' holds \"two\"; expected an integer token position"),
-        ({"tokens": "1 2 3", "pos": 0}, r"data.jsonl:2: column 'tokens' holds \"1 2 3\"; expected a list of integer token ids"),
-        ({"tokens": [1, 2.5], "pos": 0}, r"data.jsonl:2: column 'tokens' holds 2.5"),
-        ({"tokens": [1, 2, 3], "pos": 5}, r"data.jsonl:2: column 'pos' holds position 5 but the example has 3 tokens"),
-        ({"tokens": [1, 2, 11], "pos": 0}, r"data.jsonl:2: token id 11 is outside the model's vocabulary \(vocab size 11"),
-        ({"tokens": [1] * 13, "pos": 0}, r"data.jsonl:2: 13 tokens but the model's context is 12"),
-        ({"pos": 0}, r"data.jsonl:2: row has neither 'tokens'"),
-        ("{not json", r"data.jsonl:2: not valid JSON"),
+        ({"tokens": [1, 2, 3], "pos": 1.7}, r"data.jsonl:2:30: column 'pos' holds 1.7, which is not a whole number"),
+        ({"tokens": [1, 2, 3], "pos": "two"}, r"data.jsonl:2:30: column 'pos' holds \"two\"; expected an integer token position"),
+        ({"tokens": "1 2 3", "pos": 0}, r"data.jsonl:2:12: column 'tokens' holds \"1 2 3\"; expected a list of integer token ids"),
+        ({"tokens": [1, 2.5], "pos": 0}, r"data.jsonl:2:12: column 'tokens' holds 2.5"),
+        ({"tokens": [1, 2, 3], "pos": 5}, r"data.jsonl:2:30: column 'pos' holds position 5 but the example has 3 tokens"),
+        ({"tokens": [1, 2, 11], "pos": 0}, r"data.jsonl:2:12: token id 11 is outside the model's vocabulary \(vocab size 11"),
+        ({"tokens": [1] * 13, "pos": 0}, r"data.jsonl:2:12: 13 tokens but the model's context is 12"),
+        ({"pos": 0}, r"data.jsonl:2:1: row has neither 'tokens'"),
+        ("{not json", r"data.jsonl:2:2: not valid JSON \(Expecting property name enclosed in double quotes\)"),
     ],
 )
 def test_capture_bad_rows_fail_before_the_model_loads(ckpt, tmp_path, capsys, no_model_load, row, message):
@@ -112,7 +112,7 @@ def test_missing_label_names_the_row_or_is_dropped_explicitly(ckpt, tmp_path, ca
                                               {"tokens": [4, 5], "label": 1}])
     args = ["capture", str(ckpt), str(data), "--out", str(tmp_path / "s"), "--quiet"]
     line = cli_error(capsys, args)
-    assert "d.jsonl:2: row lacks 'label'" in line and "--drop-incomplete" in line
+    assert "d.jsonl:2:1: row lacks 'label'" in line and "--drop-incomplete" in line
     assert main([*args, "--drop-incomplete"]) == 0
     assert "dropped 1 of 3 rows" in capsys.readouterr().err
     store = ActivationStore(tmp_path / "s")
@@ -251,6 +251,7 @@ def test_checkpoint_config_weight_mismatch_is_one_line(small_model, tmp_path, ca
     ckpt = save_checkpoint(small_model, CFG, tmp_path / "ckpt")
     meta = json.loads((ckpt / "config.json").read_text())
     meta["model"]["d_mlp"] = 32  # weights were saved with 4 * d_model = 64
+    del meta["sha256"]  # a hand-made config (the seal would catch the edit first)
     (ckpt / "config.json").write_text(json.dumps(meta))
     with pytest.raises(ModelLoadError, match=r"config.json \(d_mlp=32\) implies blocks\.0\.mlp.* of shape .*32.* holds shape .*64"):
         load_model(ckpt)
@@ -327,9 +328,9 @@ def _suite(tmp_path, ckpt, rows, extra=""):
 def test_suite_malformed_jsonl_names_file_and_line(ckpt, tmp_path, capsys, no_model_load):
     rows = [{"tokens": [1, 2], "y": 0, "split": "train"}, "", "{\"tokens\": [1,", {"tokens": [3], "y": 1, "split": "test"}]
     path = _suite(tmp_path, ckpt, rows)
-    with pytest.raises(SuiteError, match=r"data.jsonl:3: not valid JSON"):
+    with pytest.raises(SuiteError, match=r"data.jsonl:3:15: not valid JSON \(Expecting value\)"):
         run_suite(load_suite(path), progress=False)
-    assert "data.jsonl:3: not valid JSON" in cli_error(capsys, ["report", str(path), "--check"])
+    assert "data.jsonl:3:15: not valid JSON" in cli_error(capsys, ["report", str(path), "--check"])
 
 
 def test_suite_row_without_label_or_with_bad_position(ckpt, tmp_path, capsys):
@@ -338,7 +339,7 @@ def test_suite_row_without_label_or_with_bad_position(ckpt, tmp_path, capsys):
     # enough training rows of both classes for cv=5 (--check refuses fewer since issue 36)
     rows += [{"tokens": [1, i % 11], "y": i % 2, "split": "train"} for i in range(11)]
     path = _suite(tmp_path, ckpt, rows)
-    assert "data.jsonl:2: row lacks 'y'" in cli_error(capsys, ["report", str(path), "--check"])
+    assert "data.jsonl:2:1: row lacks 'y'" in cli_error(capsys, ["report", str(path), "--check"])
     path = _suite(tmp_path, ckpt, rows, extra="drop_missing_labels = true")
     assert main(["report", str(path), "--check"]) == 0
     rows[1]["y"] = 1
@@ -505,7 +506,7 @@ def surface_patch(tmp_path, model, rows, extra=()):
 
 # ------------------------------------------------------------------ 1. text longer than the context
 
-TEXT_TOO_LONG = r"d.jsonl:2: 'text' is 10 tokens but the model's context is 8 tokens; shorten the text"
+TEXT_TOO_LONG = r"d.jsonl:2:10: 'text' is 10 tokens but the model's context is 8 tokens; shorten the text"
 
 
 @pytest.mark.parametrize(
@@ -515,7 +516,7 @@ TEXT_TOO_LONG = r"d.jsonl:2: 'text' is 10 tokens but the model's context is 8 to
         ("capture", [{"text": words(3)}, {"text": words(HF_CTX)}], 0, "wrote 2 rows"),
         ("capture", [{"text": words(3)}, {"text": words(9)}], 2, "'text' is 9 tokens but the model's context is 8"),
         ("patch", [*_text_pairs(1), *[dict(r, text=words(10, start=3)) for r in _text_pairs(1)]], 2,
-         "p.jsonl:3: 'text' is 10 tokens but the model's context is 8 tokens"),
+         "p.jsonl:3:10: 'text' is 10 tokens but the model's context is 8 tokens"),
     ],
     ids=["capture-10-words", "capture-exactly-n_ctx", "capture-9-words", "patch-10-words"],
 )
@@ -538,7 +539,7 @@ def test_suite_text_longer_than_the_context_names_the_row(hf, tmp_path, capsys):
     (tmp_path / "s.toml").write_text(SUITE.replace('checkpoint = "{ckpt}"', f'name = "{hf}"')
                                      .format(extra=""))
     code, text = run_cli(capsys, ["report", str(tmp_path / "s.toml"), "--out", str(tmp_path / "o"), "--quiet"])
-    assert code == 2 and "data.jsonl:8: 'text' is 11 tokens but the model's context is 8 tokens" in text
+    assert code == 2 and "data.jsonl:8:10: 'text' is 11 tokens but the model's context is 8 tokens" in text
 
 
 # ------------------------------------------------------------------ 2. degenerate class splits
@@ -635,9 +636,9 @@ def test_probe_accuracy_claim_refuses_a_single_test_class(single_thread):
 NAN_CASES = [
     # (surface, rows as raw JSONL lines, exit code, fragment)
     ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": NaN}'], 2,
-     "d.jsonl:2: row lacks 'label' (missing, null or NaN)"),
+     "d.jsonl:2:26: row lacks 'label' (missing, null or NaN)"),
     ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": null}'], 2,
-     "d.jsonl:2: row lacks 'label' (missing, null or NaN)"),
+     "d.jsonl:2:26: row lacks 'label' (missing, null or NaN)"),
     ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": Infinity}'], 2,
      "d.jsonl:2:26: Infinity is not a number probekit can use"),
     ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": -Infinity}'], 2,
@@ -645,17 +646,17 @@ NAN_CASES = [
     ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": 1, "label": 2}'], 2,
      "d.jsonl:2:29: key 'label' appears twice in one object"),
     ("capture", ['{"tokens": [1, 2], "pos": 0}', '{"tokens": [3, 4], "pos": NaN}'], 2,
-     "d.jsonl:2: row lacks 'pos' (missing, null or NaN)"),
-    ("capture", ['{"tokens": [1, NaN], "label": 0}'], 2, "d.jsonl:1: column 'tokens' holds nan"),
+     "d.jsonl:2:27: row lacks 'pos' (missing, null or NaN)"),
+    ("capture", ['{"tokens": [1, NaN], "label": 0}'], 2, "d.jsonl:1:12: column 'tokens' holds nan"),
     ("report", ['{"tokens": [1, 2], "y": 0, "split": "train"}', '{"tokens": [3], "y": NaN, "split": "test"}'],
-     2, "data.jsonl:2: row lacks 'y' (missing, null or NaN)"),
+     2, "data.jsonl:2:22: row lacks 'y' (missing, null or NaN)"),
     ("report", ['{"tokens": [1, 2], "y": 0, "split": "train"}', '{"tokens": [3], "y": 1, "split": NaN}'],
      2, "[data] split 'test' has no rows"),
     ("patch", [json.dumps(r) for r in _pairs(1)] + ['{"tokens": [1, 2, 9], "pair_id": 1, "role": "clean", "answer": NaN}',
                                                    '{"tokens": [5, 2, 9], "pair_id": 1, "role": "corrupt", "answer": 6}'],
-     2, "p.jsonl:3: row has a null or NaN value in its 'answer' column"),
+     2, "p.jsonl:3:64: row has a null or NaN value in its 'answer' column"),
     ("patch", [json.dumps(r) for r in _pairs(1)] + ['{"tokens": [1, 2, 9], "pair_id": NaN, "role": "clean", "answer": 4}'],
-     2, "p.jsonl:3: row has a null or NaN value in its 'pair_id' column"),
+     2, "p.jsonl:3:34: row has a null or NaN value in its 'pair_id' column"),
 ]
 
 
@@ -705,12 +706,12 @@ def _patch_suite(tmp_path, model, rows, extra=""):
 MULTI = "answer 'w4 w5' is 2 tokens [4, 5] ['w4', 'w5']"
 ANSWER_CASES = [
     # (surface, clean answer, corrupt answer, option, exit code, fragment)
-    ("patch", "w4 w5", "w6", (), 2, f"p.jsonl:1: {MULTI}; the metric reads one next-token logit"),
-    ("patch", "w4", "w4 w5", (), 2, f"p.jsonl:2: {MULTI}"),
+    ("patch", "w4 w5", "w6", (), 2, f"p.jsonl:1:63: {MULTI}; the metric reads one next-token logit"),
+    ("patch", "w4", "w4 w5", (), 2, f"p.jsonl:2:65: {MULTI}"),
     ("patch", "w4 w5", "w6", ("--answer-tokens", "first"), 0,
      "warning: 2 of 4 answers have several tokens and are scored by their first token only"),
     ("patch", "w4", "w6", (), 0, "wrote "),
-    ("patch", "", "w6", (), 2, "p.jsonl:1: answer '' has no tokens"),
+    ("patch", "", "w6", (), 2, "p.jsonl:1:63: answer '' has no tokens"),
     ("report", "w4 w5", "w6", "", 2, f"row 0 (clean): {MULTI}"),
     ("report", "w4 w5", "w6", 'answer_tokens = "first"', 0,
      "warning (Patching (resid_pre)): 2 of 4 answers have several tokens"),
@@ -975,9 +976,9 @@ CHECK_CASES = [
     (_OK_ROWS, '[capture]\nsites = ["resid_post@1", "mlp_out@2"]', 2, "has 2 layers (0..1)"),
     (_OK_ROWS, '[capture]\nsites = ["resid_post@1"]', 0, "suite and data are valid"),
     ([*_OK_ROWS[:1], {"tokens": [1, 11], "y": 0, "split": "train"}, *_OK_ROWS[1:]], "", 2,
-     "data.jsonl:2: token id 11 is outside the model's vocabulary"),
+     "data.jsonl:2:12: token id 11 is outside the model's vocabulary"),
     ([*_OK_ROWS, {"tokens": [1] * 13, "y": 0, "split": "train"}], "", 2,
-     "data.jsonl:31: 13 tokens but the model's context is 12"),
+     "data.jsonl:31:12: 13 tokens but the model's context is 12"),
     (_split_rows([0, 1] * 12, [1] * 4), "", 0,
      "warning: [[probe]] label 'y': the test split holds a single class '1' (4 examples)"),
     (_split_rows([0] * 12, [0, 1]), "", 2, "[[probe]] label 'y': the training split holds only class '0'"),
