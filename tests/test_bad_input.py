@@ -1397,3 +1397,195 @@ def test_a_training_run_directory_is_locked(tmp_path, capsys):
     finally:
         holder.kill()
         holder.wait(timeout=30)
+
+
+# ------------------------------------------------------------------ API arguments over every method package
+
+
+@pytest.fixture
+def as_a_user():
+    """Call the API as a user does: without the test suite's jaxtyping annotation checks.
+
+    Under pytest every annotation is checked (``--jaxtyping-packages``), which would reject a
+    wrong shape before probekit's own validation runs; a user's call has no such check.
+    """
+    import jaxtyping
+
+    jaxtyping.config.update("jaxtyping_disable", True)
+    yield
+    jaxtyping.config.update("jaxtyping_disable", False)
+
+
+def _method_cases():
+    from functools import partial
+
+    import numpy as np
+
+    import probekit.circuits as C
+    import probekit.geometry as G
+    import probekit.homomorphism as H
+    import probekit.neurons as N
+    import probekit.similarity as S
+    import probekit.stats as ST
+    from probekit.errors import NonFiniteError
+    from probekit.sites import Site
+
+    g = torch.Generator().manual_seed(0)
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g)
+
+    ld = partial(C.logit_diff, answer=torch.tensor([1]), foil=torch.tensor([2]))
+    resp = {Site(0, "mlp_pre"): r(4, 3)}
+    two = ["a", "b"] * 2
+    return [
+        # geometry
+        ("geo-pr-1d", lambda m: G.participation_ratio(r(5)), DataError, "acts of shape (5,); expected (layer, n, d) or (n, d)"),
+        ("geo-pr-nan", lambda m: G.participation_ratio(torch.full((5, 3), float("nan"))), NonFiniteError,
+         "acts of shape (5, 3) has 15 NaN/inf values"),
+        ("geo-ncomp-threshold", lambda m: G.n_components_for_variance(r(10, 3), 1.5), ConfigError,
+         "threshold=1.5 is a variance fraction; choose 0 < threshold <= 1"),
+        ("geo-rank-rtol", lambda m: G.numerical_rank(r(10, 3), rtol=2.0), ConfigError, "rtol=2.0 must lie in (0, 1)"),
+        ("geo-fisher-labels", lambda m: G.fisher_ratio(r(10, 3), [0, 1]), DataError, "labels of shape (2,) for 10 rows"),
+        ("geo-capacity-one", lambda m: G.manifold_capacity([r(5, 3)]), DataError, "got 1 manifold(s); manifold capacity needs at least 2"),
+        ("geo-simulated-dich", lambda m: G.simulated_capacity([r(5, 3), r(5, 3)], n_dichotomies=0), ConfigError,
+         "n_dichotomies=0 is invalid"),
+        ("geo-by-layer-labels", lambda m: G.geometry_by_layer(r(2, 10, 3), [0, 1]), DataError,
+         "acts of shape (10, 3) and labels of shape (2,)"),
+        ("geo-factorization-len", lambda m: G.concept_factorization(r(10, 3), [0] * 10, [1] * 9), DataError,
+         "concept_b (9,)"),
+        ("geo-weight-rotation", lambda m: G.weight_rotation(r(3, 4), r(3, 5)), DataError, "weights of shapes (3, 4) and (3, 5)"),
+        ("geo-condition-1d", lambda m: G.matrix_condition_number(r(5)), DataError, "expected a matrix (m, n), got shape (5,)"),
+        # similarity
+        ("sim-cka-rows", lambda m: S.cka(r(10, 3), r(9, 3)), DataError, "the row counts 10 != 9"),
+        ("sim-cka-nan", lambda m: S.cka(torch.full((10, 3), float("nan")), r(10, 3)), NonFiniteError, "X (shape (10, 3)) has 30 NaN/inf"),
+        ("sim-gram-1d", lambda m: S.linear_gram(r(10)), DataError, "X has shape (10,); expected a representation (n_stimuli, d)"),
+        ("sim-rbf-bandwidth", lambda m: S.rbf_gram(r(10, 3), bandwidth=-1.0), ConfigError, "bandwidth=-1.0 must be > 0"),
+        ("sim-rdm-metric", lambda m: S.rdm(r(10, 3), metric="manhattan"), ConfigError, "metric='manhattan' is not supported"),
+        ("sim-rsa-perms", lambda m: S.rsa_test(r(10, 3), r(10, 3), n_permutations=0), ConfigError, "n_permutations=0 must be >= 1"),
+        ("sim-layers-measure", lambda m: S.layer_similarity([r(10, 3)], measure="kcca"), ConfigError, "measure='kcca' is not supported"),
+        ("sim-layers-rows", lambda m: S.layer_similarity([r(10, 3)], [r(9, 3)]), DataError, "different row counts"),
+        # circuits
+        ("lens-vocab", lambda m: C.logit_lens(m, torch.tensor([[1, 40]]), [1]), DataError,
+         "tokens[0]: token id 40 is outside the model's vocabulary (vocab size 11"),
+        ("lens-target", lambda m: C.logit_lens(m, torch.tensor([[1, 4]]), [40]), DataError,
+         "targets holds token id 40, outside the model's vocabulary (0..10)"),
+        ("lens-too-long", lambda m: C.logit_lens(m, torch.ones(1, 13, dtype=torch.long), [1]), DataError,
+         "tokens[0] has 13 tokens but the model's context is 12"),
+        ("lens-layer", lambda m: C.logit_lens(m, torch.tensor([[1, 4]]), [1], layers=[5]), ConfigError,
+         "layer 5 out of range, model has 2 layers"),
+        ("lens-float", lambda m: C.logit_lens(m, torch.ones(1, 2), [1]), DataError, "tokens has dtype torch.float32"),
+        ("dla-vocab", lambda m: C.direct_logit_attribution(m, torch.tensor([[1, 40]]), [1]), DataError,
+         "tokens[0]: token id 40 is outside"),
+        ("dla-answer", lambda m: C.direct_logit_attribution(m, torch.tensor([[1, 2]]), [40]), DataError,
+         "answer holds token id 40, outside the model's vocabulary"),
+        ("dla-foil", lambda m: C.direct_logit_attribution(m, torch.tensor([[1, 2]]), [1], [-3]), DataError,
+         "foil holds token id -3"),
+        ("metric-answer", lambda m: C.logit_diff(r(2, 11), torch.tensor([0, 1]), answer=torch.tensor([1, 20]),
+                                                 foil=torch.tensor([2, 2])), DataError, "answer holds a token id outside 0..10"),
+        ("metric-last-token", lambda m: C.last_token_logits(r(2, 5, 11), torch.tensor([9, 2])), DataError,
+         "lengths holds 9, outside 1..5"),
+        ("metric-last-zero", lambda m: C.last_token_logits(r(2, 5, 11), torch.tensor([0, 2])), DataError,
+         "lengths holds 0, outside 1..5"),
+        ("eap-vocab", lambda m: C.edge_attribution(m, [[1, 40]], [[2, 40]], ld), DataError,
+         "clean_tokens[0]: token id 40 is outside"),
+        ("eap-too-long", lambda m: C.edge_attribution(m, [[1] * 13], [[2] * 13], ld), DataError,
+         "clean_tokens[0] has 13 tokens but the model's context is 12"),
+        ("eap-top-k", lambda m: C.top_k_edges(C.edge_attribution(m, [[1, 2]], [[2, 3]], ld), -1), ConfigError,
+         "k=-1 out of range; the graph has"),
+        ("bridge-position", lambda m: C.bridge_entity_lens(m, [[1, 2, 3]], [4], [1], position=7), DataError,
+         "position 7 is not inside query 0 (length 3)"),
+        ("fourier-p", lambda m: C.fourier_basis(0), ConfigError, "p=0: the Fourier basis here needs an odd modulus >= 3"),
+        ("fourier-keys", lambda m: C.key_frequency_share(np.ones(3), np.array([7])), ConfigError,
+         "key frequency 7 out of range; power has 3 frequencies"),
+        ("progress-gini", lambda m: C.gini(torch.tensor([-1.0, 2.0])), DataError, "gini needs finite non-negative values"),
+        # neurons
+        ("neurons-auc-shape", lambda m: N.roc_auc(np.array([0.1, 0.2]), np.array([1, 0])), DataError,
+         "expected scores of shape (n_prompts, n_units), got (2,)"),
+        ("neurons-relations", lambda m: N.neuron_statistics(m, [[1, 4]], ["a", "b"], ["mlp_pre@0"]), DataError,
+         "1 prompts but 2 relation ids"),
+        ("neurons-k", lambda m: N.select_neurons(N.statistics_from_responses(resp, two), "a", k=-1), ConfigError, "k=-1"),
+        ("neurons-relation", lambda m: N.select_neurons(N.statistics_from_responses(resp, two), "zz", k=1), ConfigError,
+         "unknown relation 'zz'; known: ['a', 'b']"),
+        ("neurons-fraction", lambda m: N.select_neurons(N.statistics_from_responses(resp, two), "a", fraction=2.0),
+         ConfigError, "fraction=2.0 must be in (0, 1]"),
+        ("neurons-method", lambda m: N.deactivation_ops(None, method="explode"), ConfigError, "unknown deactivation method 'explode'"),
+        # homomorphism
+        ("he-ridge-rows", lambda m: H.ridge_fit(r(1, 10, 3), r(1, 9, 3), 1.0), DataError,
+         "X (1, 10, 3) and Y (1, 9, 3) must be (layer, pair, p) and (layer, pair, d)"),
+        ("he-ridge-alpha", lambda m: H.ridge_fit(r(1, 10, 3), r(1, 10, 3), -1.0), ConfigError, "alpha=-1.0: the ridge penalty must be >= 0"),
+        ("he-operator-alpha", lambda m: H.make_operator("affine", alpha=-1.0), ConfigError, "alpha=-1.0: the ridge penalty"),
+        ("he-operator-family", lambda m: H.make_operator("cubic"), ConfigError, "unknown operator family 'cubic'"),
+        ("he-config-fraction", lambda m: H.HEConfig(train_fraction=1.5), ConfigError, "HEConfig.train_fraction must be in (0, 1), got 1.5"),
+        ("he-split-empty", lambda m: H.split_pairs(0), DataError, "0 pairs split 0.8/0.2 leave 0 to fit"),
+        ("he-composition-shape", lambda m: H.composition_he(r(1, 10, 3), r(1, 9, 3)), DataError,
+         "a (1, 10, 3) and b (1, 9, 3) must both be (layer, pair, d)"),
+        ("he-composition-nan", lambda m: H.composition_he(torch.full((1, 10, 3), float("nan")), r(1, 10, 3)),
+         NonFiniteError, "a contains NaN/inf"),
+        # stats
+        ("stats-pvalue-empty", lambda m: ST.permutation_pvalue(1.0, np.array([])), DataError,
+         "null holds no permutation statistics"),
+        ("stats-pvalue-nan", lambda m: ST.permutation_pvalue(float("nan"), np.array([1.0, 2.0])), NonFiniteError,
+         "observed=nan or a null statistic is NaN/inf"),
+        ("stats-spearman-rho", lambda m: ST.spearman_ci(1.5, 20), DataError, "rho=1.5 is not a correlation"),
+        ("stats-bootstrap-cl", lambda m: ST.bootstrap_ci(np.arange(5.0), confidence_level=1.5), ConfigError,
+         "confidence_level must be in (0, 1), got 1.5"),
+        ("stats-holm-range", lambda m: ST.holm([0.5, 1.5]), DataError, "p-values must lie in [0, 1]; entry 1 is 1.5"),
+        ("stats-paired-len", lambda m: ST.paired_ttest(np.arange(5.0), np.arange(4.0)), DataError,
+         "got 5 values in a but 4 in b"),
+    ]
+
+
+METHOD_CASES = _method_cases()
+
+
+@pytest.mark.parametrize(("call", "error", "fragment"), [c[1:] for c in METHOD_CASES], ids=[c[0] for c in METHOD_CASES])
+def test_method_packages_refuse_bad_arguments(small_model, single_thread, as_a_user, call, error, fragment):
+    with pytest.raises(error, match=re.escape(fragment)):
+        call(small_model)
+
+
+# ------------------------------------------------------------------ JSONL values: FILE:LINE:COLUMN on every surface
+
+JSONL_CASES = [
+    # (surface, raw lines, fragment)
+    ("capture", ['{"tokens": [1, 2], "text": "a b"}'], "d.jsonl:1:28: row has both 'tokens' and 'text' (conflicting prompts)"),
+    ("capture", ['{"tokens": [1, 2]}', b'{"text": "caf\xe9"}'], "d.jsonl:2:14: byte 0xe9 is not UTF-8"),
+    ("capture", ['{"tokens": [1, 2],  "tokens": [3]}'], "d.jsonl:1:21: key 'tokens' appears twice in one object"),
+    ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": 1,}'], "d.jsonl:2:28: not valid JSON"),
+    ("report", ['{"tokens": [1, 2], "y": [0], "split": "train"}', '{"tokens": [3], "y": 1, "split": "test"}'],
+     "data.jsonl:1:25: column 'y' holds [0]; expected a class label"),
+    ("report", ['{"tokens": [1, 2], "text": "x", "y": 0, "split": "train"}'], "data.jsonl:1:28: row has both 'tokens' and 'text'"),
+    ("patch", ['{"tokens": [1, 2, 9], "pair_id": [0], "role": "clean", "answer": 4}'],
+     "p.jsonl:1:34: column 'pair_id' holds [0]; expected a pair id"),
+    ("patch", ['{"tokens": [1, 2, 9], "pair_id": 0, "role": "clean ", "answer": 4}'],
+     "p.jsonl:1:45: role='clean '; expected 'clean' or 'corrupt'"),
+]
+
+
+@pytest.mark.parametrize(("surface", "lines", "fragment"), JSONL_CASES, ids=[f"jsonl-{i}" for i in range(len(JSONL_CASES))])
+def test_jsonl_values_name_file_line_column(ckpt, tmp_path, capsys, no_model_load, surface, lines, fragment):
+    name = {"capture": "d.jsonl", "report": "data.jsonl", "patch": "p.jsonl"}[surface]
+    data = tmp_path / name
+    data.write_bytes(b"\n".join(x if isinstance(x, bytes) else x.encode() for x in lines) + b"\n")
+    if surface == "capture":
+        args = ["capture", str(ckpt), str(data), "--out", str(tmp_path / "s"), "--quiet"]
+    elif surface == "patch":
+        args = ["patch", str(ckpt), str(data), "--out", str(tmp_path / "o")]
+    else:
+        (tmp_path / "s.toml").write_text(SUITE.format(ckpt=ckpt, extra=""))
+        args = ["report", str(tmp_path / "s.toml"), "--check"]
+    line = cli_error(capsys, args)
+    assert fragment in line.replace(str(tmp_path) + "/", ""), line
+
+
+def test_relation_fact_values_name_their_column(tmp_path):
+    from probekit.neurons.study import read_facts
+
+    path = tmp_path / "facts.jsonl"
+    path.write_text('{"text": "Paris is in", "relation": "capital", "object": 7, "split": "test"}\n')
+    with pytest.raises(DataError, match=re.escape(f"{path}:1:58: 'object' holds 7; expected a string")):
+        read_facts(path)
+    path.write_text('{"text": "Paris is in", "relation": "capital", "object": "France", "split": "dev"}\n')
+    with pytest.raises(DataError, match=re.escape(f"{path}:1:77: split 'dev'; use 'identify' or 'test'")):
+        read_facts(path)
