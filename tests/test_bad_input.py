@@ -1589,3 +1589,17 @@ def test_relation_fact_values_name_their_column(tmp_path):
     path.write_text('{"text": "Paris is in", "relation": "capital", "object": "France", "split": "dev"}\n')
     with pytest.raises(DataError, match=re.escape(f"{path}:1:77: split 'dev'; use 'identify' or 'test'")):
         read_facts(path)
+
+
+def test_a_flipped_byte_in_a_task_record_reruns_that_task(tmp_path, caplog):
+    from probekit.executor import InProcessExecutor, map_resumable
+    from tests.test_executor import Square, square
+
+    items = [Square(value=v) for v in range(3)]
+    assert map_resumable(InProcessExecutor(), square, items, tmp_path / "rec") == [0, 1, 4]
+    record = sorted((tmp_path / "rec").glob("task-*.pkl"))[0]
+    data = bytearray(record.read_bytes())
+    data[-3] ^= 0x01  # inside the pickled number: unpickling would give another value
+    record.write_bytes(bytes(data))
+    assert map_resumable(InProcessExecutor(), square, items, tmp_path / "rec") == [0, 1, 4]
+    assert f"task record {record} fails its checksum: running that task again" in caplog.text
