@@ -1254,6 +1254,17 @@ def _corrupt_report(tmp_path, model, name):
     return tmp_path / "out" / name, lambda: read_report(tmp_path / "out" / "report.json")
 
 
+def _corrupt_optimizer(tmp_path, model, name):
+    from probekit.train.optim_state import load_optimizer, save_optimizer
+
+    params = [torch.nn.Parameter(torch.ones(3))]
+    opt = torch.optim.AdamW(params, lr=0.1)
+    params[0].sum().backward()
+    opt.step()
+    save_optimizer(opt, ["w"], tmp_path)
+    return tmp_path / name, lambda: load_optimizer(torch.optim.AdamW(params, lr=0.1), ["w"], tmp_path)
+
+
 CORRUPT_CASES = [
     # (file kind, setup, file, corruption, needle, error, message)
     ("ckpt-weights-flip", _corrupt_checkpoint, "model.safetensors", _flip, None, ModelLoadError,
@@ -1270,6 +1281,10 @@ CORRUPT_CASES = [
      r"store manifest .*manifest.json:\d+:\d+ is not valid JSON"),
     ("store-shard-flip", _corrupt_store, "shard-00000.safetensors", _flip, None, CorruptShardError,
      r"shard .*shard-00000.safetensors fails its checksum"),
+    ("optimizer-tensors-flip", _corrupt_optimizer, "optimizer.safetensors", _flip, None, CorruptFileError,
+     r"optimizer state .*optimizer.safetensors fails its checksum.*delete the checkpoint"),
+    ("optimizer-json-flip", _corrupt_optimizer, "optimizer.json", _flip, b'"lr": 0.1', CorruptFileError,
+     r"optimizer state .*optimizer.json fails its checksum"),
     ("history-flip", _corrupt_history, "history.json", _flip, b'"step": 10', CorruptFileError,
      r"training history .*history.json fails its checksum.*delete the run directory"),
     ("history-truncate", _corrupt_history, "history.json", _truncate, None, CorruptFileError,
