@@ -1537,6 +1537,13 @@ def _method_cases():
          "a (1, 10, 3) and b (1, 9, 3) must both be (layer, pair, d)"),
         ("he-composition-nan", lambda m: H.composition_he(torch.full((1, 10, 3), float("nan")), r(1, 10, 3)),
          NonFiniteError, "a contains NaN/inf"),
+        # probes (sklearn-style estimators)
+        ("probe-fit-labels", lambda m: __import__("probekit").LogisticProbe().fit(np.zeros((20, 4)), np.arange(5) % 2),
+         DataError, "got 20 activation rows but 5 labels; pass one label per row of X"),
+        ("probe-one-class", lambda m: __import__("probekit").LogisticProbe().fit(r(20, 4).numpy(), np.zeros(20)),
+         DataError, "LogisticProbe needs samples of at least 2 classes, but the data contains only one class"),
+        ("probe-diffmeans-3", lambda m: __import__("probekit").DiffMeansProbe().fit(r(21, 4).numpy(), np.arange(21) % 3),
+         DataError, "Only binary classification is supported. DiffMeansProbe expected 2 classes, got 3"),
         # stats
         ("stats-pvalue-empty", lambda m: ST.permutation_pvalue(1.0, np.array([])), DataError,
          "null holds no permutation statistics"),
