@@ -43,6 +43,7 @@ def _capture_inputs(args: argparse.Namespace) -> dict[str, Any]:
         peek_model_limits,
         position_column,
         position_spec_error,
+        prompt_column,
         read_jsonl,
         require_columns,
         token_ids,
@@ -50,8 +51,7 @@ def _capture_inputs(args: argparse.Namespace) -> dict[str, Any]:
 
     rows = read_jsonl(args.data)
     for row in rows:
-        if "tokens" not in row.data and "text" not in row.data:
-            raise DataError(f"{row.where}: row has neither 'tokens' (a list of ids) nor 'text'")
+        prompt_column(row)  # tokens or text, not both
     meta_keys = sorted({k for r in rows for k in r.data} - {"tokens", "text"})
     rows, dropped = require_columns(
         rows, meta_keys, drop=args.drop_incomplete, flag="--drop-incomplete"
@@ -94,7 +94,8 @@ def _check_token_limits(
     """Token ids below the vocab size, lengths within the context, positions inside examples."""
     from .inputs import check_positions, check_vocab
 
-    known = [(r.where, t) for r, t in zip(rows, tokens) if t is not None]
+    known = [(r.at("tokens" if "tokens" in r.data else "text"), t) for r, t in zip(rows, tokens)
+             if t is not None]
     where = [w for w, _ in known]
     seqs = [t for _, t in known]
     if "d_vocab" in limits:
@@ -108,7 +109,9 @@ def _check_token_limits(
                 )
     if positions is not None:
         pos = [p for p, t in zip(positions, tokens) if t is not None]
-        check_positions(pos, [len(s) for s in seqs], where, spec.removeprefix("column:"))
+        column = spec.removeprefix("column:")
+        at = [r.at(column) for r, t in zip(rows, tokens) if t is not None]
+        check_positions(pos, [len(s) for s in seqs], at, column)
 
 
 def _cmd_capture(args: argparse.Namespace) -> int:
@@ -130,7 +133,7 @@ def _cmd_capture(args: argparse.Namespace) -> int:
             tokens.append(ids)
             continue
         tokens.append(tokenize_text(model, row.data["text"], prepend_bos=args.prepend_bos,
-                                    where=row.where))
+                                    where=row.at("text")))
     limits = {"d_vocab": int(model.cfg.d_vocab), "n_ctx": int(model.cfg.n_ctx)}
     _check_token_limits(rows, tokens, inputs["positions"], inputs["spec"], limits)
     sites = inputs["sites"] or list(all_layers(model, args.kind))

@@ -39,6 +39,10 @@ class StoreError(ProbekitError, RuntimeError):
     """An activation store is missing, incomplete, corrupted or made by a different run."""
 
 
+class CorruptFileError(ProbekitError, ValueError):
+    """A file probekit wrote fails its checksum or is truncated (the message names it and the fix)."""
+
+
 class ModelLoadError(ProbekitError, RuntimeError):
     """A model or checkpoint cannot be loaded (missing files, pickle, shape mismatch, extra)."""
 
@@ -49,6 +53,7 @@ class DeviceError(ProbekitError, RuntimeError):
 
 __all__ = [
     "ConfigError",
+    "CorruptFileError",
     "DataError",
     "DeviceError",
     "ModelLoadError",

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import pickle
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -495,13 +496,33 @@ def _feed(digest: Any, obj: object) -> None:
         digest.update(pickle.dumps(obj, protocol=5))
 
 
+_RECORD_MAGIC = b"probekit-task/1\n"
+
+
+def _read_record(path: str) -> Any:
+    """The result recorded at ``path``; raises ``ValueError`` for a damaged or foreign record.
+
+    A record is ``magic + sha256(payload) + payload`` (the pickled result): a flipped byte or a
+    truncated file fails the digest and is never unpickled.
+    """
+    with open(path, "rb") as fh:
+        data = fh.read()
+    n = len(_RECORD_MAGIC)
+    digest, payload = data[n:n + 32], data[n + 32:]
+    if not data.startswith(_RECORD_MAGIC) or hashlib.sha256(payload).digest() != digest:
+        raise ValueError(f"task record {path} fails its checksum")
+    return pickle.loads(payload)
+
+
 def run_recorded(fn: Callable[[Any], Any], directory: str, keyed: tuple[str, Any]) -> Any:
-    """On a worker: ``fn(item)``, its result then pickled atomically to ``directory/task-KEY.pkl``."""
+    """On a worker: ``fn(item)``, its result then recorded atomically in ``directory/task-KEY.pkl``."""
     from .util.io import atomic_write_bytes
 
     key, item = keyed
     result = fn(item)
-    atomic_write_bytes(os.path.join(directory, f"task-{key}.pkl"), pickle.dumps(result, protocol=5))
+    payload = pickle.dumps(result, protocol=5)
+    atomic_write_bytes(os.path.join(directory, f"task-{key}.pkl"),
+                       _RECORD_MAGIC + hashlib.sha256(payload).digest() + payload)
     return result
 
 
@@ -534,10 +555,9 @@ def map_resumable(
         path = os.path.join(root, f"task-{key}.pkl")
         if os.path.exists(path):
             try:
-                with open(path, "rb") as fh:
-                    results[i] = pickle.load(fh)
-            except Exception:  # a damaged or unreadable record: run the task again
-                pass
+                results[i] = _read_record(path)
+            except Exception as err:  # a damaged or unreadable record: run the task again
+                logging.getLogger("probekit").warning("%s: running that task again", err)
     todo = [i for i in range(len(items)) if i not in results]
     if todo:
         check_worker_paths(executor, write=[root])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +21,26 @@ POSITION_KEYWORDS = ("last", "all")
 
 @dataclass(frozen=True)
 class JsonlRow:
-    """One example of a JSONL file: its parsed object and where it came from."""
+    """One example of a JSONL file: its parsed object, where it came from and where each value is.
+
+    ``columns`` maps each top-level key to the 1-based column (in characters) where its value
+    starts on the line; ``start`` is the column of the object's ``{``.
+    """
 
     path: str
     line: int
     data: dict[str, Any]
+    columns: dict[str, int] = field(default_factory=dict, compare=False)
+    start: int = 1
 
     @property
     def where(self) -> str:
-        """``FILE:LINE`` for messages."""
+        """``FILE:LINE`` for messages about the row as a whole."""
         return f"{self.path}:{self.line}"
+
+    def at(self, key: str) -> str:
+        """``FILE:LINE:COLUMN`` of the value of ``key`` (of the object when the key is absent)."""
+        return f"{self.path}:{self.line}:{self.columns.get(key, self.start)}"
 
 
 def is_missing(value: Any) -> bool:
@@ -43,11 +53,15 @@ def is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _infinity(token: str, line: str, where: str) -> float:
-    """``parse_constant`` hook: NaN parses (it is then missing); +-Infinity is an error."""
+def _infinity(token: str, line: str, where: str, columns: dict[str, int]) -> float:
+    """``parse_constant`` hook: NaN parses (it is then missing); +-Infinity is an error.
+
+    The column is the value's when the constant is a top-level value, else its first occurrence.
+    """
     if token == "NaN":
         return math.nan
-    col = line.find(token) + 1
+    cols = [c for c in columns.values() if line.startswith(token, c - 1)]
+    col = cols[0] if cols else line.find(token) + 1
     raise DataError(
         f"{where}:{col}: {token} is not a number probekit can use (JSON has no infinities); "
         "write a finite number or null"
@@ -67,31 +81,105 @@ def read_jsonl(path: str | Path) -> list[JsonlRow]:
     if not path.is_file():
         raise DataError(f"data file {path} not found; pass a JSONL file (one JSON object a line)")
     rows: list[JsonlRow] = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                data = json.loads(
-                    line,
-                    parse_constant=lambda token, line=line, where=where: _infinity(token, line, where),
-                    object_pairs_hook=lambda pairs, line=line, where=where: _unique(pairs, line, where),
-                )
-            except json.JSONDecodeError as err:
-                raise DataError(
-                    f"{path}:{lineno}: not valid JSON ({err.msg} at column {err.colno}); "
-                    "each line must be one JSON object"
-                ) from None
-            if not isinstance(data, dict):
-                raise DataError(
-                    f"{path}:{lineno}: expected a JSON object like {{\"text\": ...}}, got "
-                    f"{type(data).__name__} {_short(data)}"
-                )
-            rows.append(JsonlRow(str(path), lineno, data))
+    for lineno, line in enumerate(_decoded_lines(path), 1):
+        if not line.strip():
+            continue
+        rows.append(parse_jsonl_line(line, path=str(path), lineno=lineno))
     if not rows:
         raise DataError(f"data file {path} holds no examples")
     return rows
+
+
+def _decoded_lines(path: Path) -> list[str]:
+    """The file's lines as text: UTF-8 (a leading byte-order mark is dropped), one error per bad byte."""
+    out = []
+    for lineno, raw in enumerate(path.read_bytes().split(b"\n"), 1):
+        if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        try:
+            out.append(raw.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as err:
+            col = len(raw[: err.start].decode("utf-8", errors="replace")) + 1
+            raise DataError(
+                f"{path}:{lineno}:{col}: byte 0x{raw[err.start]:02x} is not UTF-8; save the file "
+                "as UTF-8 (JSON text must be UTF-8)"
+            ) from None
+    return out
+
+
+def parse_jsonl_line(line: str, *, path: str, lineno: int) -> JsonlRow:
+    """One JSONL line as a :class:`JsonlRow`: the one parser of every JSONL file probekit reads.
+
+    ``NaN`` parses to float NaN (missing, as ``null``); ``Infinity``, a key given twice and a
+    syntax error are errors naming ``FILE:LINE:COLUMN`` (the decoder's column for a syntax error,
+    the value's or key's column otherwise).
+
+    Raises:
+        DataError: the line is not one JSON object, or holds a value JSON allows but probekit
+            cannot use unambiguously.
+    """
+    where = f"{path}:{lineno}"
+    columns, start = _value_columns(line, where)
+    try:
+        data = json.loads(
+            line,
+            parse_constant=lambda token: _infinity(token, line, where, columns),
+            object_pairs_hook=lambda pairs: _unique(pairs, line, where),
+        )
+    except json.JSONDecodeError as err:
+        raise DataError(
+            f"{where}:{err.colno}: not valid JSON ({err.msg}); each line must be one JSON object"
+        ) from None
+    if not isinstance(data, dict):
+        raise DataError(
+            f"{where}:{start}: expected a JSON object like {{\"text\": ...}}, got "
+            f"{type(data).__name__} {_short(data)}"
+        )
+    return JsonlRow(path, lineno, data, columns, start)
+
+
+def _value_columns(line: str, where: str) -> tuple[dict[str, int], int]:
+    """1-based columns of the values of a line's top-level object keys, and of its ``{``.
+
+    A scan with the stdlib's own scanners (``scanstring``, ``raw_decode``); on a line that is
+    not one object it returns what it found so far (the full parse then reports the error).
+    A top-level key given twice is an error naming its column.
+    """
+    decoder = json.JSONDecoder(parse_constant=lambda token: None)
+    columns: dict[str, int] = {}
+    i = len(line) - len(line.lstrip())
+    start = i + 1
+    if not line.startswith("{", i):
+        return columns, start
+    i += 1
+    try:
+        while True:
+            i += len(line[i:]) - len(line[i:].lstrip())
+            if line.startswith("}", i) or not line.startswith('"', i):
+                break
+            key_col = i + 1
+            key, i = json.decoder.scanstring(line, i + 1)
+            i += len(line[i:]) - len(line[i:].lstrip())
+            if not line.startswith(":", i):
+                break
+            i += 1
+            i += len(line[i:]) - len(line[i:].lstrip())
+            if key in columns:
+                raise DataError(
+                    f"{where}:{key_col}: key {key!r} appears twice in one object (JSON "
+                    "would silently keep the last value); give each column once"
+                )
+            columns[key] = i + 1
+            _, i = decoder.raw_decode(line, i)
+            i += len(line[i:]) - len(line[i:].lstrip())
+            if not line.startswith(",", i):
+                break
+            i += 1
+    except DataError:
+        raise
+    except (ValueError, IndexError):
+        pass  # not one well-formed object: json.loads names the error and its column
+    return columns, start
 
 
 def _unique(pairs: list[tuple[str, Any]], line: str, where: str) -> dict[str, Any]:
@@ -107,6 +195,35 @@ def _unique(pairs: list[tuple[str, Any]], line: str, where: str) -> dict[str, An
             )
         seen.add(key)
     return dict(pairs)
+
+
+def prompt_column(row: JsonlRow) -> str:
+    """``"tokens"`` or ``"text"``: the row's prompt; refused when it has neither or both.
+
+    Raises:
+        DataError: ``FILE:LINE:COLUMN`` naming the row (neither) or its ``text`` value (both:
+            probekit would have to pick one silently).
+    """
+    has = [c for c in ("tokens", "text") if not is_missing(row.data.get(c))]
+    if not has:
+        raise DataError(f"{row.at('tokens')}: row has neither 'tokens' (a list of ids) nor 'text'")
+    if len(has) == 2:
+        raise DataError(f"{row.at('text')}: row has both 'tokens' and 'text' (conflicting prompts); "
+                        "give one of them")
+    return has[0]
+
+
+def check_scalar_column(rows: Sequence[JsonlRow], column: str, *, what: str) -> None:
+    """Raise naming ``FILE:LINE:COLUMN`` of the first value of ``column`` that is a list or object.
+
+    A label or metadata value must be a string, number or boolean (missing values are the
+    caller's business): ``[1, 2]`` as a class would be compared as text, silently.
+    """
+    for row in rows:
+        value = row.data.get(column)
+        if isinstance(value, (list, dict)):
+            raise DataError(f"{row.at(column)}: column {column!r} holds {_short(value)}; expected "
+                            f"{what} (a string, number or boolean)")
 
 
 def _short(value: Any) -> str:
@@ -136,15 +253,15 @@ def token_ids(row: JsonlRow, column: str = "tokens") -> list[int]:
     if not isinstance(value, list):
         hint = " (put text in a 'text' column instead)" if isinstance(value, str) else ""
         raise DataError(
-            f"{row.where}: column {column!r} holds {_short(value)}; expected a list of integer "
+            f"{row.at(column)}: column {column!r} holds {_short(value)}; expected a list of integer "
             f"token ids like [1, 2, 3]{hint}"
         )
     if not value:
-        raise DataError(f"{row.where}: column {column!r} is an empty list; give >= 1 token id")
-    ids = [as_int(v, where=row.where, column=column, what="integer token ids") for v in value]
+        raise DataError(f"{row.at(column)}: column {column!r} is an empty list; give >= 1 token id")
+    ids = [as_int(v, where=row.at(column), column=column, what="integer token ids") for v in value]
     negative = [t for t in ids if t < 0]
     if negative:
-        raise DataError(f"{row.where}: column {column!r} holds negative token id {negative[0]}")
+        raise DataError(f"{row.at(column)}: column {column!r} holds negative token id {negative[0]}")
     return ids
 
 
@@ -220,7 +337,7 @@ def require_columns(
         else:
             how = f", or pass {flag} to drop such rows" if flag else ""
             raise DataError(
-                f"{row.where}: row lacks {missing[0]!r} (missing, null or NaN) that other rows "
+                f"{row.at(missing[0])}: row lacks {missing[0]!r} (missing, null or NaN) that other rows "
                 f"have; add it{how}"
             )
     if not kept:
@@ -231,7 +348,7 @@ def require_columns(
 def position_column(rows: Sequence[JsonlRow], column: str) -> list[int]:
     """Integer token positions from ``column`` (checked per row, ``FILE:LINE`` in errors)."""
     return [
-        as_int(r.data.get(column), where=r.where, column=column, what="an integer token position")
+        as_int(r.data.get(column), where=r.at(column), column=column, what="an integer token position")
         for r in rows
     ]
 

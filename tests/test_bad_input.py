@@ -20,7 +20,14 @@ import torch
 
 from probekit.capture import Site, capture_to_store
 from probekit.cli import main
-from probekit.errors import ConfigError, DataError, DeviceError, ModelLoadError, StoreError
+from probekit.errors import (
+    ConfigError,
+    CorruptFileError,
+    DataError,
+    DeviceError,
+    ModelLoadError,
+    StoreError,
+)
 from probekit.models import load_model, save_checkpoint
 from probekit.store import ActivationStore, CorruptShardError
 from probekit.suites import SuiteError, load_suite, run_suite
@@ -72,15 +79,15 @@ def no_model_load(monkeypatch):
 @pytest.mark.parametrize(
     ("row", "message"),
     [
-        ({"tokens": [1, 2, 3], "pos": 1.7}, r"data.jsonl:2: column 'pos' holds 1.7, which is not a whole number"),
-        ({"tokens": [1, 2, 3], "pos": "two"}, r"data.jsonl:2: column 'pos' holds \"two\"; expected an integer token position"),
-        ({"tokens": "1 2 3", "pos": 0}, r"data.jsonl:2: column 'tokens' holds \"1 2 3\"; expected a list of integer token ids"),
-        ({"tokens": [1, 2.5], "pos": 0}, r"data.jsonl:2: column 'tokens' holds 2.5"),
-        ({"tokens": [1, 2, 3], "pos": 5}, r"data.jsonl:2: column 'pos' holds position 5 but the example has 3 tokens"),
-        ({"tokens": [1, 2, 11], "pos": 0}, r"data.jsonl:2: token id 11 is outside the model's vocabulary \(vocab size 11"),
-        ({"tokens": [1] * 13, "pos": 0}, r"data.jsonl:2: 13 tokens but the model's context is 12"),
-        ({"pos": 0}, r"data.jsonl:2: row has neither 'tokens'"),
-        ("{not json", r"data.jsonl:2: not valid JSON"),
+        ({"tokens": [1, 2, 3], "pos": 1.7}, r"data.jsonl:2:30: column 'pos' holds 1.7, which is not a whole number"),
+        ({"tokens": [1, 2, 3], "pos": "two"}, r"data.jsonl:2:30: column 'pos' holds \"two\"; expected an integer token position"),
+        ({"tokens": "1 2 3", "pos": 0}, r"data.jsonl:2:12: column 'tokens' holds \"1 2 3\"; expected a list of integer token ids"),
+        ({"tokens": [1, 2.5], "pos": 0}, r"data.jsonl:2:12: column 'tokens' holds 2.5"),
+        ({"tokens": [1, 2, 3], "pos": 5}, r"data.jsonl:2:30: column 'pos' holds position 5 but the example has 3 tokens"),
+        ({"tokens": [1, 2, 11], "pos": 0}, r"data.jsonl:2:12: token id 11 is outside the model's vocabulary \(vocab size 11"),
+        ({"tokens": [1] * 13, "pos": 0}, r"data.jsonl:2:12: 13 tokens but the model's context is 12"),
+        ({"pos": 0}, r"data.jsonl:2:1: row has neither 'tokens'"),
+        ("{not json", r"data.jsonl:2:2: not valid JSON \(Expecting property name enclosed in double quotes\)"),
     ],
 )
 def test_capture_bad_rows_fail_before_the_model_loads(ckpt, tmp_path, capsys, no_model_load, row, message):
@@ -105,7 +112,7 @@ def test_missing_label_names_the_row_or_is_dropped_explicitly(ckpt, tmp_path, ca
                                               {"tokens": [4, 5], "label": 1}])
     args = ["capture", str(ckpt), str(data), "--out", str(tmp_path / "s"), "--quiet"]
     line = cli_error(capsys, args)
-    assert "d.jsonl:2: row lacks 'label'" in line and "--drop-incomplete" in line
+    assert "d.jsonl:2:1: row lacks 'label'" in line and "--drop-incomplete" in line
     assert main([*args, "--drop-incomplete"]) == 0
     assert "dropped 1 of 3 rows" in capsys.readouterr().err
     store = ActivationStore(tmp_path / "s")
@@ -244,6 +251,7 @@ def test_checkpoint_config_weight_mismatch_is_one_line(small_model, tmp_path, ca
     ckpt = save_checkpoint(small_model, CFG, tmp_path / "ckpt")
     meta = json.loads((ckpt / "config.json").read_text())
     meta["model"]["d_mlp"] = 32  # weights were saved with 4 * d_model = 64
+    del meta["sha256"]  # a hand-made config (the seal would catch the edit first)
     (ckpt / "config.json").write_text(json.dumps(meta))
     with pytest.raises(ModelLoadError, match=r"config.json \(d_mlp=32\) implies blocks\.0\.mlp.* of shape .*32.* holds shape .*64"):
         load_model(ckpt)
@@ -320,9 +328,9 @@ def _suite(tmp_path, ckpt, rows, extra=""):
 def test_suite_malformed_jsonl_names_file_and_line(ckpt, tmp_path, capsys, no_model_load):
     rows = [{"tokens": [1, 2], "y": 0, "split": "train"}, "", "{\"tokens\": [1,", {"tokens": [3], "y": 1, "split": "test"}]
     path = _suite(tmp_path, ckpt, rows)
-    with pytest.raises(SuiteError, match=r"data.jsonl:3: not valid JSON"):
+    with pytest.raises(SuiteError, match=r"data.jsonl:3:15: not valid JSON \(Expecting value\)"):
         run_suite(load_suite(path), progress=False)
-    assert "data.jsonl:3: not valid JSON" in cli_error(capsys, ["report", str(path), "--check"])
+    assert "data.jsonl:3:15: not valid JSON" in cli_error(capsys, ["report", str(path), "--check"])
 
 
 def test_suite_row_without_label_or_with_bad_position(ckpt, tmp_path, capsys):
@@ -331,7 +339,7 @@ def test_suite_row_without_label_or_with_bad_position(ckpt, tmp_path, capsys):
     # enough training rows of both classes for cv=5 (--check refuses fewer since issue 36)
     rows += [{"tokens": [1, i % 11], "y": i % 2, "split": "train"} for i in range(11)]
     path = _suite(tmp_path, ckpt, rows)
-    assert "data.jsonl:2: row lacks 'y'" in cli_error(capsys, ["report", str(path), "--check"])
+    assert "data.jsonl:2:1: row lacks 'y'" in cli_error(capsys, ["report", str(path), "--check"])
     path = _suite(tmp_path, ckpt, rows, extra="drop_missing_labels = true")
     assert main(["report", str(path), "--check"]) == 0
     rows[1]["y"] = 1
@@ -498,7 +506,7 @@ def surface_patch(tmp_path, model, rows, extra=()):
 
 # ------------------------------------------------------------------ 1. text longer than the context
 
-TEXT_TOO_LONG = r"d.jsonl:2: 'text' is 10 tokens but the model's context is 8 tokens; shorten the text"
+TEXT_TOO_LONG = r"d.jsonl:2:10: 'text' is 10 tokens but the model's context is 8 tokens; shorten the text"
 
 
 @pytest.mark.parametrize(
@@ -508,7 +516,7 @@ TEXT_TOO_LONG = r"d.jsonl:2: 'text' is 10 tokens but the model's context is 8 to
         ("capture", [{"text": words(3)}, {"text": words(HF_CTX)}], 0, "wrote 2 rows"),
         ("capture", [{"text": words(3)}, {"text": words(9)}], 2, "'text' is 9 tokens but the model's context is 8"),
         ("patch", [*_text_pairs(1), *[dict(r, text=words(10, start=3)) for r in _text_pairs(1)]], 2,
-         "p.jsonl:3: 'text' is 10 tokens but the model's context is 8 tokens"),
+         "p.jsonl:3:10: 'text' is 10 tokens but the model's context is 8 tokens"),
     ],
     ids=["capture-10-words", "capture-exactly-n_ctx", "capture-9-words", "patch-10-words"],
 )
@@ -531,7 +539,7 @@ def test_suite_text_longer_than_the_context_names_the_row(hf, tmp_path, capsys):
     (tmp_path / "s.toml").write_text(SUITE.replace('checkpoint = "{ckpt}"', f'name = "{hf}"')
                                      .format(extra=""))
     code, text = run_cli(capsys, ["report", str(tmp_path / "s.toml"), "--out", str(tmp_path / "o"), "--quiet"])
-    assert code == 2 and "data.jsonl:8: 'text' is 11 tokens but the model's context is 8 tokens" in text
+    assert code == 2 and "data.jsonl:8:10: 'text' is 11 tokens but the model's context is 8 tokens" in text
 
 
 # ------------------------------------------------------------------ 2. degenerate class splits
@@ -628,9 +636,9 @@ def test_probe_accuracy_claim_refuses_a_single_test_class(single_thread):
 NAN_CASES = [
     # (surface, rows as raw JSONL lines, exit code, fragment)
     ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": NaN}'], 2,
-     "d.jsonl:2: row lacks 'label' (missing, null or NaN)"),
+     "d.jsonl:2:26: row lacks 'label' (missing, null or NaN)"),
     ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": null}'], 2,
-     "d.jsonl:2: row lacks 'label' (missing, null or NaN)"),
+     "d.jsonl:2:26: row lacks 'label' (missing, null or NaN)"),
     ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": Infinity}'], 2,
      "d.jsonl:2:26: Infinity is not a number probekit can use"),
     ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": -Infinity}'], 2,
@@ -638,17 +646,17 @@ NAN_CASES = [
     ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": 1, "label": 2}'], 2,
      "d.jsonl:2:29: key 'label' appears twice in one object"),
     ("capture", ['{"tokens": [1, 2], "pos": 0}', '{"tokens": [3, 4], "pos": NaN}'], 2,
-     "d.jsonl:2: row lacks 'pos' (missing, null or NaN)"),
-    ("capture", ['{"tokens": [1, NaN], "label": 0}'], 2, "d.jsonl:1: column 'tokens' holds nan"),
+     "d.jsonl:2:27: row lacks 'pos' (missing, null or NaN)"),
+    ("capture", ['{"tokens": [1, NaN], "label": 0}'], 2, "d.jsonl:1:12: column 'tokens' holds nan"),
     ("report", ['{"tokens": [1, 2], "y": 0, "split": "train"}', '{"tokens": [3], "y": NaN, "split": "test"}'],
-     2, "data.jsonl:2: row lacks 'y' (missing, null or NaN)"),
+     2, "data.jsonl:2:22: row lacks 'y' (missing, null or NaN)"),
     ("report", ['{"tokens": [1, 2], "y": 0, "split": "train"}', '{"tokens": [3], "y": 1, "split": NaN}'],
      2, "[data] split 'test' has no rows"),
     ("patch", [json.dumps(r) for r in _pairs(1)] + ['{"tokens": [1, 2, 9], "pair_id": 1, "role": "clean", "answer": NaN}',
                                                    '{"tokens": [5, 2, 9], "pair_id": 1, "role": "corrupt", "answer": 6}'],
-     2, "p.jsonl:3: row has a null or NaN value in its 'answer' column"),
+     2, "p.jsonl:3:64: row has a null or NaN value in its 'answer' column"),
     ("patch", [json.dumps(r) for r in _pairs(1)] + ['{"tokens": [1, 2, 9], "pair_id": NaN, "role": "clean", "answer": 4}'],
-     2, "p.jsonl:3: row has a null or NaN value in its 'pair_id' column"),
+     2, "p.jsonl:3:34: row has a null or NaN value in its 'pair_id' column"),
 ]
 
 
@@ -698,12 +706,12 @@ def _patch_suite(tmp_path, model, rows, extra=""):
 MULTI = "answer 'w4 w5' is 2 tokens [4, 5] ['w4', 'w5']"
 ANSWER_CASES = [
     # (surface, clean answer, corrupt answer, option, exit code, fragment)
-    ("patch", "w4 w5", "w6", (), 2, f"p.jsonl:1: {MULTI}; the metric reads one next-token logit"),
-    ("patch", "w4", "w4 w5", (), 2, f"p.jsonl:2: {MULTI}"),
+    ("patch", "w4 w5", "w6", (), 2, f"p.jsonl:1:63: {MULTI}; the metric reads one next-token logit"),
+    ("patch", "w4", "w4 w5", (), 2, f"p.jsonl:2:65: {MULTI}"),
     ("patch", "w4 w5", "w6", ("--answer-tokens", "first"), 0,
      "warning: 2 of 4 answers have several tokens and are scored by their first token only"),
     ("patch", "w4", "w6", (), 0, "wrote "),
-    ("patch", "", "w6", (), 2, "p.jsonl:1: answer '' has no tokens"),
+    ("patch", "", "w6", (), 2, "p.jsonl:1:63: answer '' has no tokens"),
     ("report", "w4 w5", "w6", "", 2, f"row 0 (clean): {MULTI}"),
     ("report", "w4 w5", "w6", 'answer_tokens = "first"', 0,
      "warning (Patching (resid_pre)): 2 of 4 answers have several tokens"),
@@ -968,9 +976,9 @@ CHECK_CASES = [
     (_OK_ROWS, '[capture]\nsites = ["resid_post@1", "mlp_out@2"]', 2, "has 2 layers (0..1)"),
     (_OK_ROWS, '[capture]\nsites = ["resid_post@1"]', 0, "suite and data are valid"),
     ([*_OK_ROWS[:1], {"tokens": [1, 11], "y": 0, "split": "train"}, *_OK_ROWS[1:]], "", 2,
-     "data.jsonl:2: token id 11 is outside the model's vocabulary"),
+     "data.jsonl:2:12: token id 11 is outside the model's vocabulary"),
     ([*_OK_ROWS, {"tokens": [1] * 13, "y": 0, "split": "train"}], "", 2,
-     "data.jsonl:31: 13 tokens but the model's context is 12"),
+     "data.jsonl:31:12: 13 tokens but the model's context is 12"),
     (_split_rows([0, 1] * 12, [1] * 4), "", 0,
      "warning: [[probe]] label 'y': the test split holds a single class '1' (4 examples)"),
     (_split_rows([0] * 12, [0, 1]), "", 2, "[[probe]] label 'y': the training split holds only class '0'"),
@@ -1194,3 +1202,426 @@ def test_capture_api_bad_arguments(small_model, tmp_path, call, error, fragment)
     with pytest.raises(error, match=re.escape(fragment)):
         call(small_model, tmp_path / "s")
     assert not (tmp_path / "s").exists()  # checked before anything is written
+
+
+# ------------------------------------------------------------------ files probekit wrote are verified when read
+
+
+def _flip(path: Path, needle: bytes | None = None) -> None:
+    """Change one byte of ``path``: in the first ``needle`` (a digit of a value), else the last byte."""
+    data = bytearray(path.read_bytes())
+    i = data.index(needle) + len(needle) - 1 if needle is not None else len(data) - 1
+    data[i] = ord("7") if data[i] != ord("7") else ord("3")
+    path.write_bytes(bytes(data))
+
+
+def _truncate(path: Path, needle: bytes | None = None) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _corrupt_checkpoint(tmp_path, model, name):
+    directory = save_checkpoint(model, CFG, tmp_path / "ckpt")
+    return directory / name, lambda: load_model(str(directory))
+
+
+def _corrupt_store(tmp_path, model, name):
+    store = capture_to_store(model, [[1, 2, 3], [4, 5]], tmp_path / "s", ["resid_post@0"], progress=False)
+    return store.directory / name, lambda: ActivationStore(tmp_path / "s").load("resid_post@0")
+
+
+def _corrupt_history(tmp_path, model, name):
+    from probekit.train.history import History
+
+    History([{"step": 0, "test_id/acc": 0.25}, {"step": 10, "test_id/acc": 0.75}]).write(tmp_path)
+    return tmp_path / name, lambda: History.read(tmp_path)
+
+
+def _corrupt_table(tmp_path, model, name):
+    from probekit.diagnosis import read_marker_table
+    from tests.diagnosis.test_table_diagnosis import _population, _spec
+
+    _population(tmp_path / "markers.csv")
+    assert main(["diagnose", str(_spec(tmp_path, diagnosis='outcome = "ood"\ncovariates = ["knob"]\n')),
+                 "--out", str(tmp_path / "out")]) == 0
+    return tmp_path / "out" / name, lambda: read_marker_table(tmp_path / "out" / "markers.csv")
+
+
+def _corrupt_report(tmp_path, model, name):
+    from probekit.report import read_report
+
+    _corrupt_table(tmp_path, model, name)
+    return tmp_path / "out" / name, lambda: read_report(tmp_path / "out" / "report.json")
+
+
+def _corrupt_optimizer(tmp_path, model, name):
+    from probekit.train.optim_state import load_optimizer, save_optimizer
+
+    params = [torch.nn.Parameter(torch.ones(3))]
+    opt = torch.optim.AdamW(params, lr=0.1)
+    params[0].sum().backward()
+    opt.step()
+    save_optimizer(opt, ["w"], tmp_path)
+    return tmp_path / name, lambda: load_optimizer(torch.optim.AdamW(params, lr=0.1), ["w"], tmp_path)
+
+
+CORRUPT_CASES = [
+    # (file kind, setup, file, corruption, needle, error, message)
+    ("ckpt-weights-flip", _corrupt_checkpoint, "model.safetensors", _flip, None, ModelLoadError,
+     r"checkpoint weights .*model.safetensors fails its checksum .*delete the checkpoint .* retrain it"),
+    ("ckpt-weights-truncate", _corrupt_checkpoint, "model.safetensors", _truncate, None, ModelLoadError,
+     r"checkpoint weights .*model.safetensors fails its checksum"),
+    ("ckpt-config-flip", _corrupt_checkpoint, "config.json", _flip, b'"n_layers": 2', ModelLoadError,
+     r"checkpoint config .*config.json fails its checksum \(the file was modified or damaged"),
+    ("ckpt-config-truncate", _corrupt_checkpoint, "config.json", _truncate, None, ModelLoadError,
+     r"model config .*config.json:\d+:\d+ is not valid JSON .*truncated or damaged"),
+    ("store-manifest-flip", _corrupt_store, "manifest.json", _flip, b'"rows": 2', StoreError,
+     r"store manifest .*manifest.json fails its checksum.*delete the store .* and capture it again"),
+    ("store-manifest-truncate", _corrupt_store, "manifest.json", _truncate, None, StoreError,
+     r"store manifest .*manifest.json:\d+:\d+ is not valid JSON"),
+    ("store-shard-flip", _corrupt_store, "shard-00000.safetensors", _flip, None, CorruptShardError,
+     r"shard .*shard-00000.safetensors fails its checksum"),
+    ("optimizer-tensors-flip", _corrupt_optimizer, "optimizer.safetensors", _flip, None, CorruptFileError,
+     r"optimizer state .*optimizer.safetensors fails its checksum.*delete the checkpoint"),
+    ("optimizer-json-flip", _corrupt_optimizer, "optimizer.json", _flip, b'"lr": 0.1', CorruptFileError,
+     r"optimizer state .*optimizer.json fails its checksum"),
+    ("history-flip", _corrupt_history, "history.json", _flip, b'"step": 10', CorruptFileError,
+     r"training history .*history.json fails its checksum.*delete the run directory"),
+    ("history-truncate", _corrupt_history, "history.json", _truncate, None, CorruptFileError,
+     r"training history .*history.json:\d+:\d+ is not valid JSON"),
+    ("markers-csv-flip", _corrupt_table, "markers.csv", _flip, b"m1,", CorruptFileError,
+     r"marker table .*markers.csv fails its checksum \(markers.csv.sha256 records"),
+    ("markers-csv-truncate", _corrupt_table, "markers.csv", _truncate, None, CorruptFileError,
+     r"marker table .*markers.csv fails its checksum"),
+    ("report-flip", _corrupt_report, "report.json", _flip, b'"n_permutations": 30', CorruptFileError,
+     r"report .*report.json fails its checksum.*rerun the command that wrote it"),
+    ("report-truncate", _corrupt_report, "report.json", _truncate, None, CorruptFileError,
+     r"report .*report.json:\d+:\d+ is not valid JSON"),
+]
+
+
+@pytest.mark.parametrize(("setup", "name", "corrupt", "needle", "error", "message"),
+                         [c[1:] for c in CORRUPT_CASES], ids=[c[0] for c in CORRUPT_CASES])
+def test_a_damaged_file_is_an_error_naming_it(small_model, tmp_path, single_thread, setup, name, corrupt, needle,
+                                              error, message):
+    path, read = setup(tmp_path, small_model, name)
+    read()  # intact: reads
+    corrupt(path, needle)
+    with pytest.raises(error, match=message):
+        read()
+
+
+def test_files_without_a_checksum_load_with_one_warning(small_model, tmp_path, caplog):
+    import logging
+
+    from probekit.util.integrity import CHECKSUM_KEY
+
+    directory = save_checkpoint(small_model, CFG, tmp_path / "old")
+    meta = json.loads((directory / "config.json").read_text())
+    del meta[CHECKSUM_KEY], meta["weights_sha256"]  # as written by probekit before checksums
+    (directory / "config.json").write_text(json.dumps(meta))
+    with caplog.at_level(logging.WARNING, logger="probekit"):
+        load_model(str(directory))
+        load_model(str(directory))
+    lines = [r.getMessage() for r in caplog.records if "no checksum" in r.getMessage()]
+    assert lines == [f"checkpoint config {directory / 'config.json'} has no checksum (written by an "
+                     "older probekit): read unverified"]
+
+
+@pytest.mark.parametrize("path", sorted(str(p.parent) for p in Path("probes/checkpoints").rglob("config.json")))
+def test_shipped_checkpoints_carry_and_pass_their_checksums(path):
+    from probekit.models.checkpoint import WEIGHTS_FILE, read_checkpoint_meta
+    from probekit.util.io import sha256_file
+
+    meta = read_checkpoint_meta(path)  # verifies config.json's own sha256
+    assert meta["weights_sha256"] == sha256_file(Path(path) / WEIGHTS_FILE)
+
+
+def test_a_damaged_diagnosis_cell_is_measured_again(tmp_path, caplog):
+    from probekit.diagnosis.markers import CellStore
+
+    store = CellStore(tmp_path)
+    store.put("fp", "k", {"value": 0.125})
+    assert store.get("fp", "k") == {"value": 0.125}
+    _flip(store.path("fp", "k"), b"0.12")
+    assert store.get("fp", "k") is None  # never trusted: recomputed
+    assert "diagnosis cell" in caplog.text and "fails its checksum" in caplog.text
+
+
+def test_report_json_rerenders_verified_from_the_cli(tmp_path, capsys):
+    _corrupt_table(tmp_path, None, "report.json")
+    saved = tmp_path / "out" / "report.json"
+    assert main(["report", str(saved), "--check"]) == 0
+    code, text = run_cli(capsys, ["report", str(saved), "--out", str(tmp_path / "again")])
+    assert code == 0 and "report.html" in text
+    assert (tmp_path / "again" / "report.json").read_text() == saved.read_text()  # sealed afresh, same
+    _flip(saved, b'"n_permutations": 30')
+    line = cli_error(capsys, ["report", str(saved), "--out", str(tmp_path / "third")])
+    assert f"report {saved} fails its checksum" in line
+    assert not (tmp_path / "third").exists()
+
+
+# ------------------------------------------------------------------ population directories are locked
+
+
+def test_a_second_diagnosis_of_one_population_is_refused_naming_the_holder(tmp_path, capsys):
+    from probekit.diagnosis.population import population_dir
+    from probekit.diagnosis.spec import load_diagnosis
+
+    smoke = Path(__file__).resolve().parents[1] / "probes" / "diagnose_modadd_smoke.toml"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "PROBEKIT_CACHE": str(tmp_path / "cache")}
+    os.environ["PROBEKIT_CACHE"] = str(tmp_path / "cache")
+    try:
+        pop = population_dir(load_diagnosis(smoke))
+    finally:
+        del os.environ["PROBEKIT_CACHE"]
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(pop)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("PROBEKIT_CACHE", str(tmp_path / "cache"))
+            mp.setattr("probekit.diagnosis.runner.resolve_population",
+                       lambda *a, **k: pytest.fail("trained or read a population it does not hold"))
+            line = cli_error(capsys, ["diagnose", str(smoke), "--out", str(tmp_path / "o"), "--quiet"])
+        assert f"population directory {pop} is being written by another process (pid {holder.pid} on" in line
+        assert not (pop / "runs").exists() and not (tmp_path / "o").exists()
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+
+
+def test_a_training_run_directory_is_locked(tmp_path, capsys):
+    from probekit.train.population import TrainRun, train_run
+
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(out)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        from probekit.util.lock import LockedError
+
+        with pytest.raises(LockedError, match=rf"training run {re.escape(str(out))} is being written by "
+                                              rf"another process \(pid {holder.pid} on"):
+            train_run(TrainRun(preset="modular_addition", out_dir=str(out), steps=2))
+        line = cli_error(capsys, ["train", "modular_addition", "--out", str(out), "--steps", "2", "--no-progress"])
+        assert f"pid {holder.pid}" in line
+        assert not (out / "history.json").exists()
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+
+
+# ------------------------------------------------------------------ API arguments over every method package
+
+
+@pytest.fixture
+def as_a_user():
+    """Call the API as a user does: without the test suite's jaxtyping annotation checks.
+
+    Under pytest every annotation is checked (``--jaxtyping-packages``), which would reject a
+    wrong shape before probekit's own validation runs; a user's call has no such check.
+    """
+    import jaxtyping
+
+    jaxtyping.config.update("jaxtyping_disable", True)
+    yield
+    jaxtyping.config.update("jaxtyping_disable", False)
+
+
+def _method_cases():
+    from functools import partial
+
+    import numpy as np
+
+    import probekit.circuits as C
+    import probekit.geometry as G
+    import probekit.homomorphism as H
+    import probekit.neurons as N
+    import probekit.similarity as S
+    import probekit.stats as ST
+    from probekit.errors import NonFiniteError
+    from probekit.sites import Site
+
+    g = torch.Generator().manual_seed(0)
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g)
+
+    ld = partial(C.logit_diff, answer=torch.tensor([1]), foil=torch.tensor([2]))
+    resp = {Site(0, "mlp_pre"): r(4, 3)}
+    two = ["a", "b"] * 2
+    return [
+        # geometry
+        ("geo-pr-1d", lambda m: G.participation_ratio(r(5)), DataError, "acts of shape (5,); expected (layer, n, d) or (n, d)"),
+        ("geo-pr-nan", lambda m: G.participation_ratio(torch.full((5, 3), float("nan"))), NonFiniteError,
+         "acts of shape (5, 3) has 15 NaN/inf values"),
+        ("geo-ncomp-threshold", lambda m: G.n_components_for_variance(r(10, 3), 1.5), ConfigError,
+         "threshold=1.5 is a variance fraction; choose 0 < threshold <= 1"),
+        ("geo-rank-rtol", lambda m: G.numerical_rank(r(10, 3), rtol=2.0), ConfigError, "rtol=2.0 must lie in (0, 1)"),
+        ("geo-fisher-labels", lambda m: G.fisher_ratio(r(10, 3), [0, 1]), DataError, "labels of shape (2,) for 10 rows"),
+        ("geo-capacity-one", lambda m: G.manifold_capacity([r(5, 3)]), DataError, "got 1 manifold(s); manifold capacity needs at least 2"),
+        ("geo-simulated-dich", lambda m: G.simulated_capacity([r(5, 3), r(5, 3)], n_dichotomies=0), ConfigError,
+         "n_dichotomies=0 is invalid"),
+        ("geo-by-layer-labels", lambda m: G.geometry_by_layer(r(2, 10, 3), [0, 1]), DataError,
+         "acts of shape (10, 3) and labels of shape (2,)"),
+        ("geo-factorization-len", lambda m: G.concept_factorization(r(10, 3), [0] * 10, [1] * 9), DataError,
+         "concept_b (9,)"),
+        ("geo-weight-rotation", lambda m: G.weight_rotation(r(3, 4), r(3, 5)), DataError, "weights of shapes (3, 4) and (3, 5)"),
+        ("geo-condition-1d", lambda m: G.matrix_condition_number(r(5)), DataError, "expected a matrix (m, n), got shape (5,)"),
+        # similarity
+        ("sim-cka-rows", lambda m: S.cka(r(10, 3), r(9, 3)), DataError, "the row counts 10 != 9"),
+        ("sim-cka-nan", lambda m: S.cka(torch.full((10, 3), float("nan")), r(10, 3)), NonFiniteError, "X (shape (10, 3)) has 30 NaN/inf"),
+        ("sim-gram-1d", lambda m: S.linear_gram(r(10)), DataError, "X has shape (10,); expected a representation (n_stimuli, d)"),
+        ("sim-rbf-bandwidth", lambda m: S.rbf_gram(r(10, 3), bandwidth=-1.0), ConfigError, "bandwidth=-1.0 must be > 0"),
+        ("sim-rdm-metric", lambda m: S.rdm(r(10, 3), metric="manhattan"), ConfigError, "metric='manhattan' is not supported"),
+        ("sim-rsa-perms", lambda m: S.rsa_test(r(10, 3), r(10, 3), n_permutations=0), ConfigError, "n_permutations=0 must be >= 1"),
+        ("sim-layers-measure", lambda m: S.layer_similarity([r(10, 3)], measure="kcca"), ConfigError, "measure='kcca' is not supported"),
+        ("sim-layers-rows", lambda m: S.layer_similarity([r(10, 3)], [r(9, 3)]), DataError, "different row counts"),
+        # circuits
+        ("lens-vocab", lambda m: C.logit_lens(m, torch.tensor([[1, 40]]), [1]), DataError,
+         "tokens[0]: token id 40 is outside the model's vocabulary (vocab size 11"),
+        ("lens-target", lambda m: C.logit_lens(m, torch.tensor([[1, 4]]), [40]), DataError,
+         "targets holds token id 40, outside the model's vocabulary (0..10)"),
+        ("lens-too-long", lambda m: C.logit_lens(m, torch.ones(1, 13, dtype=torch.long), [1]), DataError,
+         "tokens[0] has 13 tokens but the model's context is 12"),
+        ("lens-layer", lambda m: C.logit_lens(m, torch.tensor([[1, 4]]), [1], layers=[5]), ConfigError,
+         "layer 5 out of range, model has 2 layers"),
+        ("lens-float", lambda m: C.logit_lens(m, torch.ones(1, 2), [1]), DataError, "tokens has dtype torch.float32"),
+        ("dla-vocab", lambda m: C.direct_logit_attribution(m, torch.tensor([[1, 40]]), [1]), DataError,
+         "tokens[0]: token id 40 is outside"),
+        ("dla-answer", lambda m: C.direct_logit_attribution(m, torch.tensor([[1, 2]]), [40]), DataError,
+         "answer holds token id 40, outside the model's vocabulary"),
+        ("dla-foil", lambda m: C.direct_logit_attribution(m, torch.tensor([[1, 2]]), [1], [-3]), DataError,
+         "foil holds token id -3"),
+        ("metric-answer", lambda m: C.logit_diff(r(2, 11), torch.tensor([0, 1]), answer=torch.tensor([1, 20]),
+                                                 foil=torch.tensor([2, 2])), DataError, "answer holds a token id outside 0..10"),
+        ("metric-last-token", lambda m: C.last_token_logits(r(2, 5, 11), torch.tensor([9, 2])), DataError,
+         "lengths holds 9, outside 1..5"),
+        ("metric-last-zero", lambda m: C.last_token_logits(r(2, 5, 11), torch.tensor([0, 2])), DataError,
+         "lengths holds 0, outside 1..5"),
+        ("eap-vocab", lambda m: C.edge_attribution(m, [[1, 40]], [[2, 40]], ld), DataError,
+         "clean_tokens[0]: token id 40 is outside"),
+        ("eap-too-long", lambda m: C.edge_attribution(m, [[1] * 13], [[2] * 13], ld), DataError,
+         "clean_tokens[0] has 13 tokens but the model's context is 12"),
+        ("eap-top-k", lambda m: C.top_k_edges(C.edge_attribution(m, [[1, 2]], [[2, 3]], ld), -1), ConfigError,
+         "k=-1 out of range; the graph has"),
+        ("bridge-position", lambda m: C.bridge_entity_lens(m, [[1, 2, 3]], [4], [1], position=7), DataError,
+         "position 7 is not inside query 0 (length 3)"),
+        ("fourier-p", lambda m: C.fourier_basis(0), ConfigError, "p=0: the Fourier basis here needs an odd modulus >= 3"),
+        ("fourier-keys", lambda m: C.key_frequency_share(np.ones(3), np.array([7])), ConfigError,
+         "key frequency 7 out of range; power has 3 frequencies"),
+        ("progress-gini", lambda m: C.gini(torch.tensor([-1.0, 2.0])), DataError, "gini needs finite non-negative values"),
+        # neurons
+        ("neurons-auc-shape", lambda m: N.roc_auc(np.array([0.1, 0.2]), np.array([1, 0])), DataError,
+         "expected scores of shape (n_prompts, n_units), got (2,)"),
+        ("neurons-relations", lambda m: N.neuron_statistics(m, [[1, 4]], ["a", "b"], ["mlp_pre@0"]), DataError,
+         "1 prompts but 2 relation ids"),
+        ("neurons-k", lambda m: N.select_neurons(N.statistics_from_responses(resp, two), "a", k=-1), ConfigError, "k=-1"),
+        ("neurons-relation", lambda m: N.select_neurons(N.statistics_from_responses(resp, two), "zz", k=1), ConfigError,
+         "unknown relation 'zz'; known: ['a', 'b']"),
+        ("neurons-fraction", lambda m: N.select_neurons(N.statistics_from_responses(resp, two), "a", fraction=2.0),
+         ConfigError, "fraction=2.0 must be in (0, 1]"),
+        ("neurons-method", lambda m: N.deactivation_ops(None, method="explode"), ConfigError, "unknown deactivation method 'explode'"),
+        # homomorphism
+        ("he-ridge-rows", lambda m: H.ridge_fit(r(1, 10, 3), r(1, 9, 3), 1.0), DataError,
+         "X (1, 10, 3) and Y (1, 9, 3) must be (layer, pair, p) and (layer, pair, d)"),
+        ("he-ridge-alpha", lambda m: H.ridge_fit(r(1, 10, 3), r(1, 10, 3), -1.0), ConfigError, "alpha=-1.0: the ridge penalty must be >= 0"),
+        ("he-operator-alpha", lambda m: H.make_operator("affine", alpha=-1.0), ConfigError, "alpha=-1.0: the ridge penalty"),
+        ("he-operator-family", lambda m: H.make_operator("cubic"), ConfigError, "unknown operator family 'cubic'"),
+        ("he-config-fraction", lambda m: H.HEConfig(train_fraction=1.5), ConfigError, "HEConfig.train_fraction must be in (0, 1), got 1.5"),
+        ("he-split-empty", lambda m: H.split_pairs(0), DataError, "0 pairs split 0.8/0.2 leave 0 to fit"),
+        ("he-composition-shape", lambda m: H.composition_he(r(1, 10, 3), r(1, 9, 3)), DataError,
+         "a (1, 10, 3) and b (1, 9, 3) must both be (layer, pair, d)"),
+        ("he-composition-nan", lambda m: H.composition_he(torch.full((1, 10, 3), float("nan")), r(1, 10, 3)),
+         NonFiniteError, "a contains NaN/inf"),
+        # probes (sklearn-style estimators)
+        ("probe-fit-labels", lambda m: __import__("probekit").LogisticProbe().fit(np.zeros((20, 4)), np.arange(5) % 2),
+         DataError, "got 20 activation rows but 5 labels; pass one label per row of X"),
+        ("probe-one-class", lambda m: __import__("probekit").LogisticProbe().fit(r(20, 4).numpy(), np.zeros(20)),
+         DataError, "LogisticProbe needs samples of at least 2 classes, but the data contains only one class"),
+        ("probe-diffmeans-3", lambda m: __import__("probekit").DiffMeansProbe().fit(r(21, 4).numpy(), np.arange(21) % 3),
+         DataError, "Only binary classification is supported. DiffMeansProbe expected 2 classes, got 3"),
+        # stats
+        ("stats-pvalue-empty", lambda m: ST.permutation_pvalue(1.0, np.array([])), DataError,
+         "null holds no permutation statistics"),
+        ("stats-pvalue-nan", lambda m: ST.permutation_pvalue(float("nan"), np.array([1.0, 2.0])), NonFiniteError,
+         "observed=nan or a null statistic is NaN/inf"),
+        ("stats-spearman-rho", lambda m: ST.spearman_ci(1.5, 20), DataError, "rho=1.5 is not a correlation"),
+        ("stats-bootstrap-cl", lambda m: ST.bootstrap_ci(np.arange(5.0), confidence_level=1.5), ConfigError,
+         "confidence_level must be in (0, 1), got 1.5"),
+        ("stats-holm-range", lambda m: ST.holm([0.5, 1.5]), DataError, "p-values must lie in [0, 1]; entry 1 is 1.5"),
+        ("stats-paired-len", lambda m: ST.paired_ttest(np.arange(5.0), np.arange(4.0)), DataError,
+         "got 5 values in a but 4 in b"),
+    ]
+
+
+METHOD_CASES = _method_cases()
+
+
+@pytest.mark.parametrize(("call", "error", "fragment"), [c[1:] for c in METHOD_CASES], ids=[c[0] for c in METHOD_CASES])
+def test_method_packages_refuse_bad_arguments(small_model, single_thread, as_a_user, call, error, fragment):
+    with pytest.raises(error, match=re.escape(fragment)):
+        call(small_model)
+
+
+# ------------------------------------------------------------------ JSONL values: FILE:LINE:COLUMN on every surface
+
+JSONL_CASES = [
+    # (surface, raw lines, fragment)
+    ("capture", ['{"tokens": [1, 2], "text": "a b"}'], "d.jsonl:1:28: row has both 'tokens' and 'text' (conflicting prompts)"),
+    ("capture", ['{"tokens": [1, 2]}', b'{"text": "caf\xe9"}'], "d.jsonl:2:14: byte 0xe9 is not UTF-8"),
+    ("capture", ['{"tokens": [1, 2],  "tokens": [3]}'], "d.jsonl:1:21: key 'tokens' appears twice in one object"),
+    ("capture", ['{"tokens": [1, 2], "label": 0}', '{"tokens": [3], "label": 1,}'], "d.jsonl:2:28: not valid JSON"),
+    ("report", ['{"tokens": [1, 2], "y": [0], "split": "train"}', '{"tokens": [3], "y": 1, "split": "test"}'],
+     "data.jsonl:1:25: column 'y' holds [0]; expected a class label"),
+    ("report", ['{"tokens": [1, 2], "text": "x", "y": 0, "split": "train"}'], "data.jsonl:1:28: row has both 'tokens' and 'text'"),
+    ("patch", ['{"tokens": [1, 2, 9], "pair_id": [0], "role": "clean", "answer": 4}'],
+     "p.jsonl:1:34: column 'pair_id' holds [0]; expected a pair id"),
+    ("patch", ['{"tokens": [1, 2, 9], "pair_id": 0, "role": "clean ", "answer": 4}'],
+     "p.jsonl:1:45: role='clean '; expected 'clean' or 'corrupt'"),
+]
+
+
+@pytest.mark.parametrize(("surface", "lines", "fragment"), JSONL_CASES, ids=[f"jsonl-{i}" for i in range(len(JSONL_CASES))])
+def test_jsonl_values_name_file_line_column(ckpt, tmp_path, capsys, no_model_load, surface, lines, fragment):
+    name = {"capture": "d.jsonl", "report": "data.jsonl", "patch": "p.jsonl"}[surface]
+    data = tmp_path / name
+    data.write_bytes(b"\n".join(x if isinstance(x, bytes) else x.encode() for x in lines) + b"\n")
+    if surface == "capture":
+        args = ["capture", str(ckpt), str(data), "--out", str(tmp_path / "s"), "--quiet"]
+    elif surface == "patch":
+        args = ["patch", str(ckpt), str(data), "--out", str(tmp_path / "o")]
+    else:
+        (tmp_path / "s.toml").write_text(SUITE.format(ckpt=ckpt, extra=""))
+        args = ["report", str(tmp_path / "s.toml"), "--check"]
+    line = cli_error(capsys, args)
+    assert fragment in line.replace(str(tmp_path) + "/", ""), line
+
+
+def test_relation_fact_values_name_their_column(tmp_path):
+    from probekit.neurons.study import read_facts
+
+    path = tmp_path / "facts.jsonl"
+    path.write_text('{"text": "Paris is in", "relation": "capital", "object": 7, "split": "test"}\n')
+    with pytest.raises(DataError, match=re.escape(f"{path}:1:58: 'object' holds 7; expected a string")):
+        read_facts(path)
+    path.write_text('{"text": "Paris is in", "relation": "capital", "object": "France", "split": "dev"}\n')
+    with pytest.raises(DataError, match=re.escape(f"{path}:1:77: split 'dev'; use 'identify' or 'test'")):
+        read_facts(path)
+
+
+def test_a_flipped_byte_in_a_task_record_reruns_that_task(tmp_path, caplog):
+    from probekit.executor import InProcessExecutor, map_resumable
+    from tests.test_executor import Square, square
+
+    items = [Square(value=v) for v in range(3)]
+    assert map_resumable(InProcessExecutor(), square, items, tmp_path / "rec") == [0, 1, 4]
+    record = sorted((tmp_path / "rec").glob("task-*.pkl"))[0]
+    data = bytearray(record.read_bytes())
+    data[-3] ^= 0x01  # inside the pickled number: unpickling would give another value
+    record.write_bytes(bytes(data))
+    assert map_resumable(InProcessExecutor(), square, items, tmp_path / "rec") == [0, 1, 4]
+    assert f"task record {record} fails its checksum: running that task again" in caplog.text

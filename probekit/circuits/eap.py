@@ -44,6 +44,7 @@ from ..progress import track
 from ..report.blocks import Block, Column, Table, Text
 from ..report.notebook import NotebookMixin
 from ..sites import Site
+from .grid import check_token_limits
 from .metrics import as_pair_metric
 from .patching import Metric, as_token_lists, check_pairs, run_metric
 
@@ -225,6 +226,8 @@ def _validate(model: HookedModel, clean: Any, corrupt: Any, steps: int) -> tuple
     c = as_token_lists(clean, "clean_tokens")
     r = as_token_lists(corrupt, "corrupt_tokens")
     check_pairs(c, r)
+    check_token_limits(model, c, "clean_tokens")
+    check_token_limits(model, r, "corrupt_tokens")
     if steps < 1:
         raise ConfigError(f"steps must be >= 1, got {steps}")
     return c, r

@@ -60,6 +60,11 @@ def key_frequency_share(power: Float[np.ndarray, "*batch freq"], keys: Int[np.nd
 
     A float for one spectrum (``power`` 1-D), else an array over the batch axes.
     """
+    n_freq = power.shape[-1]
+    bad = [int(k) for k in np.asarray(keys).ravel() if not 1 <= int(k) < n_freq]
+    if bad:
+        raise ConfigError(f"key frequency {bad[0]} out of range; power has {n_freq} frequencies, "
+                          f"so keys must lie in 1..{n_freq - 1} (0 is the constant term)")
     total = power[..., 1:].sum(-1)
     if np.any(total <= 0):
         raise DataError("the signal has no non-constant power; the key-frequency share is undefined")

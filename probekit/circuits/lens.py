@@ -32,7 +32,7 @@ from ..models.protocol import HookedModel
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
 from ..sites import Site
-from .grid import as_token_lists
+from .grid import as_token_lists, check_token_limits
 
 
 def weight_processing(model: HookedModel) -> dict[str, object]:
@@ -76,15 +76,23 @@ class LogitLensResult(NotebookMixin):
                 f"layer {recs[-1]['mean_prob']:.3f}, top-1 for most prompts from layer {first}")
 
 
-def _targets(targets: Tensor | Sequence[int] | Sequence[Sequence[int]], n: int) -> Tensor:
-    t = torch.as_tensor(targets).long()
+def _targets(targets: Tensor | Sequence[int] | Sequence[Sequence[int]], n: int, d_vocab: int,
+             what: str = "targets") -> Tensor:
+    raw = torch.as_tensor(targets)
+    if raw.is_floating_point() and not bool((raw == raw.round()).all()):
+        raise DataError(f"{what} holds non-integer values; give token ids (integers)")
+    t = raw.long()
     if t.ndim == 1:
         t = t[:, None]
     if t.ndim != 2 or t.shape[0] != n:
         raise DataError(
-            f"targets has shape {tuple(t.shape)} but there are {n} prompts; give one token id "
+            f"{what} has shape {tuple(t.shape)} but there are {n} prompts; give one token id "
             "(or a list of ids) per prompt"
         )
+    bad = t[(t < 0) | (t >= d_vocab)]
+    if bad.numel():
+        raise DataError(f"{what} holds token id {int(bad[0])}, outside the model's vocabulary "
+                        f"(0..{d_vocab - 1})")
     return t
 
 
@@ -106,7 +114,8 @@ def logit_lens(
     the model's own output distribution.
     """
     toks = as_token_lists(tokens, "tokens")
-    tgt = _targets(targets, len(toks))
+    check_token_limits(model, toks, "tokens")
+    tgt = _targets(targets, len(toks), int(model.cfg.d_vocab))
     layer_list = list(range(model.cfg.n_layers)) if layers is None else list(layers)
     sites = [Site(layer, "resid_post") for layer in layer_list]
     run = run_with_interventions(model, toks, [Read(site=s) for s in sites], padding_side=padding_side,
@@ -181,12 +190,13 @@ def direct_logit_attribution(
     The final norm's scale is frozen at its value in this run (read at ``ln_final.hook_scale``).
     """
     toks = as_token_lists(tokens, "tokens")
+    check_token_limits(model, toks, "tokens")
     n = len(toks)
     cfg = model.cfg
-    ans = _targets(answer, n)[:, 0]
+    ans = _targets(answer, n, int(cfg.d_vocab), "answer")[:, 0]
     direction = model.W_U[:, ans].T  # (prompt, d_model)
     if foil is not None:
-        direction = direction - model.W_U[:, _targets(foil, n)[:, 0]].T
+        direction = direction - model.W_U[:, _targets(foil, n, int(cfg.d_vocab), "foil")[:, 0]].T
     has_norm = Site(None, "ln_final_scale").name in model.hook_dict
     last = LastToken()
     sites = [Site(None, "embed")] + ([Site(None, "pos_embed")] if "hook_pos_embed" in model.hook_dict else [])
@@ -228,7 +238,7 @@ def direct_logit_attribution(
         logits = run.output[rows, run.batch.lengths - 1]
         total = logits[rows, ans]
         if foil is not None:
-            total = total - logits[rows, _targets(foil, n)[:, 0]]
+            total = total - logits[rows, _targets(foil, n, int(cfg.d_vocab), "foil")[:, 0]]
         constant = torch.zeros(n, dtype=direction.dtype)
         b_ln = getattr(model.ln_final, "b", None) if has_norm else None
         if b_ln is not None:
@@ -237,7 +247,7 @@ def direct_logit_attribution(
         if b_u is not None:
             constant = constant + b_u.detach()[ans]
             if foil is not None:
-                constant = constant - b_u.detach()[_targets(foil, n)[:, 0]]
+                constant = constant - b_u.detach()[_targets(foil, n, int(cfg.d_vocab), "foil")[:, 0]]
     return DirectLogitAttribution(
         heads=heads.float(), mlps=mlps.float(), attn_bias=attn_bias.float(), embed=embed.float(),
         constant=constant.float(), total=total.float(), processing=weight_processing(model),

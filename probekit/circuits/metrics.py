@@ -130,5 +130,13 @@ def last_token_logits(
     logits: Float[Tensor, "batch pos vocab"], lengths: Int[Tensor, " batch"]
 ) -> Float[Tensor, "batch vocab"]:
     """The logits at each row's last real token (``logits`` aligned: index t = token t)."""
+    n_pos = logits.shape[1]
+    if lengths.shape != (logits.shape[0],):
+        raise DataError(f"lengths has shape {tuple(lengths.shape)} for {logits.shape[0]} rows of "
+                        "logits; give one length per row")
+    bad = lengths[(lengths < 1) | (lengths > n_pos)]
+    if bad.numel():
+        raise DataError(f"lengths holds {int(bad[0])}, outside 1..{n_pos} (the logits' positions); "
+                        "give each row's number of real tokens")
     rows = torch.arange(logits.shape[0], device=logits.device)
     return logits[rows, lengths.to(logits.device) - 1]

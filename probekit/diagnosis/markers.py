@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..context import Context
+from ..errors import CorruptFileError
+from ..util.integrity import read_sealed, seal
 from ..util.io import atomic_write_json, sha256_bytes, sha256_file
 from .spec import MarkerSpec
 
@@ -93,20 +96,25 @@ class CellStore:
         return self.root / fingerprint / f"{key}.json"
 
     def get(self, fingerprint: str, key: str) -> dict[str, Any] | None:
-        """The recorded cell, or ``None`` (also for a damaged record: it is then redone)."""
+        """The recorded cell, or ``None`` (also for a damaged record: it is then redone).
+
+        A record that is not JSON or fails its checksum (:mod:`probekit.util.integrity`) is
+        never trusted: it is reported in one logged warning naming the file and measured again.
+        """
         path = self.path(fingerprint, key)
         if not path.is_file():
             return None
         try:
-            return json.loads(path.read_text())
-        except ValueError:
+            return read_sealed(path, what="diagnosis cell", fix="it is measured again")
+        except CorruptFileError as err:
+            logging.getLogger("probekit").warning("%s", err)
             return None
 
     def put(self, fingerprint: str, key: str, value: dict[str, Any]) -> None:
         """Record a finished cell atomically."""
         path = self.path(fingerprint, key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, value)
+        atomic_write_json(path, seal(value))
 
 
 def measure_marker(marker: MarkerSpec, ctx: Context) -> MarkerCell:

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from ..train.history import read_history
+
 __all__ = ["checkpoint_task", "crossing_column", "crossing_step", "next_eval_step", "outcome_columns",
            "outcome_names", "split_column"]
 
@@ -128,7 +130,7 @@ def crossing_step(run_dir: str | Path, threshold: float) -> int | None:
         return None
     task = json.loads(meta.read_text()).get("task") if meta.is_file() else None
     metric = getattr(TASKS[task][0], "primary_metric", "acc") if task in TASKS else "acc"
-    for rec in json.loads(path.read_text()).get("records", []):
+    for rec in read_history(run_dir).get("records", []):
         value = rec.get(f"{ID}/{metric}")
         if value is not None and value >= threshold:
             return int(rec["step"])
@@ -144,6 +146,6 @@ def next_eval_step(run_dir: str | Path) -> int | None:
     path = Path(run_dir) / "history.json"
     if not path.is_file():
         return None
-    steps = sorted({int(rec["step"]) for rec in json.loads(path.read_text()).get("records", [])
+    steps = sorted({int(rec["step"]) for rec in read_history(run_dir).get("records", [])
                     if any(k.startswith(f"{ID}/") for k in rec)})
     return 2 * steps[-1] - steps[-2] if len(steps) >= 2 else None

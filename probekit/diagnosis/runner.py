@@ -30,7 +30,9 @@ from ..errors import ConfigError, DataError, ProbekitError
 from ..progress import progress_settings, track
 from ..report.blocks import Column, Table, Text, blocks_to_dicts, strict_json
 from ..suites.spec import ModelSpec, Suite
+from ..util.integrity import seal, write_sidecar
 from ..util.io import atomic_write_json, atomic_write_text, sha256_bytes
+from ..util.lock import DirectoryLock
 from .display import DiagnosisDisplay
 from .markers import CellStore, MarkerCell, checkpoint_fingerprint, marker_key, measure_marker
 from .outcomes import (
@@ -479,34 +481,12 @@ def _censor(spec: DiagnosisFile, rows: list[Checkpoint], table: dict[str, list[A
         raise ConfigError(f"{spec.where('diagnosis', 'censor')}: {err}") from err
 
 
-def diagnose(
-    spec_or_path: str | Path | DiagnosisFile, *, out: str | Path | None = None,
-    executor: Any = None, check: bool = False, progress: bool = False,
-    cache_dir: str | Path | None = None,
-) -> DiagnosisResult | None:
-    """Run a diagnosis file; with ``out``, write markers.csv/json and report.html/json there.
-
-    Args:
-        spec_or_path: a ``probes/diagnose_*.toml`` path or a loaded :class:`DiagnosisFile`.
-        out: output directory (nothing written when None).
-        executor: runs the trainings and the per-checkpoint tasks (name or executor; default:
-            the file's ``[execution]``).
-        check: only validate (:func:`check_diagnosis`; nothing trained, no forward pass); returns None.
-        progress: progress bars.
-        cache_dir: activation cache root of the markers (default ``PROBEKIT_CACHE``).
-    """
-    from ..executor import check_worker_paths, get_executor
+def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str | Path | None,
+                     start: float, stamp: str, progress: bool = False) -> DiagnosisResult:
+    """The body of :func:`diagnose` run while ``pop_dir`` is locked."""
+    from ..executor import check_worker_paths
     from ..models.checkpoint import read_checkpoint_meta
 
-    spec = spec_or_path if isinstance(spec_or_path, DiagnosisFile) else load_diagnosis(spec_or_path)
-    if check:
-        check_diagnosis(spec)
-        return None
-    start = time.perf_counter()
-    stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    ex = (get_executor(executor) if executor is not None
-          else spec.suite.execution.make_executor(progress=progress))
-    pop_dir = population_dir(spec)
     rows = resolve_population(spec, train=True, executor=ex)
     settings = resolve_settings(spec, rows, _expected_columns(spec, rows))
     store = CellStore(pop_dir / "cells")
@@ -565,7 +545,7 @@ def diagnose(
                            "analyse (see the table below).", level="warning"))
     blocks += _na_blocks(spec, table, cells)
     meta = read_checkpoint_meta(rows[0].path)
-    result = DiagnosisResult(
+    return DiagnosisResult(
         spec=spec, settings=settings, table=table, cells=tuple(cells), analysis=analysis,
         extras=extras, blocks=tuple(blocks),
         provenance={"timestamp": stamp, "run_seconds": round(time.perf_counter() - start, 2),
@@ -574,6 +554,42 @@ def diagnose(
                     "n_layers": int(meta["model"].get("n_layers", 0)),
                     "d_model": int(meta["model"].get("d_model", 0))},
     )
+
+
+def diagnose(
+    spec_or_path: str | Path | DiagnosisFile, *, out: str | Path | None = None,
+    executor: Any = None, check: bool = False, progress: bool = False,
+    cache_dir: str | Path | None = None,
+) -> DiagnosisResult | None:
+    """Run a diagnosis file; with ``out``, write markers.csv/json and report.html/json there.
+
+    Args:
+        spec_or_path: a ``probes/diagnose_*.toml`` path or a loaded :class:`DiagnosisFile`.
+        out: output directory (nothing written when None).
+        executor: runs the trainings and the per-checkpoint tasks (name or executor; default:
+            the file's ``[execution]``).
+        check: only validate (:func:`check_diagnosis`; nothing trained, no forward pass); returns None.
+        progress: progress bars.
+        cache_dir: activation cache root of the markers (default ``PROBEKIT_CACHE``).
+    """
+    from ..executor import get_executor
+
+    spec = spec_or_path if isinstance(spec_or_path, DiagnosisFile) else load_diagnosis(spec_or_path)
+    if check:
+        check_diagnosis(spec)
+        return None
+    start = time.perf_counter()
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    ex = (get_executor(executor) if executor is not None
+          else spec.suite.execution.make_executor(progress=progress))
+    pop_dir = population_dir(spec)
+    # one diagnosis per population directory at a time: a second one is refused naming the holder
+    lock = DirectoryLock(pop_dir, what="population directory")
+    lock.acquire()
+    try:
+        result = _diagnose_locked(spec, ex, pop_dir, cache_dir, start, stamp, progress)
+    finally:
+        lock.release()
     if out is not None:
         write_outputs(result, out)
     return result
@@ -586,12 +602,14 @@ def write_outputs(result: DiagnosisResult, out: str | Path) -> dict[str, Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "markers.csv", "cells": out / "markers.json"}
-    atomic_write_text(paths["csv"], _csv(result.table))
-    atomic_write_json(paths["cells"], strict_json({
+    text = _csv(result.table)
+    atomic_write_text(paths["csv"], text)
+    write_sidecar(paths["csv"])
+    atomic_write_json(paths["cells"], seal(strict_json({
         "columns": list(result.table),
         "cells": [{"checkpoint": result.table["checkpoint"][i], **{n: c.to_dict() for n, c in row.items()}}
                   for i, row in enumerate(result.cells)],
         "not_applicable": result.not_applicable,
-    }))
+    })))
     paths.update(write_report(result, out))
     return paths

@@ -47,6 +47,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..report.blocks import strict_json
 from ..suites.spec import SuiteError, build_suite, build_table, location, read_toml
+from ..util.integrity import write_sidecar
 from ..util.io import atomic_write_text, sha256_bytes
 from .display import DiagnosisDisplay
 from .spec import DiagnosisFile, DiagnosisSettings, PopulationSpec, _plain
@@ -381,6 +382,7 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
                               f"the {n} rows kept by where = {spec.where}; write elsewhere")
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "markers.csv", _csv(rows))
+        write_sidecar(out / "markers.csv")
         write_report(result, out)
     return result
 

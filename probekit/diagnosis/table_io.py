@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from probekit.errors import DataError
+from probekit.util.integrity import check_sidecar
 
 __all__ = ["read_marker_table"]
 
@@ -120,12 +121,23 @@ def _read_json(path: Path) -> dict[str, list[Any]]:
     return table
 
 
+def _verify_csv(path: Path) -> None:
+    """Check a table against the ``<name>.sha256`` probekit wrote beside it (if there is one).
+
+    A table made elsewhere (no sidecar) is read as it is.
+    """
+    check_sidecar(path, what="marker table", fix=(
+        f"rerun the diagnosis that wrote it (its cells are cached: nothing is measured again), or, "
+        f"if you edited it on purpose, delete {path.name}.sha256"))
+
+
 def read_marker_table(path: str | Path) -> dict[str, list[Any]]:
     """The table in ``path`` (``.csv``, or ``.json`` records) as ``column -> list`` (None: missing).
 
     Raises:
         DataError: a missing file, an unknown extension, a bad header, a ragged row, a bad
             number (``FILE:LINE`` and the column), no rows.
+        CorruptFileError: a table that differs from the sha256 its ``.sha256`` sidecar records.
     """
     path = Path(path)
     if not path.is_file():
@@ -133,6 +145,7 @@ def read_marker_table(path: str | Path) -> dict[str, list[Any]]:
                         "row per model, e.g. the markers.csv a probekit diagnose run wrote)")
     suffix = path.suffix.lower()
     if suffix == ".csv":
+        _verify_csv(path)
         return _read_csv(path)
     if suffix == ".json":
         return _read_json(path)

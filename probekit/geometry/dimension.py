@@ -20,7 +20,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from probekit.errors import DataError
+from probekit.errors import ConfigError, DataError
 
 from ._validation import as_tensor64
 
@@ -83,6 +83,9 @@ def n_components_for_variance(
     acts: Float[Tensor, "*lay n d"] | np.ndarray, threshold: float = 0.9
 ) -> Int[Tensor, " layer"]:
     """Fewest principal components whose variance fraction reaches ``threshold``, per layer."""
+    if not 0 < threshold <= 1:
+        raise ConfigError(f"threshold={threshold!r} is a variance fraction; choose 0 < threshold <= 1 "
+                          "(0.9 keeps 90% of the variance)")
     ev = covariance_spectrum(acts)
     frac = torch.cumsum(ev, dim=1) / ev.sum(dim=1, keepdim=True)
     return (frac < threshold - 1e-12).sum(dim=1) + 1
@@ -92,6 +95,8 @@ def numerical_rank(
     acts: Float[Tensor, "*lay n d"] | np.ndarray, rtol: float = 1e-3
 ) -> Int[Tensor, " layer"]:
     """Number of singular values of the centred data ``>= rtol * s_1``, per layer."""
+    if not 0 < rtol < 1:
+        raise ConfigError(f"rtol={rtol!r} must lie in (0, 1) (relative to the largest singular value)")
     sv = covariance_spectrum(acts).sqrt()
     return (sv >= rtol * sv[:, :1]).sum(dim=1)
 

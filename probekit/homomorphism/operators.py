@@ -74,6 +74,11 @@ def ridge_fit(
     ``W = (Xc^T Xc + alpha I)^-1 Xc^T Yc`` on centred data, ``w0 = ybar - xbar W``; equal to
     ``sklearn.linear_model.Ridge(alpha, fit_intercept=True)`` per layer (Hoerl & Kennard 1970).
     """
+    if X.ndim != 3 or Y.ndim != 3 or X.shape[:2] != Y.shape[:2]:
+        raise DataError(f"X {tuple(X.shape)} and Y {tuple(Y.shape)} must be (layer, pair, p) and "
+                        "(layer, pair, d) with the same layers and pairs; pass one target row per input row")
+    if not alpha >= 0:
+        raise ConfigError(f"alpha={alpha!r}: the ridge penalty must be >= 0 (1e-3 is usual)")
     xm, ym = X.mean(1, keepdim=True), Y.mean(1, keepdim=True)
     Xc, Yc = X - xm, Y - ym
     n, p = X.shape[1], X.shape[2]
@@ -289,6 +294,8 @@ def make_operator(
     family: str, *, solver: Solver = "adam", alpha: float = 1e-3, seed: int = 0
 ) -> _Operator:
     """The estimator of one family name (``affine``, ``bilinear`` or ``mlp``)."""
+    if not alpha >= 0:
+        raise ConfigError(f"alpha={alpha!r}: the ridge penalty must be >= 0 (1e-3 is usual)")
     if family == "affine":
         return AffineOperator(alpha=alpha, solver=solver, random_state=seed)
     if family == "bilinear":

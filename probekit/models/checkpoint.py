@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..errors import ConfigError, ModelLoadError
-from ..util.io import atomic_path, atomic_write_json
+from ..errors import ConfigError, CorruptFileError, ModelLoadError
+from ..util.integrity import check_digest, read_sealed, seal
+from ..util.io import atomic_path, atomic_write_json, sha256_file
 from .config import ModelConfig
 from .native import build_model
 from .protocol import HookedModel
@@ -20,6 +20,15 @@ WEIGHTS_FILE = "model.safetensors"
 FORMAT = "probekit-checkpoint/1"
 
 
+class CorruptCheckpointError(CorruptFileError, ModelLoadError):
+    """A checkpoint file fails its checksum or is truncated (also a ``ModelLoadError``)."""
+
+
+def _fix(directory: Path) -> str:
+    return (f"delete the checkpoint {directory} and re-save it (save_checkpoint) or retrain it "
+            "(a `probekit train` rerun resumes from its last intact checkpoint)")
+
+
 class MissingModelFileError(ModelLoadError, FileNotFoundError):
     """A checkpoint file is missing (also a ``FileNotFoundError`` for older callers)."""
 
@@ -27,14 +36,19 @@ class MissingModelFileError(ModelLoadError, FileNotFoundError):
 def save_checkpoint(
     model: HookedModel, config: ModelConfig, directory: str | Path, *, extra: dict[str, Any] | None = None
 ) -> Path:
-    """Save weights and config to ``directory`` (created). ``extra`` (JSON) rides along, e.g. vocab."""
+    """Save weights and config to ``directory`` (created). ``extra`` (JSON) rides along, e.g. vocab.
+
+    ``config.json`` records the sha256 of ``model.safetensors`` and of its own content
+    (:mod:`probekit.util.integrity`); :func:`load_checkpoint` verifies both.
+    """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     with atomic_path(directory / WEIGHTS_FILE) as tmp:
         save_file(state, str(tmp), metadata={"format": FORMAT})
-    meta = {"format": FORMAT, "model": config.to_dict(), "extra": extra or {}}
-    atomic_write_json(directory / CONFIG_FILE, meta, indent=2, sort_keys=True)
+    meta = {"format": FORMAT, "model": config.to_dict(), "extra": extra or {},
+            "weights_sha256": sha256_file(directory / WEIGHTS_FILE)}
+    atomic_write_json(directory / CONFIG_FILE, seal(meta), indent=2, sort_keys=True)
     return directory
 
 
@@ -82,7 +96,14 @@ def _shape_mismatch(
 
 
 def read_checkpoint_meta(directory: str | Path) -> dict[str, Any]:
-    """The parsed ``config.json`` of checkpoint ``directory`` (format checked); no weights are read."""
+    """The parsed ``config.json`` of checkpoint ``directory`` (format and checksum checked).
+
+    No weights are read. The returned dict holds ``weights_sha256`` (absent in checkpoints of
+    older probekit versions) but not the config's own ``sha256``.
+
+    Raises:
+        CorruptCheckpointError: config.json is truncated, not JSON or fails its checksum.
+    """
     path = Path(directory) / CONFIG_FILE
     if not path.is_file():
         raise MissingModelFileError(
@@ -90,9 +111,9 @@ def read_checkpoint_meta(directory: str | Path) -> dict[str, Any]:
             f"{WEIGHTS_FILE} (written by probekit.save_checkpoint)"
         )
     try:
-        meta = json.loads(path.read_text())
-    except ValueError as err:
-        raise ModelLoadError(f"{path} is not valid JSON ({err}); re-save the checkpoint") from None
+        meta = read_sealed(path, what="checkpoint config", fix=_fix(Path(directory)))
+    except CorruptFileError as err:
+        raise CorruptCheckpointError(str(err)) from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         got = meta.get("format") if isinstance(meta, dict) else None
         raise ConfigError(f"{path}: format {got!r} is not {FORMAT!r}")
@@ -109,6 +130,11 @@ def load_checkpoint(directory: str | Path, *, device: str | torch.device = "cpu"
     if not weights.is_file():
         raise MissingModelFileError(f"{weights} missing from checkpoint {directory}")
     check_safetensors_file(weights)
+    try:
+        check_digest(weights, meta.get("weights_sha256"), what="checkpoint weights",
+                     fix=_fix(directory))
+    except CorruptFileError as err:
+        raise CorruptCheckpointError(str(err)) from None
     try:
         state = load_file(str(weights), device=str(device))
     except Exception as err:  # safetensors raises its own SafetensorError

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ConfigError, ModelLoadError
+from ..errors import ConfigError, CorruptFileError
 from .checkpoint import CONFIG_FILE, FORMAT, load_checkpoint
 from .hf import load_hf_dir
 from .named import REGISTRY, list_models, registered_names
@@ -23,9 +23,16 @@ def _read_config(directory: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text())
-    except ValueError as err:
-        raise ModelLoadError(f"{path} is not valid JSON ({err})") from err
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except ValueError:  # the checksum-aware reader names the line, column and the fix
+        from ..util.integrity import read_sealed
+        from .checkpoint import CorruptCheckpointError, _fix
+
+        try:
+            read_sealed(path, what="model config", fix=_fix(directory))
+        except CorruptFileError as err:
+            raise CorruptCheckpointError(str(err)) from None
+        raise
     return data if isinstance(data, dict) else None
 
 

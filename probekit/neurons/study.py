@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
-from ..inputs import read_jsonl
+from ..inputs import is_missing, read_jsonl
 from ..models.protocol import HookedModel
 from ..sites import Site
 
@@ -22,15 +22,19 @@ REQUIRED = ("text", "relation", "object", "split")
 
 
 def read_facts(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a fact file, each checked for the required keys (``FILE:LINE`` errors)."""
+    """Rows of a fact file, each checked for the required keys (``FILE:LINE:COLUMN`` errors)."""
     rows = read_jsonl(path)
     for row in rows:
-        missing = [k for k in REQUIRED if k not in row.data]
+        missing = [k for k in REQUIRED if is_missing(row.data.get(k))]
         if missing:
-            raise DataError(f"{row.where}: missing {missing}; a fact needs {list(REQUIRED)}")
+            raise DataError(f"{row.at(missing[0])}: missing {missing} (absent, null or NaN); a fact "
+                            f"needs {list(REQUIRED)}")
+        for key in ("text", "relation", "object"):
+            if not isinstance(row.data[key], str):
+                raise DataError(f"{row.at(key)}: {key!r} holds {row.data[key]!r}; expected a string")
         if row.data["split"] not in ("identify", "test"):
             raise DataError(
-                f"{row.where}: split {row.data['split']!r}; use 'identify' or 'test'"
+                f"{row.at('split')}: split {row.data['split']!r}; use 'identify' or 'test'"
             )
     return [r.data for r in rows]
 

@@ -135,6 +135,10 @@ def validate_finite(estimator: object, X: object, y: object = "no_validation", *
 
     if not (isinstance(y, str) and y == "no_validation") and y is not None:
         ya = np.asarray(y)
+        n_x = getattr(X, "shape", (None,))[0] if hasattr(X, "shape") else None
+        if n_x is not None and ya.ndim >= 1 and ya.shape[0] != n_x:
+            raise DataError(f"got {n_x} activation rows but {ya.shape[0]} labels; pass one label "
+                            "per row of X, in the same order")
         if ya.ndim == 1:
             check_labels(ya, name="y")
         elif ya.dtype.kind == "f":

@@ -91,12 +91,12 @@ class DiffMeansProbe(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         self.classes_ = np.unique(y)
         if len(self.classes_) == 1:
-            raise ValueError(
+            raise DataError(
                 f"DiffMeansProbe needs 2 classes, but the data contains only one class: "
                 f"{self.classes_[0]!r}; check the labels of the training split"
             )
         if len(self.classes_) != 2:
-            raise ValueError(
+            raise DataError(
                 "Only binary classification is supported. DiffMeansProbe expected 2 classes, "
                 f"got {len(self.classes_)} ({self.classes_.tolist()[:10]}); use LogisticProbe "
                 "for multi-class labels"

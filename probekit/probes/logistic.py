@@ -16,6 +16,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from ..errors import DataError
 from ..util.numeric import standardization, standardize
 from ._validation import validate_finite
 from .batched_logistic import BatchedLogisticFit as BatchedLogisticFit
@@ -108,7 +109,7 @@ class LogisticProbe(ClassifierMixin, BaseEstimator):
         self.classes_, codes = np.unique(y, return_inverse=True)
         K = len(self.classes_)
         if K < 2:
-            raise ValueError(
+            raise DataError(
                 f"LogisticProbe needs samples of at least 2 classes, but the data contains only "
                 f"one class: {self.classes_[0]!r}; check the labels of the training split"
             )

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from ..lazy import lazy_exports
 
-_EXPORTS = {"render_html": ".write", "versions": ".write", "write_report": ".write"}
+_EXPORTS = {"read_report": ".write", "render_html": ".write", "versions": ".write",
+            "write_report": ".write"}
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from ..util.integrity import CHECKSUM_KEY, read_sealed, seal
 from ..util.io import atomic_write_text
 from . import plots
 from .blocks import strict_json
@@ -159,6 +160,7 @@ def write_report(result: Any, out_dir: str | Path) -> dict[str, Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report = strict_json(result if isinstance(result, dict) else result.to_dict())
+    report.pop(CHECKSUM_KEY, None)  # a re-rendered report.json is sealed afresh
     report["versions"] = report.get("versions") or versions()
     paths = {
         "json": out / "report.json",
@@ -166,7 +168,27 @@ def write_report(result: Any, out_dir: str | Path) -> dict[str, Path]:
         "config": out / "suite.resolved.json",
     }
     resolved = {**report["suite"], "versions": report["versions"]}
-    atomic_write_text(paths["json"], json.dumps(report, indent=1, allow_nan=False))
+    atomic_write_text(paths["json"], json.dumps(seal(report), indent=1, allow_nan=False))
     atomic_write_text(paths["config"], json.dumps(resolved, indent=2, allow_nan=False))
     atomic_write_text(paths["html"], render_html(report))
     return paths
+
+
+def read_report(path: str | Path) -> dict[str, Any]:
+    """A saved ``report.json``, its checksum verified, ready for :func:`write_report`.
+
+    Raises:
+        CorruptFileError: the file is truncated, not JSON or fails its checksum (it was edited
+            or damaged after probekit wrote it).
+        ConfigError: the file is missing or holds no report.
+    """
+    from ..errors import ConfigError
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path} not found; give the report.json a probekit run wrote")
+    fix = "rerun the command that wrote it (its caches make that cheap)"
+    report = read_sealed(path, what="report", fix=fix)
+    if not isinstance(report, dict) or "suite" not in report:
+        raise ConfigError(f"{path} is not a probekit report.json (no 'suite' key); {fix}")
+    return report

@@ -47,6 +47,9 @@ def centre(X: Float[Tensor, "n d"]) -> Float[Tensor, "n d"]:
 
 def linear_gram(X: Float[Tensor, "n d"]) -> Float[Tensor, "n n"]:
     """Linear kernel ``K = X X^T``."""
+    if X.ndim != 2:
+        raise DataError(f"X has shape {tuple(X.shape)}; expected a representation (n_stimuli, d): "
+                        "add a feature axis with X[:, None]")
     return X @ X.T
 
 

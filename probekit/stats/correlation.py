@@ -100,6 +100,8 @@ def spearman_ci(rho: float, n: int, confidence_level: float = 0.95) -> tuple[flo
     """
     if not 0 < confidence_level < 1:
         raise ConfigError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+    if not -1 <= rho <= 1:
+        raise DataError(f"rho={rho!r} is not a correlation; expected a value in [-1, 1]")
     if n < 4:
         return float("nan"), float("nan")
     if abs(rho) >= 1 - 1e-12:  # a perfect rank agreement (scipy may give 0.9999999999999999)

@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 from jaxtyping import Float
 
-from probekit.errors import ConfigError, DataError
+from probekit.errors import ConfigError, DataError, NonFiniteError
 
 from .result import StatTestResult
 
@@ -36,6 +36,11 @@ def permutation_pvalue(
     ``"two-sided"`` measures extremeness as ``|s - mean(null)|``.
     """
     null = np.asarray(null, dtype=np.float64)
+    if null.size == 0:
+        raise DataError("null holds no permutation statistics; run at least one permutation")
+    if not np.isfinite(observed) or not np.isfinite(null).all():
+        raise NonFiniteError(f"observed={observed!r} or a null statistic is NaN/inf; a p-value of "
+                             "a non-finite statistic is meaningless: fix the score function")
     if alternative == "greater":
         k = np.count_nonzero(null >= observed)
     elif alternative == "less":

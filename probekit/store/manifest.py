@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import CorruptFileError, StoreError
+from ..util.integrity import read_sealed, seal
 from ..util.io import atomic_write_json
 
 FORMAT = "probekit-store/1"
@@ -17,6 +17,10 @@ PARTS = "parts"  # finished-shard records of a sharded capture (store/parts.py)
 
 class StoreMismatchError(StoreError, ValueError):
     """A store made by a different model or capture, or unreadable (also a ``ValueError``)."""
+
+
+class CorruptManifestError(CorruptFileError, StoreMismatchError):
+    """``manifest.json`` is truncated or fails its checksum (also a ``StoreMismatchError``)."""
 
 
 class StoreNotFoundError(StoreError, FileNotFoundError):
@@ -72,8 +76,8 @@ class Manifest:
         return sum(s.rows for s in self.shards)
 
     def save(self, directory: Path) -> None:
-        """Write ``manifest.json`` in ``directory`` atomically (temp file, fsync, rename)."""
-        atomic_write_json(directory / MANIFEST, asdict(self), indent=1)
+        """Write ``manifest.json`` in ``directory`` atomically (temp file, fsync, rename), sealed."""
+        atomic_write_json(directory / MANIFEST, seal(asdict(self)), indent=1)
 
     @classmethod
     def load(cls, directory: Path) -> Manifest:
@@ -85,9 +89,10 @@ class Manifest:
                 "probekit.capture_to_store)"
             )
         try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise StoreMismatchError(f"manifest {path} is not valid JSON: {err}") from None
+            data = read_sealed(path, what="store manifest",
+                               fix=f"delete the store {directory} and capture it again")
+        except CorruptFileError as err:
+            raise CorruptManifestError(str(err)) from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             data = data if isinstance(data, dict) else {}
             raise StoreMismatchError(f"manifest {path}: format {data.get('format')!r} is not {FORMAT!r}")

@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..inputs import JsonlRow, position_column, read_jsonl, require_columns, token_ids
+from ..inputs import (
+    JsonlRow,
+    check_scalar_column,
+    position_column,
+    prompt_column,
+    read_jsonl,
+    require_columns,
+    token_ids,
+)
 from .spec import Suite, SuiteError
 
 log = logging.getLogger("probekit")
@@ -37,9 +45,7 @@ def check_suite_data(suite: Suite) -> list[JsonlRow] | None:
         raise SuiteError(f"{suite.source}: [data] file: {err}") from None
     try:
         for row in rows:
-            if "tokens" not in row.data and "text" not in row.data:
-                raise SuiteError(f"{row.where}: row has neither 'text' nor 'tokens'")
-            if "tokens" in row.data:
+            if prompt_column(row) == "tokens":
                 token_ids(row)
         if data.split_column not in {k for r in rows for k in r.data}:
             raise SuiteError(
@@ -74,6 +80,8 @@ def check_suite_data(suite: Suite) -> list[JsonlRow] | None:
         if dropped:
             log.warning("dropped %d rows of %s without a label (first: %s)",
                         len(dropped), path, dropped[0].where)
+        for name in labels:
+            check_scalar_column(kept, name, what="a class label or a number")
         if suite.capture.positions.startswith("column:"):
             name = suite.capture.positions.split(":", 1)[1]
             if name not in columns:
@@ -167,10 +175,10 @@ def check_suite_model(
     try:
         seqs = [token_ids(r) for r in token_rows]
         if "d_vocab" in limits:
-            check_vocab(seqs, limits["d_vocab"], [r.where for r in token_rows])
+            check_vocab(seqs, limits["d_vocab"], [r.at("tokens") for r in token_rows])
         for r, seq in zip(token_rows, seqs):
             if "n_ctx" in limits and len(seq) > limits["n_ctx"]:
-                raise SuiteError(f"{r.where}: {len(seq)} tokens but the model's context is "
+                raise SuiteError(f"{r.at('tokens')}: {len(seq)} tokens but the model's context is "
                                  f"{limits['n_ctx']}; shorten the example")
         if data.train_split != data.test_split:
             from ..probes.kind import probe_kind, registered_probe_kinds

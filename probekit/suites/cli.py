@@ -49,6 +49,18 @@ def _run(args: argparse.Namespace) -> int:
     from .check import check_suite_data, check_suite_model
     from .spec import load_suite
 
+    if str(args.suite).endswith(".json"):  # a saved report.json: re-render it, verified
+        from ..report.write import read_report, write_report
+
+        report = read_report(args.suite)
+        if args.check:
+            print(f"{args.suite}: report is intact")
+            return 0
+        if args.out is None:
+            raise ConfigError("report REPORT.json needs --out DIR (where the page is re-rendered)")
+        paths = write_report(report, args.out)
+        print(f"wrote {paths['html']} and {paths['json']}")
+        return 0
     suite = load_suite(args.suite)
     rows = check_suite_data(suite)  # FILE:LINE errors before any heavy import or model load
     warnings = check_suite_model(suite, rows)  # layers, vocab, context, class counts
@@ -95,7 +107,8 @@ def add_report_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.
         help="run a suite (probes/*.toml) and write report.html + report.json",
         description=_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("suite", help="suite TOML file, e.g. probes/modadd_grokked.toml")
+    parser.add_argument("suite", help="suite TOML file, e.g. probes/modadd_grokked.toml, or a saved "
+                        "report.json to re-render (its checksum verified)")
     parser.add_argument("--out", help="output directory (required unless --check)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument(

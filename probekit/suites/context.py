@@ -10,6 +10,7 @@ Greedy answers (``[data] answer_column``) are cached the same way under ``<cache
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,12 +20,15 @@ import torch
 
 from ..capture import Site, all_layers, capture_sharded, capture_to_store
 from ..capture.positions import parse_position_rule
+from ..errors import CorruptFileError
 from ..executor import Executor, InProcessExecutor, get_executor
 from ..fingerprint import dataset_fingerprint, model_fingerprint, model_id
 from ..models.protocol import HookedModel
 from ..store import ActivationStore
+from ..store.manifest import Manifest
 from ..util.cache import cache_dir as default_cache_dir
 from ..util.device import resolve_device
+from ..util.integrity import read_sealed, seal
 from ..util.io import atomic_write_json, sha256_bytes
 from .data import Examples, build_examples
 from .model import load_suite_model, suite_model_reference
@@ -178,15 +182,20 @@ class AnalysisContext:
         key = _key({"model": self.model_fingerprint, "data": dataset_fingerprint(tokens),
                     "golds": golds, "max_new_tokens": n_new})
         path = self.cache_dir / "answers" / f"{key}.json"
+        saved = None
         if path.is_file():
-            saved = json.loads(path.read_text())
+            try:  # a damaged cache record is never trusted: it is recomputed
+                saved = read_sealed(path, what="answer cache entry", fix="it is computed again")
+            except CorruptFileError as err:
+                logging.getLogger("probekit").warning("%s", err)
+        if isinstance(saved, dict):
             return saved["texts"], [bool(c) for c in saved["correct"]]
         self.forward_passes += 1
         texts, correct = answer_correctness(
             self.model, tokens, golds, max_new_tokens=n_new, progress=self.progress
         )
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, {"texts": texts, "correct": [bool(c) for c in correct]})
+        atomic_write_json(path, seal({"texts": texts, "correct": [bool(c) for c in correct]}))
         return texts, correct
 
     # -- activations ------------------------------------------------------------------------
@@ -244,7 +253,7 @@ class AnalysisContext:
         ex = self.examples
         directory = self.store_dir(sites)
         manifest = directory / "manifest.json"
-        done = manifest.is_file() and json.loads(manifest.read_text()).get("complete", False)
+        done = manifest.is_file() and Manifest.load(directory).complete
         if not done:
             try:
                 rule = parse_position_rule(cap.positions, ex.columns)

@@ -156,7 +156,7 @@ def build_examples(
     else:
         jsonl = check_suite_data(suite) or []
         rows = [r.data for r in jsonl]
-        where = {id(r.data): r.where for r in jsonl}
+        where = {id(r.data): r.at("text") for r in jsonl}
         for name in dict.fromkeys(wanted):
             chosen = [r for r in rows if r.get(data.split_column) == name]
             if not chosen:

@@ -61,21 +61,22 @@ def _spec(args: argparse.Namespace) -> Any:
 def _pairs(rows: list[Any], spec: Any) -> tuple[list[Any], list[Any]]:
     """Clean and corrupt rows in pair order; FILE:LINE errors for a broken pairing."""
     from ..errors import DataError
-    from ..inputs import is_missing
+    from ..inputs import check_scalar_column, is_missing
 
+    check_scalar_column(rows, spec.pair_column, what="a pair id")
     by_pair: dict[Any, dict[str, Any]] = {}
     for row in rows:
         for col in (spec.pair_column, spec.role_column, spec.answer_column):
             if is_missing(row.data.get(col)):
                 what = "has no" if col not in row.data else "has a null or NaN value in its"
-                raise DataError(f"{row.where}: row {what} {col!r} column; every row needs "
+                raise DataError(f"{row.at(col)}: row {what} {col!r} column; every row needs "
                                 f"{spec.pair_column!r}, {spec.role_column!r} and {spec.answer_column!r}")
         role = row.data[spec.role_column]
         if role not in ("clean", "corrupt"):
-            raise DataError(f"{row.where}: {spec.role_column}={role!r}; expected 'clean' or 'corrupt'")
+            raise DataError(f"{row.at(spec.role_column)}: {spec.role_column}={role!r}; expected 'clean' or 'corrupt'")
         slot = by_pair.setdefault(str(row.data[spec.pair_column]), {})
         if role in slot:
-            raise DataError(f"{row.where}: a second {role!r} row for {spec.pair_column} "
+            raise DataError(f"{row.at(spec.role_column)}: a second {role!r} row for {spec.pair_column} "
                             f"{row.data[spec.pair_column]!r} (first at {slot[role].where})")
         slot[role] = row
     for pid, slot in by_pair.items():
@@ -120,11 +121,16 @@ def _check_limits(rows: list[Any], seqs: list[list[int]], limits: dict[str, int]
     from ..inputs import check_vocab
 
     if "d_vocab" in limits:
-        check_vocab(seqs, limits["d_vocab"], [r.where for r in rows])
+        check_vocab(seqs, limits["d_vocab"], [_prompt_at(r) for r in rows])
     for row, seq in zip(rows, seqs):
         if "n_ctx" in limits and len(seq) > limits["n_ctx"]:
-            raise DataError(f"{row.where}: {len(seq)} tokens but the model's context is "
+            raise DataError(f"{_prompt_at(row)}: {len(seq)} tokens but the model's context is "
                             f"{limits['n_ctx']}; shorten the prompt")
+
+
+def _prompt_at(row: Any) -> str:
+    """``FILE:LINE:COLUMN`` of the row's prompt (its ``tokens`` or ``text`` value)."""
+    return row.at("tokens" if "tokens" in row.data else "text")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -132,14 +138,13 @@ def _run(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from ..errors import DataError
-    from ..inputs import peek_model_limits, read_jsonl, token_ids, tokenize_text
+    from ..inputs import peek_model_limits, prompt_column, read_jsonl, token_ids, tokenize_text
 
     start = time.perf_counter()
     spec = _spec(args)  # option errors before reading data
     rows = read_jsonl(args.data)
     for row in rows:
-        if "tokens" not in row.data and "text" not in row.data:
-            raise DataError(f"{row.where}: row has neither 'tokens' (a list of ids) nor 'text'")
+        prompt_column(row)  # tokens or text, not both
     clean_rows, corrupt_rows = _pairs(rows, spec)
     ids = {id(r): token_ids(r) for r in rows if "tokens" in r.data}
     known = [r for r in rows if id(r) in ids]
@@ -162,7 +167,7 @@ def _run(args: argparse.Namespace) -> int:
     def tokens(row: Any) -> list[int]:
         if id(row) in ids:
             return ids[id(row)]
-        return tokenize_text(model, row.data["text"], prepend_bos=args.prepend_bos, where=row.where)
+        return tokenize_text(model, row.data["text"], prepend_bos=args.prepend_bos, where=row.at("text"))
 
     clean, corrupt = [tokens(r) for r in clean_rows], [tokens(r) for r in corrupt_rows]
     _check_lengths(clean_rows, clean, corrupt_rows, corrupt)
@@ -172,20 +177,20 @@ def _run(args: argparse.Namespace) -> int:
     def answer(row: Any) -> int:
         try:
             tok = answer_token(model, row.data[spec.answer_column], vocab,
-                               answer_tokens=spec.answer_tokens, where=row.where)
+                               answer_tokens=spec.answer_tokens, where=row.at(spec.answer_column))
         except DataError:
             raise
         except Exception as err:
-            raise DataError(f"{row.where}: answer {row.data[spec.answer_column]!r}: {err}") from None
+            raise DataError(f"{row.at(spec.answer_column)}: answer {row.data[spec.answer_column]!r}: {err}") from None
         if not 0 <= tok < limits["d_vocab"]:
-            raise DataError(f"{row.where}: answer token id {tok} is outside the model's vocabulary "
+            raise DataError(f"{row.at(spec.answer_column)}: answer token id {tok} is outside the model's vocabulary "
                             f"(0..{limits['d_vocab'] - 1})")
         return tok
 
     answers, foils = [answer(r) for r in clean_rows], [answer(r) for r in corrupt_rows]
     reduced = []
     if spec.answer_tokens == "first":
-        reduced = [f"{r.where}: {r.data[spec.answer_column]!r}" for r in clean_rows + corrupt_rows
+        reduced = [f"{r.at(spec.answer_column)}: {r.data[spec.answer_column]!r}" for r in clean_rows + corrupt_rows
                    if len(answer_token_ids(model, r.data[spec.answer_column], vocab)) > 1]
     result = patching_grids(model, clean, corrupt, spec, answer=answers, foil=foils, vocab=vocab,
                             reduced=reduced)

@@ -67,6 +67,7 @@ def add_train_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.A
 def run_train_command(args: argparse.Namespace) -> int:
     """Handler of ``probekit train``: trains, writes the run directory, prints a summary."""
     from ..util.device import resolve_device
+    from ..util.lock import DirectoryLock
     from .build import build_run, loss_terms
     from .trainer import train
 
@@ -77,10 +78,11 @@ def run_train_command(args: argparse.Namespace) -> int:
     task, mcfg, tcfg = build_run(
         args.name, steps=args.steps, seed=args.seed, sets=args.sets, device=args.device
     )
-    history = train(
-        task, mcfg, tcfg, args.out, progress=not args.no_progress, resume=not args.no_resume,
-        loss_terms=loss_terms(task, tcfg),
-    )
+    with DirectoryLock(args.out, what="training run"):  # one writer per run directory
+        history = train(
+            task, mcfg, tcfg, args.out, progress=not args.no_progress, resume=not args.no_resume,
+            loss_terms=loss_terms(task, tcfg),
+        )
     last = history.records[-1]
     summary = {k: v for k, v in last.items() if k == "step" or k.endswith("/acc")}
     print(json.dumps({"out": str(args.out), **summary}, indent=1))  # noqa: T201

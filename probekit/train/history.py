@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..util.integrity import read_sealed, seal
 from ..util.io import atomic_write_text
 
 HISTORY_JSON = "history.json"
@@ -72,7 +73,7 @@ class History:
 
     def to_json(self) -> str:
         """``{"records": [...]}`` as indented JSON."""
-        return json.dumps({"records": self.records}, indent=1)
+        return json.dumps(seal({"records": self.records}), indent=1)
 
     def to_csv(self) -> str:
         """One CSV row per record, columns :attr:`keys` (missing values empty)."""
@@ -94,4 +95,15 @@ class History:
         path = Path(directory) / HISTORY_JSON
         if not path.is_file():
             raise FileNotFoundError(f"{path} not found; it is written by probekit.train.train")
-        return cls(json.loads(path.read_text())["records"])
+        return cls(read_history(path.parent)["records"])
+
+
+def read_history(run_dir: str | Path) -> dict[str, Any]:
+    """The parsed ``history.json`` of ``run_dir``, its checksum verified.
+
+    Raises:
+        CorruptFileError: the file is truncated, not JSON or fails its checksum.
+    """
+    path = Path(run_dir) / HISTORY_JSON
+    return read_sealed(path, what="training history",
+                       fix=f"delete the run directory {Path(run_dir)} and train it again")

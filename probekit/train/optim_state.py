@@ -6,14 +6,14 @@ step counts (0-dim tensors in torch) and the param-group hyper-parameters go to 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..util.io import atomic_path, atomic_write_json
+from ..util.integrity import check_digest, read_sealed, seal
+from ..util.io import atomic_path, atomic_write_json, sha256_file
 
 OPTIM_TENSORS = "optimizer.safetensors"
 OPTIM_JSON = "optimizer.json"
@@ -36,14 +36,23 @@ def save_optimizer(optimizer: torch.optim.Optimizer, names: list[str], directory
     groups = [{k: v for k, v in g.items() if k != "params"} for g in state["param_groups"]]
     with atomic_path(directory / OPTIM_TENSORS) as tmp:
         save_file(tensors, str(tmp))
-    meta = {"param_names": names, "scalars": scalars, "param_groups": groups}
-    atomic_write_json(directory / OPTIM_JSON, meta, indent=1)
+    meta = {"param_names": names, "scalars": scalars, "param_groups": groups,
+            "tensors_sha256": sha256_file(directory / OPTIM_TENSORS)}
+    atomic_write_json(directory / OPTIM_JSON, seal(meta), indent=1)
 
 
 def load_optimizer(optimizer: torch.optim.Optimizer, names: list[str], directory: str | Path) -> None:
-    """Restore the state written by :func:`save_optimizer` into a fresh ``optimizer``."""
+    """Restore the state written by :func:`save_optimizer` into a fresh ``optimizer``.
+
+    Raises:
+        CorruptFileError: ``optimizer.json`` or ``optimizer.safetensors`` fails its checksum.
+    """
     directory = Path(directory)
-    meta = json.loads((directory / OPTIM_JSON).read_text())
+    fix = (f"delete the checkpoint {directory} (a `probekit train` rerun resumes from the one "
+           "before it)")
+    meta = read_sealed(directory / OPTIM_JSON, what="optimizer state", fix=fix)
+    check_digest(directory / OPTIM_TENSORS, meta.get("tensors_sha256"), what="optimizer state",
+                 fix=fix)
     if meta["param_names"] != names:
         raise ValueError(
             f"optimizer state in {directory} is for parameters {meta['param_names'][:3]}..., "

@@ -46,14 +46,21 @@ class TrainRun:
 
 
 def train_run(run: TrainRun) -> History:
-    """Train one model of the population and return its evaluation history."""
+    """Train one model of the population and return its evaluation history.
+
+    The run directory is locked while it trains (:class:`~probekit.util.lock.DirectoryLock`):
+    a second training of the same directory (another ``probekit train`` or ``probekit
+    diagnose``) is refused with one line naming the holder.
+    """
+    from ..util.lock import DirectoryLock
     from .build import build_run, loss_terms
     from .trainer import train
 
     task, mcfg, tcfg = build_run(run.preset, steps=run.steps, seed=run.seed,
                                  sets=list(run.sets), device=run.device)
-    return train(task, mcfg, tcfg, run.out_dir, progress=False, resume=run.resume, plot=False,
-                 loss_terms=loss_terms(task, tcfg))
+    with DirectoryLock(run.out_dir, what="training run"):
+        return train(task, mcfg, tcfg, run.out_dir, progress=False, resume=run.resume,
+                     plot=False, loss_terms=loss_terms(task, tcfg))
 
 
 def train_population(

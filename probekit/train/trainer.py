@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from ..errors import ConfigError
-from ..models.checkpoint import load_checkpoint, save_checkpoint
+from ..models.checkpoint import load_checkpoint, read_checkpoint_meta, save_checkpoint
 from ..models.config import ModelConfig
 from ..models.native import build_model
 from ..models.protocol import HookedModel
@@ -247,7 +247,7 @@ def train(
 
     ckpts = list_checkpoints(out_dir) if resume else []
     if ckpts:
-        saved = json.loads((ckpts[-1][1] / "config.json").read_text())["extra"]
+        saved = read_checkpoint_meta(ckpts[-1][1])["extra"]
         _check_resumable(meta, saved, out_dir)
         start, ck_dir = ckpts[-1]
         model = load_checkpoint(ck_dir, device=device)

@@ -21,6 +21,7 @@ from probekit.models import load_model, save_checkpoint
 from probekit.models.cached import load_model_cached
 from probekit.store import ActivationStore, StoreWriter
 from probekit.store.manifest import PARTS, StoreMismatchError
+from probekit.util.integrity import seal
 from tests.conftest import TINY_CONFIGS, random_sequences
 
 N = 23  # batch 4, 8 examples per shard -> shards of 8, 8, 7 examples
@@ -128,7 +129,7 @@ def test_damaged_record_and_in_process_prefix_are_recaptured_or_kept(checkpoint,
     reference_store(checkpoint, out)
     manifest = json.loads((out / "manifest.json").read_text())
     manifest.update(complete=False, shards=manifest["shards"][:1])
-    (out / "manifest.json").write_text(json.dumps(manifest))
+    (out / "manifest.json").write_text(json.dumps(seal(manifest)))  # as the capture writes it
     with pytest.raises(KeyboardInterrupt):  # shard 1 captured and recorded, then the driver dies
         capture_sharded(checkpoint, seqs, out, sites, executor=CountingExecutor(fail_after=1),
                         metadata=meta, **_options(rule))
