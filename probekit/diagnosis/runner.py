@@ -145,9 +145,10 @@ def checkpoint_cells(task: CheckpointTask) -> dict[str, Any]:
     cells = {}
     refs = dict(task.references)
     for marker, key in task.markers:
-        ref = (None if marker.reference is None
-               else _reference_context(task, ctx, refs[marker.name]))
-        cell = measure_marker(marker, ctx, ref).to_dict()
+        if marker.reference is None:
+            cell = measure_marker(marker, ctx).to_dict()
+        else:
+            cell = measure_marker(marker, ctx, _reference_context(task, ctx, refs[marker.name])).to_dict()
         store.put(task.fingerprint, key, cell)
         cells[key] = cell
     return {"outcomes": outcomes, "cells": cells}
