@@ -28,7 +28,14 @@ from ..util.integrity import read_sealed, seal
 from ..util.io import atomic_write_json, sha256_bytes, sha256_file
 from .spec import MarkerSpec
 
-__all__ = ["CellStore", "MarkerCell", "checkpoint_fingerprint", "marker_key", "measure_marker"]
+__all__ = [
+    "CellStore",
+    "MarkerCell",
+    "checkpoint_fingerprint",
+    "marker_key",
+    "measure_marker",
+    "reference_similarity",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +77,7 @@ def marker_key(marker: MarkerSpec, suite: Any) -> str:
     """Digest (16 hex digits) of what a marker's value depends on besides the checkpoint."""
     payload = {
         "measure": marker.measure, "spec": dataclasses.asdict(marker.spec),
+        **({} if marker.reference is None else {"reference": marker.reference}),
         "data": dataclasses.asdict(suite.data), "capture": dataclasses.asdict(suite.capture),
         "stats": dataclasses.asdict(suite.stats),
     }
@@ -117,21 +125,76 @@ class CellStore:
         atomic_write_json(path, seal(value))
 
 
-def measure_marker(marker: MarkerSpec, ctx: Context) -> MarkerCell:
+def reference_similarity(spec: Any, ctx: Context, reference: Context) -> Any:
+    """CKA of ``site_a`` on the context's model with ``site_b`` on a reference model.
+
+    The ``representational_similarity`` kind's statistic (Kornblith et al. 2019, linear or RBF
+    CKA; :func:`probekit.similarity.cka`) with its two activation matrices taken from two
+    models on the same inputs: rows ``i`` of both are example ``i`` of ``ctx``'s ``split``
+    (``reference`` is a context on the same examples). Bootstrap over examples as the kind.
+
+    Args:
+        spec: the kind's ``SimilaritySpec`` (``site_a``, ``site_b``, ``split``, ``kernel``,
+            ``debiased``).
+        ctx: the checkpoint's context.
+        reference: the reference checkpoint's context (same ``examples``).
+
+    Raises:
+        DataError: the two contexts hold different inputs.
+    """
+    import numpy as np
+
+    from ..errors import DataError
+    from ..fingerprint import dataset_fingerprint
+    from ..hypotheses.measurement import Measurement
+    from ..similarity import cka
+    from ..sites import Site
+    from ..stats.bootstrap import bootstrap_indices
+
+    if dataset_fingerprint(ctx.examples.tokens) != dataset_fingerprint(reference.examples.tokens):
+        raise DataError("the reference checkpoint's context holds other inputs than the "
+                        "checkpoint's; build it with examples=ctx.examples")
+    a, b = Site.parse(spec.site_a), Site.parse(spec.site_b)
+    idx = ctx.examples.split(spec.split)
+    X = ctx.activations([a])[a].double().cpu().numpy()[idx]
+    Y = reference.activations([b])[b].double().cpu().numpy()[idx]
+    boot = bootstrap_indices(len(idx), ctx.stats.n_bootstrap, ctx.stats.seed)
+    reps = np.array([cka(X[r], Y[r], spec.kernel, spec.debiased) for r in boot])
+    return Measurement(
+        metric=f"{'debiased ' if spec.debiased else ''}{spec.kernel} CKA to the reference",
+        estimate=cka(X, Y, spec.kernel, spec.debiased), resamples=reps, n=len(idx),
+        unit=f"{spec.split} examples",
+        method=f"CKA between {a.key} and the reference checkpoint's {b.key} over {len(idx)} "
+        f"{spec.split} examples (bootstrap over examples)",
+    )
+
+
+def measure_marker(marker: MarkerSpec, ctx: Context, reference: Context | None = None) -> MarkerCell:
     """The marker on the context's model: estimate and percentile CI, or not applicable.
 
     Args:
         marker: the ``[[marker]]`` spec.
         ctx: an :class:`~probekit.suites.context.AnalysisContext` whose model is the checkpoint.
+        reference: with ``marker.reference``, the context of the reference checkpoint on the
+            same examples (:func:`reference_similarity`).
+
+    Raises:
+        ConfigError: a marker with a reference and no reference context, or the reverse.
     """
-    from ..errors import NotApplicableError
+    from ..errors import ConfigError, NotApplicableError
     from ..hypotheses.registry import get_kind
     from ..stats.bootstrap import bootstrap_indices, percentile_interval
 
+    if (marker.reference is None) != (reference is None):
+        raise ConfigError(f"marker {marker.name!r}: reference {marker.reference!r} needs exactly "
+                          "a reference context (and one without a reference none)")
     kind = get_kind(marker.measure)
     try:
-        m = (kind.measure(marker.spec, ctx, control=False) if kind.control
-             else kind.measure(marker.spec, ctx))
+        if reference is not None:
+            m = reference_similarity(marker.spec, ctx, reference)
+        else:
+            m = (kind.measure(marker.spec, ctx, control=False) if kind.control
+                 else kind.measure(marker.spec, ctx))
     except NotApplicableError as err:
         return MarkerCell(marker=marker.name, value=None, reason=str(err))
     st = ctx.stats

@@ -46,7 +46,8 @@ from .outcomes import (
 from .population import Checkpoint, grid_runs, population_dir, resolve_population, varying_knobs
 from .spec import DiagnosisFile, MarkerSpec, load_diagnosis
 
-__all__ = ["CheckpointTask", "DiagnosisResult", "Settings", "check_diagnosis", "checkpoint_cells", "diagnose"]
+__all__ = ["CheckpointTask", "DiagnosisResult", "Settings", "check_diagnosis", "checkpoint_cells",
+           "diagnose", "reference_checkpoints"]
 
 FIXED = ("checkpoint", "run", "step", "final")
 #: train-time columns measured at each checkpoint's own step (covariates "so far")
@@ -66,6 +67,8 @@ class CheckpointTask:
         max_eval_examples, eval_seed: the outcome evaluation's subset.
         cells: the :class:`~probekit.diagnosis.markers.CellStore` root.
         cache_dir: activation cache root (``None``: the default).
+        references: ``(marker name, checkpoint path)`` of the markers with a ``reference``
+            (:func:`reference_checkpoints`).
     """
 
     checkpoint: Checkpoint
@@ -77,6 +80,51 @@ class CheckpointTask:
     eval_seed: int
     cells: str
     cache_dir: str | None = None
+    references: tuple[tuple[str, str], ...] = ()
+
+
+def reference_checkpoints(spec: DiagnosisFile, rows: list[Checkpoint]) -> dict[str, list[str]]:
+    """Per marker with a ``reference``: each row's reference checkpoint (a final row's path).
+
+    ``reference = {"task.n_noise" = 0, seed = "same"}`` names, for a row, the final checkpoint
+    whose design has ``task.n_noise == 0`` and the row's own ``seed``.
+
+    Raises:
+        ConfigError: a reference key that is not a design column, or a row for which not
+            exactly one final checkpoint matches (naming the row and the values sought).
+    """
+    finals = [r for r in rows if r.final]
+    design = list(dict.fromkeys(k for r in finals for k in r.design))
+    out: dict[str, list[str]] = {}
+    for i, m in enumerate(spec.markers):
+        if m.reference is None:
+            continue
+        where = spec.where("marker", "reference", i)
+        bad = [k for k in m.reference if k not in design]
+        if bad:
+            raise ConfigError(f"{where}: {bad[0]!r} is not a design column of the population; "
+                              f"the design columns are {design}")
+        paths = []
+        for r in rows:
+            want = {k: r.design.get(k) if v == "same" else v for k, v in m.reference.items()}
+            hits = [f.path for f in finals if all(f.design.get(k) == v for k, v in want.items())]
+            if len(hits) != 1:
+                raise ConfigError(f"{where}: {len(hits)} final checkpoints have {want} (row "
+                                  f"{r.path}); the reference must name exactly one: add design "
+                                  "columns (e.g. seed = \"same\")")
+            paths.append(hits[0])
+        out[m.name] = paths
+    return out
+
+
+def _reference_context(task: CheckpointTask, ctx: Any, path: str) -> Any:
+    """A context on the reference checkpoint holding the same examples as ``ctx``."""
+    from ..executor import InProcessExecutor
+    from ..suites.context import AnalysisContext
+
+    suite = dataclasses.replace(task.suite, model=ModelSpec(checkpoint=path))
+    return AnalysisContext(suite, progress=False, executor=InProcessExecutor(progress=False),
+                           cache_dir=task.cache_dir, examples=ctx.examples)
 
 
 def checkpoint_cells(task: CheckpointTask) -> dict[str, Any]:
@@ -99,8 +147,12 @@ def checkpoint_cells(task: CheckpointTask) -> dict[str, Any]:
         store.put(task.fingerprint, task.outcome_key, outcomes)
     cells = {}
     where = f"{Path(task.checkpoint.run).name} step {task.checkpoint.step}"
+    refs = dict(task.references)
     for marker, key in track(task.markers, desc=f"markers of {where}", unit="marker"):
-        cell = measure_marker(marker, ctx).to_dict()
+        if marker.reference is None:
+            cell = measure_marker(marker, ctx).to_dict()
+        else:
+            cell = measure_marker(marker, ctx, _reference_context(task, ctx, refs[marker.name])).to_dict()
         store.put(task.fingerprint, key, cell)
         cells[key] = cell
     return {"outcomes": outcomes, "cells": cells}
@@ -256,6 +308,7 @@ def check_diagnosis(spec_or_path: str | Path | DiagnosisFile) -> list[str]:
         expected = _expected_columns(spec, rows)
         what = f"{sum(r.final for r in rows)} checkpoints ({len(rows)} rows with the series)"
     s = resolve_settings(spec, rows, expected)
+    reference_checkpoints(spec, rows)
     return [f"{spec.source}: diagnosis file is valid", f"  population: {what}",
             f"  markers: {', '.join(m.name for m in spec.markers)}",
             f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}"]
@@ -491,11 +544,18 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
     settings = resolve_settings(spec, rows, _expected_columns(spec, rows))
     store = CellStore(pop_dir / "cells")
     okey = _outcome_key(spec)
-    mkeys = {m.name: marker_key(m, spec.suite) for m in spec.markers}
     fps = [checkpoint_fingerprint(r.path) for r in rows]
+    refs = reference_checkpoints(spec, rows)
+    ref_fps = {p: checkpoint_fingerprint(p) for paths in refs.values() for p in paths}
+    base_keys = {m.name: marker_key(m, spec.suite) for m in spec.markers}
+    # a marker read against another checkpoint is keyed by that checkpoint's identity too
+    mkeys = [{m.name: base_keys[m.name] if m.name not in refs else
+              f"{base_keys[m.name]}-{ref_fps[refs[m.name][i]]}" for m in spec.markers}
+             for i in range(len(rows))]
     tasks, where = [], []
     for i, (r, fp) in enumerate(zip(rows, fps)):
-        todo = tuple((m, mkeys[m.name]) for m in spec.markers if store.get(fp, mkeys[m.name]) is None)
+        todo = tuple((m, mkeys[i][m.name]) for m in spec.markers
+                     if store.get(fp, mkeys[i][m.name]) is None)
         need_outcomes = store.get(fp, okey) is None
         if todo or need_outcomes:
             suite = dataclasses.replace(spec.suite, model=ModelSpec(checkpoint=r.path))
@@ -503,7 +563,8 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
                 checkpoint=r, fingerprint=fp, suite=suite, markers=todo,
                 outcome_key=okey if need_outcomes else None,
                 max_eval_examples=spec.diagnosis.max_eval_examples, eval_seed=spec.diagnosis.seed,
-                cells=str(store.root), cache_dir=None if cache_dir is None else str(cache_dir)))
+                cells=str(store.root), cache_dir=None if cache_dir is None else str(cache_dir),
+                references=tuple((name, paths[i]) for name, paths in refs.items())))
             where.append(i)
     if tasks:
         store.root.mkdir(parents=True, exist_ok=True)
@@ -516,8 +577,8 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
             for key, cell in res["cells"].items():
                 store.put(task.fingerprint, key, cell)
     outcomes = [store.get(fp, okey) for fp in fps]
-    cells = [{m.name: MarkerCell.from_dict(store.get(fp, mkeys[m.name])) for m in spec.markers}
-             for fp in fps]
+    cells = [{m.name: MarkerCell.from_dict(store.get(fp, mkeys[i][m.name])) for m in spec.markers}
+             for i, fp in enumerate(fps)]
     final_cols = [c for c in dict.fromkeys(k for o in outcomes for k in o) if c not in STEP_COLUMNS]
     table = _table(rows, outcomes, cells, spec.markers, final_cols)
     if spec.diagnosis.crossing is not None:

@@ -47,6 +47,8 @@ __all__ = [
 
 #: the suite sections a diagnosis file shares with suites (no [model]: the population)
 SUITE_SECTIONS = ("suite", "data", "capture", "stats", "execution")
+#: measurement kinds a [[marker]] can point at another checkpoint of the population
+REFERENCE_KINDS = ("representational_similarity",)
 #: the [model] placeholder of the suite part: each checkpoint replaces it
 _PLACEHOLDER_MODEL = {"train": {"preset": "(population)"}}
 
@@ -101,15 +103,22 @@ class MarkerSpec:
         name: the marker's column in ``markers.csv``.
         measure: the registered measurement kind (:mod:`probekit.hypotheses.registry`).
         spec: that kind's spec dataclass instance (the table's other keys).
+        reference: ``representational_similarity`` only: design column -> value (or
+            ``"same"``: the row's own value) naming one other final checkpoint of the
+            population, e.g. ``{"task.n_noise" = 0, seed = "same"}``; ``site_b`` is then read on
+            that checkpoint, on the same inputs as ``site_a`` (:mod:`probekit.diagnosis.markers`).
     """
 
     name: str
     measure: str
     spec: Any
+    reference: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form mirroring the TOML table."""
-        return {"name": self.name, "measure": self.measure, **_plain(dataclasses.asdict(self.spec))}
+        ref = {} if self.reference is None else {"reference": dict(self.reference)}
+        return {"name": self.name, "measure": self.measure, **_plain(dataclasses.asdict(self.spec)),
+                **ref}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -287,16 +296,25 @@ def _marker(table: Any, i: int, path: Path, text: str) -> MarkerSpec:
         )
     spec_cls = kinds[measure].spec
     fields = [f.name for f in dataclasses.fields(spec_cls)]
+    reference = table.get("reference")
+    if reference is not None:
+        where = location(path, text, "marker", "reference", i)
+        if measure not in REFERENCE_KINDS:
+            raise SuiteError(f"{where}: a reference checkpoint is read by {list(REFERENCE_KINDS)} "
+                             f"only, not {measure!r}; remove reference")
+        if not isinstance(reference, dict) or not reference:
+            raise SuiteError(f"{where} = {reference!r}: expected a table of design columns, e.g. "
+                             "{ \"task.n_noise\" = 0, seed = \"same\" }")
     for key in table:
-        if key not in ("name", "measure") and key not in fields:
-            valid = sorted({"name", "measure", *fields})
+        if key not in ("name", "measure", "reference") and key not in fields:
+            valid = sorted({"name", "measure", "reference", *fields})
             raise SuiteError(
                 f"{location(path, text, 'marker', key, i)}: unknown key{close_match_hint(key, valid)} "
                 f"for measure {measure!r}; valid keys are {valid}"
             )
     spec = build_table(spec_cls, {k: v for k, v in table.items() if k in fields},
                        path, text, "marker", index=i)
-    return MarkerSpec(name=name, measure=measure, spec=spec)
+    return MarkerSpec(name=name, measure=measure, spec=spec, reference=reference)
 
 
 def load_diagnosis(path: str | Path) -> DiagnosisFile:

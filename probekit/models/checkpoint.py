@@ -63,7 +63,11 @@ def check_safetensors_file(path: Path) -> None:
     file or pickle bytes saved under a ``.safetensors`` name are refused with one line.
     """
     with open(path, "rb") as fh:
-        head = fh.read(8)
+        head = fh.read(9)
+    # a safetensors file opens with its header's length (8 bytes, little-endian) and the JSON
+    # header's "{"; that length's low byte can be 0x80, which alone looks like a pickle
+    if head[8:9] == b"{":
+        return
     if head.startswith(_PICKLE_MAGIC):
         raise ModelLoadError(
             f"{path} holds pickle (torch.save) bytes, not safetensors; probekit loads only "

@@ -64,6 +64,8 @@ class AnalysisContext:
         cache_dir: root of the activation / answer caches (default ``<PROBEKIT_CACHE>``);
             ``False`` keeps captures in a store under ``<cache>/activations`` anyway but never
             reuses one (every run captures).
+        examples: the examples, when already built (e.g. another model's context on the same
+            inputs); default: built from ``suite`` on first use.
 
     Attributes:
         stats: the suite's ``[stats]`` settings; ``device``: resolved torch device name.
@@ -72,6 +74,7 @@ class AnalysisContext:
     def __init__(
         self, suite: Suite, *, model: HookedModel | None = None, progress: bool = True,
         executor: str | Executor | None = None, cache_dir: str | Path | None = None,
+        examples: Examples | None = None,
     ) -> None:
         """Hold the inputs; nothing is loaded or captured until first asked for."""
         self.suite = suite
@@ -84,7 +87,7 @@ class AnalysisContext:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._model = model
         self._fingerprint: str | None = None
-        self._examples: Examples | None = None
+        self._examples: Examples | None = examples
         self._acts: dict[Site, torch.Tensor] = {}
         self.forward_passes = 0  # captures / generations actually run (0 on a cached rerun)
 

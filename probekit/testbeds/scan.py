@@ -275,6 +275,10 @@ def parse_metadata(cmd: Command, cfg: ScanConfig) -> dict[str, Any]:
       the tokens up to the next primitive; noise before the first primitive is a part of its own.
       Consecutive parts give the pairs (a, b) of ``a then b``.
     * ``then_positions``, ``noise_positions``; ``output_spans[c]`` = clause ``c``'s output tokens.
+    * ``first_primitive`` (one label per example: the first clause's primitive, i.e. its output
+      action) and ``second_prim_position`` (the second clause's primitive token; None for a
+      single clause): a probe at that position for that label asks whether the first clause is
+      still represented when the next one starts (``probes/diagnose_scan_noise.toml``).
     """
     reps = dict(cfg.modifiers)
     prim_pos = [i for i, w in enumerate(cmd.words) if w in cfg.all_primitives]
@@ -306,6 +310,8 @@ def parse_metadata(cmd: Command, cfg: ScanConfig) -> dict[str, Any]:
         "then_positions": [i for i, w in enumerate(cmd.words) if w == cfg.connective],
         "noise_positions": [i for i, w in enumerate(cmd.words) if w in cfg.noise_tokens],
         "output_spans": out_spans,
+        "first_primitive": cmd.primitives[0],
+        "second_prim_position": prim_pos[1] if len(prim_pos) > 1 else None,
     }
 
 

@@ -215,3 +215,37 @@ def test_crossing_step_outcome_errors(population, calls):
     with pytest.raises(ConfigError, match=r"censor = 5 is not above the largest observed crossing"):
         runner.diagnose(_crossing_file(population, 'outcome = "id_step_0.9"\ncrossing = 0.9\n'
                                                    'censor = 5'))
+
+
+def test_reference_checkpoints_match_one_final_row_per_row(tmp_path):
+    import dataclasses
+
+    from probekit.diagnosis.population import Checkpoint
+    from probekit.diagnosis.spec import load_diagnosis
+    from probekit.errors import ConfigError
+
+    path = write_file(tmp_path, 'preset = "scan"\ngrid = { "task.n_noise" = [0, 3], seed = [0, 1, 2] }',
+                      '[[marker]]\nname = "cka"\nmeasure = "representational_similarity"\n'
+                      'site_a = "embed"\nsite_b = "embed"\n'
+                      'reference = { "task.n_noise" = 0, seed = "same" }', 'outcome = "id_accuracy"')
+    base = load_diagnosis(path)
+    rows = [Checkpoint(path=f"n{n}s{s}", run=f"n{n}s{s}", step=10, final=True,
+                       design={"task.n_noise": n, "seed": s}) for n in (0, 3) for s in (0, 1)]
+    rows.append(Checkpoint(path="n3s1-early", run="n3s1", step=5, final=False,
+                           design={"task.n_noise": 3, "seed": 1}))
+
+    def spec(reference):
+        return dataclasses.replace(base, markers=(dataclasses.replace(base.markers[0],
+                                                                      reference=reference),))
+
+    refs = runner.reference_checkpoints(base, rows)
+    assert refs == {"cka": ["n0s0", "n0s1", "n0s0", "n0s1", "n0s1"]}
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if "reference" in t)
+    with pytest.raises(ConfigError, match=rf"{path}:{line}: .*0 final checkpoints have "
+                       r"\{'task.n_noise': 6, 'seed': 0\}"):
+        runner.reference_checkpoints(spec({"task.n_noise": 6, "seed": "same"}), rows)
+    with pytest.raises(ConfigError, match=r"2 final checkpoints have \{'task.n_noise': 0\}.*"
+                       "seed = \"same\""):
+        runner.reference_checkpoints(spec({"task.n_noise": 0}), rows)
+    with pytest.raises(ConfigError, match="'noise' is not a design column"):
+        runner.reference_checkpoints(spec({"noise": 0}), rows)

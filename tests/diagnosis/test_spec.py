@@ -60,6 +60,12 @@ def _line(path: Path, needle: str) -> int:
      'outcome = "id_accuracy"', "repeats a value", None),
     (GRID, WEIGHT_NORM, 'outcome = "id_accuracy"\nn_bootstrap = 0', "n_bootstrap must be >= 1", None),
     (GRID, WEIGHT_NORM, 'outcom = "id_accuracy"', r"\[diagnosis\] outcom: unknown key", "outcom"),
+    (GRID, WEIGHT_NORM + '\nreference = { seed = 0 }', 'outcome = "id_accuracy"',
+     r"\[marker\] reference: a reference checkpoint is read by \['representational_similarity'\] "
+     "only, not 'weight_norm'", "reference"),
+    (GRID, '[[marker]]\nname = "c"\nmeasure = "representational_similarity"\nsite_a = "embed"\n'
+     'site_b = "embed"\nreference = "noise0"', 'outcome = "id_accuracy"',
+     r"\[marker\] reference = 'noise0': expected a table of design columns", "reference"),
 ])
 def test_bad_files_name_file_line_and_fix(tmp_path, population, markers, diagnosis, message,
                                           needle):

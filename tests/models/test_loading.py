@@ -140,3 +140,20 @@ def test_hf_loader_rejects_probekit_checkpoint(tmp_path):
 def test_hf_loader_rejects_missing_dir(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a directory"):
         load_hf_dir(tmp_path / "nope")
+
+
+def test_safetensors_header_length_with_low_byte_0x80_is_not_taken_for_a_pickle(tmp_path):
+    # the 8-byte header length opens the file; 0x80 as its low byte once made it look like a
+    # raw pickle (protocol >= 2), refusing a real checkpoint
+    from safetensors.torch import load_file, save_file
+
+    from probekit.models.checkpoint import check_safetensors_file
+
+    path = tmp_path / "w.safetensors"
+    for pad in range(256):
+        save_file({"w": torch.arange(3.0)}, str(path), metadata={"pad": "x" * pad})
+        if path.read_bytes()[0] == 0x80:
+            break
+    assert path.read_bytes()[0] == 0x80 and path.read_bytes()[8:9] == b"{"
+    check_safetensors_file(path)  # no error
+    torch.testing.assert_close(load_file(str(path))["w"], torch.arange(3.0))

@@ -85,6 +85,10 @@ def test_parse_metadata_spans(noisy):
             for (s, e), p in zip(md["output_spans"], md["primitives"]):
                 assert out[s:e] == [p.upper()] * (e - s)
             assert md["output_spans"][-1][1] == len(out)
+            assert md["first_primitive"] == w[md["prim_positions"][0]] == out[0].lower()
+            second = md["second_prim_position"]
+            assert (second is None) == (md["n_clauses"] == 1)
+            assert second is None or w[second] == md["primitives"][1]
 
 
 def test_objective_alignment():
