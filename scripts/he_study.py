@@ -17,6 +17,8 @@ checkpoint), so a population can be grown (more seeds, levels) or finished elsew
     python scripts/he_study.py --out runs/he --noise --coverage 1 2 3 4 \
         --depth 1 2 3 4 5 6 7 8 9 10 --seeds 0 1 2 3 4 --epochs 15   # [C]'s probe sweeps
     python scripts/he_study.py --out runs/he --population paper --executor ray  # all 175 of [C]
+    python scripts/he_study.py --out runs/he --preset scan_he_paper --epochs 50 --max-samples 2000 \
+        --noise 0 3 6 9 12 15 --seeds 0 1 2 3 4 --he-lambda 0 0.2   # [C]'s regularisation study
     python scripts/he_study.py --out runs/he --analyse-all  # every finished model under runs/he
     python scripts/he_study.py --smoke --out /tmp/he_smoke # tiny, ~20 s
 
@@ -73,19 +75,21 @@ class ModelSpec:
     d_model: int = 128
     he_pairs: int = 256
     he_epochs: int = 50
+    preset: str = "scan"
 
     @property
     def name(self) -> str:
         """Directory name of this model's run (unique per spec; stable across versions)."""
         cov = "".join(str(c) for c in self.train_clauses)
         sched = f"ep{self.epochs}" if self.epochs is not None else f"st{self.steps}"
+        own = "" if self.preset == "scan" else f"_{self.preset}"  # old names unchanged
         return (
             f"n{self.noise:02d}_c{cov}_L{self.n_layers}_s{self.seed}_lam{self.he_lambda:g}"
-            f"_{sched}_d{self.d_model}"
+            f"_{sched}_d{self.d_model}{own}"
         )
 
     def sets(self) -> list[str]:
-        """``--set`` overrides for :func:`probekit.train.build_run` (preset ``scan``)."""
+        """``--set`` overrides for :func:`probekit.train.build_run` (preset :attr:`preset`)."""
         small = self.d_model != 128
         out = [
             f"task.n_noise={self.noise}",
@@ -100,6 +104,8 @@ class ModelSpec:
                     "model.n_heads=2", f"model.d_head={self.d_model // 2}"]
         if self.he_lambda:
             out += [f"train.he_lambda={self.he_lambda}", f"train.he_pairs={self.he_pairs}"]
+        elif self.preset != "scan":  # e.g. scan_he_paper regularises by default
+            out.append("train.he_lambda=0")
         return out
 
     def train_steps(self, n_train: int, batch_size: int) -> int:
@@ -146,7 +152,7 @@ def run_model(spec: ModelSpec) -> dict[str, Any]:
 
     out = Path(spec.out_root) / spec.name
     torch.set_num_threads(1)
-    task, mcfg, tcfg = build_run("scan", seed=spec.seed, steps=spec.steps, sets=spec.sets())
+    task, mcfg, tcfg = build_run(spec.preset, seed=spec.seed, steps=spec.steps, sets=spec.sets())
     ds = task.splits()["train"]
     steps = spec.train_steps(len(ds), tcfg.batch_size or len(ds))
     tcfg = dataclasses.replace(tcfg, steps=steps, eval_steps=(steps,), checkpoint_steps=(steps,),
@@ -299,6 +305,11 @@ def main(argv: list[str] | None = None, *, executor: Any = None) -> dict[str, An
     ap.add_argument("--n-ood", type=int, default=200, help="commands per OOD length")
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--he-pairs", type=int, default=256, help="regulariser pairs per step")
+    ap.add_argument("--preset", default="scan",
+                    help="training preset of every model: scan (the probe sweeps' schedule) or "
+                         "scan_he_paper ([C]'s regularisation schedule: Adam lr 1e-4, betas "
+                         "0.9/0.98, batch 64, sinusoidal positions, dropout 0.1; with --epochs 50 "
+                         "--max-samples 2000)")
     ap.add_argument("--executor", default=None, help="inprocess (default) or ray")
     ap.add_argument("--ray-address", default=None,
                     help="Ray cluster (implies --executor ray): 'auto' or the head's HOST:6379")
@@ -323,7 +334,7 @@ def main(argv: list[str] | None = None, *, executor: Any = None) -> dict[str, An
     specs = population_specs(
         out_root=str(args.out / "models"), layers=args.layers, steps=args.steps,
         epochs=args.epochs, max_samples=args.max_samples, n_ood_per_length=args.n_ood,
-        d_model=args.d_model, he_pairs=args.he_pairs, **grid,
+        d_model=args.d_model, he_pairs=args.he_pairs, preset=args.preset, **grid,
     )
     todo = [s for s in specs if load_result(s) is None]
     if args.list:

@@ -34,8 +34,14 @@ def value(row: dict[str, Any], metric: str) -> float | None:
 
 
 def schedule_label(spec: dict[str, Any]) -> str:
-    """``"ep15"`` for an epoch schedule, ``"st450"`` for a fixed step count."""
-    return f"ep{spec['epochs']}" if spec.get("epochs") else f"st{spec['steps']}"
+    """``"ep15"`` for an epoch schedule, ``"st450"`` for a fixed step count.
+
+    A preset other than ``scan`` is appended (``"ep50_scan_he_paper"``), so models trained on
+    different presets are never paired or pooled.
+    """
+    label = f"ep{spec['epochs']}" if spec.get("epochs") else f"st{spec['steps']}"
+    preset = spec.get("preset", "scan")
+    return label if preset == "scan" else f"{label}_{preset}"
 
 
 def sweep_level(spec: dict[str, Any], sweep: str, *, layers: int = 4) -> int | None:

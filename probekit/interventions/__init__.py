@@ -12,6 +12,8 @@ rules in *unpadded* coordinates, so left and right padding give the same result.
     ...     model, corrupt_tokens, [Replace(site=site, values=clean[site], positions=LastToken())])
     >>> patched.output  # aligned logits (batch, pos, d_vocab)
 
+Training-time dropout at sites (TL-native blocks have none): :func:`.dropout.dropout`.
+
 Ops (:mod:`.ops`): :class:`Read`, :class:`Replace` (patch from a cache), :class:`ReplaceFromRows`
 (patch from another row of the batch), :class:`Ablate` (zero / mean / resample), :class:`Add`
 (steering), :class:`Grad` (d objective / d activation; ``objective=`` or
@@ -35,6 +37,8 @@ How to add an intervention:
 Never attach hooks elsewhere: method modules (circuits, neurons, ...) build on these ops.
 """
 
+from .dropout import dropout as dropout
+from .dropout import dropout_sites as dropout_sites
 from .ops import Ablate as Ablate
 from .ops import Add as Add
 from .ops import Grad as Grad

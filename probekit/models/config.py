@@ -10,7 +10,7 @@ from ..errors import ConfigError
 from ..util.config import check_keys
 
 NormType = Literal["LN", "LNPre", "RMS", "RMSPre"]
-PosEmbed = Literal["standard", "rotary"]
+PosEmbed = Literal["standard", "rotary", "sinusoidal"]
 
 _ACT_FNS = ("relu", "gelu", "gelu_new", "silu")
 
@@ -21,6 +21,8 @@ class ModelConfig:
 
     ``normalization_type=None`` gives a model without LayerNorm (the modular-addition testbed,
     Nanda et al. 2023). ``n_key_value_heads < n_heads`` gives grouped-query attention.
+    ``positional_embedding_type="sinusoidal"``: the fixed positions of Vaswani et al. (2017)
+    written into ``W_pos`` and frozen (:func:`probekit.models.native.sinusoidal_positions`).
     """
 
     n_layers: int
@@ -46,6 +48,11 @@ class ModelConfig:
             raise ConfigError(f"ModelConfig.d_mlp must be positive or None, got {self.d_mlp}")
         if self.act_fn not in _ACT_FNS:
             raise ConfigError(f"ModelConfig.act_fn={self.act_fn!r}; choose one of {_ACT_FNS}")
+        if self.positional_embedding_type not in ("standard", "rotary", "sinusoidal"):
+            raise ConfigError(
+                f"ModelConfig.positional_embedding_type={self.positional_embedding_type!r}; "
+                "choose 'standard' (learned), 'rotary' or 'sinusoidal' (fixed)"
+            )
         if self.n_key_value_heads is not None and (
             self.n_key_value_heads < 1 or self.n_heads % self.n_key_value_heads
         ):

@@ -199,7 +199,9 @@ class ScanTask:
         """[C] d_model 128, 4 heads, d_ff 256, GELU, 4 layers.
 
         Deviations (TL-native blocks): pre-LN instead of post-LN, learned instead of sinusoidal
-        positions, no dropout.
+        positions, no dropout. ``positional_embedding_type="sinusoidal"`` plus
+        ``TrainConfig(dropout=0.1)`` give [C]'s positions and dropout (preset ``scan_he_paper``);
+        TL-native blocks cannot be post-LN.
         """
         n_ctx = max(ds.max_len for ds in self.splits().values())
         base: dict[str, Any] = dict(

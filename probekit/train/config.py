@@ -43,6 +43,13 @@ class TrainConfig:
         he_pairs: primitive-modifier pairs drawn (with replacement) per step ([C]: 256).
         he_pool: pool size, the first pairs of the training set ([C]: 2048).
         he_hidden: width of the per-modifier MLPs ([C]: 256).
+        dropout: inverted-dropout rate during training steps (0 = off, then training is
+            bit-identical to a run without the field) at ``dropout_kinds`` of every block,
+            through :func:`probekit.interventions.dropout` (TL-native blocks have no dropout
+            of their own); masks are seeded by ``(seed, step)``, so a resumed run continues
+            exactly. Evaluation never drops. An & Du (2026) [C]: 0.1.
+        dropout_kinds: site kinds that drop ([C]: attention weights, attention output, MLP
+            output, each before its residual add).
     """
 
     steps: int = 10_000
@@ -70,6 +77,8 @@ class TrainConfig:
     he_pairs: int = 256
     he_pool: int = 2048
     he_hidden: int = 256
+    dropout: float = 0.0
+    dropout_kinds: tuple[str, ...] = ("attn_pattern", "attn_out", "mlp_out")
 
     def __post_init__(self) -> None:
         own = "TrainConfig"
@@ -110,6 +119,13 @@ class TrainConfig:
             raise ValueError(
                 f"{own}.he_layers must be 1-indexed block numbers >= 1, got {self.he_layers!r}"
             )
+        if not (isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1):
+            raise ConfigError(f"{own}.dropout must be in [0, 1) (0 = off), got {self.dropout!r}")
+        if not self.dropout_kinds or not all(isinstance(k, str) for k in self.dropout_kinds):
+            raise ConfigError(
+                f"{own}.dropout_kinds must be site kinds such as 'attn_out', got "
+                f"{self.dropout_kinds!r}"
+            )
         if not isinstance(self.device, str) or not self.device:
             raise ConfigError(f"{own}.device must be a torch device string, got {self.device!r}")
 
@@ -137,7 +153,7 @@ class TrainConfig:
 #: fields that must agree between a checkpointed run and the run resuming it
 OPTIMISATION_FIELDS = (
     "lr", "weight_decay", "betas", "eps", "batch_size", "warmup_steps", "grad_clip", "seed",
-    "he_lambda", "he_layers", "he_pairs", "he_pool", "he_hidden",
+    "he_lambda", "he_layers", "he_pairs", "he_pool", "he_hidden", "dropout", "dropout_kinds",
 )
 
 

@@ -90,16 +90,20 @@ PRESETS: dict[str, Preset] = {
     "scan_he_paper": Preset(
         task="scan",
         task_overrides=dict(max_samples=2000),
+        model_overrides=dict(positional_embedding_type="sinusoidal"),
         train=TrainConfig(
             steps=1400, lr=1e-4, weight_decay=0.0, betas=(0.9, 0.98), batch_size=64,
             n_evals=20, n_checkpoints=5, he_lambda=0.2, he_layers=(2, 4), he_pairs=256,
-            he_pool=2048, he_hidden=256,
+            he_pool=2048, he_hidden=256, dropout=0.1,
         ),
         description=(
-            "An & Du (2026) HE-regularised training [C]: Adam lr 1e-4, betas (0.9, 0.98), batch "
-            "64, ~50 epochs of <=2000 2-clause commands (1800 train -> 29 steps/epoch), "
-            "L = CE + 0.2 L_HE on blocks 2 and 4 (256 pairs/step from a 2048-pair pool); "
-            "--set train.he_lambda=0 for the baseline, --set task.n_noise=K for noise"
+            "An & Du (2026) HE-regularised training [C], as close to [C]'s model as TL-native "
+            "blocks allow: fixed sinusoidal positions, dropout 0.1 on attention weights, "
+            "attention output and MLP output (pre-LN blocks: [C]'s are post-LN); Adam lr 1e-4, "
+            "betas (0.9, 0.98), batch 64, ~50 epochs of <=2000 2-clause commands (1800 train -> "
+            "29 steps/epoch), L = CE + 0.2 L_HE on blocks 2 and 4 (256 pairs/step from a "
+            "2048-pair pool); --set train.he_lambda=0 for the baseline, --set task.n_noise=K "
+            "for noise"
         ),
     ),
     "kg_composition": Preset(

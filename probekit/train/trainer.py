@@ -11,7 +11,10 @@ Output layout of ``train(task, model_config, train_config, out_dir)``::
 
 Loss: mean cross-entropy over all scored target tokens of the batch,
 ``L = (1/T) sum_{i,j} -log softmax(logits[i, target_positions[i][j]])[targets[i][j]]``.
-Determinism: on CPU two runs with the same configs give bit-identical weights; a run resumed from
+Dropout (``TrainConfig.dropout``, e.g. An & Du 2026's 0.1) applies to the training steps' forward
+passes only, through :func:`probekit.interventions.dropout`; weights a model builds frozen (the
+sinusoidal ``W_pos`` of ``ModelConfig.positional_embedding_type="sinusoidal"``) are not
+optimised. Determinism: on CPU two runs with the same configs give bit-identical weights; a run resumed from
 its last checkpoint continues exactly like an uninterrupted one (stateless minibatch order and lr
 schedule, optimizer state restored from the checkpoint).
 """
@@ -23,7 +26,8 @@ import json
 import re
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from ..errors import ConfigError
+from ..interventions.dropout import dropout, dropout_sites
 from ..models.checkpoint import load_checkpoint, read_checkpoint_meta, save_checkpoint
 from ..models.config import ModelConfig
 from ..models.native import build_model
@@ -261,8 +266,9 @@ def train(
         history = History()
     atomic_write_text(out_dir / RUN_JSON, json.dumps(meta, indent=2))
 
-    names = [n for n, _ in model.named_parameters()]
-    params = [p for _, p in model.named_parameters()]
+    # frozen weights (e.g. sinusoidal W_pos) stay out of the optimiser
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    params = [p for _, p in model.named_parameters() if p.requires_grad]
     weights = cfg.loss_term_weights()
     terms = _build_terms(loss_terms, weights, model, device, ck_dir)
     for term in terms:  # a term's parameters learn jointly, in the same optimiser
@@ -314,6 +320,8 @@ def train(
             )
         return rec[cfg.stop_metric] >= cfg.stop_threshold
 
+    dropout_step = _dropout_scope(model, cfg, device)
+
     if start == 0 and not history.records:  # (a run killed after step 0 has its record)
         last = do_eval(0) if 0 in evals else None
         _save(out_dir, 0, model, opt, names, meta, mcfg, last, terms)
@@ -335,9 +343,10 @@ def train(
             batch = PaddedBatch(b.tokens.to(device), b.labels.to(device))
         for g in opt.param_groups:
             g["lr"] = lr_at(step, cfg)
-        loss, _, _ = masked_loss_and_correct(model(batch.tokens), batch.labels)
-        for term in terms:
-            loss = loss + weights[term.name] * term.loss(model, step)
+        with dropout_step(step):  # every training forward pass of the step, terms' included
+            loss, _, _ = masked_loss_and_correct(model(batch.tokens), batch.labels)
+            for term in terms:
+                loss = loss + weights[term.name] * term.loss(model, step)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip is not None:
@@ -359,6 +368,26 @@ def train(
         plot_history(history, out_dir / "curves.png", metric=metric, title=task.name)
     model.eval()
     return history
+
+
+def _dropout_scope(
+    model: Any, cfg: TrainConfig, device: torch.device
+) -> Callable[[int], AbstractContextManager[None]]:
+    """``scope(step)``: the training step's dropout (:func:`probekit.interventions.dropout`).
+
+    The masks come from a generator seeded by ``(cfg.seed, step)``, so a resumed run draws the
+    same masks as an uninterrupted one; ``cfg.dropout == 0`` attaches nothing.
+    """
+    if cfg.dropout == 0:
+        return lambda step: nullcontext()
+    sites = dropout_sites(int(model.cfg.n_layers), cfg.dropout_kinds)
+    gen = torch.Generator(device=device)
+
+    def scope(step: int) -> AbstractContextManager[None]:
+        gen.manual_seed(int(np.random.default_rng([cfg.seed, 9_176_131, step]).integers(2**62)))
+        return dropout(model, p=cfg.dropout, sites=sites, generator=gen)
+
+    return scope
 
 
 def _build_terms(

@@ -149,6 +149,9 @@ def test_cli_sets_reach_the_regulariser():
     assert cfg.he_lambda == 0.2 and cfg.he_layers == (1, 3)
     _, mcfg, paper = build_run("scan_he_paper")
     assert paper.he_lambda == 0.2 and paper.he_layers == (2, 4) and mcfg.n_layers == 4
+    # [C]'s model as far as TL-native blocks go: fixed sinusoidal positions, dropout 0.1
+    assert mcfg.positional_embedding_type == "sinusoidal" and paper.dropout == 0.1
+    assert (paper.lr, paper.betas, paper.batch_size, paper.he_pairs) == (1e-4, (0.9, 0.98), 64, 256)
 
 
 def test_trainer_needs_exactly_the_weighted_terms(tiny, tmp_path):

@@ -48,6 +48,21 @@ def test_epoch_schedule_steps_and_names():
     assert by_steps.name.endswith("_st450_d128") and by_epochs.name.endswith("_ep15_d128")
 
 
+def test_preset_names_sets_and_schedule_label():
+    """A non-default preset gets its own model names and schedule label (never paired with
+    the scan preset's models); the plain arm of a regularising preset sets he_lambda=0."""
+    old = he_study.ModelSpec(out_root="/r", noise=3, epochs=50)
+    assert old.name == "n03_c2_L4_s0_lam0_ep50_d128"  # names of the scan preset unchanged
+    c_plain = he_study.ModelSpec(out_root="/r", noise=3, epochs=50, preset="scan_he_paper")
+    c_reg = he_study.ModelSpec(out_root="/r", noise=3, epochs=50, preset="scan_he_paper",
+                               he_lambda=0.2)
+    assert c_plain.name == "n03_c2_L4_s0_lam0_ep50_d128_scan_he_paper"
+    assert "train.he_lambda=0" in c_plain.sets() and "train.he_lambda=0.2" in c_reg.sets()
+    assert not any(s.startswith("train.he_lambda") for s in old.sets())
+    assert A.schedule_label({"epochs": 50, "steps": 450}) == "ep50"
+    assert A.schedule_label({"epochs": 50, "preset": "scan_he_paper"}) == "ep50_scan_he_paper"
+
+
 def test_resume_skips_finished_models(tmp_path, monkeypatch):
     spec = he_study.ModelSpec(out_root=str(tmp_path), noise=3, seed=1)
     done = {"name": spec.name, "marker": 7}

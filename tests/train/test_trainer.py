@@ -120,3 +120,44 @@ def test_stop_metric(tmp_path, tiny_task, tiny_model_config):
     with pytest.raises(ValueError, match="stop_metric"):
         train(tiny_task, tiny_model_config, TrainConfig(steps=2, stop_metric="nope"), tmp_path / "x",
               progress=False)
+
+
+def test_dropout_and_sinusoidal_positions(tmp_path, tiny_task, tiny_model_config):
+    """[C]'s model features: frozen sinusoidal W_pos (out of the optimiser, unchanged by
+    training, same after loading) and training-only dropout (seeded per step: deterministic
+    and exactly resumable; evaluation never drops)."""
+    from probekit.models.native import sinusoidal_positions
+
+    mcfg = dataclasses.replace(tiny_model_config, positional_embedding_type="sinusoidal")
+    cfg = TrainConfig(steps=6, batch_size=16, lr=3e-3, weight_decay=0.0, n_evals=2,
+                      checkpoint_steps=(3,), dropout=0.1)
+    a, b, c, plain = (tmp_path / k for k in ("a", "b", "c", "plain"))
+    h = train(tiny_task, mcfg, cfg, a, progress=False, plot=False)
+    step, wa = _weights(a)
+    pe = sinusoidal_positions(mcfg.n_ctx, mcfg.d_model)
+    assert step == 6 and torch.equal(wa["pos_embed.weight"], pe)
+    _, w0 = list_checkpoints(a)[0][0], load_file(str(list_checkpoints(a)[0][1] / "model.safetensors"))
+    assert not torch.equal(w0["embed.weight"], wa["embed.weight"])  # the rest did train
+    names = json.loads((list_checkpoints(a)[-1][1] / "optimizer.json").read_text())
+    assert "pos" not in json.dumps(names) and "embed" in json.dumps(names)
+    model = load_checkpoint(list_checkpoints(a)[-1][1])
+    assert not model.W_pos.requires_grad and torch.equal(model.W_pos.detach(), pe)
+    # evaluation runs the plain model: the history's final numbers equal a reload's
+    toks = torch.tensor(tiny_task.splits()["test_id"].tokens)
+    with torch.no_grad():
+        acc = (model(toks)[:, -1].argmax(-1) == torch.tensor(
+            tiny_task.splits()["test_id"].metadata["answer"])).float().mean().item()
+    assert acc == pytest.approx(h.records[-1]["test_id/acc"])
+    # deterministic, resumable, and dropout does change the training
+    train(tiny_task, mcfg, cfg, b, progress=False, plot=False)
+    assert _same(wa, _weights(b)[1])
+    shutil.copytree(a, c)
+    for s, d in list_checkpoints(c):
+        if s > 3:
+            shutil.rmtree(d)
+    train(tiny_task, mcfg, cfg, c, progress=False, plot=False)
+    assert _same(wa, _weights(c)[1])
+    train(tiny_task, mcfg, dataclasses.replace(cfg, dropout=0.0), plain, progress=False, plot=False)
+    assert not torch.equal(wa["embed.weight"], _weights(plain)[1]["embed.weight"])
+    with pytest.raises(ValueError, match="dropout"):
+        train(tiny_task, mcfg, dataclasses.replace(cfg, dropout=0.2, steps=8), c, progress=False)
