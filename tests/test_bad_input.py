@@ -1237,6 +1237,15 @@ def _corrupt_history(tmp_path, model, name):
     return tmp_path / name, lambda: History.read(tmp_path)
 
 
+def _corrupt_run_meta(tmp_path, model, name):
+    from probekit.diagnosis.outcomes import crossing_step
+    from probekit.train.history import History, write_run_meta
+
+    History([{"step": 0, "test_id/acc": 0.25}, {"step": 10, "test_id/acc": 0.75}]).write(tmp_path)
+    write_run_meta(tmp_path, {"task": "modular_addition", "seed": 3})
+    return tmp_path / name, lambda: crossing_step(tmp_path, 0.5)
+
+
 def _corrupt_table(tmp_path, model, name):
     from probekit.diagnosis import read_marker_table
     from tests.diagnosis.test_table_diagnosis import _population, _spec
@@ -1289,6 +1298,10 @@ CORRUPT_CASES = [
      r"training history .*history.json fails its checksum.*delete the run directory"),
     ("history-truncate", _corrupt_history, "history.json", _truncate, None, CorruptFileError,
      r"training history .*history.json:\d+:\d+ is not valid JSON"),
+    ("run-meta-flip", _corrupt_run_meta, "run.json", _flip, b'"seed": 3', CorruptFileError,
+     r"training run metadata .*run.json fails its checksum.*delete the run directory"),
+    ("run-meta-truncate", _corrupt_run_meta, "run.json", _truncate, None, CorruptFileError,
+     r"training run metadata .*run.json:\d+:\d+ is not valid JSON"),
     ("markers-csv-flip", _corrupt_table, "markers.csv", _flip, b"m1,", CorruptFileError,
      r"marker table .*markers.csv fails its checksum \(markers.csv.sha256 records"),
     ("markers-csv-truncate", _corrupt_table, "markers.csv", _truncate, None, CorruptFileError,
@@ -1544,6 +1557,10 @@ def _method_cases():
          DataError, "LogisticProbe needs samples of at least 2 classes, but the data contains only one class"),
         ("probe-diffmeans-3", lambda m: __import__("probekit").DiffMeansProbe().fit(r(21, 4).numpy(), np.arange(21) % 3),
          DataError, "Only binary classification is supported. DiffMeansProbe expected 2 classes, got 3"),
+        ("probe-continuous", lambda m: __import__("probekit").LogisticProbe().fit(r(20, 4).numpy(), np.linspace(0, 1, 20)),
+         DataError, "LogisticProbe: Unknown label type: continuous (labels 0.0, 0.05263157894736842"),
+        ("probe-diffmeans-continuous", lambda m: __import__("probekit").DiffMeansProbe().fit(r(20, 4).numpy(), np.linspace(0, 1, 20)),
+         DataError, "needs discrete class labels; for a continuous target use RidgeProbe"),
         # stats
         ("stats-pvalue-empty", lambda m: ST.permutation_pvalue(1.0, np.array([])), DataError,
          "null holds no permutation statistics"),

@@ -24,7 +24,6 @@ whatever the run's evaluation schedule was.
 
 from __future__ import annotations
 
-import json
 import re
 import zlib
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..train.history import read_history
+from ..train.history import read_history, read_run_meta
 
 __all__ = ["checkpoint_task", "crossing_column", "crossing_step", "next_eval_step", "outcome_columns",
            "outcome_names", "split_column"]
@@ -128,7 +127,7 @@ def crossing_step(run_dir: str | Path, threshold: float) -> int | None:
     meta = Path(run_dir) / "run.json"
     if not path.is_file():
         return None
-    task = json.loads(meta.read_text()).get("task") if meta.is_file() else None
+    task = read_run_meta(meta).get("task") if meta.is_file() else None
     metric = getattr(TASKS[task][0], "primary_metric", "acc") if task in TASKS else "acc"
     for rec in read_history(run_dir).get("records", []):
         value = rec.get(f"{ID}/{metric}")

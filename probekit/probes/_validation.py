@@ -146,3 +146,24 @@ def validate_finite(estimator: object, X: object, y: object = "no_validation", *
     out = validate_data(estimator, X, y, ensure_all_finite=False, **kwargs)
     check_finite(out[0] if isinstance(out, tuple) else out, name="X")
     return out
+
+
+def check_class_targets(y: np.ndarray, *, estimator: str) -> None:
+    """Refuse labels that are not classes (continuous floats, multi-output), naming the fix.
+
+    scikit-learn's ``type_of_target`` decides; the message keeps its "Unknown label type" words
+    (sklearn's estimator checks match them) and adds the fix.
+
+    Raises:
+        DataError: (a ``ValueError``) ``y`` is a regression target or otherwise not class labels.
+    """
+    from sklearn.utils.multiclass import type_of_target
+
+    kind = type_of_target(y, input_name="y")
+    if kind not in ("binary", "multiclass"):
+        example = ", ".join(repr(v) for v in np.asarray(y).ravel()[:3].tolist())
+        raise DataError(
+            f"{estimator}: Unknown label type: {kind} (labels {example}, ...): it is a classifier "
+            "and needs discrete class labels; for a continuous target use RidgeProbe "
+            "(`kind = \"ridge\"` in a suite), or bin the values into classes"
+        )

@@ -12,12 +12,11 @@ from __future__ import annotations
 import numpy as np
 from jaxtyping import Float, Shaped
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ..errors import DataError
 from ..util.numeric import diff_of_means
-from ._validation import validate_finite
+from ._validation import check_class_targets, validate_finite
 from .metrics import auroc
 
 __all__ = ["DiffMeansProbe", "best_threshold", "diffmeans_direction"]
@@ -88,7 +87,7 @@ class DiffMeansProbe(ClassifierMixin, BaseEstimator):
     def fit(self, X, y) -> DiffMeansProbe:
         """Compute class means, the unit direction and the decision threshold."""
         X, y = validate_finite(self, X, y, dtype=np.float64)
-        check_classification_targets(y)
+        check_class_targets(y, estimator="DiffMeansProbe")
         self.classes_ = np.unique(y)
         if len(self.classes_) == 1:
             raise DataError(

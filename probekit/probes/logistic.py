@@ -13,12 +13,11 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ..errors import DataError
 from ..util.numeric import standardization, standardize
-from ._validation import validate_finite
+from ._validation import check_class_targets, validate_finite
 from .batched_logistic import BatchedLogisticFit as BatchedLogisticFit
 from .batched_logistic import LogisticCVResult as LogisticCVResult
 from .batched_logistic import c_grid as c_grid
@@ -105,7 +104,7 @@ class LogisticProbe(ClassifierMixin, BaseEstimator):
     def fit(self, X, y) -> LogisticProbe:
         """Standardise, select C by CV (if ``C is None``), and fit on all of ``X``."""
         X, y = validate_finite(self, X, y, dtype=np.float64)
-        check_classification_targets(y)
+        check_class_targets(y, estimator="LogisticProbe")
         self.classes_, codes = np.unique(y, return_inverse=True)
         K = len(self.classes_)
         if K < 2:

@@ -107,3 +107,26 @@ def read_history(run_dir: str | Path) -> dict[str, Any]:
     path = Path(run_dir) / HISTORY_JSON
     return read_sealed(path, what="training history",
                        fix=f"delete the run directory {Path(run_dir)} and train it again")
+
+
+def write_run_meta(run_dir: str | Path, meta: dict[str, Any]) -> Path:
+    """Write ``run_dir/run.json`` (task name and configs of a run) atomically, with its sha256."""
+    path = Path(run_dir) / "run.json"
+    atomic_write_text(path, json.dumps(seal(meta), indent=2))
+    return path
+
+
+def read_run_meta(path: str | Path) -> dict[str, Any]:
+    """The parsed ``run.json`` (task name and configs of a training run), its checksum verified.
+
+    Args:
+        path: the ``run.json`` file (or its run directory).
+
+    Raises:
+        CorruptFileError: the file is truncated, not JSON or fails its checksum.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "run.json"
+    return read_sealed(path, what="training run metadata",
+                       fix=f"delete the run directory {path.parent} and train it again")

@@ -45,9 +45,8 @@ from ..models.protocol import HookedModel
 from ..progress import progress_bar
 from ..testbeds.base import IGNORE_INDEX, PaddedBatch, Task
 from ..util.device import resolve_device
-from ..util.io import atomic_write_text
 from .config import OPTIMISATION_FIELDS, TrainConfig
-from .history import History
+from .history import History, write_run_meta
 from .loss_term import LossTerm, LossTermFactory
 from .optim_state import load_optimizer, save_optimizer
 from .schedule import batch_position, checkpoint_schedule, epoch_permutation, eval_schedule, lr_at
@@ -264,7 +263,7 @@ def train(
         start, ck_dir = 0, None
         model = build_model(mcfg, device=device)
         history = History()
-    atomic_write_text(out_dir / RUN_JSON, json.dumps(meta, indent=2))
+    write_run_meta(out_dir, meta)  # with its sha256, checked on read
 
     # frozen weights (e.g. sinusoidal W_pos) stay out of the optimiser
     names = [n for n, p in model.named_parameters() if p.requires_grad]
