@@ -103,6 +103,7 @@ class _Ctx:
     def __init__(self, acts, examples, seed=3):
         self.acts, self.examples = acts, examples
         self.stats = StatsSpec(n_bootstrap=1000, seed=seed)
+        self.suite = self.executor = self.model = None  # the rest of probekit.context.Context
 
     def activations(self, sites):
         return {s: self.acts for s in sites}
