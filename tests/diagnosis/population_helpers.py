@@ -38,3 +38,28 @@ def write_file(root: Path, population: str, markers: str, diagnosis: str,
 
 
 WEIGHT_NORM = '[[marker]]\nname = "wn"\nmeasure = "weight_norm"'
+
+
+def run_smoke_diagnosis(path: Path, root: Path) -> dict[str, Any]:
+    """``probekit diagnose path --out root/out`` on one torch thread into a fresh cache under ``root``.
+
+    Returns the exit code, the output directory and the rows of its ``markers.csv``.
+    """
+    import csv
+
+    import pytest
+    import torch
+
+    from probekit.cli import main
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny GEMMs on a shared 2-core box: one thread is fastest
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("PROBEKIT_CACHE", str(root / "cache"))
+            code = main(["diagnose", str(path), "--out", str(root / "out"), "--quiet"])
+    finally:
+        torch.set_num_threads(threads)
+    with open(root / "out" / "markers.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    return {"code": code, "out": root / "out", "rows": rows}

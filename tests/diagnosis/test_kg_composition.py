@@ -7,16 +7,16 @@ finite on every model and equal their direct computation.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from probekit.cli import main
+
+from .population_helpers import run_smoke_diagnosis
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "probes" / "diagnose_kg_composition_smoke.toml"
@@ -26,16 +26,7 @@ MARKERS = ("bridge_rank_id", "bridge_probe_id", "circuit_faithfulness", "weight_
 @pytest.fixture(scope="module")
 def kg(tmp_path_factory):
     """The smoke diagnosis run once through the CLI into a fresh cache (6 tiny trainings)."""
-    root = tmp_path_factory.mktemp("diagnose_kg")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PROBEKIT_CACHE", str(root / "cache"))
-        code = main(["diagnose", str(SMOKE), "--out", str(root / "out"), "--quiet"])
-    torch.set_num_threads(threads)
-    with open(root / "out" / "markers.csv") as fh:
-        rows = list(csv.DictReader(fh))
-    return {"out": root / "out", "code": code, "rows": rows}
+    return run_smoke_diagnosis(SMOKE, tmp_path_factory.mktemp("diagnose_kg"))
 
 
 def test_kg_population_has_every_outcome_and_marker(kg):

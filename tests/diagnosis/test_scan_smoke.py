@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from pathlib import Path
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from probekit.cli import main
+from .population_helpers import run_smoke_diagnosis
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "probes" / "diagnose_scan_smoke.toml"
@@ -22,16 +21,7 @@ MARKERS = ("modifier_he", "modifier_he_separate", "sequence_he_separate", "probe
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     """The smoke diagnosis run once through the CLI into a fresh cache (trains 6 tiny runs)."""
-    root = tmp_path_factory.mktemp("diagnose_scan_smoke")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PROBEKIT_CACHE", str(root / "cache"))
-        code = main(["diagnose", str(SMOKE), "--out", str(root / "out"), "--quiet"])
-    torch.set_num_threads(threads)
-    with open(root / "out" / "markers.csv") as fh:
-        rows = list(csv.DictReader(fh))
-    return {"code": code, "out": root / "out", "rows": rows}
+    return run_smoke_diagnosis(SMOKE, tmp_path_factory.mktemp("diagnose_scan_smoke"))
 
 
 def _row(smoke, noise, seed):
