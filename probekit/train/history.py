@@ -13,6 +13,7 @@ from ..util.integrity import read_sealed, seal
 from ..util.io import atomic_write_text
 
 HISTORY_JSON = "history.json"
+RUN_JSON = "run.json"
 HISTORY_CSV = "history.csv"
 
 
@@ -111,7 +112,7 @@ def read_history(run_dir: str | Path) -> dict[str, Any]:
 
 def write_run_meta(run_dir: str | Path, meta: dict[str, Any]) -> Path:
     """Write ``run_dir/run.json`` (task name and configs of a run) atomically, with its sha256."""
-    path = Path(run_dir) / "run.json"
+    path = Path(run_dir) / RUN_JSON
     atomic_write_text(path, json.dumps(seal(meta), indent=2))
     return path
 
@@ -127,6 +128,6 @@ def read_run_meta(path: str | Path) -> dict[str, Any]:
     """
     path = Path(path)
     if path.is_dir():
-        path = path / "run.json"
+        path = path / RUN_JSON
     return read_sealed(path, what="training run metadata",
                        fix=f"delete the run directory {path.parent} and train it again")

@@ -51,7 +51,6 @@ from .loss_term import LossTerm, LossTermFactory
 from .optim_state import load_optimizer, save_optimizer
 from .schedule import batch_position, checkpoint_schedule, epoch_permutation, eval_schedule, lr_at
 
-RUN_JSON = "run.json"
 #: weights of the loss terms' modules, trained with the model but not part of it (e.g. the HE
 #: regulariser's MLPs), keyed ``<term name>.<parameter>``
 AUX_FILE = "aux.safetensors"
