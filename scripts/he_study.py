@@ -76,6 +76,10 @@ class ModelSpec:
     he_pairs: int = 256
     he_epochs: int = 50
     preset: str = "scan"
+    #: training device ("cpu", "cuda"; the trainer's final ID/OOD evaluation runs there too);
+    #: HE is measured on the CPU copy of the final checkpoint either way. The device changes
+    #: only the run's floating-point rounding and dropout stream. Not part of :attr:`name`.
+    device: str = "cpu"
 
     @property
     def name(self) -> str:
@@ -156,7 +160,7 @@ def run_model(spec: ModelSpec) -> dict[str, Any]:
     ds = task.splits()["train"]
     steps = spec.train_steps(len(ds), tcfg.batch_size or len(ds))
     tcfg = dataclasses.replace(tcfg, steps=steps, eval_steps=(steps,), checkpoint_steps=(steps,),
-                               eval_at_start=False)
+                               eval_at_start=False, device=spec.device)
     t0, c0 = time.perf_counter(), time.process_time()
     hist = train(task, mcfg, tcfg, out / "run", progress=False, plot=False,
                  loss_terms=loss_terms(task, tcfg))
@@ -217,6 +221,7 @@ def run_model(spec: ModelSpec) -> dict[str, Any]:
         "he_s": round(time.perf_counter() - t1, 2),
         "train_cpu_s": round(train_cpu, 2),
         "he_cpu_s": round(time.process_time() - c1, 2),
+        "train_device": spec.device,
     }
     atomic_write_json(out / RESULT, res)  # a crash mid-write never leaves a half result
     return res
@@ -310,6 +315,9 @@ def main(argv: list[str] | None = None, *, executor: Any = None) -> dict[str, An
                          "scan_he_paper ([C]'s regularisation schedule: Adam lr 1e-4, betas "
                          "0.9/0.98, batch 64, sinusoidal positions, dropout 0.1; with --epochs 50 "
                          "--max-samples 2000)")
+    ap.add_argument("--device", default="cpu",
+                    help="training (and final evaluation) device of every model: cpu, cuda; HE is "
+                         "measured on the CPU copy of the final checkpoint")
     ap.add_argument("--executor", default=None, help="inprocess (default) or ray")
     ap.add_argument("--ray-address", default=None,
                     help="Ray cluster (implies --executor ray): 'auto' or the head's HOST:6379")
@@ -334,7 +342,8 @@ def main(argv: list[str] | None = None, *, executor: Any = None) -> dict[str, An
     specs = population_specs(
         out_root=str(args.out / "models"), layers=args.layers, steps=args.steps,
         epochs=args.epochs, max_samples=args.max_samples, n_ood_per_length=args.n_ood,
-        d_model=args.d_model, he_pairs=args.he_pairs, preset=args.preset, **grid,
+        d_model=args.d_model, he_pairs=args.he_pairs, preset=args.preset, device=args.device,
+        **grid,
     )
     todo = [s for s in specs if load_result(s) is None]
     if args.list:
