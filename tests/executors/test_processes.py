@@ -93,3 +93,14 @@ def test_registry_and_cli():
     # a suite's [execution] executor = "processes" with [execution.options] workers = 4
     spec = ExecutionSpec(executor="processes", options={"workers": 4})
     assert spec.make_executor(progress=False) == ProcessExecutor(workers=4, progress=False)
+
+
+def test_building_the_executor_starts_no_pool():
+    import subprocess
+    import sys
+
+    code = ("import sys; from probekit.executor import get_executor; "
+            "e = get_executor('processes', workers=2); "
+            "print(type(e).__name__, 'concurrent.futures.process' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["ProcessExecutor", "False"]
