@@ -147,12 +147,15 @@ class CliAlias:
         option: the backend option it sets (a field of the backend's options class).
         help: the ``--help`` line.
         metavar: shown for the value in ``--help``.
+        parse: converts the command-line string to the option's value (e.g. ``int``; argparse
+            reports a value it refuses); ``None`` keeps the string.
     """
 
     flag: str
     option: str
     help: str
     metavar: str | None = None
+    parse: Callable[[str], Any] | None = None
 
     @property
     def dest(self) -> str:
@@ -316,8 +319,8 @@ def add_executor_arguments(parser: Any) -> None:
     for name in available_executors():
         for alias in _ALIASES.get(name, ()):
             parser.add_argument(alias.flag, dest=alias.dest, default=None, metavar=alias.metavar,
-                                help=f"{alias.help} (= --executor {name} --executor-opt "
-                                f"{alias.option}=VALUE)")
+                                type=alias.parse, help=f"{alias.help} (= --executor {name} "
+                                f"--executor-opt {alias.option}=VALUE)")
 
 
 def parse_executor_opts(items: Iterable[str]) -> dict[str, Any]:

@@ -81,7 +81,7 @@ def test_get_executor_resolution_and_registration():
     mine = InProcessExecutor(progress=False)
     assert get_executor(mine) is mine
     assert isinstance(mine, Executor)
-    with pytest.raises(ConfigError, match=r"unknown executor 'rya'.*\['inprocess', 'ray'\]"):
+    with pytest.raises(ConfigError, match=r"unknown executor 'rya'.*\['inprocess', 'processes', 'ray'\]"):
         get_executor("rya")
     with pytest.raises((ConfigError, TypeError)):  # TypeError: beartype's check, when on
         get_executor(42)

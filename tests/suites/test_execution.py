@@ -37,12 +37,13 @@ def test_execution_table_parses_and_defaults_to_in_process(suite_dir, tmp_path):
 
 
 @pytest.mark.parametrize(("table", "match"), [
-    ('executor = "rya"', r"s\.toml:\d+: \[execution\]: executor = 'rya': must be one of \['inprocess', 'ray'\]"),
+    ('executor = "rya"', r"s\.toml:\d+: \[execution\]: executor = 'rya': must be one of \['inprocess', 'processes', 'ray'\]"),
     ('executor = "inprocess"\naddress = "auto"', r"s\.toml:\d+: \[execution\] address: unknown key"),
     ('executor = "inprocess"\n[execution.options]\naddress = "auto"',
      r"executor 'inprocess' has no option 'address'; its options are \['check_picklable', 'progress'\]"),
     ('executor = "ray"\n[execution.options]\nnum_cpus = 2\naddress = "auto"', r"drop num_cpus"),
     ('executor = "ray"\naddress = "headnode"', r"Ray address 'headnode' is not .*ray start --head"),
+    ('executor = "processes"\n[execution.options]\nworkers = 0', r"workers=0: must be an integer >= 1"),
     ('executor = "ray"\naddres = "auto"', r"s\.toml:\d+: \[execution\] addres: unknown key"),
 ])
 def test_execution_table_errors_name_the_line(suite_dir, tmp_path, table, match):
@@ -54,7 +55,7 @@ def test_cli_executor_errors_are_one_line(suite_dir, tmp_path, capsys):
     path = str(_suite(suite_dir, tmp_path))
     assert main(["report", path, "--check", "--executor", "rya"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "'rya'" in err[0] and "['inprocess', 'ray']" in err[0]
+    assert len(err) == 1 and "'rya'" in err[0] and "['inprocess', 'processes', 'ray']" in err[0]
     assert main(["report", path, "--check", "--executor", "inprocess", "--ray-address", "auto"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "use --executor ray" in err[0]
