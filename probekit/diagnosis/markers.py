@@ -5,7 +5,8 @@ checkpoint its value is the kind's :class:`~probekit.hypotheses.measurement.Meas
 estimate, with the percentile bootstrap CI (Efron & Tibshirani 1993) of its resamples (the
 kind's own, or of the mean of its per-unit values) at ``[stats] confidence_level``. A kind that
 raises :class:`~probekit.errors.NotApplicableError` gives an explicit not-applicable cell
-(``value=None`` and the reason), never a NaN.
+(``value=None`` and the reason), never a NaN; so does a block the checkpoint does not have
+(negative block indices count from each checkpoint's last block: :mod:`.block_index`).
 
 Cells are cached per (checkpoint fingerprint, marker key) as small JSON files written
 atomically (:class:`CellStore`), so a killed diagnosis resumes without redoing finished cells and
@@ -26,6 +27,7 @@ from ..context import Context
 from ..errors import CorruptFileError
 from ..util.integrity import read_sealed, seal
 from ..util.io import atomic_write_json, sha256_bytes, sha256_file
+from .block_index import block_indices, resolve_blocks
 from .spec import MarkerSpec
 
 __all__ = [
@@ -169,6 +171,12 @@ def reference_similarity(spec: Any, ctx: Context, reference: Context) -> Any:
     )
 
 
+def _depth(ctx: Context) -> int | None:
+    """The context's model's number of blocks (``None`` for a stand-in context without a model)."""
+    n = getattr(getattr(ctx.model, "cfg", None), "n_layers", None)
+    return None if n is None else int(n)
+
+
 def measure_marker(marker: MarkerSpec, ctx: Context, reference: Context | None = None) -> MarkerCell:
     """The marker on the context's model: estimate and percentile CI, or not applicable.
 
@@ -189,12 +197,16 @@ def measure_marker(marker: MarkerSpec, ctx: Context, reference: Context | None =
         raise ConfigError(f"marker {marker.name!r}: reference {marker.reference!r} needs exactly "
                           "a reference context (and one without a reference none)")
     kind = get_kind(marker.measure)
-    try:
+    try:  # negative blocks count from this model's last; a block it lacks: not applicable
+        spec, depth = marker.spec, _depth(ctx)
+        if depth is not None and block_indices(spec):
+            spec = resolve_blocks(spec, depth, reference_layers=(
+                None if reference is None else _depth(reference)))
         if reference is not None:
-            m = reference_similarity(marker.spec, ctx, reference)
+            m = reference_similarity(spec, ctx, reference)
         else:
-            m = (kind.measure(marker.spec, ctx, control=False) if kind.control
-                 else kind.measure(marker.spec, ctx))
+            m = (kind.measure(spec, ctx, control=False) if kind.control
+                 else kind.measure(spec, ctx))
     except NotApplicableError as err:
         return MarkerCell(marker=marker.name, value=None, reason=str(err))
     st = ctx.stats

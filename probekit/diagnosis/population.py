@@ -36,6 +36,7 @@ __all__ = [
     "GridRun",
     "design_columns",
     "grid_runs",
+    "list_lengths",
     "population_dir",
     "resolve_population",
     "train_grid",
@@ -86,6 +87,21 @@ def population_dir(spec: DiagnosisFile) -> Path:
     return cache_dir("diagnosis", f"{spec.name}-{spec.population_key()}")
 
 
+def list_lengths(design: dict[str, Any]) -> dict[str, Any]:
+    """``design`` plus a numeric ``len(KEY)`` column for every list-valued design column.
+
+    A grid's list knob (``task.train_clauses = [1, 2, 3]``, the coverage knob of An & Du 2026)
+    names its run but is no number: the statistics (covariates, knob levels, colours) take its length
+    instead, ``len(task.train_clauses) = 3``. The list column itself stays (run identity,
+    ``reference`` tables) and is never a knob (:func:`varying_knobs`).
+    """
+    out = dict(design)
+    for k, v in design.items():
+        if isinstance(v, (list, tuple)):
+            out[f"len({k})"] = len(v)
+    return out
+
+
 def _set_text(key: str, value: Any) -> str:
     return f"{key}={json.dumps(value)}"
 
@@ -108,10 +124,10 @@ def grid_runs(spec: DiagnosisFile, out: Path | None = None) -> list[GridRun]:
     combos = list(itertools.product(*(pop.grid[k] for k in keys))) if keys else [()]
     runs = []
     for combo in combos:
-        design = {"preset": pop.preset, **dict(zip(keys, combo))}
+        design = list_lengths({"preset": pop.preset, **dict(zip(keys, combo))})
         seed = design.get("seed", 0)
         sets = list(pop.sets) + [_set_text(k, v) for k, v in design.items()
-                                 if k not in ("preset", "seed")]
+                                 if k in keys and k != "seed"]
         try:
             _, _, tcfg = build_run(pop.preset, steps=pop.steps, seed=seed, sets=sets,
                                    device=pop.device)
@@ -318,8 +334,12 @@ def resolve_population(
 
 
 def varying_knobs(rows: list[Checkpoint]) -> list[str]:
-    """Design columns (other than ``seed`` and ``preset``) with more than one value."""
+    """Design columns (other than ``seed``, ``preset`` and lists) with more than one value.
+
+    A list-valued column is represented by its ``len(KEY)`` column (:func:`list_lengths`).
+    """
     finals = [r for r in rows if r.final] or rows
     keys = list(dict.fromkeys(k for r in finals for k in r.design))
+    keys = [k for k in keys if not any(isinstance(r.design.get(k), (list, tuple)) for r in finals)]
     return [k for k in keys if k not in ("seed", "preset")
             and len({json.dumps(r.design.get(k), sort_keys=True) for r in finals}) > 1]

@@ -33,6 +33,7 @@ from ..suites.spec import ModelSpec, Suite
 from ..util.integrity import seal, write_sidecar
 from ..util.io import atomic_write_json, atomic_write_text, sha256_bytes
 from ..util.lock import DirectoryLock
+from .block_index import check_block_indices
 from .display import DiagnosisDisplay
 from .markers import CellStore, MarkerCell, checkpoint_fingerprint, marker_key, measure_marker
 from .outcomes import (
@@ -44,6 +45,7 @@ from .outcomes import (
     outcome_names,
 )
 from .population import Checkpoint, grid_runs, population_dir, resolve_population, varying_knobs
+from .positions import missing_split, position_column, positioned_examples, reads_capture_positions
 from .spec import DiagnosisFile, MarkerSpec, load_diagnosis
 
 __all__ = ["CheckpointTask", "DiagnosisResult", "Settings", "check_diagnosis", "checkpoint_cells",
@@ -148,11 +150,30 @@ def checkpoint_cells(task: CheckpointTask) -> dict[str, Any]:
     cells = {}
     where = f"{Path(task.checkpoint.run).name} step {task.checkpoint.step}"
     refs = dict(task.references)
+    column = position_column(task.suite.capture.positions)
+    positioned: list[Any] = []  # the context on the examples with a capture position, built once
     for marker, key in track(task.markers, desc=f"markers of {where}", unit="marker"):
+        mctx = ctx
+        if column is not None and (marker.reference is not None
+                                   or reads_capture_positions(marker.spec)):
+            if not positioned:
+                sub = positioned_examples(ctx.examples, column)
+                positioned.append(ctx if sub is None else AnalysisContext(
+                    task.suite, progress=False, executor=InProcessExecutor(progress=False),
+                    cache_dir=task.cache_dir, examples=sub))
+            mctx = positioned[0]
+            empty = missing_split(marker.spec, mctx.examples) if mctx is not ctx else None
+            if empty is not None:
+                cell = MarkerCell(marker=marker.name, value=None, reason=(
+                    f"no {empty!r} example has a [capture] position ({column!r} is null for all "
+                    "of them, e.g. single-clause SCAN commands have no second primitive)")).to_dict()
+                store.put(task.fingerprint, key, cell)
+                cells[key] = cell
+                continue
         if marker.reference is None:
-            cell = measure_marker(marker, ctx).to_dict()
+            cell = measure_marker(marker, mctx).to_dict()
         else:
-            cell = measure_marker(marker, ctx, _reference_context(task, ctx, refs[marker.name])).to_dict()
+            cell = measure_marker(marker, mctx, _reference_context(task, mctx, refs[marker.name])).to_dict()
         store.put(task.fingerprint, key, cell)
         cells[key] = cell
     return {"outcomes": outcomes, "cells": cells}
@@ -202,15 +223,16 @@ def _expected_columns(spec: DiagnosisFile, rows: list[Checkpoint]) -> dict[str, 
     return out
 
 
-def _grid_expected(spec: DiagnosisFile) -> tuple[list[Checkpoint], dict[str, set[str]]]:
-    """Rows (final only, not trained yet) and their outcome columns of a grid, for ``--check``."""
+def _grid_expected(spec: DiagnosisFile) -> tuple[list[Checkpoint], dict[str, set[str]], list[int]]:
+    """Rows (final only, not trained yet), their outcome columns and depths of a grid (``--check``)."""
     from ..testbeds import get_task
     from ..train.build import build_run
 
-    rows, cols, cache = [], {}, {}
+    rows, cols, cache, depths = [], {}, {}, []
     for r in grid_runs(spec):
-        task, _, _ = build_run(r.run.preset, steps=r.run.steps, seed=r.run.seed,
-                               sets=list(r.run.sets), device=r.run.device)
+        task, mcfg, _ = build_run(r.run.preset, steps=r.run.steps, seed=r.run.seed,
+                                  sets=list(r.run.sets), device=r.run.device)
+        depths.append(int(mcfg.n_layers))
         if spec.suite.data.task is not None:
             task = get_task(spec.suite.data.task, **spec.suite.data.task_options)
         sig = _task_signature(task.name, dataclasses.asdict(task.config))
@@ -219,7 +241,7 @@ def _grid_expected(spec: DiagnosisFile) -> tuple[list[Checkpoint], dict[str, set
         rows.append(Checkpoint(path=r.run.out_dir, run=r.run.out_dir, step=r.final_step,
                                final=True, design=r.design))
         cols[r.run.out_dir] = cache[sig]
-    return rows, cols
+    return rows, cols, depths
 
 
 def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
@@ -300,15 +322,20 @@ def check_diagnosis(spec_or_path: str | Path | DiagnosisFile) -> list[str]:
         ConfigError: the first problem (``FILE:LINE`` where it comes from the file).
     """
     spec = spec_or_path if isinstance(spec_or_path, DiagnosisFile) else load_diagnosis(spec_or_path)
+    from ..models.checkpoint import read_checkpoint_meta
+
     if spec.population.trained:
-        rows, expected = _grid_expected(spec)
+        rows, expected, depths = _grid_expected(spec)
         what = f"grid of {len(rows)} runs of preset {spec.population.preset!r} (not trained by --check)"
     else:
         rows = resolve_population(spec, train=False)
         expected = _expected_columns(spec, rows)
+        depths = [int(read_checkpoint_meta(r.path)["model"].get("n_layers", 0))
+                  for r in rows if r.final]
         what = f"{sum(r.final for r in rows)} checkpoints ({len(rows)} rows with the series)"
     s = resolve_settings(spec, rows, expected)
     reference_checkpoints(spec, rows)
+    check_block_indices(spec.markers, [d for d in depths if d > 0], spec.where)
     return [f"{spec.source}: diagnosis file is valid", f"  population: {what}",
             f"  markers: {', '.join(m.name for m in spec.markers)}",
             f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}"]

@@ -72,13 +72,19 @@ def layer_he(
     """HE of ``composition`` at block ``layer`` on the ``split`` inputs (:func:`measure_he`).
 
     Checks first that the composition occurs (:func:`check_compositions`); ConfigError when
-    ``layer`` is not a measured block.
+    ``layer`` is not a measured block; NotApplicableError when a group has too few pairs for
+    one operator per group (``parts = "separate"`` on a tiny data set).
     """
     from ..stats.bootstrap import bootstrap_indices
     from .examples import measure_he
+    from .measure import TooFewPairsError
 
     check_compositions(ctx.examples, split, composition)
-    layers, results = measure_he(ctx, split, (composition,), config)
+    try:
+        layers, results = measure_he(ctx, split, (composition,), config)
+    except TooFewPairsError as err:  # the data's size, not the spec: undefined for this model
+        raise NotApplicableError(f"{composition} HE ({config.parts} parts) on the {split!r} "
+                                 f"inputs: {err}") from err
     if layer not in layers:
         raise ConfigError(f"layer {layer} not measured; blocks are {list(layers)}")
     res = results[composition]

@@ -25,6 +25,15 @@ from .result import HEResult
 from .split import split_pairs
 
 
+class TooFewPairsError(DataError):
+    """Too few fit or scored pairs in a group for one operator per group (``parts="separate"``).
+
+    A property of the data (e.g. a model trained on ten single-clause commands): the
+    ``homomorphism_error`` kind reports it as not applicable to that model
+    (:func:`probekit.homomorphism.layer_he.layer_he`).
+    """
+
+
 def composite_target(
     a: Float[Tensor, "layer pair d"], b: Float[Tensor, "layer pair d"]
 ) -> Float[Tensor, "layer pair d"]:
@@ -103,7 +112,7 @@ def composition_he(
             if not len(s_pos):
                 continue
             if len(f_idx) < 2 or (cfg.parts == "separate" and len(s_pos) < 2):
-                raise DataError(
+                raise TooFewPairsError(
                     f"group {lab[score[s_pos[0]]]!r} has {len(f_idx)} fit and {len(s_pos)} "
                     "scored pair(s); one operator per group (parts='separate') needs >= 2 of "
                     "each (1 - R^2 within a group): use more examples"

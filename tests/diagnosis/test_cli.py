@@ -119,6 +119,9 @@ def test_errors_are_one_line_exit_2(tmp_path, capsys):
     "diagnose_modadd.toml",
     # builds the SCAN splits of each of the 6 noise levels: ~1 min on a loaded 2-core box
     pytest.param("diagnose_scan_noise.toml", marks=pytest.mark.slow),
+    # ~25 CPU-s each (the SCAN splits of every run); default tier: test_shipped_scan_suites.py
+    pytest.param("diagnose_scan_coverage.toml", marks=pytest.mark.slow),
+    pytest.param("diagnose_scan_depth.toml", marks=pytest.mark.slow),
 ])
 def test_shipped_full_populations_pass_check(name, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PROBEKIT_CACHE", str(tmp_path / "cache"))

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from probekit.diagnosis.population import (
+    Checkpoint,
     design_columns,
     grid_runs,
+    list_lengths,
     resolve_population,
     varying_knobs,
 )
@@ -141,3 +143,23 @@ def test_grid_runs_and_unknown_grid_key(tmp_path):
     with pytest.raises(SuiteError, match=r"diag.toml:\d+: \[population\] grid: run .*train config "
                        r"has no field 'wieght_decay'"):
         check_diagnosis(path)
+
+
+def test_a_list_knob_is_recorded_with_its_length_the_numeric_column(tmp_path):
+    # the coverage knob of An & Du 2026: train on 1..k clauses; the statistics use k
+    grid = ('preset = "scan"\ngrid = { "task.train_clauses" = [[1], [1, 2]], seed = [0, 1, 2] }\n'
+            'sets = ["task.max_samples=40", "task.ood_lengths=[5]", "task.n_ood_per_length=10", '
+            '"task.n_ood_combo=10"]\nsteps = 20')
+    path = write_file(tmp_path, grid, WEIGHT_NORM, 'outcome = "ood:ood_len"\n'
+                      'covariates = ["len(task.train_clauses)", "id_accuracy"]',
+                      data='label = "first_primitive"\nprompt_only = false\nmax_per_split = 50')
+    runs = grid_runs(load_diagnosis(path), tmp_path / "pop")
+    assert [r.design for r in runs[2:4]] == [
+        {"preset": "scan", "task.train_clauses": [1], "seed": 2, "len(task.train_clauses)": 1},
+        {"preset": "scan", "task.train_clauses": [1, 2], "seed": 0, "len(task.train_clauses)": 2}]
+    # the derived column is no --set override: the run (and its cache key) is the list's
+    assert runs[3].run.sets[-1] == "task.train_clauses=[1, 2]"
+    rows = [Checkpoint(path=str(i), run=str(i), step=20, final=True, design=r.design)
+            for i, r in enumerate(runs)]
+    assert varying_knobs(rows) == ["len(task.train_clauses)"]  # the list itself is no knob
+    assert list_lengths({"a": (3, 4, 5), "b": 1}) == {"a": (3, 4, 5), "b": 1, "len(a)": 3}

@@ -249,3 +249,52 @@ def test_reference_checkpoints_match_one_final_row_per_row(tmp_path):
         runner.reference_checkpoints(spec({"task.n_noise": 0}), rows)
     with pytest.raises(ConfigError, match="'noise' is not a design column"):
         runner.reference_checkpoints(spec({"noise": 0}), rows)
+
+
+def test_markers_at_a_position_some_inputs_lack(tmp_path, monkeypatch, single_thread):
+    """Coverage populations: single-clause commands have no second primitive (null position)."""
+    import dataclasses
+
+    from probekit.diagnosis.markers import checkpoint_fingerprint, marker_key
+    from probekit.diagnosis.spec import load_diagnosis
+    from probekit.suites.spec import ModelSpec
+
+    monkeypatch.setenv("PROBEKIT_CACHE", str(tmp_path / "cache"))
+    small = dict(max_samples=30, ood_lengths=(5,), n_ood_per_length=10, n_ood_combo=10)
+    for k in (1, 2):
+        write_checkpoint(tmp_path / "runs" / f"k{k}", task="scan", train_clauses=tuple(range(1, k + 1)),
+                         **small)
+    path = tmp_path / "diag.toml"
+    path.write_text(
+        '[suite]\nname = "t"\ndevice = "cpu"\n[population]\ncheckpoints = "runs/*"\n'
+        '[data]\nlabel = "first_primitive"\nprompt_only = false\nmax_per_split = 60\n'
+        '[capture]\nsites = ["resid_post@0"]\npositions = "column:second_prim_position"\n'
+        '[stats]\nn_bootstrap = 1000\n'
+        '[[marker]]\nname = "probe"\nmeasure = "probe_accuracy"\nsite = "resid_post@-1"\n'
+        '[[marker]]\nname = "seq"\nmeasure = "homomorphism_error"\nlayer = -1\n'
+        'composition = "sequence"\nfamilies = ["affine"]\nsolver = "closed_form_ridge"\n'
+        '[diagnosis]\noutcome = "ood:ood_len"\ngroups = ""\n')
+    spec = load_diagnosis(path)
+    cells = {}
+    for k in (1, 2):
+        ckpt = str(tmp_path / "runs" / f"k{k}")
+        task = runner.CheckpointTask(
+            checkpoint=runner.Checkpoint(path=ckpt, run=ckpt, step=100, final=True),
+            fingerprint=checkpoint_fingerprint(ckpt),
+            suite=dataclasses.replace(spec.suite, model=ModelSpec(checkpoint=ckpt)),
+            markers=tuple((m, marker_key(m, spec.suite)) for m in spec.markers),
+            outcome_key=None, max_eval_examples=None, eval_seed=0, cells=str(tmp_path / "cells"))
+        got = runner.checkpoint_cells(task)["cells"]
+        cells[k] = {c["marker"]: c for c in got.values()}
+    # 1 clause: no example has the position, no sequence pair: explicit not-applicable cells
+    assert cells[1]["probe"]["value"] is None and cells[1]["seq"]["value"] is None
+    assert "no 'train' example has a [capture] position" in cells[1]["probe"]["reason"]
+    assert "all single clauses" in cells[1]["seq"]["reason"]
+    # 1..2 clauses: the probe is fit and scored on the 2-clause commands only
+    from probekit.testbeds import get_task
+
+    splits = get_task("scan", train_clauses=(1, 2), seed=0, **small).splits()
+    n_test = sum(p is not None for p in splits["test_id"].metadata["second_prim_position"])
+    assert n_test < len(splits["test_id"].tokens)  # some single clauses are left out
+    assert cells[2]["probe"]["value"] is not None and cells[2]["probe"]["n"] == n_test
+    assert cells[2]["seq"]["value"] is not None

@@ -51,3 +51,21 @@ def test_compositions_that_do_not_occur_are_not_applicable():
         check_compositions(_ctx(modifiers=(), held_out_combos=()).examples, "train", "modifier")
     with pytest.raises(NotApplicableError, match="single clauses"):
         check_compositions(_ctx(train_clauses=(1,)).examples, "train", "sequence")
+
+
+def test_too_few_pairs_per_group_is_not_applicable_to_that_model():
+    from probekit.errors import DataError
+    from probekit.homomorphism.measure import TooFewPairsError
+
+    # a model trained on single clauses only: 11 commands, 7 with a modifier (jump thrice held
+    # out), so one operator per modifier has fewer than 2 scored pairs in a group
+    ctx = _ctx(train_clauses=(1,))
+    cfg = HEConfig(families=("affine",), solver="closed_form_ridge", parts="separate")
+    with pytest.raises(TooFewPairsError, match="needs >= 2 of each") as err:
+        measure_he(ctx, "train", ("modifier",), cfg)
+    assert isinstance(err.value, DataError)  # still a data error outside the kind
+    with pytest.raises(NotApplicableError, match=r"modifier HE \(separate parts\) on the 'train'"):
+        layer_he(ctx, "train", "modifier", 0, cfg, n_bootstrap=1000, seed=0)
+    # [C]'s one shared operator is defined on the same pairs
+    same = HEConfig(families=("affine",), solver="closed_form_ridge")
+    assert layer_he(ctx, "train", "modifier", 0, same, n_bootstrap=1000, seed=0).n_scored >= 1
