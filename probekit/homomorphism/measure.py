@@ -113,7 +113,7 @@ def composition_he(
                 continue
             if len(f_idx) < 2 or (cfg.parts == "separate" and len(s_pos) < 2):
                 raise TooFewPairsError(
-                    f"group {lab[score[s_pos[0]]]!r} has {len(f_idx)} fit and {len(s_pos)} "
+                    f"group {str(lab[score[s_pos[0]]])!r} has {len(f_idx)} fit and {len(s_pos)} "
                     "scored pair(s); one operator per group (parts='separate') needs >= 2 of "
                     "each (1 - R^2 within a group): use more examples"
                 )

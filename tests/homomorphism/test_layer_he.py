@@ -1,5 +1,7 @@
 """HE of one composition at one block: the HE result's row, its ratio bootstrap, applicability."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -64,6 +66,8 @@ def test_too_few_pairs_per_group_is_not_applicable_to_that_model():
     with pytest.raises(TooFewPairsError, match="needs >= 2 of each") as err:
         measure_he(ctx, "train", ("modifier",), cfg)
     assert isinstance(err.value, DataError)  # still a data error outside the kind
+    assert "np.str_" not in str(err.value)  # the group is named as the user wrote it
+    assert re.search(r"group '(twice|thrice)' has \d+ fit", str(err.value))
     with pytest.raises(NotApplicableError, match=r"modifier HE \(separate parts\) on the 'train'"):
         layer_he(ctx, "train", "modifier", 0, cfg, n_bootstrap=1000, seed=0)
     # [C]'s one shared operator is defined on the same pairs
