@@ -453,6 +453,10 @@ class MarkerAnalysis(NotebookMixin):
         if not self.covariates:
             word = {ADDS: "predicts the outcome out of sample", EXPLAINED: "associated (rank) "
                     "but adds no out-of-sample gain", NONE: "no association"}[s.verdict]
+        if (s.verdict == NONE and self.covariates
+                and s.partial_p_holm <= self.settings["alpha"]):  # partial only: say why "none"
+            word = ("no association claimed (the partial correlation is significant, but the "
+                    "out-of-sample gain's CI includes 0)")
         note = f" ({s.reason})" if s.reason else ""
         return f"{head}{part}: {word}{note}."
 

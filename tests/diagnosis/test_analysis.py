@@ -346,3 +346,19 @@ def test_logo_predictions_equal_refits(kind):
         te = g == k
         ref[te] = X[te] @ np.linalg.lstsq(X[~te], y[~te], rcond=None)[0]
     np.testing.assert_allclose(logo_predictions(y, X, g), ref, atol=1e-10)
+
+
+def test_sentence_says_why_a_significant_partial_gets_no_association():
+    import dataclasses
+
+    res = marker_analysis(population(0), "ood", markers=["planted"], covariates=["noise"],
+                          groups="seed", n_permutations=200)
+    assert "no association claimed" not in res.sentence("planted")
+    odd = dataclasses.replace(res["planted"], verdict="no_association", partial_p_holm=0.01,
+                              delta_r2_low=-0.1)
+    text = dataclasses.replace(res, markers=type(res.markers)([odd])).sentence("planted")
+    assert text.endswith(": no association claimed (the partial correlation is significant, "
+                         "but the out-of-sample gain's CI includes 0).")
+    late = dataclasses.replace(odd, partial_p_holm=0.2)
+    assert dataclasses.replace(res, markers=type(res.markers)([late])).sentence(
+        "planted").endswith(": no association.")
