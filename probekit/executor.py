@@ -48,6 +48,7 @@ __all__ = [
     "InProcessExecutor",
     "PathCheck",
     "add_executor_arguments",
+    "ensure_picklable",
     "available_executors",
     "check_worker_paths",
     "executor_choice",
@@ -116,7 +117,7 @@ class InProcessExecutor:
                            leave=False, delay=0 if self.progress else None)
         for index, item in enumerate(bar):
             if self.check_picklable:
-                _check_picklable(fn, item, index, desc)
+                ensure_picklable(fn, item, index, desc)
             try:
                 results.append(fn(item))
             except Exception as err:
@@ -125,7 +126,12 @@ class InProcessExecutor:
         return results
 
 
-def _check_picklable(fn: Callable[..., Any], item: object, index: int, desc: str | None) -> None:
+def ensure_picklable(fn: Callable[..., Any], item: object, index: int, desc: str | None) -> None:
+    """Raise ConfigError naming task ``index`` if ``fn`` or ``item`` cannot be pickled.
+
+    Backends that ship tasks to other processes call it before starting any, so a closure or
+    an unpicklable item fails at once with the fix instead of deep inside a worker.
+    """
     for what, obj in (("function", fn), ("item", item)):
         try:
             pickle.dumps(obj)

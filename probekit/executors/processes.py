@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from ..executor import CliAlias, _check_picklable, register_executor, task_note
+from ..executor import CliAlias, ensure_picklable, register_executor, task_note
 from ..progress import ENV_VAR as PROGRESS_ENV_VAR
 from ..progress import progress_bar, progress_enabled
 
@@ -111,7 +111,7 @@ class ProcessExecutor:
         if not items:
             return []
         for index, item in enumerate(items):
-            _check_picklable(fn, item, index, desc)
+            ensure_picklable(fn, item, index, desc)
         results: list[Any] = [None] * len(items)
         pool = ProcessPoolExecutor(
             max_workers=min(self.workers, len(items)),
