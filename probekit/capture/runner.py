@@ -139,6 +139,7 @@ def run_batch(
     start_at_layer: int | None = None,
     start_resid: Tensor | None = None,
     kv_cache: Any | None = None,
+    kv_mask: Tensor | None = None,
 ) -> Tensor:
     """Run ``model`` on ``batch`` with ``hooks``; return its output.
 
@@ -149,12 +150,24 @@ def run_batch(
     residual entering that block) skips the blocks before it (:func:`skip_blocks`: they do not
     run). ``kv_cache`` (a Hugging Face cache, :func:`new_kv_cache` / :func:`kv_prefix`) is
     filled by the run; when it already holds ``q`` positions, ``batch`` holds the tokens after
-    them (right-padded). The attention mask is passed whenever the batch is padded. ``grad=False`` runs under ``torch.inference_mode`` (outputs
+    them (right-padded). ``kv_mask`` (``(batch, q)`` 0/1) marks which of the ``q`` cached
+    positions are real tokens of each row: the attention mask ``[kv_mask, batch mask]`` is then
+    always passed, so cached pad positions are not attended and the bridge derives each row's
+    token positions from the mask (rows whose cached prefixes have different lengths). The
+    attention mask is passed whenever the batch is padded. ``grad=False`` runs under ``torch.inference_mode`` (outputs
     cannot enter autograd later); ``grad=True`` keeps the graph for a backward pass.
     """
     kwargs: dict[str, Any] = {}
     past = 0 if kv_cache is None else int(kv_cache.get_seq_length())
-    if batch.is_padded:
+    if kv_mask is not None:
+        if kv_cache is None or tuple(kv_mask.shape) != (batch.input_ids.shape[0], past):
+            raise ConfigError(
+                f"kv_mask has shape {tuple(kv_mask.shape)}; expected (batch, cached positions) = "
+                f"({batch.input_ids.shape[0]}, {past}) with a kv_cache holding them"
+            )
+        mask = batch.attention_mask
+        kwargs["attention_mask"] = torch.cat([kv_mask.to(mask.device, mask.dtype), mask], 1)
+    elif batch.is_padded:
         mask = batch.attention_mask
         if past:
             mask = torch.cat([torch.ones(mask.shape[0], past, dtype=mask.dtype, device=mask.device), mask], 1)
