@@ -5,7 +5,9 @@ the prompt and of the generated tokens (the lineage code's forward hook; constan
 or each unit's mean response). Factual recall is scored two ways:
 
 - ``generation``: greedy decoding of up to ``max_new_tokens`` tokens; a fact is correct if the
-  normalised continuation starts with the gold object (or one of its ``|``-separated aliases);
+  normalised continuation starts with the gold object (or one of its ``|``-separated aliases).
+  On Hugging Face models the decoding keeps a KV cache computed under the ops (one pass over the
+  prompts, then one token per step; exact, see :func:`greedy_under_sets`);
 - ``first_token``: the gold object's first token is the argmax of the next-token distribution
   (one forward pass; used for the many random-set controls).
 
