@@ -96,6 +96,18 @@ def supports_kv_cache(model: HookedModel) -> bool:
     return callable(getattr(underlying, "prepare_inputs_for_generation", None))
 
 
+def supports_kv_mask(model: HookedModel) -> bool:
+    """Whether ``model`` takes a KV cache and derives each row's token positions from the mask.
+
+    A ``kv_mask`` with pads inside the cached prefix (rows of different lengths) needs positions
+    counted over real tokens only; the transformer-lens 4.3 bridge derives them from the 2-D
+    attention mask where the wrapped model accepts ``position_ids`` (its
+    ``_accepts_derived_position_ids``). Elsewhere :func:`run_batch` refuses a ``kv_mask``.
+    """
+    derives = getattr(model, "_accepts_derived_position_ids", None)
+    return supports_kv_cache(model) and callable(derives) and bool(derives())
+
+
 def new_kv_cache() -> Any:
     """An empty Hugging Face ``DynamicCache``: a run given it fills it with every block's keys/values."""
     from transformers import DynamicCache
@@ -165,6 +177,9 @@ def run_batch(
                 f"kv_mask has shape {tuple(kv_mask.shape)}; expected (batch, cached positions) = "
                 f"({batch.input_ids.shape[0]}, {past}) with a kv_cache holding them"
             )
+        if not supports_kv_mask(model):
+            raise ConfigError("kv_mask needs a bridge that derives token positions from the attention "
+                              "mask (supports_kv_mask); run the whole sequences instead")
         mask = batch.attention_mask
         kwargs["attention_mask"] = torch.cat([kv_mask.to(mask.device, mask.dtype), mask], 1)
     elif batch.is_padded:

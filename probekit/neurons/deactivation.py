@@ -28,7 +28,7 @@ from torch import Tensor
 
 from ..capture import AllTokens
 from ..capture.generate import is_correct
-from ..capture.runner import kv_cache_filled, new_kv_cache, supports_kv_cache
+from ..capture.runner import kv_cache_filled, new_kv_cache, supports_kv_mask
 from ..errors import ConfigError, DataError
 from ..interventions import Ablate, run_with_interventions
 from .selection import NeuronSet
@@ -208,13 +208,14 @@ def _cache_safe(op: object) -> bool:
 
 def _use_cache(model: object, op_sets: Sequence[Sequence[Ablate]], kv_cache: bool | None) -> bool:
     """Resolve ``kv_cache`` (``None``: whenever the model and every op allow it)."""
-    able = supports_kv_cache(model)  # type: ignore[arg-type]
+    able = supports_kv_mask(model)  # type: ignore[arg-type]
     safe = all(_cache_safe(op) for ops in op_sets for op in ops)
     if kv_cache is None:
         return able and safe
     if kv_cache and not able:
-        raise ConfigError("kv_cache=True needs a Hugging Face model (past_key_values); "
-                          "this bridge is TL-native: pass kv_cache=None or False")
+        raise ConfigError("kv_cache=True needs a Hugging Face model (past_key_values) whose bridge "
+                          "derives positions from the mask (supports_kv_mask); this one does not "
+                          "(e.g. TL-native): pass kv_cache=None or False")
     if kv_cache and not safe:
         raise ConfigError("kv_cache=True needs position-independent ops (zero, or mean with a "
                           "given mean, at AllTokens); pass kv_cache=None or False")

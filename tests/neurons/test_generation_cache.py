@@ -140,7 +140,7 @@ def test_tl_native_model_falls_back_and_refuses_a_forced_cache(small_model):
     ops = [Ablate(site=Site(0, "mlp_post"), features=(0, 1), positions=AllTokens())]
     auto = greedy_under_sets(model, prompts, [ops, []], max_new_tokens=2)
     assert auto == greedy_under_sets(model, prompts, [ops, []], max_new_tokens=2, kv_cache=False)
-    with pytest.raises(ConfigError, match="TL-native"):
+    with pytest.raises(ConfigError, match="supports_kv_mask"):
         greedy_under_sets(model, prompts, [ops], max_new_tokens=2, kv_cache=True)
 
 
@@ -152,6 +152,25 @@ def test_batch_dependent_ops_fall_back_and_refuse_a_forced_cache(hf, monkeypatch
     assert 1 not in widths  # re-run, not cached
     with pytest.raises(ConfigError, match="position-independent"):
         greedy_under(hf, prompts, ops, max_new_tokens=3, kv_cache=True)
+
+
+def test_a_bridge_without_mask_derived_positions_falls_back(hf, monkeypatch):
+    from probekit.capture.runner import new_kv_cache
+
+    prompts = _prompts(seed=10, n=3)
+    ops = _op_sets(hf, seed=11, sizes=(6,))[1]
+    monkeypatch.setattr(type(hf), "_accepts_derived_position_ids", lambda self: False)
+    cache = new_kv_cache()
+    run_with_interventions(hf, [[1, 2, 3]], kv_cache=cache)
+    with pytest.raises(ConfigError, match="derives token positions"):
+        run_with_interventions(hf, [[1]], kv_cache=cache, kv_mask=torch.ones(1, 3, dtype=torch.long))
+    with pytest.raises(ConfigError, match="supports_kv_mask"):
+        greedy_under(hf, prompts, ops, max_new_tokens=3, kv_cache=True)
+    widths = _spy(monkeypatch)
+    auto = greedy_under(hf, prompts, ops, max_new_tokens=3)
+    assert 1 not in widths  # re-run, not cached
+    monkeypatch.undo()
+    assert auto == greedy_under(hf, prompts, ops, max_new_tokens=3, kv_cache=True)
 
 
 def test_kv_mask_of_the_wrong_shape_is_refused(hf):
