@@ -96,6 +96,18 @@ def supports_kv_cache(model: HookedModel) -> bool:
     return callable(getattr(underlying, "prepare_inputs_for_generation", None))
 
 
+def supports_kv_mask(model: HookedModel) -> bool:
+    """Whether ``model`` takes a KV cache and derives each row's token positions from the mask.
+
+    A ``kv_mask`` with pads inside the cached prefix (rows of different lengths) needs positions
+    counted over real tokens only; the transformer-lens 4.3 bridge derives them from the 2-D
+    attention mask where the wrapped model accepts ``position_ids`` (its
+    ``_accepts_derived_position_ids``). Elsewhere :func:`run_batch` refuses a ``kv_mask``.
+    """
+    derives = getattr(model, "_accepts_derived_position_ids", None)
+    return supports_kv_cache(model) and callable(derives) and bool(derives())
+
+
 def new_kv_cache() -> Any:
     """An empty Hugging Face ``DynamicCache``: a run given it fills it with every block's keys/values."""
     from transformers import DynamicCache
@@ -139,6 +151,7 @@ def run_batch(
     start_at_layer: int | None = None,
     start_resid: Tensor | None = None,
     kv_cache: Any | None = None,
+    kv_mask: Tensor | None = None,
 ) -> Tensor:
     """Run ``model`` on ``batch`` with ``hooks``; return its output.
 
@@ -149,12 +162,27 @@ def run_batch(
     residual entering that block) skips the blocks before it (:func:`skip_blocks`: they do not
     run). ``kv_cache`` (a Hugging Face cache, :func:`new_kv_cache` / :func:`kv_prefix`) is
     filled by the run; when it already holds ``q`` positions, ``batch`` holds the tokens after
-    them (right-padded). The attention mask is passed whenever the batch is padded. ``grad=False`` runs under ``torch.inference_mode`` (outputs
+    them (right-padded). ``kv_mask`` (``(batch, q)`` 0/1) marks which of the ``q`` cached
+    positions are real tokens of each row: the attention mask ``[kv_mask, batch mask]`` is then
+    always passed, so cached pad positions are not attended and the bridge derives each row's
+    token positions from the mask (rows whose cached prefixes have different lengths). The
+    attention mask is passed whenever the batch is padded. ``grad=False`` runs under ``torch.inference_mode`` (outputs
     cannot enter autograd later); ``grad=True`` keeps the graph for a backward pass.
     """
     kwargs: dict[str, Any] = {}
     past = 0 if kv_cache is None else int(kv_cache.get_seq_length())
-    if batch.is_padded:
+    if kv_mask is not None:
+        if kv_cache is None or tuple(kv_mask.shape) != (batch.input_ids.shape[0], past):
+            raise ConfigError(
+                f"kv_mask has shape {tuple(kv_mask.shape)}; expected (batch, cached positions) = "
+                f"({batch.input_ids.shape[0]}, {past}) with a kv_cache holding them"
+            )
+        if not supports_kv_mask(model):
+            raise ConfigError("kv_mask needs a bridge that derives token positions from the attention "
+                              "mask (supports_kv_mask); run the whole sequences instead")
+        mask = batch.attention_mask
+        kwargs["attention_mask"] = torch.cat([kv_mask.to(mask.device, mask.dtype), mask], 1)
+    elif batch.is_padded:
         mask = batch.attention_mask
         if past:
             mask = torch.cat([torch.ones(mask.shape[0], past, dtype=mask.dtype, device=mask.device), mask], 1)

@@ -149,6 +149,7 @@ def run_with_interventions(
     logits: str = "all",
     start: tuple[int, Tensor] | None = None,
     kv_cache: Any | None = None,
+    kv_mask: Tensor | None = None,
 ) -> InterventionResult:
     """One forward pass of ``tokens`` with ``ops`` applied; reads, output and gradients.
 
@@ -162,7 +163,9 @@ def run_with_interventions(
     :func:`probekit.capture.runner.new_kv_cache`) is filled with every block's keys and values;
     given :func:`~probekit.capture.runner.kv_prefix` of an earlier run's cache (its first ``q``
     positions), ``tokens`` are each prompt's tokens after position ``q`` (right padding) and
-    every position, op and output is in those suffix coordinates. ``objective(output, batch) -> (batch,)`` is
+    every position, op and output is in those suffix coordinates; ``kv_mask`` (``(batch, q)``
+    0/1, :func:`~probekit.capture.runner.run_batch`) marks the cached pad positions, so rows may
+    continue from prefixes of different lengths (e.g. right-padded prompts). ``objective(output, batch) -> (batch,)`` is
     differentiated into every :class:`Grad` site (``grad`` defaults to on iff there are Grad
     ops).
 
@@ -199,7 +202,8 @@ def run_with_interventions(
         start_resid = to_padded(resid.to(model_device(model)), batch, width)
     records = Records()
     out = run_batch(model, batch, _hooks(ops, batch, records, grad), grad=grad, stop_at_layer=stop,
-                    start_at_layer=start_at, start_resid=start_resid, kv_cache=kv_cache)
+                    start_at_layer=start_at, start_resid=start_resid, kv_cache=kv_cache,
+                    kv_mask=kv_mask)
     check_finite(records.reads, batch, model)
     if logits == "last":
         rows = torch.arange(out.shape[0], device=out.device)

@@ -5,7 +5,9 @@ the prompt and of the generated tokens (the lineage code's forward hook; constan
 or each unit's mean response). Factual recall is scored two ways:
 
 - ``generation``: greedy decoding of up to ``max_new_tokens`` tokens; a fact is correct if the
-  normalised continuation starts with the gold object (or one of its ``|``-separated aliases);
+  normalised continuation starts with the gold object (or one of its ``|``-separated aliases).
+  On Hugging Face models the decoding keeps a KV cache computed under the ops (one pass over the
+  prompts, then one token per step; exact, see :func:`greedy_under_sets`);
 - ``first_token``: the gold object's first token is the argmax of the next-token distribution
   (one forward pass; used for the many random-set controls).
 
@@ -26,6 +28,7 @@ from torch import Tensor
 
 from ..capture import AllTokens
 from ..capture.generate import is_correct
+from ..capture.runner import kv_cache_filled, new_kv_cache, supports_kv_mask
 from ..errors import ConfigError, DataError
 from ..interventions import Ablate, run_with_interventions
 from .selection import NeuronSet
@@ -192,6 +195,72 @@ def first_token_correct_sets(
     return out
 
 
+def _cache_safe(op: object) -> bool:
+    """Whether ``op`` acts the same at every position, so a KV-cached step applies it exactly.
+
+    Zero ablation and mean ablation with a given ``(*feat)`` mean at :class:`AllTokens` do; a
+    batch mean, a resample or a per-position mean depend on the batch or the coordinates.
+    """
+    if not isinstance(op, Ablate) or not isinstance(op.positions, AllTokens):
+        return False
+    return op.method == "zero" or (op.method == "mean" and op.mean is not None and op.mean.ndim <= 1)
+
+
+def _use_cache(model: object, op_sets: Sequence[Sequence[Ablate]], kv_cache: bool | None) -> bool:
+    """Resolve ``kv_cache`` (``None``: whenever the model and every op allow it)."""
+    able = supports_kv_mask(model)  # type: ignore[arg-type]
+    safe = all(_cache_safe(op) for ops in op_sets for op in ops)
+    if kv_cache is None:
+        return able and safe
+    if kv_cache and not able:
+        raise ConfigError("kv_cache=True needs a Hugging Face model (past_key_values) whose bridge "
+                          "derives positions from the mask (supports_kv_mask); this one does not "
+                          "(e.g. TL-native): pass kv_cache=None or False")
+    if kv_cache and not safe:
+        raise ConfigError("kv_cache=True needs position-independent ops (zero, or mean with a "
+                          "given mean, at AllTokens); pass kv_cache=None or False")
+    return bool(kv_cache)
+
+
+def _greedy_rows(
+    model: object, seqs: list[list[int]], ops: Sequence[Ablate], steps: int, cached: bool
+) -> list[list[int]]:
+    """Greedy continuations of one batch of prompts under ``ops`` (applied at every position).
+
+    Uncached: the growing sequences are re-run each step. Cached: one forward over the
+    right-padded prompts fills a KV cache (keys/values of every block, computed under the ops);
+    each step then runs only the new token of each row, ops applied to it, attending to the
+    cache with the prompt pads masked (``kv_mask``; the bridge derives each row's true position
+    from the mask). By causality a position's keys/values depend only on the tokens up to it,
+    and every op acts on each position alone, so each step's logits are those of one forward
+    over prompt + continuation (equal up to float rounding). Falls back to re-running if the
+    run did not fill the cache (:func:`~probekit.capture.runner.kv_cache_filled`).
+    """
+    if cached:
+        cache = new_kv_cache()
+        res = run_with_interventions(model, seqs, list(ops), logits="last", kv_cache=cache)  # type: ignore[arg-type]
+        mask = res.batch.attention_mask
+        if kv_cache_filled(cache, mask.shape[1]):
+            nxt = res.output.argmax(-1)
+            new = [nxt]
+            ones = torch.ones(len(seqs), 1, dtype=mask.dtype, device=mask.device)
+            for _ in range(steps - 1):
+                step = run_with_interventions(model, nxt[:, None], list(ops), logits="last",  # type: ignore[arg-type]
+                                              kv_cache=cache, kv_mask=mask)
+                mask = torch.cat([mask, ones], 1)
+                nxt = step.output.argmax(-1)
+                new.append(nxt)
+            return torch.stack(new, 1).tolist()
+    seqs = [list(s) for s in seqs]
+    new_ids: list[list[int]] = [[] for _ in seqs]
+    for _ in range(steps):
+        logits = run_with_interventions(model, seqs, list(ops), logits="last").output  # type: ignore[arg-type]
+        for seq, n, t in zip(seqs, new_ids, logits.argmax(-1).tolist(), strict=True):
+            seq.append(int(t))
+            n.append(int(t))
+    return new_ids
+
+
 @torch.inference_mode()
 def greedy_under(
     model: object,
@@ -200,26 +269,23 @@ def greedy_under(
     *,
     max_new_tokens: int = 8,
     batch_size: int = 32,
+    kv_cache: bool | None = None,
 ) -> list[list[int]]:
     """Greedy continuation ids with ``ops`` applied at every position, generated tokens included.
 
-    Re-runs the growing sequence each step (no KV cache), so the ops see every token exactly as
-    in one forward pass over prompt + continuation.
+    ``kv_cache`` (``None``: auto, on for Hugging Face models and position-independent ops, see
+    :func:`greedy_under_sets`) runs each prompt once and then one new token per step; off, the
+    growing sequence is re-run each step. Either way the ops see every token exactly as in one
+    forward pass over prompt + continuation.
     """
     if max_new_tokens < 1:
         raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+    cached = _use_cache(model, [ops], kv_cache)
     out: list[list[int]] = []
     for rows in _batches(len(tokens), batch_size):
-        seqs = [list(tokens[i]) for i in rows]
-        new: list[list[int]] = [[] for _ in rows]
-        for _ in range(max_new_tokens):
-            logits = run_with_interventions(model, seqs, list(ops)).output
-            last = torch.tensor([len(s) - 1 for s in seqs])
-            nxt = logits[torch.arange(len(seqs)), last].argmax(-1).tolist()
-            for s, n, t in zip(seqs, new, nxt, strict=True):
-                s.append(int(t))
-                n.append(int(t))
-        out.extend(new)
+        out.extend(_greedy_rows(model, [list(tokens[i]) for i in rows], ops, max_new_tokens, cached))
     return out
 
 
@@ -231,27 +297,37 @@ def greedy_under_sets(
     *,
     max_new_tokens: int = 8,
     batch_size: int = 32,
+    kv_cache: bool | None = None,
 ) -> list[list[list[int]]]:
     """:func:`greedy_under` under each of several op sets, many sets per forward pass.
 
     ``out[g][i]`` is the continuation of prompt ``i`` with ``op_sets[g]`` applied. Rows are
     packed ``(set, prompt)`` pairs, ``batch_size`` to a forward, each set's ops restricted to its
-    rows (as :func:`first_token_correct_sets`); the growing sequences are re-run each step.
+    rows (as :func:`first_token_correct_sets`).
+
+    ``kv_cache`` (``None``: auto) caches each row's keys and values: the prompts run once (the
+    ops applied, the cache filled), then each step runs only the new token of each row against
+    the cache, with the ops applied to it and the prompt pads masked. This is exact: causal
+    attention makes position ``t``'s keys/values a function of tokens ``0..t`` alone, and the
+    deactivation ops overwrite each position's units with a constant, independent of the other
+    positions, so the cached keys/values are those a forward over prompt + continuation computes
+    (equal up to float rounding; a token can differ only at an exact argmax tie). Auto uses the
+    cache for Hugging Face models when every op is position-independent (zero, or mean with a
+    given per-unit mean, at every token); otherwise (TL-native bridges, other ops) the growing
+    sequences are re-run each step. ``True`` refuses where the cache cannot be used.
     """
     if max_new_tokens < 1:
         raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
     _check_unrestricted(op_sets)
+    cached = _use_cache(model, op_sets, kv_cache)
     n = len(tokens)
     out: list[list[list[int]]] = [[[] for _ in range(n)] for _ in op_sets]
     for rows, ops in _packed_set_batches(op_sets, n, batch_size):
-        seqs = [list(tokens[i]) for _, i in rows]
-        for _ in range(max_new_tokens):
-            logits = run_with_interventions(model, seqs, ops, logits="last").output
-            for (g, i), seq, t in zip(rows, seqs, logits.argmax(-1).tolist(), strict=True):
-                seq.append(int(t))
-                out[g][i].append(int(t))
+        conts = _greedy_rows(model, [list(tokens[i]) for _, i in rows], ops, max_new_tokens, cached)
+        for (g, i), cont in zip(rows, conts, strict=True):
+            out[g][i] = cont
     return out
 
 
@@ -263,10 +339,11 @@ def generation_correct_sets(
     *,
     max_new_tokens: int = 8,
     batch_size: int = 32,
+    kv_cache: bool | None = None,
 ) -> Bool[np.ndarray, "set fact"]:
     """:func:`generation_correct` under each of several op sets (:func:`greedy_under_sets`)."""
     conts = greedy_under_sets(model, facts.tokens, op_sets, max_new_tokens=max_new_tokens,
-                              batch_size=batch_size)
+                              batch_size=batch_size, kv_cache=kv_cache)
     decode = model.tokenizer.decode  # type: ignore[attr-defined]
     return np.array([[is_correct(decode(c), g) for c, g in zip(per_set, facts.golds, strict=True)]
                      for per_set in conts], dtype=bool).reshape(len(op_sets), len(facts.tokens))
@@ -279,10 +356,12 @@ def generation_correct(
     *,
     max_new_tokens: int = 8,
     batch_size: int = 32,
+    kv_cache: bool | None = None,
 ) -> tuple[list[str], Bool[np.ndarray, " fact"]]:
     """Greedy answers under ``ops`` and whether each starts with its gold object."""
     conts = greedy_under(
-        model, facts.tokens, ops, max_new_tokens=max_new_tokens, batch_size=batch_size
+        model, facts.tokens, ops, max_new_tokens=max_new_tokens, batch_size=batch_size,
+        kv_cache=kv_cache,
     )
     texts = [model.tokenizer.decode(c) for c in conts]  # type: ignore[attr-defined]
     ok = np.array([is_correct(t, g) for t, g in zip(texts, facts.golds, strict=True)], dtype=bool)
