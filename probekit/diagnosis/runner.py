@@ -151,17 +151,17 @@ def checkpoint_cells(task: CheckpointTask) -> dict[str, Any]:
     where = f"{Path(task.checkpoint.run).name} step {task.checkpoint.step}"
     refs = dict(task.references)
     column = position_column(task.suite.capture.positions)
-    positioned: list[Any] = []  # the context on the examples with a capture position, built once
+    positioned: Any = None  # the context on the examples with a capture position, built once
     for marker, key in track(task.markers, desc=f"markers of {where}", unit="marker"):
         mctx = ctx
         if column is not None and (marker.reference is not None
                                    or reads_capture_positions(marker.spec)):
-            if not positioned:
+            if positioned is None:
                 sub = positioned_examples(ctx.examples, column)
-                positioned.append(ctx if sub is None else AnalysisContext(
+                positioned = ctx if sub is None else AnalysisContext(
                     task.suite, progress=False, executor=InProcessExecutor(progress=False),
-                    cache_dir=task.cache_dir, examples=sub))
-            mctx = positioned[0]
+                    cache_dir=task.cache_dir, examples=sub)
+            mctx = positioned
             empty = missing_split(marker.spec, mctx.examples) if mctx is not ctx else None
             if empty is not None:
                 cell = MarkerCell(marker=marker.name, value=None, reason=(
