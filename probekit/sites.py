@@ -24,6 +24,7 @@ the name a hook reports.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -167,6 +168,8 @@ class Site:
     def parse(cls, text: str) -> Site:
         """Parse ``"resid_post@3"``, ``"3.resid_post"``, ``"embed"`` or a hook name; ``:H`` = head."""
         text = text.strip()
+        if (block := parse_block_text(text)) is not None:
+            return cls(block[1], block[0], block[2])
         head: int | None = None
         if ":" in text:
             text, _, head_text = text.rpartition(":")
@@ -242,6 +245,25 @@ def kv_head_of(model: HookedModel, query_head: int) -> int:
     if not 0 <= query_head < n_heads:
         raise ConfigError(f"query head {query_head} out of range 0..{n_heads - 1}")
     return query_head // (n_heads // n_kv)
+
+
+#: ``KIND@LAYER[:HEAD]``, LAYER possibly negative (counted from the last block by a caller that
+#: knows the depth: :mod:`probekit.diagnosis.block_index`)
+_BLOCK_TEXT = re.compile(r"^(?P<kind>[A-Za-z_]+)@(?P<layer>-?\d+)(?::(?P<head>\d+))?$")
+
+
+def parse_block_text(text: str) -> tuple[str, int, int | None] | None:
+    """``(kind, layer, head)`` of a ``KIND@LAYER[:HEAD]`` site string, the layer as written.
+
+    ``"resid_post@-1"`` -> ``("resid_post", -1, None)``; ``"attn_z@3:2"`` -> ``("attn_z", 3, 2)``.
+    A negative layer is returned as is (:meth:`Site.parse` refuses it; a population of depths
+    resolves it per model). ``None`` for the other spellings (hook names, ``L.KIND``, model-level
+    kinds) and for text that is not a site.
+    """
+    m = _BLOCK_TEXT.match(text.strip())
+    if m is None:
+        return None
+    return m["kind"], int(m["layer"]), None if m["head"] is None else int(m["head"])
 
 
 def _parse_layer(text: str, whole: str) -> int:

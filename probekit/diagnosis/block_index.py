@@ -19,15 +19,13 @@ when the marker reads it on a reference).
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any
 
 from ..errors import ConfigError, NotApplicableError
+from ..sites import parse_block_text
 
 __all__ = ["block_indices", "check_block_indices", "resolve_block", "resolve_blocks"]
 
-#: ``KIND@LAYER`` with an optional ``:HEAD`` (the form that takes a negative block index)
-_SITE = re.compile(r"^(?P<kind>[A-Za-z_]+)@(?P<layer>-?\d+)(?P<head>:\d+)?$")
 _SITE_KEYS = ("site", "sites", "site_a", "site_b")
 
 
@@ -46,11 +44,12 @@ def resolve_block(index: int, n_layers: int, *, what: str) -> int:
 
 
 def _site(text: str, n_layers: int, key: str) -> str:
-    m = _SITE.match(text.strip())
-    if m is None:
+    parsed = parse_block_text(text)
+    if parsed is None:
         return text  # a model-level site or another spelling: the kind validates it
-    block = resolve_block(int(m["layer"]), n_layers, what=f"{key} = {text!r}")
-    return f"{m['kind']}@{block}{m['head'] or ''}"
+    kind, layer, head = parsed
+    block = resolve_block(layer, n_layers, what=f"{key} = {text!r}")
+    return f"{kind}@{block}" + ("" if head is None else f":{head}")
 
 
 def resolve_blocks(spec: Any, n_layers: int, *, reference_layers: int | None = None) -> Any:
@@ -100,8 +99,9 @@ def block_indices(spec: Any) -> list[tuple[str, int]]:
         for v in value if isinstance(value, (list, tuple)) else [value]:
             if isinstance(v, int) and not isinstance(v, bool):
                 out.append((f"{key} = {v}", v))
-            elif isinstance(v, str) and key in _SITE_KEYS and (m := _SITE.match(v.strip())):
-                out.append((f"{key} = {v!r}", int(m["layer"])))
+            elif isinstance(v, str) and key in _SITE_KEYS and (
+                    parsed := parse_block_text(v)) is not None:
+                out.append((f"{key} = {v!r}", parsed[1]))
     return out
 
 
