@@ -87,7 +87,9 @@ def relation_neuron_study(
     ``kinds``: site kinds ranked together at every layer (default :func:`candidate_sites`);
     ``response``: ``mean`` over prompt tokens or ``last`` token. The identification statistics
     are kept in ``<cache>/neurons/<key>`` (model fingerprint, identification prompts, sites,
-    response, :data:`STORE_FORMAT`), so a rerun reads them.
+    response, :data:`STORE_FORMAT`), so a rerun reads them; the experiments' finished blocks
+    (baseline, one per relation) in ``<cache>/neurons/<key>-experiments``, so an interrupted run
+    resumes at the relation it was on (:mod:`.resume`).
 
     Raises:
         DataError: identification and test facts share a subject (column ``subject``).
@@ -122,6 +124,7 @@ def relation_neuron_study(
         model, ident.tokens, ident.relations, sites, response=response,
         store_dir=ctx.cache_dir / "neurons" / key, batch_size=config.batch_size,
     )
-    res = relation_neuron_experiments(model, stats, test, config, progress=ctx.progress)
+    res = relation_neuron_experiments(model, stats, test, config, progress=ctx.progress,
+                                      resume_dir=ctx.cache_dir / "neurons" / f"{key}-experiments")
     return RelationNeuronStudy(sites=sites, identification=ident, test=test, statistics=stats,
                                experiments=res)

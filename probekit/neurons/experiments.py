@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,7 @@ from .deactivation import (
     generation_correct,
     generation_correct_sets,
 )
+from .resume import RelationRowCache, experiment_key
 from .selection import NeuronSet, jaccard_matrix, random_like, select_neurons
 from .statistics import NeuronStatistics
 
@@ -294,11 +296,14 @@ def relation_neuron_experiments(
     *,
     relations: Sequence[str] | None = None,
     progress: bool = True,
+    resume_dir: str | Path | None = None,
 ) -> RelationNeuronResult:
     """Run the deactivation experiments on held-out ``facts`` for every relation of ``stats``.
 
     ``facts`` must be disjoint from the identification prompts ``stats`` came from (the caller's
-    split); every relation needs at least one test fact.
+    split); every relation needs at least one test fact. With ``resume_dir``, the baseline and
+    each relation's block are written there as they finish and read back by a rerun of the same
+    experiment (:mod:`.resume`; the caller keys the directory by the model).
     """
     cfg = config or DeactivationConfig()
     rels = tuple(relations or stats.relations)
@@ -332,7 +337,12 @@ def relation_neuron_experiments(
     def acc(correct: np.ndarray) -> Tensor:
         return accuracy_by_relation(correct, facts, rels)
 
-    base = score([None], facts)[0]
+    cache = RelationRowCache(resume_dir, experiment_key(cfg, rels, facts, sets))
+    if (saved := cache.load("baseline")) is not None:
+        base = saved["first"].numpy()
+        bar.update(n_facts)
+    else:
+        base = score([None], facts)[0]
     base_acc = acc(base)
     change = torch.zeros(n_rel, n_rel, dtype=torch.float64)
     change_ok = torch.zeros_like(change)
@@ -346,14 +356,26 @@ def relation_neuron_experiments(
     change_post = torch.full((n_rel, n_rel), float("nan"), dtype=torch.float64)
     rand_post = torch.zeros(n_rel, n_random, dtype=torch.float64)
     rand_gen = torch.full((n_rel, n_random), float("nan"), dtype=torch.float64)
-    if cfg.generation:
+    if saved is not None:
+        gen_base = saved["generation"]
+    elif cfg.generation:
         _, ok = generation_correct(
             model, facts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size
         )
         gen_base = acc(ok)
+    if saved is None:
+        cache.save("baseline", {"first": torch.from_numpy(np.asarray(base)), "generation": gen_base})
     facts_ok = base.astype(bool)
     right = facts.subset(facts_ok)  # the facts the unablated model gets right
+    rows = {"change": change, "change_ok": change_ok, "rand": rand, "rand_own": rand_own,
+            "low": low, "cum": cum, "single": single, "gen_change": gen_change,
+            "change_post": change_post, "rand_post": rand_post, "rand_gen": rand_gen}
     for i, r in enumerate(rels):
+        if (done := cache.load(f"relation-{i:03d}")) is not None:
+            for name, t in rows.items():
+                t[i] = done[name]
+            bar.update(n_facts * (2 + n_spread + cfg.post) + per_r * n_test[i])
+            continue
         own = sets[r]
         randoms = [random_like(own, widths, seed=cfg.seed * 1000 + j) for j in range(n_random)]
         lowest = select_neurons(stats, r, k=len(own), lowest=True)
@@ -397,6 +419,7 @@ def relation_neuron_experiments(
                                               batch_size=cfg.batch_size)
             bar.update(rand_ok.size)
             rand_gen[i] = torch.from_numpy(rand_ok.mean(1) - float(gen_base[i]))
+        cache.save(f"relation-{i:03d}", {name: t[i] for name, t in rows.items()})
     bar.close()
 
     def permutation_tests(
