@@ -13,6 +13,8 @@ import numpy as np
 import torch
 
 from probekit.models import ModelConfig, build_model
+from probekit.neurons import FactSet, neuron_statistics
+from probekit.sites import Site
 
 E, R, RED = 8, 3, 4
 D_MLP = 64  # many silent units, so matched random sets rarely hit a relation twice
@@ -111,3 +113,16 @@ def graded_null_model(seed: int = 0, *, n_entities: int = 16, n_relations: int =
     model.load_state_dict(sd)
     facts = [([s, e + r], f"rel{r}", int(table[r, s])) for r in range(r_n) for s in range(e)]
     return model.eval(), facts
+
+
+PLANTED_SITES = (Site(0, "mlp_post"), Site(1, "mlp_post"))
+
+
+def planted_study(seed: int = 0):
+    """``(model, FactSet, NeuronStatistics)`` of :func:`planted_model` over its MLP-post sites."""
+    model, facts = planted_model(seed)
+    tokens = [f[0] for f in facts]
+    rels = [f[1] for f in facts]
+    fs = FactSet(tuple(map(tuple, tokens)), tuple(rels), tuple(str(f[2]) for f in facts),
+                 tuple(f[2] for f in facts))
+    return model, fs, neuron_statistics(model, tokens, rels, list(PLANTED_SITES))

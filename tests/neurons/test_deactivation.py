@@ -9,26 +9,18 @@ from probekit.neurons import (
     deactivation_ops,
     first_token_correct,
     greedy_under,
-    neuron_statistics,
     relation_neuron_experiments,
     select_neurons,
 )
-from probekit.sites import Site
 
-from .planted import RED, planted_model
+from .planted import PLANTED_SITES, RED, planted_study
 
-SITES = [Site(0, "mlp_post"), Site(1, "mlp_post")]
+SITES = list(PLANTED_SITES)
 
 
 @pytest.fixture(scope="module")
 def planted():
-    model, facts = planted_model()
-    tokens = [f[0] for f in facts]
-    rels = [f[1] for f in facts]
-    fs = FactSet(tuple(map(tuple, tokens)), tuple(rels), tuple(str(f[2]) for f in facts),
-                 tuple(f[2] for f in facts))
-    stats = neuron_statistics(model, tokens, rels, SITES)
-    return model, fs, stats
+    return planted_study()
 
 
 def test_selection_recovers_planted_relation_units(planted):

@@ -5,26 +5,18 @@ import pytest
 
 from probekit.neurons import (
     DeactivationConfig,
-    FactSet,
-    neuron_statistics,
     relation_neuron_experiments,
 )
-from probekit.sites import Site
 from tests.report.notebook_checks import check_display
 
-from .planted import RED, planted_model
+from .planted import PLANTED_SITES, RED, planted_study
 
-SITES = [Site(0, "mlp_post"), Site(1, "mlp_post")]
+SITES = list(PLANTED_SITES)
 
 
 @pytest.fixture(scope="module")
 def planted():
-    model, facts = planted_model()
-    tokens = [f[0] for f in facts]
-    rels = [f[1] for f in facts]
-    fs = FactSet(tuple(map(tuple, tokens)), tuple(rels), tuple(str(f[2]) for f in facts),
-                 tuple(f[2] for f in facts))
-    return model, fs, neuron_statistics(model, tokens, rels, SITES)
+    return planted_study()
 
 
 def test_neuron_statistics_display_ap_by_layer_and_table(planted):

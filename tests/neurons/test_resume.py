@@ -8,17 +8,16 @@ import numpy as np
 import pytest
 import torch
 
-from probekit.neurons import DeactivationConfig, FactSet, neuron_statistics
+from probekit.neurons import DeactivationConfig
 from probekit.neurons import experiments as experiments_module
 from probekit.neurons.experiments import relation_neuron_experiments
 from probekit.neurons.resume import RelationRowCache
-from probekit.sites import Site
 
-from .planted import RED, planted_model
+from .planted import PLANTED_SITES, RED, planted_study
 
 _FIRST = experiments_module.first_token_correct_sets
 _GENERATION = experiments_module.generation_correct_sets
-SITES = [Site(0, "mlp_post"), Site(1, "mlp_post")]
+SITES = list(PLANTED_SITES)
 CFG = DeactivationConfig(k=RED, fraction=None, n_random=9, n_spread=3, shares=(0.5, 1.0),
                          n_single=2, post=True, generation=True, max_new_tokens=1)
 
@@ -33,13 +32,9 @@ class _IdTokenizer:
 
 @pytest.fixture(scope="module")
 def planted():
-    model, facts = planted_model()
+    model, fs, stats = planted_study()
     model.tokenizer = _IdTokenizer()
-    tokens = [f[0] for f in facts]
-    rels = [f[1] for f in facts]
-    fs = FactSet(tuple(map(tuple, tokens)), tuple(rels), tuple(str(f[2]) for f in facts),
-                 tuple(f[2] for f in facts))
-    return model, fs, neuron_statistics(model, tokens, rels, SITES)
+    return model, fs, stats
 
 
 class _Interrupted(Exception):
