@@ -30,6 +30,47 @@ def small_model():
     return build_model(TINY_CONFIGS["ln_mha"])
 
 
+TINY_HF_WORDS = [f"w{i}" for i in range(20)]
+
+
+def build_tiny_hf(directory: Path, arch: str):
+    """A 3-layer Hugging Face model (``llama``: rotary, grouped KV heads; ``gpt2``: learned
+    positions) with a word-level tokenizer over :data:`TINY_HF_WORDS`, saved and loaded back."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import (
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+        PreTrainedTokenizerFast,
+    )
+
+    from probekit.models import load_model
+
+    vocab = {w: i for i, w in enumerate([*TINY_HF_WORDS, "<unk>", "<s>", "</s>", "<pad>"])}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                            pad_token="<pad>").save_pretrained(directory)
+    torch.manual_seed(0)
+    special = dict(bos_token_id=vocab["<s>"], eos_token_id=vocab["</s>"], pad_token_id=vocab["<pad>"])
+    if arch == "llama":  # rotary positions, grouped KV heads
+        config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                             initializer_range=0.3, architectures=["LlamaForCausalLM"], **special)
+        LlamaForCausalLM(config).eval().save_pretrained(directory)
+    else:  # learned absolute positions: a wrong position id would change the logits
+        config = GPT2Config(vocab_size=len(vocab), n_embd=32, n_inner=64, n_layer=3, n_head=4, n_positions=32,
+                            initializer_range=0.3, architectures=["GPT2LMHeadModel"], **special)
+        GPT2LMHeadModel(config).eval().save_pretrained(directory)
+    return load_model(str(directory))
+
+
+@pytest.fixture(scope="session", params=["llama", "gpt2"])
+def tiny_hf(request, tmp_path_factory):
+    return build_tiny_hf(tmp_path_factory.mktemp(request.param), request.param)
+
+
 def random_sequences(n: int, vocab: int, lo: int = 2, hi: int = 12, seed: int = 0) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(lo, hi + 1, (n,), generator=g)

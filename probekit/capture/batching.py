@@ -87,6 +87,13 @@ def model_device(model: HookedModel) -> torch.device:
     return torch.device(getattr(getattr(model, "cfg", None), "device", None) or "cpu")
 
 
+def pad_id_of(model: HookedModel) -> int:
+    """The tokenizer's pad id (0 where there is none)."""
+    tok = getattr(model, "tokenizer", None)
+    pad = getattr(tok, "pad_token_id", None) if tok is not None else None
+    return int(pad) if pad is not None else 0
+
+
 def safe_padding_side(model: HookedModel, side: PaddingSide) -> PaddingSide:
     """``side``, except left padding of a float64 model, which runs right-padded (with a warning).
 

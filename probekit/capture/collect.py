@@ -23,7 +23,14 @@ from ..models.protocol import HookedModel
 from ..progress import progress_bar
 from ..sites import Site, as_sites
 from ..store import ActivationStore, Manifest, StoreWriter
-from .batching import PaddingSide, TokenBatch, iter_batches, model_device, safe_padding_side
+from .batching import (
+    PaddingSide,
+    TokenBatch,
+    iter_batches,
+    model_device,
+    pad_id_of,
+    safe_padding_side,
+)
 from .checks import check_capture_inputs
 from .layout import pad_keys, to_probekit_layout
 from .positions import LastToken, PositionRule, select_positions
@@ -99,9 +106,7 @@ class CapturedBatch:
 def _pad_id(model: HookedModel, config: CaptureConfig) -> int:
     if config.pad_id is not None:
         return config.pad_id
-    tok = getattr(model, "tokenizer", None)
-    pad = getattr(tok, "pad_token_id", None) if tok is not None else None
-    return int(pad) if pad is not None else 0
+    return pad_id_of(model)
 
 
 def _select(

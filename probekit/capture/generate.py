@@ -9,16 +9,20 @@ with one of the gold aliases (``|``-separated), so " Paris." and "Paris, France"
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from jaxtyping import Float
+from torch import Tensor
 
+from ..errors import ConfigError
 from ..models.protocol import HookedModel
 from ..progress import track
-from .batching import iter_batches, model_device
-from .runner import kv_cache_filled
+from .batching import TokenBatch, iter_batches, model_device, pad_batch, pad_id_of
+from .runner import kv_cache_filled, new_kv_cache, run_batch, supports_kv_mask
 
 _IDK = ("i don't know", "i do not know", "unknown", "not sure")
 
@@ -42,6 +46,67 @@ def is_correct(answer: str, gold: str) -> bool:
     )
 
 
+LastLogits = Callable[[TokenBatch, Any | None, Tensor | None], Float[Tensor, "batch vocab"]]
+"""``forward(batch, kv_cache, kv_mask)``: one run of ``batch``, the logits at each row's last token."""
+
+
+def plain_last_logits(model: HookedModel) -> LastLogits:
+    """The unmodified model as a :data:`LastLogits` (:func:`~probekit.capture.runner.run_batch`)."""
+
+    def forward(batch: TokenBatch, kv_cache: Any | None, kv_mask: Tensor | None) -> Tensor:
+        logits = run_batch(model, batch, kv_cache=kv_cache, kv_mask=kv_mask)
+        last = batch.offsets + batch.lengths - 1
+        return logits[torch.arange(logits.shape[0], device=logits.device), last]
+
+    return forward
+
+
+def greedy_decode(
+    batch: TokenBatch, steps: int, forward: LastLogits, *, cached: bool, pad_id: int
+) -> list[list[int]]:
+    """Greedy (argmax) continuations of ``steps`` tokens for one batch of prompts.
+
+    The one decoding loop of probekit (correctness labels, and relation-neuron deactivation
+    through ``forward`` = a run under intervention ops). ``cached``: one forward over the
+    right-padded prompts fills a Hugging Face KV cache, then each step runs only the new token of
+    each row against the cache with the prompt pads masked (``kv_mask``; the bridge derives each
+    row's true position from the mask, :func:`~probekit.capture.runner.supports_kv_mask`). By
+    causality position ``t``'s keys/values depend only on tokens ``0..t``, so each step's logits
+    are those of one forward over prompt + continuation (equal up to float rounding). Uncached,
+    or when the run did not fill the cache (transformer-lens 4.3 with transformers >= 5.24,
+    :func:`~probekit.capture.runner.kv_cache_filled`), the growing sequences are re-run
+    right-padded each step.
+    """
+    if cached:
+        cache = new_kv_cache()
+        logits = forward(batch, cache, None)
+        mask = batch.attention_mask
+        if kv_cache_filled(cache, mask.shape[1]):
+            n = mask.shape[0]
+            ones = torch.ones(n, 1, dtype=mask.dtype, device=mask.device)
+            step_batch = TokenBatch(ones, ones, ones[:, 0], torch.zeros_like(ones[:, 0]), batch.example_ids)
+            nxt = logits.argmax(-1)
+            new = [nxt]
+            for _ in range(steps - 1):
+                step_batch = dataclasses.replace(step_batch, input_ids=nxt[:, None])
+                logits = forward(step_batch, cache, mask)
+                mask = torch.cat([mask, ones], 1)
+                nxt = logits.argmax(-1)
+                new.append(nxt)
+            return torch.stack(new, 1).tolist()
+    seqs = [batch.input_ids[i, o:o + n].tolist()
+            for i, (o, n) in enumerate(zip(batch.offsets.tolist(), batch.lengths.tolist(), strict=True))]
+    out: list[list[int]] = [[] for _ in seqs]
+    device = batch.input_ids.device
+    for _ in range(steps):
+        grown = pad_batch(seqs, pad_id=pad_id, side="right", example_ids=batch.example_ids.tolist())
+        for seq, cont, t in zip(seqs, out, forward(grown.to(device), None, None).argmax(-1).tolist(),
+                                strict=True):
+            seq.append(int(t))
+            cont.append(int(t))
+    return out
+
+
 @torch.inference_mode()
 def greedy_continuations(
     model: HookedModel,
@@ -50,51 +115,29 @@ def greedy_continuations(
     max_new_tokens: int = 8,
     batch_size: int = 16,
     progress: bool = False,
+    kv_cache: bool | None = None,
 ) -> list[list[int]]:
-    """Greedy (argmax) continuation ids of each prompt, batched with left padding + mask."""
+    """Greedy (argmax) continuation ids of each prompt, right-padded batches (:func:`greedy_decode`).
+
+    ``kv_cache`` (``None``: where the model supports it, :func:`supports_kv_mask`) decodes from
+    a KV cache; ``False`` re-runs the growing sequences.
+    """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    tok = getattr(model, "tokenizer", None)
-    pad = getattr(tok, "pad_token_id", None) if tok is not None else None
+    able = supports_kv_mask(model)
+    if kv_cache and not able:
+        raise ConfigError("kv_cache=True needs a Hugging Face model whose bridge derives positions "
+                          "from the mask (supports_kv_mask); pass kv_cache=None or False")
+    cached = able if kv_cache is None else bool(kv_cache)
+    pad = pad_id_of(model)
+    forward = plain_last_logits(model)
     device = model_device(model)
     out: list[list[int]] = []
-    batches = iter_batches(tokens, batch_size=batch_size, pad_id=int(pad or 0), side="left")
+    batches = iter_batches(tokens, batch_size=batch_size, pad_id=pad, side="right")
     for batch in track(batches, desc="greedy answers", total=len(tokens), unit="example",
                        weight=lambda b: b.input_ids.shape[0], enabled=progress):
-        batch = batch.to(device)
-        out.extend(_greedy_batch(model, batch.input_ids, batch.attention_mask, max_new_tokens))
+        out.extend(greedy_decode(batch.to(device), max_new_tokens, forward, cached=cached, pad_id=pad))
     return out
-
-
-def _greedy_batch(model: Any, ids: torch.Tensor, mask: torch.Tensor, steps: int) -> list[list[int]]:
-    """Greedy decoding of one left-padded batch.
-
-    Uses the bridge's HF KV cache when the model supports it (``return_type="logits_and_cache"``)
-    and the run really filled it, else re-runs the growing sequence. (transformer-lens 4.3 with
-    transformers >= 5.24 returns an empty cache; decoding from it would continue from nothing.)
-    """
-    new: list[torch.Tensor] = []
-    try:
-        logits, past = model(ids, attention_mask=mask, return_type="logits_and_cache")
-    except (TypeError, ValueError, NotImplementedError, AttributeError):
-        past = None
-        logits = model(ids, attention_mask=mask)
-    if not kv_cache_filled(past, ids.shape[1]):
-        past = None
-    nxt = logits[:, -1].argmax(-1, keepdim=True)
-    new.append(nxt)
-    for _ in range(steps - 1):
-        mask = torch.cat([mask, torch.ones_like(nxt)], 1)
-        if past is not None:
-            logits, past = model(
-                nxt, attention_mask=mask, past_key_values=past, return_type="logits_and_cache"
-            )
-        else:
-            ids = torch.cat([ids, nxt], 1)
-            logits = model(ids, attention_mask=mask)
-        nxt = logits[:, -1].argmax(-1, keepdim=True)
-        new.append(nxt)
-    return torch.cat(new, 1).tolist()
 
 
 def answer_correctness(

@@ -10,7 +10,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..capture.batching import PaddingSide, TokenBatch, model_device, pad_batch, safe_padding_side
+from ..capture.batching import (
+    PaddingSide,
+    TokenBatch,
+    model_device,
+    pad_batch,
+    pad_id_of,
+    safe_padding_side,
+)
 from ..capture.collect import check_finite
 from ..capture.hooks import hook_scope
 from ..capture.layout import to_aligned, to_padded, to_probekit_layout
@@ -129,9 +136,7 @@ def as_batch(
             )
         tokens = tokens.tolist()
     if pad_id is None:
-        tok = getattr(model, "tokenizer", None)
-        pad = getattr(tok, "pad_token_id", None) if tok is not None else None
-        pad_id = int(pad) if pad is not None else 0
+        pad_id = pad_id_of(model)
     side = safe_padding_side(model, padding_side)
     return pad_batch([list(map(int, seq)) for seq in tokens], pad_id=pad_id,
                      side=side).to(model_device(model))

@@ -27,10 +27,11 @@ from jaxtyping import Bool
 from torch import Tensor
 
 from ..capture import AllTokens
-from ..capture.generate import is_correct
-from ..capture.runner import kv_cache_filled, new_kv_cache, supports_kv_mask
+from ..capture.batching import TokenBatch, pad_id_of
+from ..capture.generate import greedy_decode, is_correct
+from ..capture.runner import supports_kv_mask
 from ..errors import ConfigError, DataError
-from ..interventions import Ablate, run_with_interventions
+from ..interventions import Ablate, as_batch, run_with_interventions
 from .selection import NeuronSet
 
 METHODS = ("zero", "mean")
@@ -227,38 +228,18 @@ def _greedy_rows(
 ) -> list[list[int]]:
     """Greedy continuations of one batch of prompts under ``ops`` (applied at every position).
 
-    Uncached: the growing sequences are re-run each step. Cached: one forward over the
-    right-padded prompts fills a KV cache (keys/values of every block, computed under the ops);
-    each step then runs only the new token of each row, ops applied to it, attending to the
-    cache with the prompt pads masked (``kv_mask``; the bridge derives each row's true position
-    from the mask). By causality a position's keys/values depend only on the tokens up to it,
-    and every op acts on each position alone, so each step's logits are those of one forward
-    over prompt + continuation (equal up to float rounding). Falls back to re-running if the
-    run did not fill the cache (:func:`~probekit.capture.runner.kv_cache_filled`).
+    :func:`~probekit.capture.generate.greedy_decode` with each forward run under the ops
+    (cached: the prompts' keys/values are computed under the ops, and each step's new token gets
+    them too, so the continuation is that of one forward over prompt + continuation).
     """
-    if cached:
-        cache = new_kv_cache()
-        res = run_with_interventions(model, seqs, list(ops), logits="last", kv_cache=cache)  # type: ignore[arg-type]
-        mask = res.batch.attention_mask
-        if kv_cache_filled(cache, mask.shape[1]):
-            nxt = res.output.argmax(-1)
-            new = [nxt]
-            ones = torch.ones(len(seqs), 1, dtype=mask.dtype, device=mask.device)
-            for _ in range(steps - 1):
-                step = run_with_interventions(model, nxt[:, None], list(ops), logits="last",  # type: ignore[arg-type]
-                                              kv_cache=cache, kv_mask=mask)
-                mask = torch.cat([mask, ones], 1)
-                nxt = step.output.argmax(-1)
-                new.append(nxt)
-            return torch.stack(new, 1).tolist()
-    seqs = [list(s) for s in seqs]
-    new_ids: list[list[int]] = [[] for _ in seqs]
-    for _ in range(steps):
-        logits = run_with_interventions(model, seqs, list(ops), logits="last").output  # type: ignore[arg-type]
-        for seq, n, t in zip(seqs, new_ids, logits.argmax(-1).tolist(), strict=True):
-            seq.append(int(t))
-            n.append(int(t))
-    return new_ids
+    ops = list(ops)
+
+    def forward(batch: TokenBatch, kv_cache: object, kv_mask: Tensor | None) -> Tensor:
+        return run_with_interventions(model, batch, ops, logits="last",  # type: ignore[arg-type]
+                                      kv_cache=kv_cache, kv_mask=kv_mask).output
+
+    return greedy_decode(as_batch(model, seqs), steps, forward, cached=cached,  # type: ignore[arg-type]
+                         pad_id=pad_id_of(model))  # type: ignore[arg-type]
 
 
 @torch.inference_mode()

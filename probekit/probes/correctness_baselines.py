@@ -78,14 +78,13 @@ def answer_confidence(model: Any, tokens: list[list[int]], batch_size: int = 16)
     """
     import torch
 
-    from ..capture.batching import iter_batches, model_device
+    from ..capture.batching import iter_batches, model_device, pad_id_of
+    from ..capture.generate import plain_last_logits
 
-    tok = getattr(model, "tokenizer", None)
-    pad = getattr(tok, "pad_token_id", None) if tok is not None else None
+    forward = plain_last_logits(model)  # right padding: no NaN pad queries (pitfalls: float64)
     out = []
     with torch.inference_mode():
-        for batch in iter_batches(tokens, batch_size=batch_size, pad_id=int(pad or 0), side="left"):
-            batch = batch.to(model_device(model))
-            logits = model(batch.input_ids, attention_mask=batch.attention_mask)
-            out.append(torch.softmax(logits[:, -1].double(), -1).amax(-1).cpu().numpy())
+        for batch in iter_batches(tokens, batch_size=batch_size, pad_id=pad_id_of(model), side="right"):
+            logits = forward(batch.to(model_device(model)), None, None)
+            out.append(torch.softmax(logits.double(), -1).amax(-1).cpu().numpy())
     return np.concatenate(out)

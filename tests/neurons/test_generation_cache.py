@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from probekit.capture import AllTokens
+from probekit.capture.batching import TokenBatch
 from probekit.capture.generate import is_correct
 from probekit.errors import ConfigError
 from probekit.interventions import Ablate, run_with_interventions
@@ -13,50 +14,12 @@ from probekit.neurons import deactivation as deactivation_module
 from probekit.neurons.deactivation import generation_correct_sets, greedy_under_sets
 from probekit.neurons.selection import NeuronSet
 from probekit.sites import Site
-from tests.conftest import random_sequences
-
-WORDS = [f"w{i}" for i in range(20)]
-
-
-def _tiny_hf(directory, arch):
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import (
-        GPT2Config,
-        GPT2LMHeadModel,
-        LlamaConfig,
-        LlamaForCausalLM,
-        PreTrainedTokenizerFast,
-    )
-
-    from probekit.models import load_model
-
-    vocab = {w: i for i, w in enumerate([*WORDS, "<unk>", "<s>", "</s>", "<pad>"])}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
-                            pad_token="<pad>").save_pretrained(directory)
-    torch.manual_seed(0)
-    special = dict(bos_token_id=vocab["<s>"], eos_token_id=vocab["</s>"], pad_token_id=vocab["<pad>"])
-    if arch == "llama":  # rotary positions, grouped KV heads
-        config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=3,
-                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
-                             initializer_range=0.3, architectures=["LlamaForCausalLM"], **special)
-        LlamaForCausalLM(config).eval().save_pretrained(directory)
-    else:  # learned absolute positions: a wrong position id would change the logits
-        config = GPT2Config(vocab_size=len(vocab), n_embd=32, n_inner=64, n_layer=3, n_head=4, n_positions=32,
-                            initializer_range=0.3, architectures=["GPT2LMHeadModel"], **special)
-        GPT2LMHeadModel(config).eval().save_pretrained(directory)
-    return load_model(str(directory))
-
-
-@pytest.fixture(scope="module", params=["llama", "gpt2"])
-def hf(request, tmp_path_factory):
-    return _tiny_hf(tmp_path_factory.mktemp(request.param), request.param)
+from tests.conftest import TINY_HF_WORDS, random_sequences
 
 
 def _prompts(seed=0, n=7):
     rng = np.random.default_rng(seed)
-    return [rng.integers(0, len(WORDS), size=int(rng.integers(2, 10))).tolist() for _ in range(n)]
+    return [rng.integers(0, len(TINY_HF_WORDS), size=int(rng.integers(2, 10))).tolist() for _ in range(n)]
 
 
 def _op_sets(model, seed=1, sizes=(1, 4, 16, 40), means=False):
@@ -80,7 +43,8 @@ def _spy(monkeypatch):
     real = deactivation_module.run_with_interventions
 
     def spy(model, tokens, *a, **k):
-        widths.append(max(map(len, tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens)))
+        widths.append(int(tokens.lengths.max()) if isinstance(tokens, TokenBatch)
+                      else max(map(len, tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens)))
         return real(model, tokens, *a, **k)
 
     monkeypatch.setattr(deactivation_module, "run_with_interventions", spy)
@@ -89,12 +53,12 @@ def _spy(monkeypatch):
 
 @pytest.mark.parametrize("steps", [1, 8])
 @pytest.mark.parametrize("means", [False, True])
-def test_cached_continuations_equal_uncached_for_every_set_and_prompt(hf, steps, means, monkeypatch):
+def test_cached_continuations_equal_uncached_for_every_set_and_prompt(tiny_hf, steps, means, monkeypatch):
     prompts = _prompts()
-    op_sets = _op_sets(hf, means=means)
-    plain = greedy_under_sets(hf, prompts, op_sets, max_new_tokens=steps, batch_size=5, kv_cache=False)
+    op_sets = _op_sets(tiny_hf, means=means)
+    plain = greedy_under_sets(tiny_hf, prompts, op_sets, max_new_tokens=steps, batch_size=5, kv_cache=False)
     widths = _spy(monkeypatch)
-    fast = greedy_under_sets(hf, prompts, op_sets, max_new_tokens=steps, batch_size=5)  # auto: cached
+    fast = greedy_under_sets(tiny_hf, prompts, op_sets, max_new_tokens=steps, batch_size=5)  # auto: cached
     assert fast == plain
     n_batches = -(-len(prompts) * len(op_sets) // 5)
     assert len(widths) == n_batches * steps and widths.count(1) == n_batches * (steps - 1)  # one new token a step
@@ -103,33 +67,33 @@ def test_cached_continuations_equal_uncached_for_every_set_and_prompt(hf, steps,
         assert len({tuple(c) for c in plain[0]}) > 1
 
 
-def test_continuations_equal_one_forward_over_prompt_and_continuation(hf):
+def test_continuations_equal_one_forward_over_prompt_and_continuation(tiny_hf):
     prompts = _prompts(seed=3, n=4)
-    op_sets = _op_sets(hf, seed=4, sizes=(8, 30))
-    conts = greedy_under_sets(hf, prompts, op_sets, max_new_tokens=6, batch_size=3, kv_cache=True)
+    op_sets = _op_sets(tiny_hf, seed=4, sizes=(8, 30))
+    conts = greedy_under_sets(tiny_hf, prompts, op_sets, max_new_tokens=6, batch_size=3, kv_cache=True)
     for ops, per_set in zip(op_sets, conts, strict=True):
         for prompt, cont in zip(prompts, per_set, strict=True):
-            logits = run_with_interventions(hf, [prompt + cont], ops).output[0]
+            logits = run_with_interventions(tiny_hf, [prompt + cont], ops).output[0]
             assert logits[len(prompt) - 1:-1].argmax(-1).tolist() == cont
 
 
-def test_single_set_greedy_under_cached_equals_uncached(hf):
+def test_single_set_greedy_under_cached_equals_uncached(tiny_hf):
     prompts = _prompts(seed=5, n=6)
-    ops = _op_sets(hf, seed=6, sizes=(20,))[1]
-    assert greedy_under(hf, prompts, ops, batch_size=4) == greedy_under(hf, prompts, ops, batch_size=4,
+    ops = _op_sets(tiny_hf, seed=6, sizes=(20,))[1]
+    assert greedy_under(tiny_hf, prompts, ops, batch_size=4) == greedy_under(tiny_hf, prompts, ops, batch_size=4,
                                                                        kv_cache=False)
 
 
-def test_generation_correct_sets_equal(hf):
+def test_generation_correct_sets_equal(tiny_hf):
     prompts = _prompts(seed=7, n=6)
-    op_sets = _op_sets(hf, seed=8, sizes=(2, 25))
-    conts = greedy_under_sets(hf, prompts, op_sets, max_new_tokens=3, kv_cache=False)
-    decode = hf.tokenizer.decode
+    op_sets = _op_sets(tiny_hf, seed=8, sizes=(2, 25))
+    conts = greedy_under_sets(tiny_hf, prompts, op_sets, max_new_tokens=3, kv_cache=False)
+    decode = tiny_hf.tokenizer.decode
     # gold = the unablated answer's first word for half the facts (correct there), a foreign word elsewhere
     golds = [decode(conts[0][i][:1]) if i % 2 == 0 else "zz" for i in range(len(prompts))]
     facts = FactSet(tuple(map(tuple, prompts)), ("r",) * len(prompts), tuple(golds), (0,) * len(prompts))
-    plain = generation_correct_sets(hf, facts, op_sets, max_new_tokens=3, batch_size=4, kv_cache=False)
-    fast = generation_correct_sets(hf, facts, op_sets, max_new_tokens=3, batch_size=4)
+    plain = generation_correct_sets(tiny_hf, facts, op_sets, max_new_tokens=3, batch_size=4, kv_cache=False)
+    fast = generation_correct_sets(tiny_hf, facts, op_sets, max_new_tokens=3, batch_size=4)
     np.testing.assert_array_equal(fast, plain)
     assert plain[0, ::2].all() and not plain[:, 1::2].any()
 
@@ -144,42 +108,42 @@ def test_tl_native_model_falls_back_and_refuses_a_forced_cache(small_model):
         greedy_under_sets(model, prompts, [ops], max_new_tokens=2, kv_cache=True)
 
 
-def test_batch_dependent_ops_fall_back_and_refuse_a_forced_cache(hf, monkeypatch):
+def test_batch_dependent_ops_fall_back_and_refuse_a_forced_cache(tiny_hf, monkeypatch):
     prompts = _prompts(seed=9, n=3)
     ops = [Ablate(site=Site(0, "mlp_post"), method="mean", features=(0, 1), positions=AllTokens())]  # batch mean
     widths = _spy(monkeypatch)
-    greedy_under(hf, prompts, ops, max_new_tokens=3)
+    greedy_under(tiny_hf, prompts, ops, max_new_tokens=3)
     assert 1 not in widths  # re-run, not cached
     with pytest.raises(ConfigError, match="position-independent"):
-        greedy_under(hf, prompts, ops, max_new_tokens=3, kv_cache=True)
+        greedy_under(tiny_hf, prompts, ops, max_new_tokens=3, kv_cache=True)
 
 
-def test_a_bridge_without_mask_derived_positions_falls_back(hf, monkeypatch):
+def test_a_bridge_without_mask_derived_positions_falls_back(tiny_hf, monkeypatch):
     from probekit.capture.runner import new_kv_cache
 
     prompts = _prompts(seed=10, n=3)
-    ops = _op_sets(hf, seed=11, sizes=(6,))[1]
-    monkeypatch.setattr(type(hf), "_accepts_derived_position_ids", lambda self: False)
+    ops = _op_sets(tiny_hf, seed=11, sizes=(6,))[1]
+    monkeypatch.setattr(type(tiny_hf), "_accepts_derived_position_ids", lambda self: False)
     cache = new_kv_cache()
-    run_with_interventions(hf, [[1, 2, 3]], kv_cache=cache)
+    run_with_interventions(tiny_hf, [[1, 2, 3]], kv_cache=cache)
     with pytest.raises(ConfigError, match="derives token positions"):
-        run_with_interventions(hf, [[1]], kv_cache=cache, kv_mask=torch.ones(1, 3, dtype=torch.long))
+        run_with_interventions(tiny_hf, [[1]], kv_cache=cache, kv_mask=torch.ones(1, 3, dtype=torch.long))
     with pytest.raises(ConfigError, match="supports_kv_mask"):
-        greedy_under(hf, prompts, ops, max_new_tokens=3, kv_cache=True)
+        greedy_under(tiny_hf, prompts, ops, max_new_tokens=3, kv_cache=True)
     widths = _spy(monkeypatch)
-    auto = greedy_under(hf, prompts, ops, max_new_tokens=3)
+    auto = greedy_under(tiny_hf, prompts, ops, max_new_tokens=3)
     assert 1 not in widths  # re-run, not cached
     monkeypatch.undo()
-    assert auto == greedy_under(hf, prompts, ops, max_new_tokens=3, kv_cache=True)
+    assert auto == greedy_under(tiny_hf, prompts, ops, max_new_tokens=3, kv_cache=True)
 
 
-def test_kv_mask_of_the_wrong_shape_is_refused(hf):
+def test_kv_mask_of_the_wrong_shape_is_refused(tiny_hf):
     from probekit.capture.runner import new_kv_cache
 
     cache = new_kv_cache()
-    run_with_interventions(hf, [[1, 2, 3], [4, 5, 6]], kv_cache=cache)
+    run_with_interventions(tiny_hf, [[1, 2, 3], [4, 5, 6]], kv_cache=cache)
     with pytest.raises(ConfigError, match="kv_mask"):
-        run_with_interventions(hf, [[1], [2]], kv_cache=cache, kv_mask=torch.ones(2, 2, dtype=torch.long))
+        run_with_interventions(tiny_hf, [[1], [2]], kv_cache=cache, kv_mask=torch.ones(2, 2, dtype=torch.long))
 
 
 @pytest.mark.slow
