@@ -33,7 +33,7 @@ def small_model():
 TINY_HF_WORDS = [f"w{i}" for i in range(20)]
 
 
-def build_tiny_hf(directory: Path, arch: str):
+def build_tiny_hf(directory: Path, arch: str, **load_options):
     """A 3-layer Hugging Face model (``llama``: rotary, grouped KV heads; ``gpt2``: learned
     positions) with a word-level tokenizer over :data:`TINY_HF_WORDS`, saved and loaded back."""
     from tokenizers import Tokenizer, models, pre_tokenizers
@@ -63,7 +63,7 @@ def build_tiny_hf(directory: Path, arch: str):
         config = GPT2Config(vocab_size=len(vocab), n_embd=32, n_inner=64, n_layer=3, n_head=4, n_positions=32,
                             initializer_range=0.3, architectures=["GPT2LMHeadModel"], **special)
         GPT2LMHeadModel(config).eval().save_pretrained(directory)
-    return load_model(str(directory))
+    return load_model(str(directory), **load_options)
 
 
 @pytest.fixture(scope="session", params=["llama", "gpt2"])
