@@ -51,7 +51,7 @@ def experiment_rows(res: RelationNeuronResult) -> list[dict[str, Any]]:
 
 
 def experiment_blocks(res: RelationNeuronResult) -> list[Block]:
-    """Per-relation table, the set x relation accuracy-change heatmap, the cumulativity curve."""
+    """Per-relation table, the set x relation accuracy-change heatmap (and greedy, if run), cumulativity."""
     rels = list(res.relations)
     n_set = len(next(iter(res.sets.values())))
     post_cols = (
@@ -99,7 +99,14 @@ def experiment_blocks(res: RelationNeuronResult) -> list[Block]:
         xlabel=f"share of r's {n_set} neurons deactivated (ranked by AP)",
         ylabel="accuracy drop on r (points)",
     )
-    return [table, heat, cumulative]
+    greedy = (Heatmap(
+        title="Greedy-generation accuracy change (points) when relation r's neurons are off",
+        values=tuple(tuple(pct(float(v)) for v in row) for row in res.change_generation),
+        row_labels=tuple(rels), col_labels=tuple(rels),
+        xlabel="relation scored (test facts)", ylabel="relation whose neurons are off",
+        colorbar="accuracy change (points)", vmin=-100.0, vmax=100.0, cmap="RdBu",
+    ),) if res.tests_generation else ()
+    return [table, heat, *greedy, cumulative]
 
 
 def ap_by_layer_plot(stats: NeuronStatistics) -> LinePlot:

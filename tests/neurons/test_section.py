@@ -84,3 +84,46 @@ def test_shared_subjects_between_splits_are_refused(tmp_path):
     (tmp_path / "s.toml").write_text(SUITE)
     with pytest.raises(DataError, match="share subjects"):
         run_suite(load_suite(tmp_path / "s.toml"), cache_dir=tmp_path / "cache", progress=False)
+
+
+class _IdTokenizer:
+    """Decodes ids as space-separated numbers, so gold object ``str(id)`` is a generation match."""
+
+    @staticmethod
+    def decode(ids):
+        return " ".join(str(i) for i in ids)
+
+
+def test_generation_and_post_tests_are_hypotheses_too(tmp_path, monkeypatch):
+    """With generation and post on, each metric's per-relation tests (Holm within the metric) are
+    hypotheses of the report, beside the first-token ones."""
+    import probekit.neurons as neurons
+    from probekit.neurons import DeactivationConfig, relation_neuron_experiments
+    from probekit.neurons.examples import RelationNeuronStudy
+
+    from .planted import PLANTED_SITES, planted_study
+
+    model, fs, stats = planted_study()
+    model.tokenizer = _IdTokenizer()
+    cfg = DeactivationConfig(k=RED, fraction=None, n_random=59, shares=(1.0,), n_single=1,
+                             generation=True, post=True, max_new_tokens=1)
+    res = relation_neuron_experiments(model, stats, fs, cfg, progress=False)
+    study = RelationNeuronStudy(sites=tuple(PLANTED_SITES), identification=fs, test=fs,
+                                statistics=stats, experiments=res)
+    monkeypatch.setattr(neurons, "relation_neuron_study", lambda ctx, **kw: study)
+    _write_checkpoint_and_facts(tmp_path)
+    (tmp_path / "s.toml").write_text(SUITE.replace("generation = false", "generation = true\npost = true"))
+    result = run_suite(load_suite(tmp_path / "s.toml"), cache_dir=tmp_path / "cache", progress=False)
+    (section,) = [a for a in result.analyses if a.section == "neurons"]
+    hyps = section.hypotheses
+    assert [h.name for h in hyps] == [
+        f"deactivating the rel{r} neurons{how} hurts rel{r} facts more than matched random sets"
+        for how in ("", " (scored by greedy generation)", " at mlp_post") for r in range(R)]
+    assert [h.metric for h in hyps[3:6]] == ["greedy-generation accuracy drop"] * 3
+    assert [h.p_value for h in hyps] == [*res.p_holm, *res.p_holm_generation, *res.p_holm_post]
+    assert [h.statistic for h in hyps[3:6]] == [t.statistic for t in res.tests_generation]
+    assert res.p_holm_generation == (3 / 60,) * 3  # the planted sets: every test at its Holm floor
+    assert all(h.decision() == "reject H0 (relation-specific)" for h in hyps)
+    heats = [b for b in section.to_dict()["blocks"] if b["block"] == "heatmap"]
+    assert [h["title"].split(" accuracy")[0] for h in heats] == ["First-token", "Greedy-generation"]
+    np.testing.assert_allclose(heats[1]["values"], 100 * res.change_generation.numpy())

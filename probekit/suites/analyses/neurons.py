@@ -5,7 +5,8 @@ object (``|``-separated aliases); neurons are ranked by AP on the ``train`` spli
 identification prompts) and deactivated on the ``test`` split (disjoint subjects). Reports each
 relation's baseline accuracy, the relation x relation accuracy-change matrix with the matched
 random-set spread, cumulativity, and per relation the test "r's neurons hurt r more than random
-sets of the same per-site size do" (Holm-adjusted over relations).
+sets of the same per-site size do" (Holm-adjusted over relations), on the first token, and with
+``generation`` / ``post`` also on greedy generation / at ``mlp_post`` (one family each).
 """
 
 from __future__ import annotations
@@ -71,14 +72,21 @@ def run_neurons(spec: NeuronsSpec, ctx: RunContext) -> AnalysisResult:
     ctx.forward_passes += 1
     res, alpha = study.experiments, ctx.stats.alpha
     rels = list(res.relations)
-    hyps = tuple(
-        Hypothesis.from_test(
-            dataclasses.replace(t, p_value=p, method=t.method + f"; Holm over {len(rels)} relations"),
-            name=f"deactivating the {r} neurons hurts {r} facts more than matched random sets",
-            metric="first-token accuracy drop", alpha=alpha, outcome="relation-specific",
+
+    def tested(tests, p_holm, metric: str, how: str) -> tuple[Hypothesis, ...]:
+        return () if not tests else tuple(
+            Hypothesis.from_test(
+                dataclasses.replace(t, p_value=p, method=t.method + f"; Holm over {len(rels)} relations"),
+                name=f"deactivating the {r} neurons{how} hurts {r} facts more than matched random sets",
+                metric=metric, alpha=alpha, outcome="relation-specific",
+            )
+            for r, t, p in zip(rels, tests, p_holm, strict=True)
         )
-        for r, t, p in zip(rels, res.tests, res.p_holm, strict=True)
-    )
+
+    hyps = (tested(res.tests, res.p_holm, "first-token accuracy drop", "")
+            + tested(res.tests_generation, res.p_holm_generation,
+                     "greedy-generation accuracy drop", " (scored by greedy generation)")
+            + tested(res.tests_post, res.p_holm_post, "first-token accuracy drop", " at mlp_post"))
     return AnalysisResult(
         section="neurons",
         title=("Relation-specific neurons (Liu et al. 2025), relations from column "
