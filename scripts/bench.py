@@ -229,6 +229,7 @@ OPTIONAL = {
     "patching": ("scripts.bench_patching", "bench_patching"),
     "eap": ("scripts.bench_eap", "bench_eap"),
     "neurons": ("scripts.bench_neurons", "run"),
+    "generation": ("scripts.bench_generation", "bench_generation"),
     "geometry": ("scripts.bench_geometry", "bench_geometry"),
     "ray": ("scripts.bench_ray", "bench_ray"),
     "ray_capture": ("scripts.bench_ray", "bench_ray_capture"),
@@ -241,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
     parser.add_argument("--sections", default="capture,store_memory,store_read,cli,probes",
-                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,eap,neurons,geometry,ray,ray_capture")
+                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,eap,neurons,generation,geometry,ray,ray_capture")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
