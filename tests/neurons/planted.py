@@ -126,3 +126,11 @@ def planted_study(seed: int = 0):
     fs = FactSet(tuple(map(tuple, tokens)), tuple(rels), tuple(str(f[2]) for f in facts),
                  tuple(f[2] for f in facts))
     return model, fs, neuron_statistics(model, tokens, rels, list(PLANTED_SITES))
+
+
+class IdTokenizer:
+    """Decodes ids as space-separated numbers, so gold object ``str(id)`` is a generation match."""
+
+    @staticmethod
+    def decode(ids):
+        return " ".join(str(i) for i in ids)

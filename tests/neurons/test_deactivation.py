@@ -13,7 +13,7 @@ from probekit.neurons import (
     select_neurons,
 )
 
-from .planted import PLANTED_SITES, RED, planted_study
+from .planted import PLANTED_SITES, RED, IdTokenizer, planted_study
 
 SITES = list(PLANTED_SITES)
 
@@ -116,19 +116,12 @@ def test_greedy_under_sets_equals_set_by_set(planted):
     assert got[0] != got[1]  # rel0's units change some continuation
 
 
-class _IdTokenizer:
-    """Decodes ids as space-separated numbers, so gold object ``str(id)`` is a generation match."""
-
-    @staticmethod
-    def decode(ids):
-        return " ".join(str(i) for i in ids)
-
 
 def test_generation_test_and_p_floors(planted, monkeypatch):
     from probekit.neurons import generation_correct_sets
 
     model, fs, stats = planted
-    monkeypatch.setattr(model, "tokenizer", _IdTokenizer(), raising=False)
+    monkeypatch.setattr(model, "tokenizer", IdTokenizer(), raising=False)
     cfg = DeactivationConfig(k=RED, fraction=None, n_random=19, shares=(1.0,), n_single=1,
                              generation=True, max_new_tokens=1)
     res = relation_neuron_experiments(model, stats, fs, cfg, progress=False)

@@ -13,7 +13,7 @@ from probekit.neurons import experiments as experiments_module
 from probekit.neurons.experiments import relation_neuron_experiments
 from probekit.neurons.resume import RelationRowCache
 
-from .planted import PLANTED_SITES, RED, planted_study
+from .planted import PLANTED_SITES, RED, IdTokenizer, planted_study
 
 _FIRST = experiments_module.first_token_correct_sets
 _GENERATION = experiments_module.generation_correct_sets
@@ -22,18 +22,11 @@ CFG = DeactivationConfig(k=RED, fraction=None, n_random=9, n_spread=3, shares=(0
                          n_single=2, post=True, generation=True, max_new_tokens=1)
 
 
-class _IdTokenizer:
-    """Decodes ids as space-separated numbers, so gold object ``str(id)`` is a generation match."""
-
-    @staticmethod
-    def decode(ids):
-        return " ".join(str(i) for i in ids)
-
 
 @pytest.fixture(scope="module")
 def planted():
     model, fs, stats = planted_study()
-    model.tokenizer = _IdTokenizer()
+    model.tokenizer = IdTokenizer()
     return model, fs, stats
 
 

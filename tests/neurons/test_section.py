@@ -7,7 +7,7 @@ import numpy as np
 from probekit.models import ModelConfig, save_checkpoint
 from probekit.suites import load_suite, run_suite
 
-from .planted import D_MLP, RED, E, R, planted_model
+from .planted import D_MLP, RED, E, IdTokenizer, R, planted_model
 
 SUITE = """
 [suite]
@@ -86,13 +86,6 @@ def test_shared_subjects_between_splits_are_refused(tmp_path):
         run_suite(load_suite(tmp_path / "s.toml"), cache_dir=tmp_path / "cache", progress=False)
 
 
-class _IdTokenizer:
-    """Decodes ids as space-separated numbers, so gold object ``str(id)`` is a generation match."""
-
-    @staticmethod
-    def decode(ids):
-        return " ".join(str(i) for i in ids)
-
 
 def test_generation_and_post_tests_are_hypotheses_too(tmp_path, monkeypatch):
     """With generation and post on, each metric's per-relation tests (Holm within the metric) are
@@ -104,7 +97,7 @@ def test_generation_and_post_tests_are_hypotheses_too(tmp_path, monkeypatch):
     from .planted import PLANTED_SITES, planted_study
 
     model, fs, stats = planted_study()
-    model.tokenizer = _IdTokenizer()
+    model.tokenizer = IdTokenizer()
     cfg = DeactivationConfig(k=RED, fraction=None, n_random=59, shares=(1.0,), n_single=1,
                              generation=True, post=True, max_new_tokens=1)
     res = relation_neuron_experiments(model, stats, fs, cfg, progress=False)
