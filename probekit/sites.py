@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from .errors import ConfigError
@@ -209,7 +209,7 @@ class Site:
             return int(getattr(cfg, "n_key_value_heads", None) or cfg.n_heads)
         return int(cfg.n_heads)
 
-    def validate(self, model: HookedModel, hook_names: Container[str] | None = None) -> None:
+    def validate(self, model: HookedModel, hook_names: Collection[str] | None = None) -> None:
         """Raise :class:`~probekit.errors.ConfigError` if ``model`` has no such hook point/head.
 
         ``hook_names``: ``model.hook_dict`` if the caller has it already (a bridge rebuilds it
@@ -224,7 +224,7 @@ class Site:
         if hook_names is None:
             hook_names = model.hook_dict
         if self.name not in hook_names:
-            close = difflib.get_close_matches(self.name, list(model.hook_dict), n=3)
+            close = difflib.get_close_matches(self.name, list(hook_names), n=3)
             raise UnknownSiteError(
                 f"no hook point {self.name!r} in this model ({n_layers} layers); did you mean "
                 f"{close}? valid site kinds: {list(SITE_KINDS)}"

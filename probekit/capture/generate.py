@@ -9,7 +9,6 @@ with one of the gold aliases (``|``-separated), so " Paris." and "Paris, France"
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -61,6 +60,25 @@ def plain_last_logits(model: HookedModel) -> LastLogits:
     return forward
 
 
+def resolve_kv_cache(model: HookedModel, kv_cache: bool | None, *, inexact: str | None = None) -> bool:
+    """Whether :func:`greedy_decode` runs cached: ``kv_cache`` resolved against ``model``.
+
+    ``None`` (auto): whenever the model supports it (:func:`supports_kv_mask`) and the forward is
+    exact under a cache (``inexact`` is ``None``; else it names what a cached forward would need,
+    e.g. position-independent ops). ``True`` refuses, naming the reason, where it cannot be used.
+    """
+    able = supports_kv_mask(model)
+    if kv_cache is None:
+        return able and inexact is None
+    if kv_cache and not able:
+        raise ConfigError("kv_cache=True needs a Hugging Face model (past_key_values) whose bridge "
+                          "derives positions from the mask (supports_kv_mask); this one does not "
+                          "(e.g. TL-native): pass kv_cache=None or False")
+    if kv_cache and inexact is not None:
+        raise ConfigError(f"kv_cache=True needs {inexact}; pass kv_cache=None or False")
+    return bool(kv_cache)
+
+
 def greedy_decode(
     batch: TokenBatch, steps: int, forward: LastLogits, *, cached: bool, pad_id: int
 ) -> list[list[int]]:
@@ -82,14 +100,12 @@ def greedy_decode(
         logits = forward(batch, cache, None)
         mask = batch.attention_mask
         if kv_cache_filled(cache, mask.shape[1]):
-            n = mask.shape[0]
-            ones = torch.ones(n, 1, dtype=mask.dtype, device=mask.device)
-            step_batch = TokenBatch(ones, ones, ones[:, 0], torch.zeros_like(ones[:, 0]), batch.example_ids)
+            ones = torch.ones(mask.shape[0], 1, dtype=mask.dtype, device=mask.device)
             nxt = logits.argmax(-1)
             new = [nxt]
-            for _ in range(steps - 1):
-                step_batch = dataclasses.replace(step_batch, input_ids=nxt[:, None])
-                logits = forward(step_batch, cache, mask)
+            for _ in range(steps - 1):  # one new token per row: length 1, no offset
+                step = TokenBatch(nxt[:, None], ones, ones[:, 0], 0 * ones[:, 0], batch.example_ids)
+                logits = forward(step, cache, mask)
                 mask = torch.cat([mask, ones], 1)
                 nxt = logits.argmax(-1)
                 new.append(nxt)
@@ -124,11 +140,7 @@ def greedy_continuations(
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    able = supports_kv_mask(model)
-    if kv_cache and not able:
-        raise ConfigError("kv_cache=True needs a Hugging Face model whose bridge derives positions "
-                          "from the mask (supports_kv_mask); pass kv_cache=None or False")
-    cached = able if kv_cache is None else bool(kv_cache)
+    cached = resolve_kv_cache(model, kv_cache)
     pad = pad_id_of(model)
     forward = plain_last_logits(model)
     device = model_device(model)

@@ -28,8 +28,7 @@ from torch import Tensor
 
 from ..capture import AllTokens
 from ..capture.batching import TokenBatch, pad_id_of
-from ..capture.generate import greedy_decode, is_correct
-from ..capture.runner import supports_kv_mask
+from ..capture.generate import greedy_decode, is_correct, resolve_kv_cache
 from ..errors import ConfigError, DataError
 from ..interventions import Ablate, as_batch, run_with_interventions
 from .selection import NeuronSet
@@ -209,18 +208,10 @@ def _cache_safe(op: object) -> bool:
 
 def _use_cache(model: object, op_sets: Sequence[Sequence[Ablate]], kv_cache: bool | None) -> bool:
     """Resolve ``kv_cache`` (``None``: whenever the model and every op allow it)."""
-    able = supports_kv_mask(model)  # type: ignore[arg-type]
     safe = all(_cache_safe(op) for ops in op_sets for op in ops)
-    if kv_cache is None:
-        return able and safe
-    if kv_cache and not able:
-        raise ConfigError("kv_cache=True needs a Hugging Face model (past_key_values) whose bridge "
-                          "derives positions from the mask (supports_kv_mask); this one does not "
-                          "(e.g. TL-native): pass kv_cache=None or False")
-    if kv_cache and not safe:
-        raise ConfigError("kv_cache=True needs position-independent ops (zero, or mean with a "
-                          "given mean, at AllTokens); pass kv_cache=None or False")
-    return bool(kv_cache)
+    return resolve_kv_cache(model, kv_cache,  # type: ignore[arg-type]
+                            inexact=None if safe else "position-independent ops (zero, or mean "
+                            "with a given mean, at AllTokens)")
 
 
 def _greedy_rows(
