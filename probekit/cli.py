@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, DataError, ProbekitError
-from .executor import add_executor_arguments
+from .executor_cli import add_executor_arguments
 
 log = logging.getLogger("probekit")
 
@@ -117,7 +117,7 @@ def _check_token_limits(
 def _cmd_capture(args: argparse.Namespace) -> int:
     from .capture import all_layers, capture_sharded, capture_to_store
     from .capture.positions import AllTokens, LastToken, TokenIndex
-    from .executor import executor_from_args
+    from .executor_cli import executor_from_args
     from .inputs import tokenize_text
     from .models.cached import load_model_cached
     from .models.loading import load_model

@@ -20,7 +20,7 @@ anywhere) and optional CLI aliases of those options::
 
 Suites choose a backend by name with its options (``[execution] executor = NAME`` and an
 ``[execution.options]`` table), commands with ``--executor NAME --executor-opt KEY=VALUE``
-(:func:`add_executor_arguments`); both are validated by the backend's options class before any
+(:func:`probekit.executor_cli.add_executor_arguments`); both are validated by the backend's options class before any
 model loads. The modules of :mod:`probekit.executors` (the shipped backends) are imported on the
 first lookup, so a new backend is one module there and no edit elsewhere.
 
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import os
 import pickle
@@ -41,18 +40,18 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .errors import ConfigError
 from .progress import progress_bar
+from .util.registry import Registry
 
 __all__ = [
+    "EXECUTORS",
+    "Backend",
     "CliAlias",
     "Executor",
     "InProcessExecutor",
     "PathCheck",
-    "add_executor_arguments",
     "ensure_picklable",
     "available_executors",
     "check_worker_paths",
-    "executor_choice",
-    "executor_from_args",
     "executor_option_names",
     "executor_options",
     "get_executor",
@@ -169,27 +168,29 @@ class CliAlias:
         return self.flag.lstrip("-").replace("-", "_")
 
 
-_FACTORIES: dict[str, Callable[..., Executor]] = {"inprocess": InProcessExecutor}
-#: name -> the dataclass of the backend's options (fields = option names; __post_init__ validates)
-_OPTIONS: dict[str, type] = {"inprocess": InProcessExecutor}
-_ALIASES: dict[str, tuple[CliAlias, ...]] = {}
-_BACKEND_PACKAGE = f"{__package__}.executors"  # every module there is a backend
-_discovered = False
+@dataclass(frozen=True, kw_only=True)
+class Backend:
+    """A registered executor backend.
 
-
-def _discover_backends() -> None:
-    """Import every module of :mod:`probekit.executors` once (each registers its backend).
-
-    By package name, not by a static import: the backends sit above everything in the layers
-    and nothing imports them (``pyproject.toml`` import contracts).
+    Attributes:
+        factory: builds the executor from keyword options.
+        options: the dataclass of its options (fields = option names, construction validates
+            them), or None (options passed to ``factory`` unchecked).
+        aliases: command-line shortcuts of single options.
     """
-    global _discovered
-    if _discovered:
-        return
-    _discovered = True
-    from .util.plugins import import_submodules
 
-    import_submodules(_BACKEND_PACKAGE)
+    factory: Callable[..., Executor]
+    options: type | None = None
+    aliases: tuple[CliAlias, ...] = ()
+
+
+#: The executor backends by name. Every module of :mod:`probekit.executors` is imported on the
+#: first lookup (by package name, not by a static import: the backends sit above everything in
+#: the layers and nothing imports them, ``pyproject.toml`` import contracts).
+EXECUTORS: Registry[Backend] = Registry(
+    "executor", plugins=f"{__package__}.executors",
+    hint="a backend module in probekit.executors calls register_executor(name, factory)",
+)
 
 
 def register_executor(
@@ -199,7 +200,8 @@ def register_executor(
     """Make ``get_executor(name, **options)`` return ``factory(**options)``.
 
     Backends call this when imported (the modules of :mod:`probekit.executors` are imported on
-    the first lookup); re-registering a name replaces it.
+    the first lookup). A name registered twice from a different factory is refused (a
+    :class:`ConfigError` naming both), as in every registry (:class:`~probekit.util.registry.Registry`).
 
     Args:
         name: the executor's name (``[execution] executor``, ``--executor``).
@@ -219,25 +221,21 @@ def register_executor(
         if options is not None and alias.option not in fields:
             raise ConfigError(f"register_executor({name!r}): alias {alias.flag} sets "
                               f"{alias.option!r}, which is not an option of {options.__name__}")
-    _FACTORIES[name] = factory
-    _ALIASES[name] = tuple(aliases)
-    if options is None:
-        _OPTIONS.pop(name, None)
-    else:
-        _OPTIONS[name] = options
+    EXECUTORS.register(name, Backend(factory=factory, options=options, aliases=tuple(aliases)),
+                       origin=factory)
+
+
+register_executor("inprocess", InProcessExecutor, options=InProcessExecutor)
 
 
 def available_executors() -> list[str]:
     """Names accepted by :func:`get_executor` (the backends of :mod:`probekit.executors` included)."""
-    _discover_backends()
-    return sorted(_FACTORIES)
+    return list(EXECUTORS.names())
 
 
 def executor_option_names(name: str) -> list[str] | None:
     """The options backend ``name`` takes (``None``: registered without an options class)."""
-    if name not in available_executors():
-        raise ConfigError(f"unknown executor {name!r}; valid executors are {available_executors()}")
-    cls = _OPTIONS.get(name)
+    cls = EXECUTORS.get(name).options
     return None if cls is None else sorted(f.name for f in dataclasses.fields(cls))
 
 
@@ -255,7 +253,7 @@ def executor_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"executor {name!r} has no option {unknown[0]!r}; its options are {valid}")
     try:
-        _OPTIONS[name](**options)
+        EXECUTORS.get(name).options(**options)  # type: ignore[misc]
     except ConfigError:
         raise
     except (TypeError, ValueError) as err:
@@ -271,7 +269,7 @@ def make_executor(
     ``progress`` is passed when the backend has that option and ``options`` does not set it.
     """
     opts = executor_options(name, options or {})
-    cls = _OPTIONS.get(name)
+    cls = EXECUTORS.get(name).options
     if cls is not None and "progress" in {f.name for f in dataclasses.fields(cls)}:
         opts.setdefault("progress", progress)
     return get_executor(name, **opts)
@@ -292,11 +290,7 @@ def get_executor(spec: object = None, **options: Any) -> Executor:
     if spec is None:
         spec = "inprocess"
     if isinstance(spec, str):
-        if spec not in available_executors():
-            raise ConfigError(
-                f"unknown executor {spec!r}; valid executors are {available_executors()}"
-            )
-        return _FACTORIES[spec](**options)
+        return EXECUTORS.get(spec).factory(**options)
     if isinstance(spec, Executor):
         if options:
             raise ConfigError(
@@ -308,88 +302,6 @@ def get_executor(spec: object = None, **options: Any) -> Executor:
         f"executor must be a name in {available_executors()} or an object with "
         f".map(fn, items, desc=...), got {type(spec).__name__}"
     )
-
-
-def add_executor_arguments(parser: Any) -> None:
-    """Add ``--executor``, ``--executor-opt KEY=VALUE`` and the backends' aliases to a parser."""
-    parser.add_argument(
-        "--executor", default=None,
-        help=f"runs the independent tasks: one of {available_executors()} (default: inprocess; "
-        "a suite's [execution] table)",
-    )
-    parser.add_argument(
-        "--executor-opt", dest="executor_opt", action="append", default=[], metavar="KEY=VALUE",
-        help="an option of the executor (repeatable; values parsed as JSON when possible), e.g. "
-        "--executor-opt max_retries=5; replaces a suite's [execution.options]",
-    )
-    for name in available_executors():
-        for alias in _ALIASES.get(name, ()):
-            parser.add_argument(alias.flag, dest=alias.dest, default=None, metavar=alias.metavar,
-                                type=alias.parse, help=f"{alias.help} (= --executor {name} "
-                                f"--executor-opt {alias.option}=VALUE)")
-
-
-def parse_executor_opts(items: Iterable[str]) -> dict[str, Any]:
-    """``["address=auto", "num_cpus=4"]`` -> ``{"address": "auto", "num_cpus": 4}`` (JSON values)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--executor-opt {item!r} is not KEY=VALUE (e.g. --executor-opt "
-                              "max_retries=5)")
-        try:
-            out[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key.strip()] = raw
-    return out
-
-
-def executor_choice(args: Any) -> tuple[str, dict[str, Any]] | None:
-    """``(name, options)`` of ``--executor`` / ``--executor-opt`` / a backend's alias flags.
-
-    ``None`` when none is given. An alias implies its backend; an alias of another backend than
-    ``--executor`` names is an error. The options are not validated here
-    (:func:`executor_options` does it).
-
-    Raises:
-        ConfigError: an alias given with another executor, ``--executor-opt`` without an
-            executor, or a malformed ``KEY=VALUE``.
-    """
-    options = parse_executor_opts(getattr(args, "executor_opt", None) or [])
-    given = [(name, alias, getattr(args, alias.dest)) for name in available_executors()
-             for alias in _ALIASES.get(name, ()) if getattr(args, alias.dest, None) is not None]
-    chosen = getattr(args, "executor", None)
-    if chosen is None and not given:
-        if options:
-            raise ConfigError("--executor-opt given without --executor; name the executor, e.g. "
-                              f"--executor {available_executors()[-1]}")
-        return None
-    name = chosen if chosen is not None else given[0][0]
-    for backend, alias, value in given:
-        if backend != name:
-            raise ConfigError(f"{alias.flag} {value!r} given with --executor {name!r}; use "
-                              f"--executor {backend} (or drop {alias.flag})")
-        options.setdefault(alias.option, value)
-    return name, options
-
-
-def executor_from_args(args: Any, *, progress: bool | None = None) -> Executor | None:
-    """The executor of :func:`add_executor_arguments`' options (None when none is given), connected.
-
-    An executor with a ``connect()`` method (a cluster client) connects here, so an unreachable
-    cluster fails before any model loads.
-
-    Raises:
-        ConfigError: an unknown executor or option, or an alias of another executor.
-    """
-    choice = executor_choice(args)
-    if choice is None:
-        return None
-    out = make_executor(*choice, progress=progress)
-    connect = getattr(out, "connect", None)
-    if connect is not None:
-        connect()
-    return out
 
 
 @dataclass(frozen=True, kw_only=True)

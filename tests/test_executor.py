@@ -91,14 +91,13 @@ def test_get_executor_resolution_and_registration():
         def map(self, fn, items, *, desc=None):
             return [fn(x) for x in reversed(list(items))]
 
-    register_executor("reversed_test", Reversed)
-    try:
+    from probekit.executor import EXECUTORS
+
+    with EXECUTORS.temporary():
+        register_executor("reversed_test", Reversed)
         assert "reversed_test" in available_executors()
         assert get_executor("reversed_test").map(square, [Square(value=1), Square(value=2)]) == [4, 1]
-    finally:
-        from probekit import executor as mod
-
-        mod._FACTORIES.pop("reversed_test")
+    assert "reversed_test" not in available_executors()
 
 
 def test_executor_instance_is_picklable():
@@ -294,10 +293,9 @@ def toy_backend(tmp_path, monkeypatch):
 
     (tmp_path / "toy.py").write_text(TOY_BACKEND)
     monkeypatch.setattr(probekit.executors, "__path__", [*probekit.executors.__path__, str(tmp_path)])
-    monkeypatch.setattr(mod, "_discovered", False)
-    for name in ("_FACTORIES", "_OPTIONS", "_ALIASES"):  # registrations end with the test
-        monkeypatch.setattr(mod, name, dict(getattr(mod, name)))
-    yield
+    with mod.EXECUTORS.temporary():  # registrations end with the test
+        mod.EXECUTORS.rescan()  # the package's modules are imported again on the next lookup
+        yield
     sys.modules.pop("probekit.executors.toy", None)
 
 
@@ -305,12 +303,8 @@ def test_a_backend_module_registers_its_options_and_aliases(toy_backend, tmp_pat
     import argparse
     import sys
 
-    from probekit.executor import (
-        add_executor_arguments,
-        executor_from_args,
-        executor_options,
-        make_executor,
-    )
+    from probekit.executor import executor_options, make_executor
+    from probekit.executor_cli import add_executor_arguments, executor_from_args
 
     assert "toy" in available_executors()
     toy = sys.modules["probekit.executors.toy"]

@@ -65,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def add_test_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.ArgumentParser:
     """Add the ``test`` subcommand to an argparse ``subparsers``; handler in ``func``."""
-    from ..executor import add_executor_arguments
+    from ..executor_cli import add_executor_arguments
 
     parser = subparsers.add_parser(
         "test", parents=list(parents),

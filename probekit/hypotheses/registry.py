@@ -19,15 +19,14 @@ is adding one module there (or registering from your own module before loading a
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from ..util.plugins import import_submodules
+from ..util.registry import Registry
 
-__all__ = ["MeasurementKind", "get_kind", "register_measurement", "registered_kinds"]
+__all__ = ["MEASUREMENT_KINDS", "MeasurementKind", "get_kind", "register_measurement", "registered_kinds"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,7 +40,11 @@ class MeasurementKind:
     summary: str = ""
 
 
-_REGISTRY: dict[str, MeasurementKind] = {}
+#: The measurement kinds by name; the modules of :mod:`probekit.hypotheses.kinds` load on first lookup.
+MEASUREMENT_KINDS: Registry[MeasurementKind] = Registry(
+    "measurement kind", plugins=f"{__package__}.kinds",
+    hint="a kind registers with @register_measurement(name, spec=...)",
+)
 
 
 def register_measurement(
@@ -51,6 +54,7 @@ def register_measurement(
 
     ``spec`` must be a frozen keyword-only dataclass (its fields are the claim's keys);
     ``control=True`` says ``measure`` takes ``control: bool`` and then returns a control too.
+    Registering a name twice from a different function is refused (naming both).
     """
     if not name.isidentifier():
         raise ConfigError(f"measurement kind {name!r} must be an identifier (e.g. 'probe_accuracy')")
@@ -62,38 +66,20 @@ def register_measurement(
         )
 
     def decorate(fn: Callable) -> Callable:
-        old = _REGISTRY.get(name)
-        if old is not None and (old.measure.__module__, old.measure.__qualname__) != (
-            fn.__module__, fn.__qualname__
-        ):
-            raise ConfigError(
-                f"measurement kind {name!r} is already registered by "
-                f"{old.measure.__module__}.{old.measure.__qualname__}; choose another name"
-            )
         doc = (fn.__doc__ or spec.__doc__ or "").strip().splitlines()
-        _REGISTRY[name] = MeasurementKind(
+        MEASUREMENT_KINDS.register(name, MeasurementKind(
             name=name, spec=spec, measure=fn, control=control, summary=doc[0] if doc else ""
-        )
+        ), origin=fn)
         return fn
 
     return decorate
 
 
-@functools.cache
-def _load_builtin() -> None:
-    """Import every module of :mod:`probekit.hypotheses.kinds` (each registers itself)."""
-    import_submodules(f"{__package__}.kinds")
-
-
 def registered_kinds() -> dict[str, MeasurementKind]:
     """All measurement kinds by name (built-ins loaded)."""
-    _load_builtin()
-    return dict(sorted(_REGISTRY.items()))
+    return MEASUREMENT_KINDS.items()
 
 
 def get_kind(name: str) -> MeasurementKind:
     """The kind registered as ``name``; the error lists the registered ones."""
-    table = registered_kinds()
-    if name not in table:
-        raise ConfigError(f"no measurement kind {name!r}; registered kinds are {sorted(table)}")
-    return table[name]
+    return MEASUREMENT_KINDS.get(name)

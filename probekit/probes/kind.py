@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from ..util.plugins import import_submodules
+from ..util.registry import Registry
 
 if TYPE_CHECKING:
     import torch
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .sweep import SweepConfig
 
 __all__ = [
+    "PROBE_KINDS",
     "GroupFit",
     "ProbeKind",
     "probe_kind",
@@ -186,8 +187,11 @@ def need_binary(kind: str, labels: np.ndarray) -> np.ndarray:
     return classes
 
 
-_REGISTRY: dict[str, ProbeKind] = {}
-_loaded = False
+#: The probe kinds by name; built-ins (:mod:`probekit.probes.kinds`) load on first lookup.
+PROBE_KINDS: Registry[ProbeKind] = Registry(
+    "probe kind", plugins=f"{__package__}.kinds",
+    hint="a new kind subclasses probekit.probes.ProbeKind and is decorated with @register_probe_kind",
+)
 
 K = TypeVar("K", bound=type[ProbeKind])
 
@@ -195,34 +199,19 @@ K = TypeVar("K", bound=type[ProbeKind])
 def register_probe_kind(cls: K) -> K:
     """Class decorator registering an instance of ``cls`` under ``cls.name``.
 
-    Registering a name twice from a different class is refused (a :class:`ConfigError`).
+    Registering a name twice from a different class is refused (a :class:`ConfigError` naming
+    both classes; :class:`~probekit.util.registry.Registry`).
     """
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name.isidentifier():
         raise ConfigError(f"probe kind {cls.__name__} needs a class attribute name = 'identifier'")
-    old = _REGISTRY.get(name)
-    if old is not None and (type(old).__module__, type(old).__qualname__) != (
-        cls.__module__, cls.__qualname__
-    ):
-        raise ConfigError(
-            f"probe kind {name!r} is already registered by {type(old).__module__}."
-            f"{type(old).__qualname__}; choose another name"
-        )
-    _REGISTRY[name] = cls()
+    PROBE_KINDS.register(name, cls(), origin=cls)
     return cls
-
-
-def _load_builtin() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        import_submodules(f"{__package__}.kinds")
 
 
 def registered_probe_kinds() -> tuple[str, ...]:
     """Names of every registered probe kind (built-ins loaded), sorted."""
-    _load_builtin()
-    return tuple(sorted(_REGISTRY))
+    return PROBE_KINDS.names()
 
 
 def probe_kind(name: str) -> ProbeKind:
@@ -231,12 +220,4 @@ def probe_kind(name: str) -> ProbeKind:
     Raises:
         ConfigError: unknown name; the message lists the registered kinds.
     """
-    _load_builtin()
-    kind = _REGISTRY.get(name) if isinstance(name, str) else None
-    if kind is None:
-        raise ConfigError(
-            f"unknown probe kind {name!r}: probe must be one of the registered kinds "
-            f"{sorted(_REGISTRY)} (a new kind subclasses probekit.probes.ProbeKind and is "
-            "decorated with @register_probe_kind)"
-        )
-    return kind
+    return PROBE_KINDS.get(name)

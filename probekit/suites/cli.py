@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigError
-from ..executor import add_executor_arguments
+from ..executor_cli import add_executor_arguments
 
 _HELP = """\
 Run a suite (TOML) and write report.html, report.json and suite.resolved.json.
@@ -31,7 +31,7 @@ def execution_from_args(args: argparse.Namespace, suite: Any) -> Any:
     ``--executor NAME`` alone keeps the file's options when the file names the same executor;
     options given on the command line (``--executor-opt``, a backend's alias) replace them.
     """
-    from ..executor import executor_choice
+    from ..executor_cli import executor_choice
 
     choice = executor_choice(args)
     if choice is None:

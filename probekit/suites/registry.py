@@ -19,15 +19,14 @@ on first use of the registry, so adding an analysis is adding one module there.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from ..util.plugins import import_submodules
+from ..util.registry import Registry
 
-__all__ = ["Analysis", "analysis_for_spec", "get_analysis", "register_analysis", "registered"]
+__all__ = ["ANALYSES", "Analysis", "analysis_for_spec", "get_analysis", "register_analysis", "registered"]
 
 # Sections of a suite that are not analyses.
 RESERVED_SECTIONS = ("suite", "model", "data", "capture", "stats")
@@ -43,14 +42,19 @@ class Analysis:
     summary: str = ""
 
 
-_REGISTRY: dict[str, Analysis] = {}
+#: The analyses by section name; the modules of :mod:`probekit.suites.analyses` load on first lookup.
+ANALYSES: Registry[Analysis] = Registry(
+    "analysis section", plugins=f"{__package__}.analyses",
+    hint="an analysis registers with @register_analysis(section, spec=...)",
+)
 
 
 def register_analysis(section: str, *, spec: type) -> Callable[[Callable], Callable]:
     """Decorator registering ``run(spec, context)`` under ``[[section]]`` with spec ``spec``.
 
     ``spec`` must be a frozen, keyword-only dataclass; its field annotations are what the suite
-    validator checks. Registering a section twice from a different function is refused.
+    validator checks. Registering a section twice from a different function is refused
+    (a :class:`ConfigError` naming both functions).
     """
     if not section.isidentifier() or section in RESERVED_SECTIONS:
         raise ConfigError(
@@ -66,41 +70,22 @@ def register_analysis(section: str, *, spec: type) -> Callable[[Callable], Calla
         )
 
     def decorate(run: Callable) -> Callable:
-        old = _REGISTRY.get(section)
-        if old is not None and (old.run.__module__, old.run.__qualname__) != (
-            run.__module__, run.__qualname__
-        ):
-            raise ConfigError(
-                f"analysis section {section!r} is already registered by "
-                f"{old.run.__module__}.{old.run.__qualname__}; choose another section name"
-            )
         doc = (run.__doc__ or spec.__doc__ or "").strip().splitlines()
-        _REGISTRY[section] = Analysis(
-            section=section, spec=spec, run=run, summary=doc[0] if doc else ""
-        )
+        ANALYSES.register(section, Analysis(section=section, spec=spec, run=run,
+                                            summary=doc[0] if doc else ""), origin=run)
         return run
 
     return decorate
 
 
-@functools.cache
-def _load_builtin() -> None:
-    """Import every module of :mod:`probekit.suites.analyses` (each registers itself)."""
-    import_submodules(f"{__package__}.analyses")
-
-
 def registered() -> dict[str, Analysis]:
     """All analyses by section name (built-ins loaded)."""
-    _load_builtin()
-    return dict(sorted(_REGISTRY.items()))
+    return ANALYSES.items()
 
 
 def get_analysis(section: str) -> Analysis:
-    """The analysis registered under ``section``; error lists the valid sections."""
-    table = registered()
-    if section not in table:
-        raise ConfigError(f"no analysis section {section!r}; registered sections are {sorted(table)}")
-    return table[section]
+    """The analysis registered under ``section``; the error lists the valid sections."""
+    return ANALYSES.get(section)
 
 
 def analysis_for_spec(spec: object) -> Analysis:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..executor import add_executor_arguments, executor_choice
+from ..executor_cli import add_executor_arguments, executor_choice
 from .presets import PRESETS
 
 _HELP = """\
@@ -91,7 +91,8 @@ def run_train_command(args: argparse.Namespace) -> int:
 
 def _train_population(args: argparse.Namespace) -> int:
     """``--seeds`` / ``--executor``: one :class:`~.population.TrainRun` per seed on the executor."""
-    from ..executor import check_worker_paths, executor_from_args
+    from ..executor import check_worker_paths
+    from ..executor_cli import executor_from_args
     from .build import build_run
     from .population import TrainRun, train_population
 

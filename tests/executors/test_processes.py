@@ -10,13 +10,8 @@ from pathlib import Path
 import pytest
 
 from probekit.errors import ConfigError
-from probekit.executor import (
-    InProcessExecutor,
-    add_executor_arguments,
-    executor_from_args,
-    get_executor,
-    map_resumable,
-)
+from probekit.executor import InProcessExecutor, get_executor, map_resumable
+from probekit.executor_cli import add_executor_arguments, executor_from_args
 from probekit.executors.processes import ProcessExecutor
 from probekit.suites.spec import ExecutionSpec
 from tests.executors.proc_tasks import Job, fails_on_four, poly, where

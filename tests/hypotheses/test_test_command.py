@@ -45,10 +45,10 @@ def test_executor_option_runs_the_claims_through_it(tmp_path, capsys, monkeypatc
     import probekit.executor
 
     # registered for this test only (the executor list is global state other tests read)
-    monkeypatch.setitem(probekit.executor._FACTORIES, "recording_for_test",
-                        lambda **kw: _Recording(progress=False))
-    _Recording.calls.clear()
-    code = main(["test", str(_file(tmp_path)), "--quiet", "--executor", "recording_for_test"])
+    with probekit.executor.EXECUTORS.temporary():
+        probekit.executor.register_executor("recording_for_test", lambda **kw: _Recording(progress=False))
+        _Recording.calls.clear()
+        code = main(["test", str(_file(tmp_path)), "--quiet", "--executor", "recording_for_test"])
     assert code == 1  # the second claim (0.5 >= 1) fails
     assert ("measure_claim", 2) in _Recording.calls
     out = capsys.readouterr().out

@@ -17,7 +17,7 @@ from probekit.probes import (
     registered_probe_kinds,
     sweep_layers,
 )
-from probekit.probes.kind import _REGISTRY
+from probekit.probes.kind import PROBE_KINDS
 
 
 @pytest.fixture
@@ -52,9 +52,9 @@ def nearest_mean():
             _, counts = np.unique(y_test, return_counts=True)
             return float(counts.max() / counts.sum())
 
-    register_probe_kind(NearestMean)
-    yield NearestMean
-    _REGISTRY.pop("toy_nearest_mean")
+    with PROBE_KINDS.temporary():
+        register_probe_kind(NearestMean)
+        yield NearestMean
 
 
 def planted(L=3, n=300, d=8, layer=1, seed=0):
@@ -70,7 +70,7 @@ def test_registered_builtins_and_unknown_kind_lists_them():
     assert {"diffmeans", "logistic", "ridge"} <= set(registered_probe_kinds())
     assert probe_kind("ridge").metric == "r2" and not probe_kind("ridge").is_classifier
     assert probe_kind("logistic").supports_permutation and not probe_kind("ridge").supports_control
-    with pytest.raises(ConfigError, match=r"unknown probe kind 'svm': probe must be one of the registered kinds "
+    with pytest.raises(ConfigError, match=r"unknown probe kind 'svm'; registered probe kinds are "
                        r"\[.*'diffmeans', 'logistic'.*'ridge'.*\]"):  # + kinds other tests add
         probe_kind("svm")
     with pytest.raises(ConfigError, match="unknown probe kind 'svm'"):
@@ -97,7 +97,8 @@ def test_toy_kind_runs_a_sweep_without_edits_elsewhere(nearest_mean):
     want = ((X[te, None] - mu) ** 2).sum(-1).argmin(-1)
     assert res.test[1] == pytest.approx((want == y[te]).mean())
     # the registry refuses a second class under the same name, and a kind without a test
-    with pytest.raises(ConfigError, match="already registered"):
+    with pytest.raises(ConfigError, match=r"probe kind 'toy_nearest_mean' is already registered by "
+                       r"\S*test_kind\.nearest_mean\.<locals>\.NearestMean; \S*Other cannot register"):
         register_probe_kind(type("Other", (nearest_mean,), {}))
     from probekit.probes import probe_permutation_test
 

@@ -1,0 +1,140 @@
+"""One generic name -> object registry, with one rule for every plug-in point of probekit.
+
+Suite analyses, measurement kinds, probe kinds, similarity measures and executors are each a
+:class:`Registry`: a plug-in registers itself under a name when its module is imported, and
+the registry imports its plug-in package (every module of it) on the first lookup::
+
+    PROBE_KINDS: Registry[ProbeKind] = Registry("probe kind", plugins="probekit.probes.kinds")
+    PROBE_KINDS.register("ridge", Ridge(), origin=Ridge)
+    PROBE_KINDS.get("ridge")
+
+The rules, the same everywhere:
+
+* a name registered twice by two different definitions is refused, with a
+  :class:`~probekit.errors.ConfigError` naming both (``module.qualname`` of each). The same
+  definition registered again (its module re-imported or reloaded) replaces the entry;
+* an unknown name is a :class:`~probekit.errors.ConfigError` listing the registered names and
+  suggesting the close ones (:func:`difflib.get_close_matches`).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Generic, TypeVar
+
+from ..errors import ConfigError
+from .plugins import import_submodules
+
+__all__ = ["Registry", "qualified_name"]
+
+T = TypeVar("T")
+
+
+def qualified_name(obj: object) -> str:
+    """``module.qualname`` of a class or function (of its type for any other object)."""
+    target = obj if hasattr(obj, "__qualname__") else type(obj)
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
+
+
+class Registry(Generic[T]):
+    """Named plug-ins of one kind (see the module docstring for the rules).
+
+    Args:
+        what: what an entry is, in words (``"probe kind"``): the error messages' subject.
+        plugins: the package whose modules register the built-in entries, imported (by name,
+            so the import graph has the plug-ins depending on the registry) on first lookup.
+        hint: how to add an entry, appended to the unknown-name error.
+    """
+
+    def __init__(self, what: str, *, plugins: str | None = None, hint: str = "") -> None:
+        self.what = what
+        self.hint = hint
+        self._plugins = plugins
+        self._loaded = plugins is None
+        self._entries: dict[str, T] = {}
+        self._origins: dict[str, str] = {}
+
+    def register(self, name: str, obj: T, *, origin: object | None = None) -> T:
+        """Register ``obj`` under ``name``; returns ``obj``.
+
+        Args:
+            name: the registry name (an identifier).
+            obj: the entry.
+            origin: the definition that identifies the entry (the decorated class or function;
+                default ``obj`` itself): registering ``name`` again from another definition is
+                refused, from the same one (a re-imported module) replaces the entry.
+
+        Raises:
+            ConfigError: ``name`` is not an identifier, or is registered by another definition.
+        """
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigError(f"{self.what} name {name!r} must be an identifier (letters, digits, _)")
+        new = qualified_name(obj if origin is None else origin)
+        old = self._origins.get(name)
+        if old is not None and old != new:
+            raise ConfigError(
+                f"{self.what} {name!r} is already registered by {old}; {new} cannot register "
+                "the same name: choose another name"
+            )
+        self._entries[name] = obj
+        self._origins[name] = new
+        return obj
+
+    def unregister(self, name: str) -> T:
+        """Remove ``name`` (e.g. a test's toy entry); returns what it held."""
+        self._origins.pop(name, None)
+        return self._entries.pop(name)
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            import_submodules(self._plugins)  # type: ignore[arg-type]
+
+    def rescan(self) -> None:
+        """Import the plug-in package again on the next lookup (after its path changed)."""
+        self._loaded = self._plugins is None
+
+    def get(self, name: str) -> T:
+        """The entry registered as ``name`` (plug-ins loaded).
+
+        Raises:
+            ConfigError: unknown name; the message lists the registered names and the close ones.
+        """
+        self._load()
+        if isinstance(name, str) and name in self._entries:
+            return self._entries[name]
+        names = self.names()
+        close = difflib.get_close_matches(name, names, n=3) if isinstance(name, str) else []
+        maybe = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+        hint = f"; {self.hint}" if self.hint else ""
+        raise ConfigError(
+            f"unknown {self.what} {name!r}{maybe}; registered {self.what}s are {list(names)}{hint}"
+        )
+
+    def names(self) -> tuple[str, ...]:
+        """Every registered name (plug-ins loaded), sorted."""
+        self._load()
+        return tuple(sorted(self._entries))
+
+    def items(self) -> dict[str, T]:
+        """``{name: entry}`` (plug-ins loaded), sorted by name."""
+        self._load()
+        return dict(sorted(self._entries.items()))
+
+    def __contains__(self, name: object) -> bool:
+        self._load()
+        return name in self._entries
+
+    @contextmanager
+    def temporary(self) -> Iterator[Registry[T]]:
+        """Entries registered inside the block are removed at its end (tests' toy entries)."""
+        saved = (dict(self._entries), dict(self._origins), self._loaded)
+        try:
+            yield self
+        finally:
+            self._entries, self._origins, self._loaded = dict(saved[0]), dict(saved[1]), saved[2]
+
+    def __repr__(self) -> str:
+        return f"Registry({self.what!r}, {sorted(self._entries)})"
