@@ -36,7 +36,7 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from probekit.similarity import layer_similarity, store_reps  # noqa: E402
+from probekit.similarity import SimilarityConfig, layer_similarity, store_reps  # noqa: E402
 from probekit.store import ActivationStore, StoreWriter  # noqa: E402
 from probekit.store.manifest import Manifest  # noqa: E402
 
@@ -104,7 +104,7 @@ def bench_similarity(n: int = 20000, d: int = 576, layers: int = 12, shard: int 
         with threadpool_limits(threads):
             ours, t_ours = timed("ours", lambda: layer_similarity(store_reps(store)).values)
             ours32, t_ours32 = timed(
-                "ours32", lambda: layer_similarity(store_reps(store), dtype=torch.float32).values
+                "ours32", lambda: layer_similarity(store_reps(store), config=SimilarityConfig(dtype=torch.float32)).values
             )
             rss_ours = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             base, t_base = timed("base", baseline)

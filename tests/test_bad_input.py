@@ -1491,7 +1491,7 @@ def _method_cases():
         ("sim-rbf-bandwidth", lambda m: S.rbf_gram(r(10, 3), bandwidth=-1.0), ConfigError, "bandwidth=-1.0 must be > 0"),
         ("sim-rdm-metric", lambda m: S.rdm(r(10, 3), metric="manhattan"), ConfigError, "metric='manhattan' is not supported"),
         ("sim-rsa-perms", lambda m: S.rsa_test(r(10, 3), r(10, 3), n_permutations=0), ConfigError, "n_permutations=0 must be >= 1"),
-        ("sim-layers-measure", lambda m: S.layer_similarity([r(10, 3)], measure="kcca"), ConfigError, "measure='kcca' is not supported"),
+        ("sim-layers-measure", lambda m: S.SimilarityConfig(measure="kcca"), ConfigError, "unknown similarity measure 'kcca'"),
         ("sim-layers-rows", lambda m: S.layer_similarity([r(10, 3)], [r(9, 3)]), DataError, "different row counts"),
         # circuits
         ("lens-vocab", lambda m: C.logit_lens(m, torch.tensor([[1, 40]]), [1]), DataError,

@@ -1,8 +1,10 @@
 """Representational similarity: CKA, RSA, Procrustes and CCA, across layers, checkpoints, seeds.
 
 Pure functions on ``(n, d)`` representations of the same ``n`` stimuli (rows aligned), plus
-layer x layer studies that stream from an activation store. Definitions and papers:
-``shared/methods/similarity.md``; each function's docstring states its formula.
+layer x layer studies that stream from an activation store, each measure a registered
+strategy (:mod:`probekit.similarity.measure`) with its options in one
+:class:`SimilarityConfig`. Each function's docstring states its formula and cites its paper;
+docs/similarity.md is the guide.
 """
 
 from .cka import MinibatchCKA as MinibatchCKA
@@ -17,6 +19,11 @@ from .layers import checkpoint_drift as checkpoint_drift
 from .layers import layer_similarity as layer_similarity
 from .layers import seed_similarity as seed_similarity
 from .layers import store_reps as store_reps
+from .measure import SimilarityConfig as SimilarityConfig
+from .measure import SimilarityMeasure as SimilarityMeasure
+from .measure import register_similarity_measure as register_similarity_measure
+from .measure import registered_similarity_measures as registered_similarity_measures
+from .measure import similarity_measure as similarity_measure
 from .results import CheckpointDrift as CheckpointDrift
 from .results import LayerSimilarity as LayerSimilarity
 from .results import PopulationSimilarity as PopulationSimilarity

@@ -2,7 +2,7 @@
 
 The computing half of the ``[[similarity]]`` analysis (which captures the activations, the
 suite model's through its context and every other checkpoint's as an executor task): the
-similarity of every pair of sites (:func:`layer_similarity`: CKA, Procrustes, SVCCA or PWCCA),
+similarity of every pair of sites (:func:`layer_similarity` with any registered measure),
 optionally against a second model's sites, and the drift of each drift site over a checkpoint
 series towards the final and the previous checkpoint (:func:`checkpoint_drift`), with the
 training accuracies the checkpoints recorded.
@@ -19,6 +19,7 @@ import numpy as np
 from torch import Tensor
 
 from ..report.blocks import Block, Text
+from .measure import SimilarityConfig
 
 __all__ = ["CheckpointReps", "SimilaritySection", "similarity_section"]
 
@@ -54,7 +55,7 @@ def _accuracy_keys(metrics: list[Mapping[str, Any]]) -> list[str]:
 
 def _drift(
     series: Sequence[CheckpointReps], drift: Sequence[tuple[str, str]], idx: np.ndarray,
-    patterns: Sequence[str], measure: str, opts: dict[str, Any],
+    patterns: Sequence[str], measure: str, config: SimilarityConfig,
 ) -> tuple[dict[str, Any], list[Block]]:
     """The drift numbers and blocks of a checkpoint series (last = final)."""
     from .blocks import drift_blocks
@@ -62,7 +63,8 @@ def _drift(
 
     steps = [c.step for c in series]
     x_labels = tuple(str(s) if s is not None else Path(c.path).name for s, c in zip(steps, series))
-    drifts = {name: checkpoint_drift([c.acts[name][idx] for c in series], labels=x_labels, **opts)
+    drifts = {name: checkpoint_drift([c.acts[name][idx] for c in series], config=config,
+                                      labels=x_labels)
               for name, _ in drift}
     metrics = [dict(c.metrics or {}) for c in series]
     acc_keys = _accuracy_keys(metrics)
@@ -70,7 +72,7 @@ def _drift(
         {label: drifts[name] for name, label in drift}, x_labels, measure=measure,
         metrics={k: [float(m[k]) for m in metrics] for k in acc_keys},
         xlabel="training step" if all(s is not None for s in steps) else "checkpoint",
-        ylim=None if opts["measure"] == "procrustes" else (0.0, 1.02),
+        ylim=None if config.strategy.distance else (0.0, 1.02),
     )
     data = {"checkpoints": [Path(c.path).name for c in series], "patterns": list(patterns),
             "steps": steps, "sites": {n: d.to_columns() for n, d in drifts.items()},
@@ -80,8 +82,7 @@ def _drift(
 
 def similarity_section(
     acts: Sequence[Tensor], names: Sequence[str], idx: np.ndarray, *, split: str,
-    measure: str = "cka", kernel: str = "linear", debiased: bool = False,
-    batch_size: int | None = None, other: CheckpointReps | None = None,
+    config: SimilarityConfig | None = None, other: CheckpointReps | None = None,
     other_name: str | None = None, series: Sequence[CheckpointReps] = (),
     drift: Sequence[tuple[str, str]] = (), patterns: Sequence[str] = (),
 ) -> SimilaritySection:
@@ -92,10 +93,7 @@ def similarity_section(
         names: the site names (rows and columns of the heatmaps).
         idx: the compared rows (examples of ``split``).
         split: the split's name, for the report.
-        measure: ``"cka"``, ``"procrustes"``, ``"svcca"`` or ``"pwcca"``.
-        kernel: CKA kernel, ``"linear"`` or ``"rbf"``.
-        debiased: CKA with the unbiased HSIC estimator (Nguyen et al. 2021).
-        batch_size: minibatch CKA over batches of this many examples (None: all at once).
+        config: the measure and its options (:class:`SimilarityConfig`; None: linear CKA).
         other: a second model's activations (by site name) for a between-model heatmap.
         other_name: how the report names the second model (its checkpoint as given).
         series: checkpoints in training order (the last is "final") for the drift curve.
@@ -105,26 +103,26 @@ def similarity_section(
     from .blocks import similarity_heatmap
     from .layers import layer_similarity
 
-    opts = {"measure": measure, "kernel": kernel, "debiased": debiased, "batch_size": batch_size}
+    config = config if config is not None else SimilarityConfig()
     mine = [a[idx] for a in acts]
-    within = layer_similarity(mine, labels_a=list(names), **opts)
+    within = layer_similarity(mine, config=config, labels_a=list(names))
     what = f"{within.measure} over {within.n} examples (split {split!r})"
     blocks: list[Block] = [
         Text(text=f"Representational similarity of every pair of sites: {what}. "
                   + ("Lower is more similar (0 = equal up to rotation and scale)."
-                     if measure == "procrustes" else "1 = identical up to rotation and scale.")),
+                     if config.strategy.distance else "Higher is more similar (1 = identical up to the measure's invariances).")),
         similarity_heatmap(within, f"site x site {within.measure}", "site", "site"),
     ]
     data: dict[str, Any] = {"measure": within.measure, "n": within.n, "split": split,
                             "sites": list(names), "matrix": within.values.tolist()}
     if other is not None:
         between = layer_similarity(mine, [other.acts[n][idx] for n in names],
-                                   labels_a=list(names), labels_b=list(names), **opts)
+                                   config=config, labels_a=list(names), labels_b=list(names))
         blocks.append(similarity_heatmap(
             between, f"{within.measure}: this model (rows) vs {Path(other.path).name} (columns)",
             "this model", "other"))
         data["compare"] = {"checkpoint": other_name, "matrix": between.values.tolist()}
     if series:
-        data["drift"], drift_blocks = _drift(series, drift, idx, patterns, within.measure, opts)
+        data["drift"], drift_blocks = _drift(series, drift, idx, patterns, within.measure, config)
         blocks.extend(drift_blocks)
     return SimilaritySection(data=data, blocks=tuple(blocks))

@@ -2,7 +2,12 @@
 
 import pytest
 
-from probekit.similarity import checkpoint_drift, layer_similarity, seed_similarity
+from probekit.similarity import (
+    SimilarityConfig,
+    checkpoint_drift,
+    layer_similarity,
+    seed_similarity,
+)
 from tests.report.notebook_checks import check_display
 from tests.similarity._helpers import randn
 from tests.similarity.test_layers import _layers
@@ -20,7 +25,7 @@ def test_layer_similarity_displays_heatmap_and_matrix():
 @pytest.mark.parametrize("measure", ["cka", "procrustes"])
 def test_checkpoint_drift_displays_the_report_curve(measure):
     cks = [_layers(0)[1] + s * randn(50 + k, 120, 9) for k, s in enumerate((3.0, 1.0, 0.0))]
-    d = checkpoint_drift(cks, labels=["100", "200", "300"], measure=measure)
+    d = checkpoint_drift(cks, labels=["100", "200", "300"], config=SimilarityConfig(measure=measure))
     check_display(d, headers=["checkpoint", "representation to final", "representation to previous"],
                   numbers={"to_final": ".3f", "to_previous": ".3f"})
     ax = d.plot().axes[0]

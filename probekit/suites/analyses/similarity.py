@@ -1,7 +1,7 @@
 """``[[similarity]]``: layer x layer representational similarity and checkpoint drift.
 
-A heatmap of every pair of sites of the suite's model (CKA, Procrustes, SVCCA or PWCCA from
-:func:`probekit.similarity.layer_similarity`), optionally against a second checkpoint
+A heatmap of every pair of sites of the suite's model (CKA, Procrustes, SVCCA, PWCCA or RSA
+from :func:`probekit.similarity.layer_similarity`), optionally against a second checkpoint
 (``compare_checkpoint``), and a drift curve over a checkpoint series (``checkpoints``): the
 similarity of each checkpoint's representation to the final one and to the previous one
 (:func:`probekit.similarity.checkpoint_drift`), e.g. during grokking. Every checkpoint's
@@ -35,7 +35,10 @@ class SimilaritySpec:
     """One ``[[similarity]]`` table.
 
     Attributes:
-        measure: ``"cka"``, ``"procrustes"`` (angular distance), ``"svcca"`` or ``"pwcca"``.
+        measure: ``"cka"``, ``"procrustes"`` (angular distance), ``"svcca"``, ``"pwcca"`` or
+            ``"rsa"`` (Spearman of correlation RDMs): a built-in
+            :class:`~probekit.similarity.SimilarityMeasure` (the choices are spelled here so
+            that validating a suite imports no torch).
         kernel: CKA kernel, ``"linear"`` or ``"rbf"`` (RBF: at most 4096 examples unless
             ``batch_size`` is set).
         debiased: CKA with the unbiased HSIC estimator (Nguyen et al. 2021).
@@ -50,7 +53,7 @@ class SimilaritySpec:
             al. 2021; for RBF on more than 4096 examples).
     """
 
-    measure: Literal["cka", "procrustes", "svcca", "pwcca"] = "cka"
+    measure: Literal["cka", "procrustes", "svcca", "pwcca", "rsa"] = "cka"
     kernel: Literal["linear", "rbf"] = "linear"
     debiased: bool = False
     split: str = "all"
@@ -151,7 +154,7 @@ def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> AnalysisResult:
     """Layer x layer similarity heatmap(s) and the checkpoint-drift curve of one table."""
     import numpy as np
 
-    from ...similarity import similarity_section
+    from ...similarity import SimilarityConfig, similarity_section
 
     ex = ctx.examples
     idx = np.arange(len(ex.tokens)) if spec.split == "all" else ex.split(spec.split)
@@ -161,8 +164,9 @@ def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> AnalysisResult:
     acts = ctx.activations(sites)
     res = similarity_section(
         [acts[s] for s in sites], [s.name for s in sites], idx, split=spec.split,
-        measure=spec.measure, kernel=spec.kernel, debiased=spec.debiased,
-        batch_size=spec.batch_size, other=other, other_name=spec.compare_checkpoint,
+        config=SimilarityConfig(measure=spec.measure, kernel=spec.kernel, debiased=spec.debiased,
+                                batch_size=spec.batch_size),
+        other=other, other_name=spec.compare_checkpoint,
         series=series, drift=[(s.name, site_label(s)) for s in drift_sites],
         patterns=spec.checkpoints,
     )
