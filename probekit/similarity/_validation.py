@@ -1,4 +1,4 @@
-"""Input checks shared by the similarity measures (STYLE.md #8: name the value, the expectation, the fix)."""
+"""Input checks shared by the similarity measures (each error names the value, the expectation and the fix)."""
 
 from __future__ import annotations
 

@@ -96,8 +96,8 @@ class Registry(Generic[T]):
         """Import the plug-in package again on the next lookup (after its path changed)."""
         self._loaded = self._plugins is None
 
-    def get(self, name: str) -> T:
-        """The entry registered as ``name`` (plug-ins loaded).
+    def get(self, name: object) -> T:
+        """The entry registered as ``name`` (plug-ins loaded; ``object``: names come from files).
 
         Raises:
             ConfigError: unknown name; the message lists the registered names and the close ones.

@@ -1,0 +1,126 @@
+"""The one generic Registry[T] and the five registries built on it: the same rules everywhere."""
+
+from dataclasses import dataclass
+
+import pytest
+
+from probekit.errors import ConfigError
+from probekit.util.registry import Registry, qualified_name
+
+
+def first():
+    """A plug-in."""
+
+
+def second():
+    """Another plug-in with the name of the first."""
+
+
+def test_register_get_names_and_the_one_rule_for_a_name_registered_twice():
+    reg: Registry[object] = Registry("widget")
+    assert reg.register("alpha", first) is first
+    reg.register("beta", 2, origin=second)
+    assert reg.get("alpha") is first and reg.names() == ("alpha", "beta") and "beta" in reg
+    assert reg.items() == {"alpha": first, "beta": 2}
+    with pytest.raises(ConfigError) as err:
+        reg.register("alpha", second)
+    msg = str(err.value)
+    assert f"widget 'alpha' is already registered by {qualified_name(first)}" in msg
+    assert f"{qualified_name(second)} cannot register the same name" in msg
+    assert reg.get("alpha") is first  # the refused entry changed nothing
+    reg.register("alpha", first)  # the same definition again (a re-imported module): replaced
+    with pytest.raises(ConfigError, match=r"widget name 'not an id' must be an identifier"):
+        reg.register("not an id", first)
+
+
+def test_unknown_name_lists_the_registered_ones_and_suggests_close_ones():
+    reg: Registry[int] = Registry("widget", hint="register one with reg.register")
+    for name in ("linear", "logistic", "ridge"):
+        reg.register(name, 1, origin=f"{name}.origin")
+    with pytest.raises(ConfigError, match=r"^unknown widget 'ridg' \(did you mean 'ridge'\?\); registered "
+                       r"widgets are \['linear', 'logistic', 'ridge'\]; register one with reg.register$"):
+        reg.get("ridg")
+    with pytest.raises(ConfigError, match=r"^unknown widget 'svm'; registered widgets are"):
+        reg.get("svm")
+    with pytest.raises(ConfigError, match=r"unknown widget 3"):
+        reg.get(3)
+
+
+def test_plugins_are_imported_on_first_lookup_and_temporary_entries_end():
+    import sys
+
+    sys.modules.pop("probekit.similarity.measures.rsa", None)
+    reg: Registry[int] = Registry("measure module", plugins="probekit.similarity.measures")
+    assert "probekit.similarity.measures.rsa" not in sys.modules
+    reg.names()
+    assert "probekit.similarity.measures.rsa" in sys.modules
+    with reg.temporary():
+        reg.register("toy", 1)
+        assert reg.get("toy") == 1
+    assert "toy" not in reg
+    with pytest.raises(KeyError):
+        reg.unregister("toy")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Spec:
+    x: int = 0
+
+
+def _analysis_a(spec, ctx):
+    return None
+
+
+def _analysis_b(spec, ctx):
+    return None
+
+
+def _registrations():
+    """``(registry, register(name, definition), lookup(name), two definitions)`` of each registry."""
+    from probekit.executor import EXECUTORS, get_executor, register_executor
+    from probekit.hypotheses.registry import MEASUREMENT_KINDS, get_kind, register_measurement
+    from probekit.probes.kind import PROBE_KINDS, ProbeKind, probe_kind, register_probe_kind
+    from probekit.similarity.measure import (
+        SIMILARITY_MEASURES,
+        SimilarityMeasure,
+        register_similarity_measure,
+        similarity_measure,
+    )
+    from probekit.suites.registry import ANALYSES, get_analysis, register_analysis
+
+    def kind(cls_name):
+        return type(cls_name, (ProbeKind,), {"name": "toy_twice", "metric": "m", "chance_text": "",
+                                             "fit_batched": None, "score": None, "__module__": __name__})
+
+    def measure(cls_name):
+        return type(cls_name, (SimilarityMeasure,), {"name": "toy_twice", "label": None,
+                                                     "pair_values": None, "__module__": __name__})
+
+    return [
+        ("analysis section", ANALYSES, lambda d: register_analysis("toy_twice", spec=_Spec)(d),
+         get_analysis, (_analysis_a, _analysis_b)),
+        ("measurement kind", MEASUREMENT_KINDS, lambda d: register_measurement("toy_twice", spec=_Spec)(d),
+         get_kind, (_analysis_a, _analysis_b)),
+        ("probe kind", PROBE_KINDS, register_probe_kind, probe_kind, (kind("KindA"), kind("KindB"))),
+        ("similarity measure", SIMILARITY_MEASURES, register_similarity_measure, similarity_measure,
+         (measure("MeasureA"), measure("MeasureB"))),
+        ("executor", EXECUTORS, lambda d: register_executor("toy_twice", d), get_executor,
+         (_analysis_a, _analysis_b)),
+    ]
+
+
+@pytest.mark.parametrize("index", range(5), ids=["analysis", "measurement", "probe_kind", "similarity", "executor"])
+def test_every_registry_refuses_a_name_registered_twice_naming_both(index):
+    what, registry, register, lookup, (a, b) = _registrations()[index]
+    with registry.temporary():
+        register(a)
+        register(a)  # the same definition again is no conflict
+        with pytest.raises(ConfigError) as err:
+            register(b)
+        msg = str(err.value)
+        assert msg.startswith(f"{what} 'toy_twice' is already registered by {qualified_name(a)}; ")
+        assert f"{qualified_name(b)} cannot register the same name" in msg
+        with pytest.raises(ConfigError, match=rf"unknown {what} 'toy_twic' \(did you mean 'toy_twice'\?\); "
+                           rf"registered {what}s are \[.*'toy_twice'.*\]"):
+            lookup("toy_twic")
+    assert "toy_twice" not in registry
