@@ -273,7 +273,7 @@ def _cmd_examples_list(args: argparse.Namespace) -> int:
     from .examples import list_examples
 
     examples = list_examples()
-    width = max(len(e.name) for e in examples)
+    width = max((len(e.name) for e in examples), default=0)
     for example in examples:
         print(f"{example.name:<{width}}  {example.command:<8}  {example.description}")
     print(f"\n{len(examples)} examples; `probekit examples copy NAME|all DIR` writes editable "

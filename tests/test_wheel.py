@@ -24,13 +24,15 @@ pytestmark = pytest.mark.slow
 def _env(site: Path, cache: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
     env.update(PYTHONPATH=str(site), PROBEKIT_CACHE=str(cache), HF_HUB_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1", MPLBACKEND="Agg")
+               TRANSFORMERS_OFFLINE="1", MPLBACKEND="Agg",
+               # one thread: on a loaded machine the default threads make the demo 10x slower
+               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return env
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
     proc = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=900)
+                          text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
