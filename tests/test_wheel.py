@@ -39,6 +39,15 @@ def _run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        have = version("setuptools")
+    except PackageNotFoundError:
+        have = "none"
+    major = int(have.split(".")[0]) if have[0].isdigit() else 0
+    assert major >= 77, (f"building the wheel without isolation needs setuptools>=77 (PEP 639 "
+                         f"licence fields), found {have}: pip install 'setuptools>=77'")
     src = tmp_path_factory.mktemp("src")
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("probekit", "probes", "circuits"):
