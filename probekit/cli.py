@@ -216,9 +216,83 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", parents=[common], help="list the named offline models")
     models.set_defaults(func=_cmd_models)
 
+    demo = sub.add_parser(
+        "demo", parents=[common],
+        help="run the README demo (the shipped modadd_grokked suite) from any directory",
+        description="Run the shipped suite modadd_grokked (a grokked modular-addition "
+        "transformer, its checkpoint embedded in probekit) and write report.html and "
+        "report.json: the same as `probekit report probes/modadd_grokked.toml --out out/demo` "
+        "in a clone, from any directory.",
+    )
+    demo.add_argument("--out", default="out/demo", help="output directory (default out/demo)")
+    demo.add_argument("--quiet", action="store_true", help="no progress bars")
+    demo.add_argument("--device", default=None, help="override the suite's device (auto, cpu, cuda)")
+    demo.set_defaults(func=_cmd_demo)
+
+    ex = sub.add_parser(
+        "examples", parents=[common], help="list the shipped suites and claim files, or copy them",
+        description="The suites (probes/), diagnosis files and claim files (circuits/) shipped "
+        "with probekit, with their data and checkpoints. `copy` writes editable copies in the "
+        "repository's layout (DIR/probes/NAME.toml beside DIR/probes/checkpoints/...), so they "
+        "run where they land: cd DIR; probekit report probes/NAME.toml --out out/NAME.",
+    )
+    ex_sub = ex.add_subparsers(dest="action", required=True, metavar="ACTION")
+    ex_list = ex_sub.add_parser("list", parents=[common], help="name and describe every example")
+    ex_list.set_defaults(func=_cmd_examples_list)
+    ex_copy = ex_sub.add_parser(
+        "copy", parents=[common], help="copy examples and the files they name into DIR",
+        description="Copy examples (or `all`) with the data and checkpoints they name into DIR. "
+        "Existing files are never replaced: identical ones are kept, and any other file in the "
+        "way stops the copy before anything is written.",
+    )
+    ex_copy.add_argument("names", nargs="+", metavar="NAME",
+                         help="example names from `probekit examples list`, or `all`")
+    ex_copy.add_argument("dir", metavar="DIR", help="destination folder (created if missing)")
+    ex_copy.set_defaults(func=_cmd_examples_copy)
+
     for register in _plugin_registrars():
         register(sub, parents=[common])
     return parser
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    """``probekit demo``: ``probekit report`` on the packaged modadd_grokked suite."""
+    from .examples import DEMO, example_path
+
+    with example_path(DEMO) as suite:
+        argv = ["report", str(suite), "--out", str(args.out)]
+        argv += ["--quiet"] * bool(args.quiet)
+        argv += ["--device", args.device] if args.device is not None else []
+        report_args = build_parser().parse_args(argv)
+        status = int(report_args.func(report_args) or 0)
+    print(f"open {Path(args.out) / 'report.html'}")
+    return status
+
+
+def _cmd_examples_list(args: argparse.Namespace) -> int:
+    from .examples import list_examples
+
+    examples = list_examples()
+    width = max((len(e.name) for e in examples), default=0)
+    for example in examples:
+        print(f"{example.name:<{width}}  {example.command:<8}  {example.description}")
+    print(f"\n{len(examples)} examples; `probekit examples copy NAME|all DIR` writes editable "
+          "copies with their data and checkpoints")
+    return 0
+
+
+def _cmd_examples_copy(args: argparse.Namespace) -> int:
+    from .examples import copy_examples
+
+    result = copy_examples(args.names, args.dir)
+    kept = f" ({len(result.unchanged)} identical files already there kept)" if result.unchanged else ""
+    print(f"wrote {len(result.written)} files into {args.dir}{kept}")
+    for example in result.examples:
+        print(f"  {example.relpath}")
+    first = result.examples[0]
+    print(f"run one: cd {args.dir} && probekit {first.command} {first.relpath} "
+          f"--out out/{first.name}")
+    return 0
 
 
 def _plugin_registrars() -> list[Any]:
