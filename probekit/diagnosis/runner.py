@@ -561,6 +561,31 @@ def _censor(spec: DiagnosisFile, rows: list[Checkpoint], table: dict[str, list[A
         raise ConfigError(f"{spec.where('diagnosis', 'censor')}: {err}") from err
 
 
+def _survival(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]], censor: float,
+              markers: list[str], extras: dict[str, Any]) -> list[Any]:
+    """Cox hazards and the censoring-sensitivity curve of a censored crossing outcome.
+
+    :func:`~probekit.diagnosis.survival.censoring_sensitivity` on the final rows of ``table``
+    (its raw crossing column: empty for a run that never crosses) over
+    ``censor_grid(censor)``; stores ``extras["survival"]`` and returns its blocks (a warning
+    instead when it refuses, e.g. lifelines not installed).
+    """
+    from .survival import censor_grid, censoring_sensitivity
+
+    finals = [i for i, f in enumerate(table["final"]) if f]
+    cols = list(dict.fromkeys([s.outcome, *s.covariates, *([s.groups] if s.groups else []),
+                               *markers]))
+    try:
+        surv = censoring_sensitivity(
+            _subtable(table, finals, cols), s.outcome, markers=markers,
+            censors=censor_grid(censor), covariates=s.covariates, groups=s.groups,
+            n_permutations=spec.diagnosis.n_permutations, seed=spec.diagnosis.seed)
+    except ProbekitError as err:
+        return [Text(text=f"survival analysis of {s.outcome}: {err}", level="warning")]
+    extras["survival"] = surv.to_dict()
+    return list(surv._blocks())
+
+
 def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str | Path | None,
                      start: float, stamp: str, progress: bool = False) -> DiagnosisResult:
     """The body of :func:`diagnose` run while ``pop_dir`` is locked."""
@@ -628,6 +653,8 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
     if usable:
         analysis, extras, stat_blocks = _analyse(spec, settings, analysed, usable)
         blocks += list(stat_blocks)
+        if censored is not None and censored.n_censored:
+            blocks += _survival(spec, settings, table, censored.censor, usable, extras)
     else:
         blocks.append(Text(text="No marker is applicable to every final model: nothing to "
                            "analyse (see the table below).", level="warning"))
