@@ -56,8 +56,6 @@ if TYPE_CHECKING:
     from .blocks import diagnosis_blocks as diagnosis_blocks
     from .censoring import CensoredCrossing as CensoredCrossing
     from .censoring import censor_crossing as censor_crossing
-    from .survival import CensoringSensitivity as CensoringSensitivity
-    from .survival import censoring_sensitivity as censoring_sensitivity
     from .early import EarlyWarning as EarlyWarning
     from .early import early_warning as early_warning
     from .granulated import CMIResult as CMIResult
@@ -71,6 +69,8 @@ if TYPE_CHECKING:
     from .runner import diagnose as diagnose
     from .spec import DiagnosisFile as DiagnosisFile
     from .spec import load_diagnosis as load_diagnosis
+    from .survival import CensoringSensitivity as CensoringSensitivity
+    from .survival import censoring_sensitivity as censoring_sensitivity
     from .table import MarkerTable as MarkerTable
     from .table import as_marker_table as as_marker_table
     from .table_diagnosis import diagnose_table as diagnose_table
