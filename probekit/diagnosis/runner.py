@@ -488,8 +488,8 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     levels: list[Any] = []
     early = None
     if s.knobs:
-        granulated = each(granulated_kendall_tau, list(s.knobs))
-        granulated += each(conditional_mutual_information, list(s.knobs))
+        granulated = each(granulated_kendall_tau, list(s.knobs), s.groups)
+        granulated += each(conditional_mutual_information, list(s.knobs), 2, s.groups)
         extras["granulated"] = [r for g in granulated for r in g.to_records()]
     if s.color_by is not None and s.color_by in s.knobs:
         levels = each(level_mean_r2, s.color_by)
