@@ -35,6 +35,7 @@ arbitrary ``C``. This module adds, beside that analysis:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -47,6 +48,7 @@ from jaxtyping import Bool, Float, Int
 from probekit.errors import ConfigError, DataError
 from probekit.report.blocks import Block, Column, LinePlot, Series, Table, Text
 from probekit.report.notebook import NotebookMixin
+from probekit.stats.multiple import holm
 from probekit.stats.permutation import check_n_permutations, mc_se, permutation_pvalue
 
 from .table import as_marker_table
@@ -114,6 +116,8 @@ class CoxMarker:
         marker: the column.
         hazard_ratio, hr_low, hr_high: ``exp(beta_m)`` per one SD of the marker and its Wald CI.
         coef, se, p: ``beta_m``, its standard error and Wald p.
+        p_holm: ``p`` Holm-adjusted over the markers fitted together
+            (:func:`censoring_sensitivity`; NaN from :func:`cox_marker` alone).
         concordance, concordance_p, concordance_p_mcse: Harrell's C of the marker alone, its
             permutation p and that p's Monte-Carlo SE.
         n, n_events: models and observed crossings.
@@ -127,6 +131,7 @@ class CoxMarker:
     coef: float = math.nan
     se: float = math.nan
     p: float = math.nan
+    p_holm: float = math.nan
     concordance: float = math.nan
     concordance_p: float = math.nan
     concordance_p_mcse: float = math.nan
@@ -322,7 +327,8 @@ class CensoringSensitivity(NotebookMixin):
                           for r in rows)
         c = next(c for c in self.cox if c.marker == marker)
         cox = (f"; the Cox hazard ratio per SD, which does not depend on C, is "
-               f"{c.hazard_ratio:.2f} [{c.hr_low:.2f}, {c.hr_high:.2f}] (p {c.p:.2g})"
+               f"{c.hazard_ratio:.2f} [{c.hr_low:.2f}, {c.hr_high:.2f}] (p {c.p:.2g}, Holm p "
+               f"{c.p_holm:.2g})"
                if math.isfinite(c.hazard_ratio) else "")
         return (f"{marker}: its verdict on the censored {self.outcome} depends on the censoring "
                 f"value given to the {self.n_censored} never-crossing runs ({parts}){cox}.")
@@ -347,6 +353,7 @@ class CensoringSensitivity(NotebookMixin):
                      Column(key="hazard_ratio", header="hazard ratio per SD", fmt=".2f"),
                      Column(key="hr_ci", header=f"{level} CI", fmt="ci"),
                      Column(key="p", header="Wald p", fmt=".2g"),
+                     Column(key="p_holm", header="Holm p", fmt=".2g"),
                      Column(key="concordance", header="Harrell's C", fmt=".3f"),
                      Column(key="concordance_p", header="perm. p", fmt=".2g"),
                      Column(key="concordance_p_mcse", header="p MC SE", fmt=".1g"),
@@ -441,6 +448,11 @@ def censoring_sensitivity(
     cox = tuple(cox_marker(table, outcome, m, censor=grid[0], covariates=covariates,
                            groups=groups, n_permutations=n_permutations, seed=seed,
                            confidence_level=confidence_level) for m in markers)
+    fitted = [i for i, c in enumerate(cox) if math.isfinite(c.p)]
+    if fitted:
+        adj = holm([cox[i].p for i in fitted])
+        cox = tuple(dataclasses.replace(c, p_holm=float(adj[fitted.index(i)])) if i in fitted
+                    else c for i, c in enumerate(cox))
     cols = list(dict.fromkeys([*covariates, *([groups] if groups else []), *markers]))
     base = {c: list(t.columns[c]) for c in cols}
     curve: list[dict[str, Any]] = []
