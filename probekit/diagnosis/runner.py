@@ -565,25 +565,41 @@ def _survival(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]], cen
               markers: list[str], extras: dict[str, Any]) -> list[Any]:
     """Cox hazards and the censoring-sensitivity curve of a censored crossing outcome.
 
-    :func:`~probekit.diagnosis.survival.censoring_sensitivity` on the final rows of ``table``
-    (its raw crossing column: empty for a run that never crosses) over
-    ``censor_grid(censor)``; stores ``extras["survival"]`` and returns its blocks (a warning
-    instead when it refuses, e.g. lifelines not installed).
+    :func:`~probekit.diagnosis.survival.censoring_sensitivity` over ``censor_grid(censor)`` on
+    the final rows of ``table`` (its raw crossing column: empty for a run that never crosses),
+    then on the rows of each series step held by every run (markers and step covariates at
+    that step, as in the early warning); stores ``extras["survival"]`` (final) and
+    ``extras["survival_by_step"]`` and returns the blocks (a warning instead when it refuses,
+    e.g. lifelines not installed).
     """
     from .survival import censor_grid, censoring_sensitivity
 
-    finals = [i for i, f in enumerate(table["final"]) if f]
     cols = list(dict.fromkeys([s.outcome, *s.covariates, *([s.groups] if s.groups else []),
                                *markers]))
-    try:
-        surv = censoring_sensitivity(
-            _subtable(table, finals, cols), s.outcome, markers=markers,
-            censors=censor_grid(censor), covariates=s.covariates, groups=s.groups,
-            n_permutations=spec.diagnosis.n_permutations, seed=spec.diagnosis.seed)
-    except ProbekitError as err:
-        return [Text(text=f"survival analysis of {s.outcome}: {err}", level="warning")]
-    extras["survival"] = surv.to_dict()
-    return list(surv._blocks())
+    n_runs = sum(bool(f) for f in table["final"])
+    subsets = [("", [i for i, f in enumerate(table["final"]) if f])]
+    for step in sorted({v for v, f in zip(table["step"], table["final"], strict=True) if not f}):
+        rows = [i for i, v in enumerate(table["step"]) if v == step and not table["final"][i]]
+        if len(rows) == n_runs:
+            subsets.append((f"markers at step {step}", rows))
+    blocks: list[Any] = []
+    for label, rows in subsets:
+        try:
+            surv = censoring_sensitivity(
+                _subtable(table, rows, cols), s.outcome, markers=markers,
+                censors=censor_grid(censor), covariates=s.covariates, groups=s.groups,
+                n_permutations=spec.diagnosis.n_permutations, seed=spec.diagnosis.seed,
+                label=label)
+        except ProbekitError as err:
+            blocks.append(Text(text=f"survival analysis of {s.outcome}{f' ({label})' if label else ''}: "
+                               f"{err}", level="warning"))
+            continue
+        if label:
+            extras.setdefault("survival_by_step", {})[label.rsplit(" ", 1)[-1]] = surv.to_dict()
+        else:
+            extras["survival"] = surv.to_dict()
+        blocks += list(surv._blocks())
+    return blocks
 
 
 def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str | Path | None,

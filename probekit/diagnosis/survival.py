@@ -275,6 +275,8 @@ class CensoringSensitivity(NotebookMixin):
             ``spearman``, ``verdict`` of :func:`~probekit.diagnosis.marker_analysis`.
         flags: marker -> flag strings (``verdict_depends_on_censoring``).
         settings: n_permutations, seed.
+        label: which rows the markers come from (e.g. ``"markers at step 300"``), appended to
+            the titles; "" for the final models.
     """
 
     outcome: str
@@ -287,6 +289,7 @@ class CensoringSensitivity(NotebookMixin):
     curve: tuple[dict[str, Any], ...]
     flags: dict[str, tuple[str, ...]]
     settings: dict[str, Any]
+    label: str = ""
 
     def to_records(self) -> list[dict[str, Any]]:
         """The sensitivity curve: one dict per (marker, censoring value)."""
@@ -303,7 +306,8 @@ class CensoringSensitivity(NotebookMixin):
 
         return strict_json({
             "outcome": self.outcome, "covariates": list(self.covariates), "groups": self.groups,
-            "censors": list(self.censors), "n_censored": self.n_censored, "n_runs": self.n_runs,
+            "label": self.label, "censors": list(self.censors), "n_censored": self.n_censored,
+            "n_runs": self.n_runs,
             "settings": dict(self.settings), "cox": self.cox_records(),
             "curve": self.to_records(), "flags": {k: list(v) for k, v in self.flags.items()},
             "sentences": {m: s for m in self.markers if (s := self.sentence(m))},
@@ -330,11 +334,15 @@ class CensoringSensitivity(NotebookMixin):
                f"{c.hazard_ratio:.2f} [{c.hr_low:.2f}, {c.hr_high:.2f}] (p {c.p:.2g}, Holm p "
                f"{c.p_holm:.2g})"
                if math.isfinite(c.hazard_ratio) else "")
-        return (f"{marker}: its verdict on the censored {self.outcome} depends on the censoring "
+        return (f"{marker}{self._of()}: its verdict on the censored {self.outcome} depends on the "
+                "censoring "
                 f"value given to the {self.n_censored} never-crossing runs ({parts}){cox}.")
 
     def _title(self) -> str:
-        return f"{self.outcome} as a censored survival time"
+        return f"{self.outcome} as a censored survival time{self._of()}"
+
+    def _of(self) -> str:
+        return f" ({self.label})" if self.label else ""
 
     def _summary(self) -> str:
         flagged = [m for m in self.markers if self.flags.get(m)]
@@ -348,7 +356,8 @@ class CensoringSensitivity(NotebookMixin):
                   else "unstratified")
         given = ", ".join(self.covariates) or "nothing"
         cox = Table(
-            title=f"{self.outcome} as a survival time: Cox proportional hazards and Harrell's C",
+            title=f"{self.outcome} as a survival time: Cox proportional hazards and Harrell's C"
+            f"{self._of()}",
             columns=(Column(key="marker", header="marker", fmt="", align="left"),
                      Column(key="hazard_ratio", header="hazard ratio per SD", fmt=".2f"),
                      Column(key="hr_ci", header=f"{level} CI", fmt="ci"),
@@ -369,7 +378,8 @@ class CensoringSensitivity(NotebookMixin):
             + (f" within {self.groups}." if self.groups else " over models."),
         )
         curve = Table(
-            title=f"Sensitivity of the marker analysis to the censoring value C of {self.outcome}",
+            title=f"Sensitivity of the marker analysis to the censoring value C of {self.outcome}"
+            f"{self._of()}",
             columns=(Column(key="marker", header="marker", fmt="", align="left"),
                      Column(key="censor", header="C", fmt="g"),
                      Column(key="spearman", header="Spearman", fmt="+.3f"),
@@ -384,7 +394,7 @@ class CensoringSensitivity(NotebookMixin):
         )
         markers = self.markers
         plot = LinePlot(
-            title=f"partial r with {self.outcome} vs the censoring value",
+            title=f"partial r with {self.outcome} vs the censoring value{self._of()}",
             x_labels=tuple(f"{c:g}" for c in self.censors),
             series=tuple(Series(name=m, values=tuple(r["partial_r"] for r in self.curve
                                                      if r["marker"] == m),
@@ -407,6 +417,7 @@ def censoring_sensitivity(
     n_permutations: int = 1000,
     seed: int = 0,
     confidence_level: float = 0.95,
+    label: str = "",
 ) -> CensoringSensitivity:
     """Cox hazards per marker and the marker analysis over a grid of censoring values.
 
@@ -423,6 +434,7 @@ def censoring_sensitivity(
         n_permutations: permutations of every test (the same at every ``C``).
         seed: seeds them.
         confidence_level: level of the hazard ratios' intervals.
+        label: which rows the markers come from, for the titles (e.g. "markers at step 300").
 
     Raises:
         ConfigError: an empty or unsorted grid, no marker.
@@ -470,4 +482,4 @@ def censoring_sensitivity(
         outcome=outcome, covariates=tuple(covariates), groups=groups, censors=grid,
         n_censored=int((~event).sum()), n_runs=int(event.size), cox=cox, curve=tuple(curve),
         flags=flags, settings={"n_permutations": n_permutations, "seed": seed,
-                               "confidence_level": confidence_level})
+                               "confidence_level": confidence_level}, label=label)
