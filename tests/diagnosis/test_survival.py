@@ -134,3 +134,22 @@ def test_bad_grids_and_nothing_censored():
     assert censor_grid(1225) == (1225.0, 1531.0, 1838.0, 2144.0, 2450.0)
     with pytest.raises(ConfigError, match="censor_grid needs"):
         censor_grid(0.0)
+
+
+@pytest.mark.slow
+def test_shipped_modadd_crossing_survival_reproduces(tmp_path, monkeypatch):
+    """docs/diagnosis/modadd/crossing_survival.json equals a rerun of the script."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from scripts import modadd_crossing_survival as S
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "diagnosis" / "modadd"
+    out = tmp_path / "s.json"
+    monkeypatch.setattr(sys, "argv", ["x", str(root / "markers.csv"), "--out", str(out)])
+    S.main()
+    got, want = json.loads(out.read_text()), json.loads((root / "crossing_survival.json").read_text())
+    assert got == want
+    assert sorted(m for m, f in want["300"]["flags"].items() if f) == \
+        ["fourier_gini_logit", "probe_accuracy", "restricted_loss"]
