@@ -1,9 +1,10 @@
 """Generalization diagnosis: which internal markers predict OOD success, beyond the design.
 
-Statistics on a marker table (one row per model; ``shared/methods/diagnosis.md``):
+Statistics on a marker table (one row per model; definitions in docs/diagnosis.md):
 :func:`marker_analysis` (marginal, partial and leave-one-group-out association per marker, with
 verdicts), :func:`granulated_kendall_tau` and :func:`conditional_mutual_information` (Jiang et
-al. 2020), :func:`level_mean_r2` (An & Du's level-mean unit), :func:`early_warning` (markers at
+al. 2020), :func:`level_mean_r2` (An & Du's level-mean unit), :func:`censoring_sensitivity` (a censored
+crossing step: Cox hazards and the verdicts over censoring values), :func:`early_warning` (markers at
 each series step) and :func:`diagnosis_blocks` (report blocks), all pure numpy / scipy; and the
 engine above suites and hypotheses: :func:`load_diagnosis` (a diagnosis file: ``[population]``,
 ``[[marker]]``, ``[diagnosis]``), :func:`diagnose` (train or find the population, measure every
@@ -31,6 +32,8 @@ _EXPORTS = {
     "level_mean_r2": ".levels",
     "CensoredCrossing": ".censoring",
     "censor_crossing": ".censoring",
+    "CensoringSensitivity": ".survival",
+    "censoring_sensitivity": ".survival",
     "EarlyWarning": ".early",
     "early_warning": ".early",
     "diagnosis_blocks": ".blocks",
@@ -66,6 +69,8 @@ if TYPE_CHECKING:
     from .runner import diagnose as diagnose
     from .spec import DiagnosisFile as DiagnosisFile
     from .spec import load_diagnosis as load_diagnosis
+    from .survival import CensoringSensitivity as CensoringSensitivity
+    from .survival import censoring_sensitivity as censoring_sensitivity
     from .table import MarkerTable as MarkerTable
     from .table import as_marker_table as as_marker_table
     from .table_diagnosis import diagnose_table as diagnose_table

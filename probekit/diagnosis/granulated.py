@@ -1,7 +1,7 @@
 """Jiang et al. (ICLR 2020)'s granulated Kendall tau and conditional-mutual-information test.
 
 Jiang, Neyshabur, Mobahi, Krishnan, Bengio, "Fantastic Generalization Measures and Where to Find
-Them", ICLR 2020, sections 4-5 (``shared/methods/diagnosis.md``); the CMI score is also PGDL's
+Them", ICLR 2020, sections 4-5; the CMI score is also PGDL's
 (NeurIPS 2020) ranking metric. Both ask whether a marker ``m`` tracks the outcome ``y`` when the
 design knobs that drive both are held fixed.
 
@@ -25,6 +25,12 @@ Our reading of the details the paper leaves to the population:
   score is the minimum over conditioning sets ``|S| <= max_set_size`` (the empty set included;
   Jiang et al. use ``|S| <= 2``). A set with ``H(V_y | U_S) = 0`` (the outcome's order is fixed
   by the design) leaves nothing to explain and is skipped, and listed.
+
+Every number comes with its uncertainty (:mod:`probekit.diagnosis.granulated_inference`): a
+permutation p with its Monte-Carlo SE -- ``psi_i`` permutes the marker within the groups that
+hold the other knobs fixed; ``psi``, tau and the CMI score (which pool every knob's groups)
+permute it over all models -- and a percentile bootstrap interval whose unit is the design's
+groups (seeds) when there are >= 3, else the models within each design cell.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,7 +47,15 @@ from jaxtyping import Float
 from probekit.errors import ConfigError, DataError
 from probekit.report.blocks import Block, Column, Table
 from probekit.report.notebook import NotebookMixin
+from probekit.stats.permutation import mc_se, permutation_pvalue
 
+from .granulated_inference import (
+    cmi_scores,
+    group_weights,
+    pair_set,
+    permute_within,
+    tau_stat,
+)
 from .table import MarkerTable, as_marker_table
 
 __all__ = [
@@ -62,10 +76,53 @@ def kendall_tau_a(m: Float[np.ndarray, " n"], y: Float[np.ndarray, " n"]) -> flo
     return float(np.mean(np.sign(m[i] - m[j]) * np.sign(y[i] - y[j])))
 
 
+def _check_inference(n_permutations: int, n_bootstrap: int, confidence_level: float) -> None:
+    if n_permutations < 0 or n_bootstrap < 0:
+        raise ConfigError(f"n_permutations and n_bootstrap must be >= 0 (0: none), got "
+                          f"{n_permutations} and {n_bootstrap}")
+    if 0 < n_bootstrap < 1000:
+        raise ConfigError(f"n_bootstrap={n_bootstrap} is below the 1000 the percentile intervals "
+                          "need; pass n_bootstrap >= 1000 (or 0: no interval)")
+    if not 0.0 < confidence_level < 1.0:
+        raise ConfigError(f"confidence_level must be in (0, 1), got {confidence_level}")
+
+
+def _two_sided(observed: float, null: np.ndarray, n_permutations: int) -> tuple[float, float]:
+    """Permutation p of ``|observed|`` against ``|null|`` (ties within 1e-12 count) and its MC SE."""
+    if not n_permutations or not math.isfinite(observed):
+        return math.nan, math.nan
+    p = permutation_pvalue(abs(observed) - 1e-12, np.abs(null), "greater")
+    return p, mc_se(p, n_permutations)
+
+
+def _interval(boot: np.ndarray, confidence_level: float) -> tuple[float, float]:
+    boot = boot[np.isfinite(boot)]
+    if boot.size == 0:
+        return math.nan, math.nan
+    q = 100 * (1 - confidence_level) / 2
+    return float(np.percentile(boot, q)), float(np.percentile(boot, 100 - q))
+
+
+def _weights(t: MarkerTable, groups: str | None, knobs: Sequence[str], keep: np.ndarray,
+             codes: np.ndarray, n_bootstrap: int, rng: np.random.Generator
+             ) -> tuple[np.ndarray | None, str]:
+    """Bootstrap weights (rows: resamples) and the name of their unit."""
+    if not n_bootstrap:
+        return None, ""
+    if groups is not None and groups not in knobs:
+        g = t.codes(groups, "groups")[0][keep]
+        k = int(np.unique(g).size)
+        if k >= 3:
+            return group_weights(g, np.zeros_like(g), n_bootstrap, rng), f"{groups} ({k} groups)"
+    _, cell = np.unique(codes, axis=0, return_inverse=True)
+    return (group_weights(np.arange(codes.shape[0]), cell.reshape(-1), n_bootstrap, rng),
+            "models within design cells")
+
+
 def _prepare(
     table: Any, outcome: str, marker: str, knobs: Sequence[str]
-) -> tuple[MarkerTable, np.ndarray, np.ndarray, np.ndarray, int]:
-    """Rows with a marker value: (table, m, y, knob codes (n, k), dropped rows)."""
+) -> tuple[MarkerTable, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+    """Rows with a marker value: (table, m, y, knob codes (n, k), dropped rows, kept mask)."""
     t = as_marker_table(table)
     knobs = tuple(knobs)
     if not knobs:
@@ -79,7 +136,7 @@ def _prepare(
     m = t.numeric(marker, "marker", allow_missing=True)
     codes = np.column_stack([t.codes(k, "knob")[0] for k in knobs])
     keep = ~np.isnan(m)
-    return t, m[keep], y[keep], codes[keep], int((~keep).sum())
+    return t, m[keep], y[keep], codes[keep], int((~keep).sum()), keep
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -95,6 +152,12 @@ class GranulatedTau(NotebookMixin):
         n_groups: knob -> number of such groups.
         psi: mean of ``per_knob`` (Jiang et al.'s Psi).
         n, n_missing: models used and rows dropped for a missing marker cell.
+        tau_p, psi_p, per_knob_p: two-sided permutation p of each (``per_knob_p``: the marker
+            permuted within that knob's groups; tau and psi: over all models); ``*_p_mcse``:
+            their Monte-Carlo SE.
+        tau_ci, psi_ci, per_knob_ci: percentile bootstrap intervals over ``unit``.
+        n_permutations, n_bootstrap, confidence_level: the settings (0: not computed, NaN).
+        unit: the bootstrap's resampling unit.
     """
 
     marker: str
@@ -108,13 +171,36 @@ class GranulatedTau(NotebookMixin):
     psi: float
     n: int
     n_missing: int
+    tau_p: float = math.nan
+    tau_p_mcse: float = math.nan
+    tau_ci: tuple[float, float] = (math.nan, math.nan)
+    per_knob_p: dict[str, float] = field(default_factory=dict)
+    per_knob_p_mcse: dict[str, float] = field(default_factory=dict)
+    per_knob_ci: dict[str, tuple[float, float]] = field(default_factory=dict)
+    psi_p: float = math.nan
+    psi_p_mcse: float = math.nan
+    psi_ci: tuple[float, float] = (math.nan, math.nan)
+    n_permutations: int = 0
+    n_bootstrap: int = 0
+    confidence_level: float = 0.95
+    unit: str = ""
 
     def to_records(self) -> list[dict[str, Any]]:
-        """One row per knob plus ``knob="(all: psi)"`` (NaN where not applicable)."""
+        """One row per knob plus ``knob="(all: psi)"`` (NaN where not applicable).
+
+        Keys: marker, knob, tau, low, high (its interval), p, p_mcse, n_groups, unit, reason.
+        """
+        nan2 = (math.nan, math.nan)
         rows = [{"marker": self.marker, "knob": k, "tau": self.per_knob.get(k, math.nan),
-                 "n_groups": self.n_groups.get(k, 0), "reason": self.reason} for k in self.knobs]
+                 "low": self.per_knob_ci.get(k, nan2)[0], "high": self.per_knob_ci.get(k, nan2)[1],
+                 "p": self.per_knob_p.get(k, math.nan),
+                 "p_mcse": self.per_knob_p_mcse.get(k, math.nan),
+                 "n_groups": self.n_groups.get(k, 0), "unit": self.unit, "reason": self.reason}
+                for k in self.knobs]
         rows.append({"marker": self.marker, "knob": "(all: psi)", "tau": self.psi,
-                     "n_groups": sum(self.n_groups.values()), "reason": self.reason})
+                     "low": self.psi_ci[0], "high": self.psi_ci[1], "p": self.psi_p,
+                     "p_mcse": self.psi_p_mcse, "n_groups": sum(self.n_groups.values()),
+                     "unit": self.unit, "reason": self.reason})
         return rows
 
     def _blocks(self) -> tuple[Block, ...]:
@@ -128,14 +214,29 @@ class GranulatedTau(NotebookMixin):
 
 
 def granulated_kendall_tau(
-    table: Mapping[str, Sequence[Any]] | Any, outcome: str, marker: str, knobs: Sequence[str]
+    table: Mapping[str, Sequence[Any]] | Any, outcome: str, marker: str, knobs: Sequence[str],
+    groups: str | None = None, *, n_permutations: int = 1000, n_bootstrap: int = 1000,
+    seed: int = 0, confidence_level: float = 0.95,
 ) -> GranulatedTau:
     """Jiang et al.'s granulated Kendall tau of ``marker`` vs ``outcome`` per design knob.
 
     See the module docstring for the definitions and our reading of them. Rows whose marker is
     missing are dropped first (which may break the grid: then not applicable).
+
+    Args:
+        table: one row per model.
+        outcome: the outcome column.
+        marker: the marker column.
+        knobs: the design knob columns.
+        groups: the bootstrap unit (e.g. the seed) when it has >= 3 levels; else (or None) the
+            models within each design cell are resampled.
+        n_permutations: permutations of each p (0: none).
+        n_bootstrap: bootstrap resamples of each interval (0: none, else >= 1000).
+        seed: seeds both.
+        confidence_level: level of the intervals.
     """
-    t, m, y, codes, dropped = _prepare(table, outcome, marker, knobs)
+    _check_inference(n_permutations, n_bootstrap, confidence_level)
+    t, m, y, codes, dropped, keep = _prepare(table, outcome, marker, knobs)
     knobs = tuple(knobs)
     n = m.size
     tau = kendall_tau_a(m, y) if n >= 2 else math.nan
@@ -160,14 +261,41 @@ def granulated_kendall_tau(
         return GranulatedTau(**base, applicable=False, reason=reason, per_knob={}, n_groups={},
                              psi=math.nan)
     per_knob, n_groups = {}, {}
+    per_p, per_se, per_ci = {}, {}, {}
+    W, unit = _weights(t, groups, knobs, keep, codes, n_bootstrap, np.random.default_rng([seed, 3]))
+    glob = permute_within(np.zeros(n, dtype=np.int64), m, n_permutations,
+                          np.random.default_rng([seed, 2]))
+    psi_null = np.zeros(n_permutations)
+    psi_boot = np.zeros(0 if W is None else n_bootstrap)
     for i, k in enumerate(knobs):
         others = np.delete(codes, i, axis=1)
         _, group = np.unique(others, axis=0, return_inverse=True)
         group = group.reshape(-1)
         taus = [kendall_tau_a(m[group == g], y[group == g]) for g in range(int(group.max()) + 1)]
         per_knob[k], n_groups[k] = float(np.mean(taus)), len(taus)
-    return GranulatedTau(**base, applicable=True, reason="", per_knob=per_knob,
-                         n_groups=n_groups, psi=float(np.mean(list(per_knob.values()))))
+        ps = pair_set(group, y)
+        null = tau_stat(ps, permute_within(group, m, n_permutations,
+                                           np.random.default_rng([seed, 1, i])))
+        per_p[k], per_se[k] = _two_sided(per_knob[k], null, n_permutations)
+        psi_null += tau_stat(ps, glob) / len(knobs)
+        if W is not None:
+            boot = tau_stat(ps, np.broadcast_to(m, W.shape), W)
+            per_ci[k] = _interval(boot, confidence_level)
+            psi_boot += boot / len(knobs)
+    psi = float(np.mean(list(per_knob.values())))
+    all_pairs = pair_set(np.zeros(n, dtype=np.int64), y)
+    tau_p, tau_se = _two_sided(tau, tau_stat(all_pairs, glob), n_permutations)
+    psi_p, psi_se = _two_sided(psi, psi_null, n_permutations)
+    nan2 = (math.nan, math.nan)
+    return GranulatedTau(
+        **base, applicable=True, reason="", per_knob=per_knob, n_groups=n_groups, psi=psi,
+        tau_p=tau_p, tau_p_mcse=tau_se, per_knob_p=per_p, per_knob_p_mcse=per_se,
+        per_knob_ci=per_ci, psi_p=psi_p, psi_p_mcse=psi_se,
+        psi_ci=_interval(psi_boot, confidence_level) if W is not None else nan2,
+        tau_ci=(_interval(tau_stat(all_pairs, np.broadcast_to(m, W.shape), W), confidence_level)
+                if W is not None else nan2),
+        n_permutations=n_permutations, n_bootstrap=n_bootstrap,
+        confidence_level=confidence_level, unit=unit)
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -183,6 +311,10 @@ class CMIResult(NotebookMixin):
         argmin: the conditioning set that attains it.
         n_pairs: ordered model pairs that differ in exactly one knob.
         applicable, reason: False and why, when no set is defined (no pair, or all skipped).
+        p, p_mcse: permutation p of ``score`` (the marker permuted over all models; one-sided,
+            the score is >= 0) and its Monte-Carlo SE.
+        low, high: percentile bootstrap interval of ``score`` over ``unit``.
+        n_permutations, n_bootstrap, confidence_level, unit: the settings (0: not computed).
     """
 
     marker: str
@@ -198,6 +330,14 @@ class CMIResult(NotebookMixin):
     n_pairs: int
     applicable: bool
     reason: str
+    p: float = math.nan
+    p_mcse: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    n_permutations: int = 0
+    n_bootstrap: int = 0
+    confidence_level: float = 0.95
+    unit: str = ""
 
     def to_records(self) -> list[dict[str, Any]]:
         """One row per conditioning set (``set`` joined by ``+``, ``"(none)"`` for the empty)."""
@@ -234,12 +374,19 @@ def granulated_tables(items: Sequence[GranulatedTau | CMIResult]) -> list[Block]
             columns=(Column(key="marker", header="marker", fmt="", align="left"),
                      Column(key="knob", header="knob", fmt="", align="left"),
                      Column(key="tau", header="tau", fmt="+.3f"),
+                     Column(key="ci", header="CI", fmt="ci"),
+                     Column(key="p", header="perm. p", fmt=".2g"),
+                     Column(key="p_mcse", header="p MC SE", fmt=".1g"),
                      Column(key="n_groups", header="groups", fmt="d"),
+                     Column(key="unit", header="CI unit", fmt="", align="left"),
                      Column(key="reason", header="note", fmt="", align="left")),
-            rows=tuple(r for g in taus for r in g.to_records()),
+            rows=tuple({**r, "ci": [r["low"], r["high"]]} for g in taus for r in g.to_records()),
             caption="tau of (marker, outcome) within each group of models that differ only in "
             "the knob, averaged over groups; '(all: psi)' is the mean over knobs (their Psi). "
-            "Defined on a full grid of the knobs only.",
+            "Defined on a full grid of the knobs only. p: two-sided, the marker permuted within "
+            "the knob's groups (psi: over all models, the permutations that keep every knob's "
+            "groups together), with its Monte-Carlo SE; CI: percentile bootstrap over the unit "
+            "shown.",
         ))
     cmis = [g for g in items if isinstance(g, CMIResult)]
     if cmis:
@@ -247,17 +394,22 @@ def granulated_tables(items: Sequence[GranulatedTau | CMIResult]) -> list[Block]
             title="Conditional mutual information (Jiang et al. 2020)",
             columns=(Column(key="marker", header="marker", fmt="", align="left"),
                      Column(key="score", header="min normalised CMI"),
+                     Column(key="ci", header="CI", fmt="ci"),
+                     Column(key="p", header="perm. p", fmt=".2g"),
+                     Column(key="p_mcse", header="p MC SE", fmt=".1g"),
                      Column(key="argmin", header="attained given", fmt="", align="left"),
                      Column(key="unconditional", header="given nothing"),
                      Column(key="n_pairs", header="pairs", fmt="d"),
                      Column(key="reason", header="note", fmt="", align="left")),
-            rows=tuple({"marker": c.marker, "score": c.score,
-                        "argmin": ", ".join(c.argmin) or "(none)",
+            rows=tuple({"marker": c.marker, "score": c.score, "ci": [c.low, c.high], "p": c.p,
+                        "p_mcse": c.p_mcse, "argmin": ", ".join(c.argmin) or "(none)",
                         "unconditional": c.sets.get((), math.nan), "n_pairs": c.n_pairs,
                         "reason": c.reason} for c in cmis),
             caption="I(V_m; V_y | U_S) / H(V_y | U_S) over ordered pairs of models that differ "
             "in one knob (V = sign of the difference), minimised over conditioning sets S of "
-            "knobs; 0: the marker's order says nothing about the outcome's once S is known.",
+            "knobs; 0: the marker's order says nothing about the outcome's once S is known. p: "
+            "one-sided, the marker permuted over all models; CI: percentile bootstrap of the "
+            "score over the unit of the tau table.",
         ))
     return out
 
@@ -274,16 +426,24 @@ def conditional_mutual_information(
     marker: str,
     knobs: Sequence[str],
     max_set_size: int = 2,
+    groups: str | None = None,
+    *,
+    n_permutations: int = 1000,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    confidence_level: float = 0.95,
 ) -> CMIResult:
     """Jiang et al.'s CMI test: ``min_S I(V_m; V_y | U_S) / H(V_y | U_S)`` over ``|S| <= k``.
 
     See the module docstring for the sample space of pairs and the sign variables. Low scores
     mean that, once some set of knobs is known, the marker's order of two models says little
-    about their outcomes' order.
+    about their outcomes' order. ``groups``, ``n_permutations``, ``n_bootstrap``, ``seed`` and
+    ``confidence_level`` as in :func:`granulated_kendall_tau` (the score's p and interval).
     """
     if max_set_size < 0:
         raise ConfigError(f"max_set_size must be >= 0, got {max_set_size}")
-    _, m, y, codes, _ = _prepare(table, outcome, marker, knobs)
+    _check_inference(n_permutations, n_bootstrap, confidence_level)
+    t, m, y, codes, _, keep = _prepare(table, outcome, marker, knobs)
     knobs = tuple(knobs)
     a, b = np.nonzero((codes[:, None, :] != codes[None, :, :]).sum(-1) == 1)
     vm = np.sign(m[a] - m[b]).astype(np.int64) + 1
@@ -292,6 +452,7 @@ def conditional_mutual_information(
     cmi: dict[tuple[str, ...], float] = {}
     ent: dict[tuple[str, ...], float] = {}
     skipped = []
+    u_sets = []
     for size in range(min(max_set_size, len(knobs)) + 1):
         for S in itertools.combinations(range(len(knobs)), size):
             names = tuple(knobs[i] for i in S)
@@ -317,6 +478,7 @@ def conditional_mutual_information(
                 skipped.append(names)
             else:
                 sets[names] = min(max(info, 0.0) / h, 1.0)
+                u_sets.append(u)
     if not sets:
         reason = ("no two models differ in exactly one knob" if a.size == 0 else
                   "the outcome's order is fixed by the knobs in every conditioning set")
@@ -324,6 +486,21 @@ def conditional_mutual_information(
                          sets={}, cmi=cmi, entropy=ent, skipped=tuple(skipped), score=math.nan,
                          argmin=(), n_pairs=int(a.size), applicable=False, reason=reason)
     argmin = min(sets, key=lambda s: sets[s])
+    score = sets[argmin]
+    p = p_se = low = high = math.nan
+    vy = vy.astype(np.int64)
+    if n_permutations:
+        perms = permute_within(np.zeros(m.size, dtype=np.int64), m, n_permutations,
+                               np.random.default_rng([seed, 2]))
+        null = cmi_scores(u_sets, a, b, vy, perms)
+        p = permutation_pvalue(score - 1e-12, null, "greater")
+        p_se = mc_se(p, n_permutations)
+    W, unit = _weights(t, groups, knobs, keep, codes, n_bootstrap, np.random.default_rng([seed, 3]))
+    if W is not None:
+        low, high = _interval(cmi_scores(u_sets, a, b, vy, np.broadcast_to(m, W.shape), W),
+                              confidence_level)
     return CMIResult(marker=marker, outcome=outcome, knobs=knobs, max_set_size=max_set_size,
-                     sets=sets, cmi=cmi, entropy=ent, skipped=tuple(skipped), score=sets[argmin],
-                     argmin=argmin, n_pairs=int(a.size), applicable=True, reason="")
+                     sets=sets, cmi=cmi, entropy=ent, skipped=tuple(skipped), score=score,
+                     argmin=argmin, n_pairs=int(a.size), applicable=True, reason="", p=p,
+                     p_mcse=p_se, low=low, high=high, n_permutations=n_permutations,
+                     n_bootstrap=n_bootstrap, confidence_level=confidence_level, unit=unit)

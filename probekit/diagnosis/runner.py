@@ -488,8 +488,8 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     levels: list[Any] = []
     early = None
     if s.knobs:
-        granulated = each(granulated_kendall_tau, list(s.knobs))
-        granulated += each(conditional_mutual_information, list(s.knobs))
+        granulated = each(granulated_kendall_tau, list(s.knobs), s.groups)
+        granulated += each(conditional_mutual_information, list(s.knobs), 2, s.groups)
         extras["granulated"] = [r for g in granulated for r in g.to_records()]
     if s.color_by is not None and s.color_by in s.knobs:
         levels = each(level_mean_r2, s.color_by)
@@ -561,6 +561,47 @@ def _censor(spec: DiagnosisFile, rows: list[Checkpoint], table: dict[str, list[A
         raise ConfigError(f"{spec.where('diagnosis', 'censor')}: {err}") from err
 
 
+def _survival(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]], censor: float,
+              markers: list[str], extras: dict[str, Any]) -> list[Any]:
+    """Cox hazards and the censoring-sensitivity curve of a censored crossing outcome.
+
+    :func:`~probekit.diagnosis.survival.censoring_sensitivity` over ``censor_grid(censor)`` on
+    the final rows of ``table`` (its raw crossing column: empty for a run that never crosses),
+    then on the rows of each series step held by every run (markers and step covariates at
+    that step, as in the early warning); stores ``extras["survival"]`` (final) and
+    ``extras["survival_by_step"]`` and returns the blocks (a warning instead when it refuses,
+    e.g. lifelines not installed).
+    """
+    from .survival import censor_grid, censoring_sensitivity
+
+    cols = list(dict.fromkeys([s.outcome, *s.covariates, *([s.groups] if s.groups else []),
+                               *markers]))
+    n_runs = sum(bool(f) for f in table["final"])
+    subsets = [("", [i for i, f in enumerate(table["final"]) if f])]
+    for step in sorted({v for v, f in zip(table["step"], table["final"], strict=True) if not f}):
+        rows = [i for i, v in enumerate(table["step"]) if v == step and not table["final"][i]]
+        if len(rows) == n_runs:
+            subsets.append((f"markers at step {step}", rows))
+    blocks: list[Any] = []
+    for label, rows in subsets:
+        try:
+            surv = censoring_sensitivity(
+                _subtable(table, rows, cols), s.outcome, markers=markers,
+                censors=censor_grid(censor), covariates=s.covariates, groups=s.groups,
+                n_permutations=spec.diagnosis.n_permutations, seed=spec.diagnosis.seed,
+                label=label)
+        except ProbekitError as err:
+            blocks.append(Text(text=f"survival analysis of {s.outcome}{f' ({label})' if label else ''}: "
+                               f"{err}", level="warning"))
+            continue
+        if label:
+            extras.setdefault("survival_by_step", {})[label.rsplit(" ", 1)[-1]] = surv.to_dict()
+        else:
+            extras["survival"] = surv.to_dict()
+        blocks += list(surv._blocks())
+    return blocks
+
+
 def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str | Path | None,
                      start: float, stamp: str, progress: bool = False) -> DiagnosisResult:
     """The body of :func:`diagnose` run while ``pop_dir`` is locked."""
@@ -628,6 +669,8 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
     if usable:
         analysis, extras, stat_blocks = _analyse(spec, settings, analysed, usable)
         blocks += list(stat_blocks)
+        if censored is not None and censored.n_censored:
+            blocks += _survival(spec, settings, table, censored.censor, usable, extras)
     else:
         blocks.append(Text(text="No marker is applicable to every final model: nothing to "
                            "analyse (see the table below).", level="warning"))

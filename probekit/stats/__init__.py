@@ -20,6 +20,7 @@ _EXPORTS = {
     "holm": "multiple",
     "paired_ttest": "paired",
     "wilcoxon_signed_rank": "paired",
+    "mc_se": "permutation",
     "n_permutations_for": "permutation",
     "permutation_pvalue": "permutation",
     "permutation_result": "permutation",
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from .multiple import holm as holm
     from .paired import paired_ttest as paired_ttest
     from .paired import wilcoxon_signed_rank as wilcoxon_signed_rank
+    from .permutation import mc_se as mc_se
     from .permutation import permutation_pvalue as permutation_pvalue
     from .permutation import permutation_result as permutation_result
     from .permutation import permutation_test as permutation_test

@@ -19,6 +19,7 @@ from .result import StatTestResult
 
 __all__ = [
     "check_n_permutations",
+    "mc_se",
     "n_permutations_for",
     "permutation_pvalue",
     "permutation_result",
@@ -78,6 +79,22 @@ def permutation_result(
         effect_size_name="z_vs_null",
         null_distribution=null,
     )
+
+
+def mc_se(p: float, n_permutations: int) -> float:
+    """Monte-Carlo standard error of a permutation p-value: ``sqrt(p (1 - p) / B)``.
+
+    The binomial standard error of a proportion estimated from ``B = n_permutations`` random
+    permutations (e.g. Ernst 2004, "Permutation methods: a basis for exact inference",
+    Statistical Science 19(4)): how far ``p`` may sit from the p of all permutations.
+
+    Raises:
+        ConfigError: ``p`` outside [0, 1] or ``n_permutations < 1``.
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ConfigError(f"p must be in [0, 1], got {p!r}")
+    check_n_permutations(n_permutations)
+    return math.sqrt(p * (1.0 - p) / n_permutations)
 
 
 def check_n_permutations(n_permutations: int) -> None:

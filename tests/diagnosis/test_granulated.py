@@ -117,3 +117,97 @@ def test_not_a_full_grid_is_not_applicable():
     assert "knob(s) a take a single value" in granulated_kendall_tau(one, "y", "m", ["a", "b"]).reason
     with pytest.raises(ConfigError, match="knob column 'c' is not in the table"):
         granulated_kendall_tau(t, "y", "m", ["a", "c"])
+
+
+# --------------------------------------------------------------------------- uncertainty
+
+
+def _null_grid(seed: int) -> dict[str, list]:
+    """3 x 4 grid x 2 seeds; y driven by knob a, m by knob b; m independent of y given the knobs."""
+    t = grid(seed)
+    rng = np.random.default_rng(10_000 + seed)
+    t["y"] = [v + 2 * a for v, a in zip(t["y"], t["a"], strict=True)]
+    t["m"] = [rng.normal() + {"x": 0, "y": 1, "z": 2, "w": 3}[b] for b in t["b"]]
+    t["noise"] = rng.normal(size=24).tolist()
+    return t
+
+
+def _null_rejections(n: int, full: bool) -> None:
+    """Rejections at 0.05 over ``n`` null populations are within the 95% Wilson interval of 0.05."""
+    reject = Counter()
+    for r in range(n):
+        t = _null_grid(r)
+        if full:
+            g = granulated_kendall_tau(t, "y", "m", ["a", "b"], n_permutations=99, n_bootstrap=0,
+                                       seed=r)
+            reject["psi_a (m driven by b)"] += g.per_knob_p["a"] <= 0.05
+        g = granulated_kendall_tau(t, "y", "noise", ["a", "b"], n_permutations=99, n_bootstrap=0,
+                                   seed=r)
+        reject["psi_b"] += g.per_knob_p["b"] <= 0.05
+        reject["psi"] += g.psi_p <= 0.05
+        reject["tau"] += g.tau_p <= 0.05
+        if full:
+            c = conditional_mutual_information(t, "y", "noise", ["a", "b"], n_permutations=99,
+                                               n_bootstrap=0, seed=r)
+            reject["cmi"] += c.p <= 0.05
+    for name, k in reject.items():
+        ci = stats.binomtest(k, n).proportion_ci(0.95, method="wilson")
+        assert ci.low <= 0.05 <= ci.high, (name, k)
+
+
+def test_permutation_p_is_uniform_under_the_null_small():
+    _null_rejections(40, full=False)
+
+
+@pytest.mark.slow
+def test_permutation_p_is_uniform_under_the_null():
+    _null_rejections(150, full=True)
+
+
+def test_planted_monotone_marker_is_at_the_floor_with_a_degenerate_interval():
+    t = grid(3, reps=3)
+    t["mono"] = [math.exp(v) for v in t["y"]]  # monotone in the outcome
+    g = granulated_kendall_tau(t, "y", "mono", ["a", "b"], "seed", n_permutations=199)
+    floor = 1 / 200
+    assert g.per_knob_p == {"a": floor, "b": floor} and g.psi_p == floor and g.tau_p == floor
+    assert g.psi_p_mcse == pytest.approx(math.sqrt(floor * (1 - floor) / 199), rel=1e-12)
+    assert g.per_knob_ci == {"a": (1.0, 1.0), "b": (1.0, 1.0)} and g.psi_ci == (1.0, 1.0)
+    assert g.unit == "seed (3 groups)"
+    recs = g.to_records()
+    assert [r["p"] for r in recs] == [floor] * 3 and recs[-1]["low"] == recs[-1]["high"] == 1.0
+    c = conditional_mutual_information(t, "y", "mono", ["a", "b"], 2, "seed", n_permutations=199)
+    assert c.p == floor and (c.low, c.high) == (1.0, 1.0)
+    # fewer than 3 groups: models are resampled within the design cells
+    two = dict(t, seed=[s % 2 for s in t["seed"]])
+    assert granulated_kendall_tau(two, "y", "m", ["a", "b"], "seed").unit == \
+        "models within design cells"
+    assert granulated_kendall_tau(t, "y", "m", ["a", "b"]).unit == "models within design cells"
+    with pytest.raises(ConfigError, match="n_bootstrap=10 is below the 1000"):
+        granulated_kendall_tau(t, "y", "m", ["a", "b"], n_bootstrap=10)
+
+
+def test_vectorised_tau_equals_the_definition_with_and_without_weights():
+    from probekit.diagnosis.granulated_inference import pair_set, tau_stat
+
+    t = grid(4, reps=3)
+    t["m"] = [round(v) for v in t["m"]]  # ties in the marker
+    m, y = np.array(t["m"], float), np.array(t["y"])
+    g = granulated_kendall_tau(t, "y", "m", ["a", "b"], n_permutations=0, n_bootstrap=0)
+    a_levels = sorted(set(t["a"]))
+    group = np.array([a_levels.index(v) for v in t["a"]])  # knob b's groups: a fixed
+    ps = pair_set(group, y)
+    assert tau_stat(ps, m[None, :])[0] == pytest.approx(g.per_knob["b"], abs=1e-12)
+    # weights w: pair (i, j) of distinct models weighs w_i w_j
+    w = np.random.default_rng(0).integers(0, 3, size=(2, m.size)).astype(float)
+    got = tau_stat(ps, np.tile(m, (2, 1)), w)
+    for r in range(2):
+        taus = []
+        for lv in range(3):
+            idx = np.flatnonzero(group == lv)
+            num = den = 0.0
+            for i, j in itertools.combinations(idx, 2):
+                num += w[r, i] * w[r, j] * np.sign(m[i] - m[j]) * np.sign(y[i] - y[j])
+                den += w[r, i] * w[r, j]
+            if den:
+                taus.append(num / den)
+        assert got[r] == pytest.approx(np.mean(taus), abs=1e-12)

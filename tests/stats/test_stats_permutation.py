@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 
@@ -56,3 +58,18 @@ def test_n_permutations_for_holm_is_the_smallest_that_reaches_alpha(alpha, m, n)
     assert holm_floor(n) <= alpha < holm_floor(n - 1)
     with pytest.raises(ConfigError, match="n_tests >= 1"):
         n_permutations_for(alpha, 0)
+
+
+def test_mc_se_is_the_binomial_standard_error():
+    from probekit.stats.permutation import mc_se
+
+    assert mc_se(0.05, 1000) == pytest.approx(math.sqrt(0.05 * 0.95 / 1000), rel=1e-15)
+    assert mc_se(0.0, 10) == 0.0 and mc_se(1.0, 10) == 0.0
+    # the observed spread of p over repeated random permutation sets matches it
+    rng = np.random.default_rng(0)
+    ps = rng.binomial(400, 0.2, size=4000) / 400
+    assert ps.std() == pytest.approx(mc_se(0.2, 400), rel=0.05)
+    with pytest.raises(ConfigError, match="p must be in"):
+        mc_se(1.5, 10)
+    with pytest.raises(ConfigError, match="n_permutations must be >= 1"):
+        mc_se(0.5, 0)
