@@ -22,8 +22,8 @@ _EXPORTS = {
     "MarkerAnalysis": ".analysis",
     "MarkerStats": ".analysis",
     "marker_analysis": ".analysis",
-    "Calibration": ".calibrate",
-    "calibrate": ".calibrate",
+    "Calibration": ".calibration",
+    "calibrate": ".calibration",
     "MarkerTable": ".table",
     "as_marker_table": ".table",
     "CMIResult": ".granulated",
@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from .analysis import MarkerStats as MarkerStats
     from .analysis import marker_analysis as marker_analysis
     from .blocks import diagnosis_blocks as diagnosis_blocks
-    from .calibrate import Calibration as Calibration
-    from .calibrate import calibrate as calibrate
+    from .calibration import Calibration as Calibration
+    from .calibration import calibrate as calibrate
     from .censoring import CensoredCrossing as CensoredCrossing
     from .censoring import censor_crossing as censor_crossing
     from .early import EarlyWarning as EarlyWarning

@@ -120,13 +120,19 @@ def variance_components(
     D[np.arange(n), g] = 1.0
     if D.shape[1] == n:
         return pooled
-    R = np.eye(n) - Q @ Q.T
-    P = D @ np.diag(1.0 / D.sum(0)) @ D.T
-    W = np.eye(n) - P
-    RD = R @ D
-    A = np.array([[np.trace(R @ W @ R), np.trace(RD.T @ W @ RD)],
-                  [np.trace(R @ P @ R), np.trace(RD.T @ P @ RD)]])
-    s = np.array([r @ W @ r, r @ P @ r])
+    counts = D.sum(0)
+
+    def between(v: np.ndarray) -> np.ndarray:  # P_D v: each row's group mean
+        return D @ ((D.T @ v) / (counts[:, None] if v.ndim == 2 else counts))
+
+    # tr(R A R) = tr(A R) = tr(A) - tr(Q' A Q) (R idempotent); R D = D - Q (Q' D)
+    PQ, RD = between(Q), D - Q @ (Q.T @ D)
+    PRD = between(RD)
+    tr_pq = float((Q * PQ).sum())
+    A = np.array([[n - D.shape[1] - (float((Q * Q).sum()) - tr_pq), float((RD * (RD - PRD)).sum())],
+                  [D.shape[1] - tr_pq, float((RD * PRD).sum())]])
+    pr = between(r)
+    s = np.array([float(r @ (r - pr)), float(r @ pr)])
     if abs(np.linalg.det(A)) <= 1e-10 * np.abs(A).max() ** 2:
         return pooled
     sw2, sb2 = np.linalg.solve(A, s)
