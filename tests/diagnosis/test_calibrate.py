@@ -198,7 +198,7 @@ def _analytic_power(rho: float, n: int, q: int, alpha: float) -> float:
         delta = math.sqrt(rho**2 / (1 - rho**2) * w)
         return (sps.nct.sf(crit, df, delta) + sps.nct.cdf(-crit, df, delta)) * sps.chi2.pdf(w, n - q)
 
-    return integrate.quad(power, 0, np.inf)[0]
+    return integrate.quad(power, 0, sps.chi2.ppf(1 - 1e-12, n - q), limit=200)[0]
 
 
 @pytest.mark.slow
@@ -214,8 +214,27 @@ def test_size_and_power_match_the_t_test() -> None:
     lo, hi = proportion_confint(round(size * n_sim), n_sim, alpha=0.01, method="wilson")
     assert lo <= 0.05 <= hi, (size, lo, hi)
     analytic = _analytic_power(0.6, n, 2, 0.05)
-    assert 0.6 < analytic < 0.95  # a power the simulation can tell apart from 0 and 1
+    assert analytic == pytest.approx(0.814, abs=0.002)  # also by Monte Carlo of the nct mixture
+
     power = cal[0.6]["rejected"]
     lo, hi = proportion_confint(round(power * n_sim), n_sim, alpha=0.01, method="wilson")
     assert lo <= analytic <= hi, (power, analytic, lo, hi)
     assert abs(cal[0.6]["covered"] - 0.95) < 0.05
+
+
+def test_every_diagnosis_report_has_the_calibration_section(tmp_path) -> None:
+    from probekit.diagnosis.runner import _csv
+    from probekit.diagnosis.table_diagnosis import diagnose_table
+
+    t = _population(n_levels=3, n_seeds=4)
+    (tmp_path / "markers.csv").write_text(_csv(t))
+    spec = tmp_path / "diag.toml"
+    spec.write_text('[suite]\nname = "cal"\n\n[population]\ntable = "markers.csv"\n'
+                    'knobs = ["noise"]\n\n[diagnosis]\noutcome = "ood"\nn_permutations = 99\n')
+    res = diagnose_table(spec)
+    tables = [b for b in res.blocks if isinstance(b, Table) and b.title.startswith("What this")]
+    assert len(tables) == 1 and len(tables[0].rows) == 4
+    cal = res.extras["calibration"]
+    assert cal["groups"] == "seed" and cal["covariates"] == ["noise"]
+    assert cal["settings"]["n_simulations"] == 4  # tests/diagnosis/conftest.py's size
+    assert res.to_dict()["diagnosis"]["calibration"]["sentence"].startswith("With 12 models")
