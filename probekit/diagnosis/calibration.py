@@ -31,7 +31,9 @@ The generative model (``X = [1, C]``: intercept and covariate design as
 - Hence, for every model, ``corr(m_i - mu_m,i, y_i - mu_y,i) = rho`` (both residuals have
   the same group / model split ``tau``, so the correlation is ``rho`` at both levels), and since
   ``mu_m`` and ``mu_y`` lie in ``X``'s column space, **the true partial correlation of ``m`` and
-  ``y`` given the covariates is ``rho``**, the planted effect (0 for the null).
+  ``y`` given the covariates is ``rho``**, the planted effect (0 for the null); it is ``rho``
+  also given the covariates and group fixed effects (an analysis that conditions on the groups),
+  the within-group residuals being correlated by ``rho`` too.
 
 Every simulation draws fresh ``b``, ``e``, ``b'``, ``e'``; the same draws serve every effect
 (common random numbers: the power curve is smooth in ``rho``), and simulation ``k`` uses the
