@@ -352,8 +352,9 @@ class Calibration(NotebookMixin):
     def _population(self) -> str:
         where = (f"in {self.n_groups} {self.groups} groups" if self.groups
                  else "(each its own group)")
-        given = (f"given {', '.join(self.covariates)}" if self.covariates
-                 else "with no covariates")
+        names = list(self.covariates)
+        joined = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+        given = f"given {joined}" if names else "with no covariates"
         return f"{self.n_models} models {where}, {given}"
 
     def sentence(self) -> str:
