@@ -21,7 +21,8 @@
 # `docs/diagnosis/he_noise/markers.csv`, no training, seconds), then, in the full version only,
 # trains a tiny modular-addition population and diagnoses it end to end.
 #
-# Definitions: `shared/methods/diagnosis.md`; the guide: `docs/diagnosis.md`.
+# Definitions and the guide: `docs/diagnosis.md` (after Jiang et al., "Fantastic Generalization
+# Measures and Where to Find Them", ICLR 2020, and An & Du's HE study).
 
 # %%
 import os
