@@ -129,6 +129,8 @@ EXPECTED_OUTPUT = {
         "covariates              noise: partial r +0.07, delta R^2 -0.002, explained_by_covariates",
         "noise, id_accuracy: partial r +0.07",
         "explained_by_covariates",
+        "With 80 models in 5 seed groups, given noise and id_accuracy, a null marker's partial "
+        "test rejects in",
     ),
 }
 

@@ -2,9 +2,11 @@
 
 Statistics on a marker table (one row per model; definitions in docs/diagnosis.md):
 :func:`marker_analysis` (marginal, partial and leave-one-group-out association per marker, with
-verdicts), :func:`granulated_kendall_tau` and :func:`conditional_mutual_information` (Jiang et
-al. 2020), :func:`level_mean_r2` (An & Du's level-mean unit), :func:`censoring_sensitivity` (a censored
-crossing step: Cox hazards and the verdicts over censoring values), :func:`early_warning` (markers at
+verdicts), :func:`calibrate` (its size, power and CI coverage simulated on the population's own
+design: what the population can detect), :func:`granulated_kendall_tau` and
+:func:`conditional_mutual_information` (Jiang et al. 2020), :func:`level_mean_r2` (An & Du's
+level-mean unit), :func:`censoring_sensitivity` (a censored crossing step: Cox hazards and the
+verdicts over censoring values), :func:`early_warning` (markers at
 each series step) and :func:`diagnosis_blocks` (report blocks), all pure numpy / scipy; and the
 engine above suites and hypotheses: :func:`load_diagnosis` (a diagnosis file: ``[population]``,
 ``[[marker]]``, ``[diagnosis]``), :func:`diagnose` (train or find the population, measure every
@@ -22,6 +24,8 @@ _EXPORTS = {
     "MarkerAnalysis": ".analysis",
     "MarkerStats": ".analysis",
     "marker_analysis": ".analysis",
+    "Calibration": ".calibration",
+    "calibrate": ".calibration",
     "MarkerTable": ".table",
     "as_marker_table": ".table",
     "CMIResult": ".granulated",
@@ -54,6 +58,8 @@ if TYPE_CHECKING:
     from .analysis import MarkerStats as MarkerStats
     from .analysis import marker_analysis as marker_analysis
     from .blocks import diagnosis_blocks as diagnosis_blocks
+    from .calibration import Calibration as Calibration
+    from .calibration import calibrate as calibrate
     from .censoring import CensoredCrossing as CensoredCrossing
     from .censoring import censor_crossing as censor_crossing
     from .early import EarlyWarning as EarlyWarning

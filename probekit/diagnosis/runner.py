@@ -451,7 +451,8 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
 
     The one place that calls the analysis layer: ``marker_analysis`` on the final models;
     granulated Kendall tau over the varying knobs; level-mean R^2 over ``color_by``; early
-    warning over the series steps when there is a series.
+    warning over the series steps when there is a series; the calibration section
+    (:func:`.calibration.calibration_section`).
     """
     from . import (
         conditional_mutual_information,
@@ -503,6 +504,10 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
         extras["early_warning"] = early.to_dict()
     blocks = diagnosis_blocks(analysis, final_table, color_by=s.color_by, levels=levels or None,
                               granulated=granulated or None, early=early)
+    # what this population can detect (size, power, CI coverage simulated on its design)
+    from .calibration import calibration_section
+
+    blocks = (*blocks, *calibration_section(final_table, s.outcome, s.covariates, s.groups, d, extras))
     return analysis, extras, (*blocks, *notes)
 
 
