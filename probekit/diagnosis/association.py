@@ -118,11 +118,11 @@ def row_set(
                   L_cov=L_cov, r2_cov=_r2(yz, L_cov @ yz, mode))
 
 
-def _sst(Y: np.ndarray, mode: str) -> np.ndarray:
+def _sst(Y: np.ndarray, mode: str) -> np.ndarray | float:
     if mode == "within_groups":  # already centred within groups
-        return (Y * Y).sum(-1)
+        return np.asarray((Y * Y).sum(-1))
     c = Y - Y.mean(-1, keepdims=True)
-    return (c * c).sum(-1)
+    return np.asarray((c * c).sum(-1))
 
 
 def _r2(y: np.ndarray, pred: np.ndarray, mode: str) -> float:

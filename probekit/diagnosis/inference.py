@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -183,7 +184,7 @@ def resample_pvalue(t_obs: float, t_null: np.ndarray, enumerated: bool = False) 
 
 
 def ci_by_inversion(
-    pvalue_at: callable, beta_hat: float, se: float, alpha: float, *, tol: float = 1e-7,
+    pvalue_at: Callable[[float], float], beta_hat: float, se: float, alpha: float, *, tol: float = 1e-7,
 ) -> tuple[float, float]:
     """``{b0 : p(b0) > alpha}`` as an interval, by bracketing and bisection on each side.
 
