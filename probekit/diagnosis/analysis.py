@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from scipy import stats as sps
@@ -48,7 +48,7 @@ from probekit.report.notebook import NotebookMixin
 from probekit.stats.multiple import holm
 from probekit.stats.permutation import check_n_permutations, n_permutations_for
 
-from .association import RowSet, marker_stats, row_set
+from .association import RowSet, marker_stats, partial_p, row_set
 from .inference import logo_operator, stratified_permutations
 from .table import MarkerTable, as_marker_table
 from .verdicts import (
@@ -445,7 +445,7 @@ class _Plan:
     names: list[str]
     n_resamples: int
     round: int = 0
-    rs: RowSet | None = None
+    rs: RowSet | None = None  # set by the first round
 
 
 def _applicability(m: np.ndarray, g: np.ndarray, q: int) -> tuple[str | None, dict[str, int]]:
@@ -466,6 +466,13 @@ def _applicability(m: np.ndarray, g: np.ndarray, q: int) -> tuple[str | None, di
     return None, base
 
 
+def _holm_thresholds(p: dict[str, float], alpha: float) -> dict[str, float]:
+    """The Holm threshold that decides each p: ``alpha / (K - i + 1)`` at ascending rank i."""
+    order = sorted(p, key=lambda k: p[k])
+    K = len(order)
+    return {name: alpha / (K - i) for i, name in enumerate(order)}
+
+
 def marker_analysis(
     table: Mapping[str, Sequence[Any]] | Any,
     outcome: str,
@@ -473,7 +480,7 @@ def marker_analysis(
     markers: Sequence[str] | None = None,
     covariates: Sequence[str] = (),
     groups: str | None = "auto",
-    inference: Literal["within_groups", "cluster"] = "within_groups",
+    inference: str = "within_groups",  # "within_groups" | "cluster", checked at run time
     n_permutations: int = 1000,
     n_bootstrap: int = 1000,
     max_permutations: int = 20000,
@@ -613,27 +620,28 @@ def marker_analysis(
     K = max(sum(len(p.names) for p in plans.values()), 1)
     raw: dict[str, dict[str, Any]] = {}
 
-    def run(index: int, plan: _Plan, with_ci: bool = False) -> None:
-        if not with_ci:
+    def run(index: int, plan: _Plan, final: bool = False) -> None:
+        """A round of the partial p-values on fresh resamples, or (final) every statistic."""
+        if not final:
             rng = np.random.default_rng([seed, index, plan.round])
             plan.rs = row_set(plan.keep, y, C, g, strata_codes, mode=mode,
                               n_resamples=plan.n_resamples, rng=rng)
         for name in plan.names:
-            raw[name] = marker_stats(values[name][plan.keep], plan.rs, with_ci=with_ci,
-                                     confidence_level=confidence_level, mde_alpha=alpha / K)
+            raw[name] = (marker_stats(values[name][plan.keep], plan.rs,
+                                      confidence_level=confidence_level, mde_alpha=alpha / K)
+                         if final else partial_p(values[name][plan.keep], plan.rs))
 
     for index, plan in enumerate(plans.values()):
         run(index, plan)
     while True:  # adaptive permutations: p near a deciding Holm threshold -> double B
         again = []
-        thresholds = alpha / np.arange(1, K + 1)
+        deciding = _holm_thresholds({nm: r["partial_p"] for nm, r in raw.items()
+                                     if math.isfinite(r.get("partial_p", math.nan))}, alpha)
         for index, plan in enumerate(plans.values()):
-            if plan.rs is None or plan.rs.enumerated or plan.n_resamples >= max_permutations:
+            if plan.rs.enumerated or plan.n_resamples >= max_permutations:
                 continue
-            near = any(
-                abs(raw[nm].get("partial_p", math.nan) - thresholds).min()
-                <= 3 * raw[nm].get("partial_p_mcse", 0.0)
-                for nm in plan.names if math.isfinite(raw[nm].get("partial_p", math.nan)))
+            near = any(abs(raw[nm]["partial_p"] - deciding[nm]) <= 3 * raw[nm]["partial_p_mcse"]
+                       for nm in plan.names if nm in deciding)
             if near:
                 plan.n_resamples = min(2 * plan.n_resamples, max_permutations)
                 plan.round += 1
@@ -642,8 +650,8 @@ def marker_analysis(
             break
         for index, plan in again:
             run(index, plan)
-    for index, plan in enumerate(plans.values()):  # CIs once, on the final resamples
-        run(index, plan, with_ci=True)
+    for index, plan in enumerate(plans.values()):  # everything once, on the final resamples
+        run(index, plan, final=True)
 
     ok = [nm for nm in chosen if nm in raw]
     p_holm = dict(zip(ok, holm([raw[nm]["p"] for nm in ok]), strict=True)) if ok else {}

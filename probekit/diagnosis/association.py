@@ -39,7 +39,7 @@ from .inference import (
     stratified_permutations,
 )
 
-__all__ = ["RowSet", "marker_stats", "row_set"]
+__all__ = ["RowSet", "marker_stats", "partial_p", "row_set"]
 
 
 def _onehot(codes: np.ndarray) -> np.ndarray:
@@ -152,15 +152,24 @@ def _coef_test(
     out = {"r": r, "beta": beta, "t": t, "p": p, "em": f.em, "ey": ey,
            "df": m.size - (f.Q.shape[1] + 1), "low": math.nan, "high": math.nan}
     if ci_alpha is not None and math.isfinite(t) and t != 0:
-        Em = f.project(rs.resample(f.em))
+        null_at = f.shifted_null(Ey, f.project(rs.resample(f.em)))
         se = abs(beta / t)
 
         def p_at(b0: float) -> float:
-            return resample_pvalue((beta - b0) / se, f.t_stats(Ey - b0 * Em)[1], rs.enumerated)
+            return resample_pvalue((beta - b0) / se, null_at(b0), rs.enumerated)
 
         lo, hi = ci_by_inversion(p_at, beta, se, ci_alpha)
         out["low"], out["high"] = r_of_beta(lo, f.em2, rss), r_of_beta(hi, f.em2, rss)
     return out
+
+
+def partial_p(m: np.ndarray, rs: RowSet) -> dict[str, float]:
+    """Only the partial test's p and its MC SE (what the adaptive permutation rounds need)."""
+    part = _coef_test(m, rs.y, rs.X, rs, ci_alpha=None)
+    if part is None:
+        return {}
+    se = 0.0 if rs.enumerated else math.sqrt(part["p"] * (1 - part["p"]) / rs.n_resamples)
+    return {"partial_p": part["p"], "partial_p_mcse": se}
 
 
 def marker_stats(
