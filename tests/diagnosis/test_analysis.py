@@ -242,7 +242,7 @@ def _null_rates(reps: int) -> tuple[float, float, float]:
         t = population(1000 + r)
         t["ood"] = np.random.default_rng(r).permutation(t["ood"]).tolist()
         res = marker_analysis(t, "ood", markers=["planted", "null_a", "null_b", "tracks_knob"],
-                              covariates=["noise"], groups="seed", n_permutations=400, seed=r)
+                              covariates=["noise"], groups="seed", n_permutations=200, seed=r)
         marg += any(s.p_holm <= 0.05 for s in res.markers)
         part += any(s.partial_p_holm <= 0.05 for s in res.markers)
         verdict += any(s.verdict in ("adds_beyond_covariates", "partial_association",
