@@ -66,7 +66,7 @@ def test_fixed_effects_absorb_the_knob_and_seed_effects():
     assert a.partial_r == pytest.approx(b.partial_r, abs=1e-9)
     assert a.partial_t == pytest.approx(b.partial_t, abs=1e-9)
     assert a.partial_p == b.partial_p  # (ranks of raw y, hence partial_spearman, are not invariant)
-    assert a.marginal_r == pytest.approx(b.marginal_r, abs=1e-9)  # the knob is not in X0
+    assert abs(a.marginal_r - b.marginal_r) > 0.1  # the knob is not in X0: the marginal differs
 
 
 @pytest.mark.parametrize("scenario", ["seed_effects", "heteroscedastic", "heavy_tails"])
