@@ -665,11 +665,15 @@ def marker_analysis(
         if name in exclusions and exclusions[name].size:
             flags.append(f"self_reference_excluded({int(np.unique(exclusions[name]).size)} rows)")
         extra = list((marker_flags or {}).get(name, ()))
-        if name in na:
-            results.append(MarkerStats(marker=name, verdict=NOT_APPLICABLE, reason=na[name],
-                                       flags=tuple(flags + extra), **base[name]))
-            continue
         keep = ~np.isnan(values[name])
+        if name in na:  # the plain effect sizes still, where they are defined
+            mk, yk = values[name][keep], y[keep]
+            sizes = ({"spearman": float(sps.spearmanr(mk, yk).statistic),
+                      "pearson": float(np.corrcoef(mk, yk)[0, 1])}
+                     if mk.size >= 3 and np.ptp(mk) > 0 and np.ptp(yk) > 0 else {})
+            results.append(MarkerStats(marker=name, verdict=NOT_APPLICABLE, reason=na[name],
+                                       flags=tuple(flags + extra), **base[name], **sizes))
+            continue
         if degenerate:
             mk, yk = values[name][keep], y[keep]
             rho = float(sps.spearmanr(mk, yk).statistic) if np.ptp(yk) > 0 else math.nan

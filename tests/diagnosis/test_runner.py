@@ -197,7 +197,7 @@ def test_crossing_step_outcome_runs_the_analysis_and_early_warning(population, c
     finals = [i for i, f in enumerate(res.table["final"]) if f]
     ref = spearmanr([res.table["wn"][i] for i in finals],
                     [res.table["final_id_step_0.9"][i] for i in finals])
-    assert res.analysis.to_records()[0]["spearman"] == pytest.approx(ref.statistic, abs=1e-12)
+    assert res.analysis.to_records()[0]["spearman"] == pytest.approx(ref.statistic, abs=1e-12), res.analysis.to_records()[0]
 
 
 def test_crossing_step_outcome_errors(population, calls):
