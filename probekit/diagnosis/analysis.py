@@ -1,30 +1,36 @@
 """Which markers predict the outcome over a population of models, and beyond the covariates?
 
-Definitions: ``shared/methods/diagnosis.md`` (anchors: Jiang et al., "Fantastic Generalization
-Measures and Where to Find Them", ICLR 2020, on why a plain correlation misleads when a design
-knob drives both marker and outcome; An & Du's HE study for the level-mean unit). For each
-marker ``m``, outcome ``y`` and covariates ``C`` (design knobs, ID accuracy):
+Anchors: Jiang et al., "Fantastic Generalization Measures and Where to Find Them", ICLR 2020
+(a plain correlation misleads when a design knob drives both marker and outcome); An & Du's HE
+study for the level-mean unit. For each marker ``m``, outcome ``y``, covariate terms ``C``
+(:meth:`MarkerTable.design`) and groups ``g`` (by default the ``seed`` column):
 
-- **marginal**: Spearman rho and Pearson r of ``(m, y)`` over models; percentile bootstrap CIs
-  resampling groups (models when ``groups`` is None); two-sided permutation p of rho (``y``
-  permuted over models, ``p = (1 + #{|rho*| >= |rho|}) / (1 + n_perm)``); Holm over markers.
-- **partial**: ``m`` and ``y`` residualised on ``[1, C]`` by least squares (text covariates
-  one-hot), Pearson r of the residuals; CI by the same group bootstrap (the residualisation is
-  refitted in every resample); p by Freedman & Lane (1983): permute the residuals ``e_y`` of the
-  reduced model ``y ~ [1, C]``, add back its fitted part, residualise again and recompute;
-  two-sided; Holm over markers.
-- **out-of-sample gain**: leave one group out (each model its own group when ``groups`` is
-  None), ordinary least squares ``y ~ [1, C]`` and ``y ~ [1, C, m]`` on the other groups,
-  predictions for the held-out group pooled; ``R^2 = 1 - sum (y - yhat)^2 / sum (y - ybar)^2``
-  for each model; ``delta_r2 = R^2_full - R^2_covariates``; CI by a paired bootstrap over groups
-  of the two held-out residual vectors.
-- **verdict**: ``adds_beyond_covariates`` when the partial Holm p <= alpha and the lower
-  ``delta_r2`` bound > 0; ``explained_by_covariates`` when the marginal Holm p <= alpha but not
-  the former; ``no_association`` otherwise; ``not_applicable`` (with a reason) when the marker
-  cannot be analysed (fewer than 3 groups with a value, constant, ...).
+- **partial test**: the OLS coefficient ``beta`` of ``m`` in ``y ~ X + m``, studentised
+  (``t = beta / se``); ``partial_r`` = Pearson r of the residuals of ``m`` and ``y`` on ``X``.
+  Default design (``inference="within_groups"``): ``X = [1, C, group fixed effects]``, HC3
+  standard error (Long & Ervin 2000), p by Freedman & Lane (1983) with the reduced model's
+  residuals permuted *within groups* (and within ``strata``): the partial effect is a
+  within-group effect, and models that share a seed's random effects are never exchanged
+  across seeds. ``inference="cluster"``: ``X = [1, C]``, CR1 standard error clustered by group,
+  p by the wild cluster restricted bootstrap (Webb weights for fewer than 12 groups; MacKinnon
+  & Webb 2017, 2018). No groups: ``X = [1, C]``, HC3, Freedman-Lane over all models.
+  ``partial_spearman``: the same test on the ranks of ``m`` and ``y``.
+- **marginal test**: the same machinery with ``X0 = [1, group fixed effects]`` (``[1]``
+  without fixed effects): ``marginal_r`` and ``p``; ``spearman``, ``pearson`` are the plain
+  effect sizes over all models.
+- **CIs** are the inversion of the same test: ``{b0 : p(H0: beta = b0) > 1 - confidence}``
+  (the test run on ``y - b0 m`` with the same permutations / weights), so ``p <= alpha`` iff the
+  CI excludes 0; mapped to the r scale by ``r(b) = b |e_m| / sqrt(b^2 |e_m|^2 + RSS_full)``
+  (:func:`.inference.r_of_beta`: ``r(beta_hat)`` is the observed r).
+- **out-of-sample gain**: ``delta_r2`` of leave-one-group-out predictions (:mod:`.association`),
+  ``oos_p`` its one-sided p under the partial test's own resamples; ``delta_r2_null95`` the
+  null's 95th percentile (the group-bootstrap interval of earlier versions is gone).
+- **verdicts** and **flags**: :mod:`.verdicts` and ``docs/diagnosis.md``.
 
-With no covariates the partial correlation is the Pearson r and its test a plain permutation
-test of Pearson's r. Permutation nulls are matrix products over all permutations at once.
+Holm over the analysed markers (marginal and partial families separately). Permutation
+p-values carry their Monte Carlo standard error ``sqrt(p (1 - p) / B)``; a partial p within 3
+MC SE of a Holm threshold ``alpha / j`` that decides it doubles that row set's permutations
+(fresh stream) up to ``max_permutations``.
 """
 
 from __future__ import annotations
@@ -35,229 +41,47 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from jaxtyping import Float, Int
 from scipy import stats as sps
 
 from probekit.errors import ConfigError, DataError
 from probekit.report.notebook import NotebookMixin
-from probekit.stats.bootstrap import bootstrap_indices, percentile_interval
 from probekit.stats.multiple import holm
-from probekit.stats.permutation import check_n_permutations, n_permutations_for, permutation_pvalue
+from probekit.stats.permutation import check_n_permutations, n_permutations_for
 
+from .association import RowSet, marker_stats, partial_p, row_set
+from .inference import logo_operator, stratified_permutations
 from .table import MarkerTable, as_marker_table
+from .verdicts import (
+    ADDS,
+    EXPLAINED,
+    INCONCLUSIVE,
+    NEAR_IDENTICAL,
+    NONE,
+    NOT_APPLICABLE,
+    PARTIAL,
+    decide,
+)
 
 __all__ = [
     "ADDS",
     "EXPLAINED",
+    "INCONCLUSIVE",
     "NONE",
     "NOT_APPLICABLE",
+    "PARTIAL",
     "MarkerAnalysis",
     "MarkerStats",
-    "freedman_lane_null",
     "logo_predictions",
     "marker_analysis",
     "permutations",
-    "spearman_null",
 ]
 
-ADDS = "adds_beyond_covariates"
-EXPLAINED = "explained_by_covariates"
-NONE = "no_association"
-NOT_APPLICABLE = "not_applicable"
-_TIE = 1e-12  # a permuted statistic within this of the observed counts as "at least as extreme"
+permutations = stratified_permutations  # the former name
 
 
-# --------------------------------------------------------------------------- pure numpy parts
-
-
-def permutations(
-    n: int, n_permutations: int, rng: np.random.Generator,
-    strata: Int[np.ndarray, " n"] | None = None,
-) -> Int[np.ndarray, "perm n"]:
-    """``n_permutations`` independent uniform permutations of ``range(n)``, one per row.
-
-    With ``strata`` (a code per item), items are permuted only within their stratum.
-    """
-    if strata is None:
-        return rng.permuted(np.tile(np.arange(n), (n_permutations, 1)), axis=1)
-    out = np.tile(np.arange(n), (n_permutations, 1))
-    for k in np.unique(strata):
-        idx = np.flatnonzero(strata == k)
-        out[:, idx] = idx[rng.permuted(np.tile(np.arange(idx.size), (n_permutations, 1)), axis=1)]
-    return out
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    c = x - x.mean()
-    return c / np.linalg.norm(c)
-
-
-def spearman_null(
-    m: Float[np.ndarray, " n"], y: Float[np.ndarray, " n"], perms: Int[np.ndarray, "perm n"]
-) -> tuple[float, Float[np.ndarray, " perm"]]:
-    """Spearman rho of ``(m, y)`` and of ``(m, y[perm])`` for every row of ``perms``.
-
-    rho is Pearson's r of the average ranks, so with unit-norm centred ranks ``a``, ``b`` the
-    null is the matrix product ``b[perms] @ a``.
-    """
-    b, B = _rank_parts(y, perms)
-    a = _unit(sps.rankdata(m))
-    return float(b @ a), B @ a
-
-
-def _rank_parts(y: np.ndarray, perms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Unit-norm centred ranks of ``y`` and their permuted copies (shared by all markers)."""
-    b = _unit(sps.rankdata(y))
-    return b, b[perms]
-
-
-def _basis(X: np.ndarray) -> np.ndarray:
-    """Orthonormal basis of the column space of ``X`` (rank-revealing SVD)."""
-    u, s, _ = np.linalg.svd(X, full_matrices=False)
-    keep = s > s[0] * 1e-10 if s.size else np.zeros(0, dtype=bool)
-    return u[:, keep]
-
-
-def _residual(Q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    return v - Q @ (Q.T @ v)
-
-
-def freedman_lane_null(
-    m: Float[np.ndarray, " n"],
-    y: Float[np.ndarray, " n"],
-    X: Float[np.ndarray, "n q"],
-    perms: Int[np.ndarray, "perm n"],
-) -> tuple[float, Float[np.ndarray, " perm"]]:
-    """Partial r of ``(m, y)`` given ``X`` and its Freedman-Lane permutation null.
-
-    ``X`` includes the intercept column. With ``H`` the projection on ``X``'s columns,
-    ``e_m = (I - H) m``, ``e_y = (I - H) y``: the statistic is ``corr(e_m, e_y)``; under
-    permutation ``pi``, ``y* = H y + e_y[pi]`` and ``(I - H) y* = (I - H) e_y[pi]``, so the null
-    is ``e_m . e_y[pi] / (|e_m| |(I - H) e_y[pi]|)`` (``e_m`` is orthogonal to ``X``), computed
-    for all permutations at once. Freedman & Lane (1983); Anderson & Legendre (1999).
-    """
-    Q = _basis(X)
-    em, ey = _residual(Q, m), _residual(Q, y)
-    E, den = _fl_parts(ey, Q, perms)
-    return _fl_statistic(em, ey, E, den)
-
-
-def _fl_parts(ey: np.ndarray, Q: np.ndarray, perms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Permuted outcome residuals ``e_y[pi]`` and ``|(I - H) e_y[pi]|`` (shared by all markers)."""
-    E = ey[perms]
-    return E, np.sqrt(np.maximum((E * E).sum(1) - ((E @ Q) ** 2).sum(1), 0.0))
-
-
-def _fl_statistic(
-    em: np.ndarray, ey: np.ndarray, E: np.ndarray, den: np.ndarray
-) -> tuple[float, np.ndarray]:
-    nm, ny = np.linalg.norm(em), np.linalg.norm(ey)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        null = (E @ em) / (nm * den)
-    return float(em @ ey / (nm * ny)), null
-
-
-def logo_predictions(
-    y: Float[np.ndarray, " n"], X: Float[np.ndarray, "n q"], groups: Int[np.ndarray, " n"]
-) -> Float[np.ndarray, " n"]:
-    """Leave-one-group-out OLS predictions of ``y`` from ``X`` (``X`` holds the intercept).
-
-    Each group's rows are predicted by the least-squares fit on all other rows. Computed from
-    the full fit: with hat matrix ``H`` and residuals ``e``, the held-out residuals of group
-    ``g`` are ``(I - H_gg)^{-1} e_g`` (exact for OLS; e.g. Hastie et al. 2009, sec. 7.10 for
-    one left out); a fold whose training rows do not span ``X``'s columns (``I - H_gg``
-    singular) is fitted directly (minimum-norm least squares).
-    """
-    n, q = X.shape
-    Q = _basis(X)
-    if Q.shape[1] < q:  # rank-deficient design: fit every fold directly
-        return _logo_direct(y, X, groups, np.unique(groups))
-    e = _residual(Q, y)
-    pred = np.empty_like(y)
-    _, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
-    single = counts[inverse.reshape(-1)] == 1
-    h = (Q * Q).sum(1)
-    ok = single & (1.0 - h > 1e-10)
-    pred[ok] = y[ok] - e[ok] / (1.0 - h[ok])
-    direct = list(np.unique(groups[single & ~ok]))
-    for k in np.unique(groups[~single]):
-        idx = np.flatnonzero(groups == k)
-        Qg = Q[idx]
-        A = np.eye(idx.size) - Qg @ Qg.T
-        if np.linalg.svd(A, compute_uv=False).min() <= 1e-10:
-            direct.append(k)
-            continue
-        pred[idx] = y[idx] - np.linalg.solve(A, e[idx])
-    if direct:
-        rows = np.isin(groups, direct)
-        pred[rows] = _logo_direct(y, X, groups, np.array(direct))[rows]
-    return pred
-
-
-def _logo_direct(y: np.ndarray, X: np.ndarray, groups: np.ndarray, which: np.ndarray) -> np.ndarray:
-    pred = np.full_like(y, np.nan)
-    for k in which:
-        test = groups == k
-        beta = np.linalg.lstsq(X[~test], y[~test], rcond=None)[0]
-        pred[test] = X[test] @ beta
-    return pred
-
-
-def _wcorr(W: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Weighted Pearson r per row of ``W`` (= Pearson r of the sample replicated by weight)."""
-    sw = W.sum(1)
-    ca = a - ((W * a).sum(1) / sw)[:, None]
-    cb = b - ((W * b).sum(1) / sw)[:, None]
-    va, vb = (W * ca * ca).sum(1), (W * cb * cb).sum(1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = (W * ca * cb).sum(1) / np.sqrt(va * vb)
-    scale_a, scale_b = np.abs(a).max() + 1e-300, np.abs(b).max() + 1e-300
-    degenerate = (va <= 1e-24 * scale_a**2 * sw) | (vb <= 1e-24 * scale_b**2 * sw)
-    return np.where(degenerate, np.nan, r)
-
-
-def _wranks(W: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Average ranks of ``x`` in each weighted (replicated) resample, one row per row of ``W``."""
-    order = np.argsort(x, kind="stable")
-    xs = x[order]
-    new = np.r_[True, xs[1:] != xs[:-1]]
-    tie = np.empty(x.size, dtype=np.int64)
-    tie[order] = np.cumsum(new) - 1
-    onehot = np.zeros((x.size, int(tie.max()) + 1))
-    onehot[np.arange(x.size), tie] = 1.0
-    S = W @ onehot
-    below = np.cumsum(S, axis=1) - S
-    return (below + (S + 1.0) / 2.0)[:, tie]
-
-
-def _wgram_pinv(W: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """``pinv(X^T diag(w) X)`` for every row ``w`` of ``W`` (shared by all markers)."""
-    WX = W[:, :, None] * X
-    return np.linalg.pinv(np.matmul(WX.transpose(0, 2, 1), X), rcond=1e-10)
-
-
-def _wresidual(
-    W: np.ndarray, X: np.ndarray, v: np.ndarray, gram_pinv: np.ndarray | None = None
-) -> np.ndarray:
-    """Residual of ``v`` on ``X`` by weighted least squares, one fit per row of ``W``."""
-    G = _wgram_pinv(W, X) if gram_pinv is None else gram_pinv
-    rhs = (W * v) @ X
-    beta = np.matmul(G, rhs[:, :, None])[:, :, 0]
-    return v - beta @ X.T
-
-
-def _group_weights(groups: np.ndarray, n_bootstrap: int, rng: np.random.Generator) -> np.ndarray:
-    """Row weights of a bootstrap over groups: each row weighs its group's multiplicity."""
-    n_groups = int(groups.max()) + 1
-    idx = bootstrap_indices(n_groups, n_bootstrap, rng)
-    counts = np.zeros((n_bootstrap, n_groups))
-    np.add.at(counts, (np.arange(n_bootstrap)[:, None], idx), 1.0)
-    return counts[:, groups]
-
-
-def _two_sided_p(observed: float, null: np.ndarray) -> float:
-    null = np.nan_to_num(np.abs(null), nan=0.0)
-    return permutation_pvalue(abs(observed) - _TIE, null, "greater")
+def logo_predictions(y: np.ndarray, X: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Leave-one-group-out OLS predictions of ``y`` from ``X`` (``X`` holds the intercept)."""
+    return logo_operator(X, groups) @ y
 
 
 # --------------------------------------------------------------------------- results
@@ -265,27 +89,41 @@ def _two_sided_p(observed: float, null: np.ndarray) -> float:
 
 @dataclass(frozen=True, kw_only=True)
 class MarkerStats:
-    """The statistics of one marker (see the module docstring for every definition).
+    """The statistics of one marker (definitions in the module docstring).
 
     Attributes:
         marker: column name.
-        verdict: ``adds_beyond_covariates``, ``explained_by_covariates``, ``no_association`` or
-            ``not_applicable``.
-        reason: why the marker is not applicable, or a note (e.g. an undefined partial); "".
-        n, n_groups, n_missing: models and groups used, rows dropped for a missing cell.
-        spearman, spearman_low, spearman_high: rho and its percentile bootstrap CI.
-        pearson, pearson_low, pearson_high: r and its CI.
-        p, p_holm: permutation p of rho and its Holm-adjusted value over the markers.
-        partial_r, partial_low, partial_high, partial_p, partial_p_holm: partial correlation
-            given the covariates, CI, Freedman-Lane p and Holm p.
-        r2_covariates, r2_full, delta_r2, delta_r2_low, delta_r2_high: leave-one-group-out R^2
-            of ``y ~ C`` and ``y ~ C + m`` and their difference with CI.
+        verdict: one of :data:`.verdicts.VERDICTS`.
+        flags: short strings qualifying the verdict (``near_identical``, ``few_groups(G=5)``,
+            ``degenerate_outcome``, ``few_outcome_examples(...)``,
+            ``self_reference_excluded(k rows)`` and the runner's own).
+        reason: why the marker is not applicable, or a note; "".
+        n, n_groups, n_missing: models and groups used, rows dropped (missing or excluded).
+        spearman, pearson: plain rank / linear correlation over the models used.
+        spearman_low, spearman_high: NaN (kept for the record layout; the marginal CI is on
+            ``marginal_r``).
+        pearson_low, pearson_high: the marginal CI when the marginal design is ``[1]`` (no
+            group fixed effects), where ``marginal_r`` is Pearson's r; NaN otherwise.
+        marginal_r, marginal_low, marginal_high: r of ``m`` and ``y`` given the group fixed
+            effects (Pearson's r without them) and its test-inversion CI.
+        p, p_mcse, p_holm: the marginal test's p, its Monte Carlo SE and Holm p.
+        partial_r, partial_low, partial_high, partial_t: partial r given the design, its CI, the
+            studentised coefficient.
+        partial_p, partial_p_mcse, partial_p_holm: its p (raw), MC SE and Holm p.
+        partial_spearman, partial_spearman_p, partial_spearman_p_mcse: the rank version.
+        r2_covariates, r2_full, delta_r2: leave-one-group-out R^2 of ``y ~ C`` and
+            ``y ~ C + m`` and their difference; oos_p, oos_p_mcse: its one-sided p;
+            delta_r2_null95: the null's 95th percentile.
+        mde_partial_r: the smallest |partial r| this design detects with 80% power at level
+            alpha / K (noncentral t, ``df = n - rank([X, m])``).
+        n_permutations_used: permutations (or bootstrap draws) behind the p-values.
         rows: the table rows used; marker_residuals, outcome_residuals: ``m`` and ``y``
-            residualised on ``[1, C]`` over those rows (the partial-residual plot).
+            residualised on the partial test's design (the partial-residual plot).
     """
 
     marker: str
     verdict: str
+    flags: tuple[str, ...] = ()
     reason: str = ""
     n: int = 0
     n_groups: int = 0
@@ -296,21 +134,41 @@ class MarkerStats:
     pearson: float = math.nan
     pearson_low: float = math.nan
     pearson_high: float = math.nan
+    marginal_r: float = math.nan
+    marginal_low: float = math.nan
+    marginal_high: float = math.nan
     p: float = math.nan
+    p_mcse: float = math.nan
     p_holm: float = math.nan
     partial_r: float = math.nan
     partial_low: float = math.nan
     partial_high: float = math.nan
+    partial_t: float = math.nan
     partial_p: float = math.nan
+    partial_p_mcse: float = math.nan
     partial_p_holm: float = math.nan
+    partial_spearman: float = math.nan
+    partial_spearman_p: float = math.nan
+    partial_spearman_p_mcse: float = math.nan
     r2_covariates: float = math.nan
     r2_full: float = math.nan
     delta_r2: float = math.nan
-    delta_r2_low: float = math.nan
-    delta_r2_high: float = math.nan
+    delta_r2_null95: float = math.nan
+    oos_p: float = math.nan
+    oos_p_mcse: float = math.nan
+    mde_partial_r: float = math.nan
+    n_permutations_used: int = 0
     rows: tuple[int, ...] = field(default=(), repr=False, compare=False)
     marker_residuals: tuple[float, ...] = field(default=(), repr=False, compare=False)
     outcome_residuals: tuple[float, ...] = field(default=(), repr=False, compare=False)
+
+    _RECORD = ("marker", "verdict", "flags", "reason", "n", "n_groups", "n_missing", "spearman",
+               "spearman_low", "spearman_high", "pearson", "pearson_low", "pearson_high",
+               "marginal_r", "marginal_low", "marginal_high", "p", "p_mcse", "p_holm",
+               "partial_r", "partial_low", "partial_high", "partial_t", "partial_p",
+               "partial_p_mcse", "partial_p_holm", "partial_spearman", "partial_spearman_p",
+               "partial_spearman_p_mcse", "r2_covariates", "r2_full", "delta_r2",
+               "delta_r2_null95", "oos_p", "oos_p_mcse", "mde_partial_r", "n_permutations_used")
 
     @property
     def applicable(self) -> bool:
@@ -319,24 +177,12 @@ class MarkerStats:
 
     def to_record(self) -> dict[str, Any]:
         """One dict with every statistic (NaN where not computed; ``reason`` says why)."""
-        return {
-            "marker": self.marker, "verdict": self.verdict, "reason": self.reason,
-            "n": self.n, "n_groups": self.n_groups, "n_missing": self.n_missing,
-            "spearman": self.spearman, "spearman_low": self.spearman_low,
-            "spearman_high": self.spearman_high, "pearson": self.pearson,
-            "pearson_low": self.pearson_low, "pearson_high": self.pearson_high,
-            "p": self.p, "p_holm": self.p_holm, "partial_r": self.partial_r,
-            "partial_low": self.partial_low, "partial_high": self.partial_high,
-            "partial_p": self.partial_p, "partial_p_holm": self.partial_p_holm,
-            "r2_covariates": self.r2_covariates, "r2_full": self.r2_full,
-            "delta_r2": self.delta_r2, "delta_r2_low": self.delta_r2_low,
-            "delta_r2_high": self.delta_r2_high,
-        }
+        return {k: getattr(self, k) for k in self._RECORD}
 
 
 def _f(x: float, fmt: str = ".2f") -> str:
     if not math.isfinite(x):
-        return "undefined"
+        return "undefined" if math.isnan(x) else ("-inf" if x < 0 else "inf")
     text = format(x, fmt)
     return text[1:] if text.startswith("-") and float(text) == 0 else text
 
@@ -352,6 +198,17 @@ def _names(names: Sequence[str]) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
+_WORDS = {
+    ADDS: "adds beyond the covariates (significant partial effect and out-of-sample gain)",
+    PARTIAL: "partial association (significant partial effect, no out-of-sample gain shown)",
+    EXPLAINED: "explained by the covariates (marginal effect significant, partial effect "
+               "shown to lie within +-{delta:g})",
+    NONE: "no association (marginal and partial effects both shown to lie within +-{delta:g})",
+    INCONCLUSIVE: "inconclusive (neither an effect nor its absence is shown; this design "
+                  "detects |partial r| >= {mde} with 80% power)",
+}
+
+
 @dataclass(frozen=True, kw_only=True, repr=False)
 class MarkerAnalysis(NotebookMixin):
     """Result of :func:`marker_analysis`: one :class:`MarkerStats` per marker, in input order.
@@ -363,13 +220,15 @@ class MarkerAnalysis(NotebookMixin):
 
     Attributes:
         outcome: the outcome column.
-        covariates: covariate columns as given; covariate_terms: the regression terms (text
-            covariates one-hot, ``NAME=level``).
-        groups: the resampling / leave-out unit column (None: each model its own group).
+        covariates: covariate columns as given; covariate_terms: the regression terms.
+        groups: the resolved groups column (None: each model is the unit).
         n_models, n_groups: rows of the table and distinct groups.
-        settings: n_permutations, n_bootstrap, alpha, confidence_level, seed.
+        settings: n_permutations, n_bootstrap, max_permutations, alpha, confidence_level,
+            equivalence_margin, seed, strata, inference (resolved: ``within_groups``,
+            ``cluster`` or ``models``), groups_source, unit (the unit of every p and CI, in
+            words).
         markers: the per-marker statistics.
-        warnings: sentences the reader must see (few groups, too few permutations for Holm).
+        warnings: sentences the reader must see.
     """
 
     outcome: str
@@ -427,184 +286,66 @@ class MarkerAnalysis(NotebookMixin):
 
         return next(iter(partial_scatters(self, top=1)), None)
 
-    def sentence(self, marker: str) -> str:
-        """One sentence for ``marker``: effect, CI, p and verdict.
+    def unit(self) -> str:
+        """The unit of every p-value and CI, in words."""
+        return str(self.settings.get("unit", "models"))
 
-        E.g. ``"he: Spearman -0.84 [-0.90, -0.75] with ood (p 0.001, Holm p 0.004, ...), but
-        given noise the partial r is 0.07 [-0.10, 0.20] (p 0.55, Holm p 1) and it adds delta R^2
-        -0.01 [-0.03, 0.01] out of sample: explained by the covariates."`` (p: the permutation
-        p of the marker alone; Holm p: adjusted over the markers, the one the verdict uses).
+    def sentence(self, marker: str) -> str:
+        """One sentence for ``marker``: effects, CIs, p-values (with their unit) and verdict.
+
+        E.g. ``"he: Spearman -0.84 with ood over 30 models; within seed the marginal r is -0.80
+        [-0.90, -0.62] (p 0.001, Holm p 0.004); given noise the partial r is 0.07 [-0.10,
+        0.18] (p 0.55, Holm p 1; partial Spearman 0.05) and the leave-one-group-out delta R^2
+        is -0.01 (p 0.62); p and CIs from models within seed strata: explained by the
+        covariates (...)."``
         """
         s = self[marker]
         if not s.applicable:
             return f"{marker}: not applicable ({s.reason})."
+        flags = f" [flags: {', '.join(s.flags)}]" if s.flags else ""
+        if s.verdict == INCONCLUSIVE and not math.isfinite(s.p):
+            return f"{marker}: inconclusive ({s.reason or 'see the flags'}){flags}."
         level = f"{self.settings['confidence_level']:.0%}"
-        head = (f"{marker}: Spearman {_f(s.spearman)} [{_f(s.spearman_low)}, "
-                f"{_f(s.spearman_high)}] with {self.outcome} (p {_p(s.p)}, Holm p {_p(s.p_holm)}, n = {s.n} "
-                f"models, {level} CI over {s.n_groups} {self._unit()})")
+        within = f"within {self.groups} " if self.settings.get("inference") == "within_groups" \
+            else ""
+        head = (f"{marker}: Spearman {_f(s.spearman)} with {self.outcome} over {s.n} models; "
+                f"{within}the marginal r is {_f(s.marginal_r)} [{_f(s.marginal_low)}, "
+                f"{_f(s.marginal_high)}] (p {_p(s.p)}, Holm p {_p(s.p_holm)})")
         given = (f"given {_names(self.covariates)}" if self.covariates
-                 else "with no covariates (partial = Pearson)")
-        joint = ", but" if s.verdict == EXPLAINED else ";"
-        part = (f"{joint} {given} the partial r is {_f(s.partial_r)} [{_f(s.partial_low)}, "
-                f"{_f(s.partial_high)}] (p {_p(s.partial_p)}, Holm p {_p(s.partial_p_holm)}) and it adds delta R^2 "
-                f"{_f(s.delta_r2)} [{_f(s.delta_r2_low)}, {_f(s.delta_r2_high)}] out of sample")
-        word = {ADDS: "adds beyond the covariates", EXPLAINED: "explained by the covariates",
-                NONE: "no association"}[s.verdict]
-        if not self.covariates:
-            word = {ADDS: "predicts the outcome out of sample", EXPLAINED: "associated (rank) "
-                    "but adds no out-of-sample gain", NONE: "no association"}[s.verdict]
-        if (s.verdict == NONE and self.covariates
-                and s.partial_p_holm <= self.settings["alpha"]):  # partial only: say why "none"
-            word = ("no association claimed (the partial correlation is significant, but the "
-                    "out-of-sample gain's CI includes 0)")
+                 else "with no covariates")
+        if math.isfinite(s.partial_r):
+            part = (f"; {given} the partial r is {_f(s.partial_r)} [{_f(s.partial_low)}, "
+                    f"{_f(s.partial_high)}] (p {_p(s.partial_p)}, Holm p {_p(s.partial_p_holm)};"
+                    f" partial Spearman {_f(s.partial_spearman)}) and the leave-one-group-out "
+                    f"delta R^2 is {_f(s.delta_r2)} (p {_p(s.oos_p)})")
+        else:
+            part = f"; {given} the partial r is undefined"
+        word = _WORDS.get(s.verdict, s.verdict).format(
+            delta=self.settings.get("equivalence_margin", 0.2), mde=_f(s.mde_partial_r))
         note = f" ({s.reason})" if s.reason else ""
-        return f"{head}{part}: {word}{note}."
-
-    def _unit(self) -> str:
-        return f"groups ({self.groups})" if self.groups else "models"
+        return (f"{head}{part}; {level} CIs and p from {self.unit()}: {word}{note}{flags}.")
 
 
 # --------------------------------------------------------------------------- the analysis
 
 
-def _not_applicable(name: str, reason: str, n: int, n_groups: int, n_missing: int) -> MarkerStats:
-    return MarkerStats(marker=name, verdict=NOT_APPLICABLE, reason=reason, n=n,
-                       n_groups=n_groups, n_missing=n_missing)
-
-
-@dataclass
-class _Rows:
-    """What every marker with the same usable rows shares: permutations, resamples, y's parts."""
-
-    keep: np.ndarray
-    g: np.ndarray
-    y: np.ndarray
-    X: np.ndarray
-    perms: np.ndarray
-    W: np.ndarray
-    Q: np.ndarray
-    ey: np.ndarray
-    y_linear: bool
-    pred_c: np.ndarray
-    y_ranks_boot: np.ndarray
-    y_resid_boot: np.ndarray | None
-    y_unit_ranks: np.ndarray
-    y_ranks_perm: np.ndarray
-    ey_perm: np.ndarray
-    ey_perm_norm: np.ndarray
-    gram_pinv: np.ndarray
-
-
-def _rows_context(
-    keep: np.ndarray, y_all: np.ndarray, C_all: np.ndarray, g_all: np.ndarray,
-    s_all: np.ndarray | None, *, n_permutations: int, n_bootstrap: int, seed: int, index: int,
-) -> _Rows:
-    _, g = np.unique(g_all[keep], return_inverse=True)
-    y = y_all[keep]
-    n = y.size
-    X = np.column_stack([np.ones(n), C_all[keep]])
-    rng = np.random.default_rng([seed, index])
-    perms = permutations(n, n_permutations, rng, None if s_all is None else s_all[keep])
-    W = _group_weights(g, n_bootstrap, rng)
-    Q = _basis(X)
-    ey = _residual(Q, y)
-    y_linear = bool(np.linalg.norm(ey) <= 1e-10 * np.linalg.norm(y - y.mean()))
-    b, B = _rank_parts(y, perms)
-    E, den = _fl_parts(ey, Q, perms)
-    gram_pinv = _wgram_pinv(W, X)
-    return _Rows(
-        keep=keep, g=g, y=y, X=X, perms=perms, W=W, Q=Q, ey=ey, y_linear=y_linear,
-        pred_c=logo_predictions(y, X, g), y_ranks_boot=_wranks(W, y),
-        y_resid_boot=None if y_linear else _wresidual(W, X, y, gram_pinv),
-        y_unit_ranks=b, y_ranks_perm=B, ey_perm=E, ey_perm_norm=den, gram_pinv=gram_pinv,
-    )
-
-
-def _one_marker(
-    m_all: np.ndarray, y_all: np.ndarray, C_all: np.ndarray, g_all: np.ndarray,
-    s_all: np.ndarray | None, contexts: dict[bytes, _Rows], *, n_permutations: int,
-    n_bootstrap: int, confidence_level: float, seed: int,
-) -> dict[str, Any]:
-    """Every statistic of one marker but the Holm adjustments and the verdict."""
-    keep = ~np.isnan(m_all)
-    n, n_missing = int(keep.sum()), int((~keep).sum())
-    if n == 0:
-        return {"na": f"no model has a value ({n_missing} missing cells)", "n": 0,
-                "n_groups": 0, "n_missing": n_missing}
-    n_groups = int(np.unique(g_all[keep]).size)
-    base = {"n": n, "n_groups": n_groups, "n_missing": n_missing}
-    m, y = m_all[keep], y_all[keep]
-    if n_groups < 3:
-        return {**base, "na": f"only {n_groups} group(s) have a value; leave-one-group-out "
-                "needs >= 3"}
-    if np.ptp(m) == 0:
-        return {**base, "na": f"constant ({m[0]:g}) over the {n} models that have it"}
-    if np.ptp(y) == 0:
-        return {**base, "na": f"the outcome is constant over the {n} models with this marker"}
-    q = np.linalg.matrix_rank(np.column_stack([np.ones(n), C_all[keep]]))
-    if n <= q + 1:
-        return {**base, "na": f"{n} models are too few for {q} regression terms"}
-    key = keep.tobytes()
-    if key not in contexts:
-        contexts[key] = _rows_context(keep, y_all, C_all, g_all, s_all,
-                                      n_permutations=n_permutations,
-                                      n_bootstrap=n_bootstrap, seed=seed, index=len(contexts))
-    ctx = contexts[key]
-    X, Q, W = ctx.X, ctx.Q, ctx.W
-    a = _unit(sps.rankdata(m))
-    rho, null_rho = float(ctx.y_unit_ranks @ a), ctx.y_ranks_perm @ a
-    pearson = float(_unit(m) @ _unit(y))
-    out = {**base, "spearman": rho, "pearson": pearson, "p": _two_sided_p(rho, null_rho)}
-
-    em = _residual(Q, m)
-    notes = []
-    m_linear = bool(np.linalg.norm(em) <= 1e-10 * np.linalg.norm(m - m.mean()))
-    if m_linear:
-        notes.append("the marker is a linear function of the covariates: no partial correlation")
-    if ctx.y_linear:
-        notes.append("the outcome is a linear function of the covariates: no partial correlation")
-    if not notes:
-        r, null_r = _fl_statistic(em, ctx.ey, ctx.ey_perm, ctx.ey_perm_norm)
-        out.update(partial_r=r, partial_p=_two_sided_p(r, null_r))
-    out["reason"] = "; ".join(notes)
-    out["marker_residuals"], out["outcome_residuals"] = tuple(em.tolist()), tuple(ctx.ey.tolist())
-    out["rows"] = tuple(np.flatnonzero(keep).tolist())
-
-    pred_f = logo_predictions(y, np.column_stack([X, m]), ctx.g)
-    sst = float(((y - y.mean()) ** 2).sum())
-    ec, ef = y - ctx.pred_c, y - pred_f
-    out["r2_covariates"] = 1.0 - float(ec @ ec) / sst
-    out["r2_full"] = 1.0 - float(ef @ ef) / sst
-    out["delta_r2"] = out["r2_full"] - out["r2_covariates"]
-
-    boot = {
-        "spearman": _wcorr(W, _wranks(W, m), ctx.y_ranks_boot),
-        "pearson": _wcorr(W, np.broadcast_to(m, W.shape), np.broadcast_to(y, W.shape)),
-    }
-    if not notes and ctx.y_resid_boot is not None:
-        boot["partial"] = _wcorr(W, _wresidual(W, X, m, ctx.gram_pinv), ctx.y_resid_boot)
-    sw = W.sum(1)
-    yb = (W * y).sum(1) / sw
-    sst_b = (W * (y - yb[:, None]) ** 2).sum(1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # a resample of (nearly) one outcome value has no R^2: left out of the interval
-        flat = sst_b <= 1e-12 * (W @ (y - y.mean()) ** 2)
-        boot["delta_r2"] = np.where(flat, np.nan, (W @ (ec * ec) - W @ (ef * ef)) / sst_b)
-    for name, samples in boot.items():
-        if np.isfinite(samples).any():
-            lo, hi = percentile_interval(samples, confidence_level)
-            out[f"{name}_low"], out[f"{name}_high"] = float(lo), float(hi)
-    return out
-
-
-def _check_args(n_permutations: int, n_bootstrap: int, alpha: float, confidence_level: float) -> None:
+def _check_args(n_permutations: int, n_bootstrap: int, alpha: float, confidence_level: float,
+                equivalence_margin: float, max_permutations: int, inference: str) -> None:
     check_n_permutations(n_permutations)
     if n_bootstrap < 1000:
-        raise ConfigError(f"n_bootstrap={n_bootstrap} is below the 1000 the percentile intervals "
-                          "need; pass n_bootstrap >= 1000")
+        raise ConfigError(f"n_bootstrap={n_bootstrap} is below the 1000 the wild cluster "
+                          "bootstrap needs; pass n_bootstrap >= 1000")
     for name, v in (("alpha", alpha), ("confidence_level", confidence_level)):
         if not 0.0 < v < 1.0:
             raise ConfigError(f"{name} must be in (0, 1), got {v}")
+    if not 0.0 < equivalence_margin < 1.0:
+        raise ConfigError(f"equivalence_margin must be in (0, 1) (a partial r), got "
+                          f"{equivalence_margin}")
+    if max_permutations < n_permutations:
+        raise ConfigError(f"max_permutations={max_permutations} is below n_permutations="
+                          f"{n_permutations}; pass max_permutations >= n_permutations")
+    if inference not in ("within_groups", "cluster"):
+        raise ConfigError(f"inference must be 'within_groups' or 'cluster', got {inference!r}")
 
 
 def _select_markers(
@@ -639,76 +380,184 @@ def _select_markers(
     return chosen
 
 
+def _resolve_groups(t: MarkerTable, groups: str | None, outcome: str,
+                    covariates: Sequence[str]) -> tuple[str | None, str]:
+    if groups == "auto":
+        if "seed" in t.columns and outcome != "seed" and "seed" not in covariates:
+            return "seed", "auto: the table's 'seed' column"
+        return None, "auto: no 'seed' column, each model is its own unit"
+    if groups is None:
+        return None, "none (asked): each model is its own unit"
+    t.check_names([groups], "groups")
+    return groups, "given"
+
+
+def _degenerate(y: np.ndarray) -> str | None:
+    if np.ptp(y) == 0:
+        return f"degenerate_outcome(constant {y[0]:g})"
+    _, counts = np.unique(y, return_counts=True)
+    share = counts.max() / y.size
+    if share >= 0.8:
+        return f"degenerate_outcome({share:.0%} of models tied at one value)"
+    return None
+
+
+def _outcome_flag(y: np.ndarray, k: int | None) -> tuple[str | None, str | None]:
+    """``few_outcome_examples`` flag (binomial SE at the mean vs half the SD across models)."""
+    if k is None:
+        return None, None
+    if k < 1:
+        raise ConfigError(f"outcome_examples={k}: pass the number (>= 1) of evaluation examples "
+                          "behind each model's outcome, or None")
+    if y.min() < 0 or y.max() > 1:
+        return None, (f"outcome_examples ignored: the outcome is not a proportion in [0, 1] "
+                      f"(range {y.min():g}..{y.max():g})")
+    pbar = float(y.mean())
+    se = math.sqrt(pbar * (1 - pbar) / k)
+    sd = float(y.std(ddof=1)) if y.size > 1 else 0.0
+    if se > 0.5 * sd:
+        return (f"few_outcome_examples(binomial SE {se:.3g} at {k} examples > half the "
+                f"outcome SD {sd:.3g} across models)"), None
+    return None, None
+
+
+def _check_exclusions(exclude_rows: Mapping[str, Sequence[int]], chosen: Sequence[str],
+                      n_rows: int) -> dict[str, np.ndarray]:
+    out = {}
+    for name, rows in exclude_rows.items():
+        if name not in chosen:
+            raise ConfigError(f"exclude_rows names {name!r}, which is not an analysed marker; "
+                              f"markers: {list(chosen)}")
+        idx = np.asarray(list(rows), dtype=np.int64)
+        bad = idx[(idx < 0) | (idx >= n_rows)]
+        if bad.size:
+            raise ConfigError(f"exclude_rows[{name!r}] holds row {int(bad[0])}, outside the "
+                              f"table's {n_rows} rows (0-based)")
+        out[name] = idx
+    return out
+
+
+@dataclass
+class _Plan:
+    """One row set: its key, rows, markers, resamples drawn so far and the adaptive round."""
+
+    keep: np.ndarray
+    names: list[str]
+    n_resamples: int
+    round: int = 0
+    rs: RowSet | None = None  # set by the first round
+
+
+def _applicability(m: np.ndarray, g: np.ndarray, q: int) -> tuple[str | None, dict[str, int]]:
+    keep = ~np.isnan(m)
+    n, n_missing = int(keep.sum()), int((~keep).sum())
+    base = {"n": n, "n_groups": int(np.unique(g[keep]).size) if n else 0,
+            "n_missing": n_missing}
+    if n == 0:
+        return f"no model has a value ({n_missing} missing cells)", base
+    if base["n_groups"] < 3:
+        return (f"only {base['n_groups']} group(s) have a value; leave-one-group-out needs >= 3",
+                base)
+    mk = m[keep]
+    if np.ptp(mk) == 0:
+        return f"constant ({mk[0]:g}) over the {n} models that have it", base
+    if n <= q + 1:
+        return f"{n} models are too few for {q} regression terms", base
+    return None, base
+
+
+def _holm_thresholds(p: dict[str, float], alpha: float) -> dict[str, float]:
+    """The Holm threshold that decides each p: ``alpha / (K - i + 1)`` at ascending rank i."""
+    order = sorted(p, key=lambda k: p[k])
+    K = len(order)
+    return {name: alpha / (K - i) for i, name in enumerate(order)}
+
+
 def marker_analysis(
     table: Mapping[str, Sequence[Any]] | Any,
     outcome: str,
     *,
     markers: Sequence[str] | None = None,
     covariates: Sequence[str] = (),
-    groups: str | None = None,
+    groups: str | None = "auto",
+    inference: str = "within_groups",  # "within_groups" | "cluster", checked at run time
     n_permutations: int = 1000,
     n_bootstrap: int = 1000,
+    max_permutations: int = 20000,
     alpha: float = 0.05,
     seed: int = 0,
     confidence_level: float = 0.95,
+    equivalence_margin: float = 0.2,
     strata: str | None = None,
+    outcome_examples: int | None = None,
+    exclude_rows: Mapping[str, Sequence[int]] | None = None,
+    marker_flags: Mapping[str, Sequence[str]] | None = None,
+    coverage_note: str | None = None,
 ) -> MarkerAnalysis:
     """Marginal, partial and out-of-sample association of each marker with ``outcome``.
 
-    Definitions (``shared/methods/diagnosis.md``) in the module docstring. Holm runs over the
-    applicable markers (marginal and partial families separately; a marker whose partial is
-    undefined, being a linear function of the covariates, is left out of the partial family).
-    With no covariates the partial correlation equals the Pearson r (its p is then a plain
-    permutation test of Pearson's r) and ``r2_covariates`` is the intercept-only model's.
+    Definitions in the module docstring and ``docs/diagnosis.md`` ("Verdicts and inference").
 
     Args:
         table: mapping column -> sequence, or a pandas DataFrame; one row per model.
-        outcome: the outcome column (e.g. OOD accuracy); numeric, complete, not constant.
+        outcome: the outcome column (e.g. OOD accuracy); numeric and complete. A degenerate
+            outcome (constant, or >= 80% of models tied at one value) makes every marker
+            ``inconclusive`` with the flag ``degenerate_outcome``.
         markers: marker columns (default: every numeric column not used otherwise). A missing
             cell (None/NaN) drops that row for that marker only (``n_missing``).
-        covariates: columns the marker must add beyond (design knobs, ID accuracy); text
-            columns are one-hot coded.
-        groups: the resampling and leave-out unit (e.g. the seed); None: each model.
-        n_permutations: permutations for the marginal and the Freedman-Lane tests.
-        n_bootstrap: bootstrap resamples (>= 1000) for every CI.
-        alpha: level of the Holm-adjusted tests in the verdicts.
-        seed: seeds permutations and resamples. Markers with the same usable rows share the
-            same permutations and bootstrap resamples (stream ``[seed, k]`` for the k-th
-            distinct row set), so their intervals are joint.
-        confidence_level: level of the percentile intervals.
-        strata: a column whose levels the permutations stay within (diagnosis.md: "within
-            strata of the design if the caller asks for it"), e.g. the main knob: the marginal
-            test then asks whether the marker orders models *within* each level. None: permute
-            over all models.
+        covariates: columns the marker must add beyond (design knobs, ID accuracy), coded by
+            :meth:`MarkerTable.design`.
+        groups: the design's groups (random-effect unit: the seed). ``"auto"``: the ``seed``
+            column when the table has one, else None; None: each model is the unit.
+            ``settings["groups_source"]`` records how it was resolved.
+        inference: ``"within_groups"`` (group fixed effects, HC3, Freedman-Lane within groups)
+            or ``"cluster"`` (CR1 by group, wild cluster restricted bootstrap). Without groups
+            both are HC3 + Freedman-Lane over models.
+        n_permutations: initial Freedman-Lane permutations per row set.
+        n_bootstrap: wild cluster bootstrap draws (``inference="cluster"``; >= 1000).
+        max_permutations: cap of the adaptive permutation doubling.
+        alpha: level of the Holm-adjusted tests in the verdicts (and of the MDE, at alpha / K).
+        seed: seeds permutations and weights (stream ``[seed, k, round]`` for the k-th distinct
+            row set): markers with the same rows share them.
+        confidence_level: level of the test-inversion CIs.
+        equivalence_margin: ``delta``: an effect "shown absent" has its CI inside
+            ``(-delta, delta)`` on the r scale.
+        strata: a column whose levels the permutations also stay within.
+        outcome_examples: evaluation examples behind each model's outcome (a proportion):
+            flag ``few_outcome_examples`` when the binomial SE at the mean outcome exceeds
+            half the outcome's SD across models.
+        exclude_rows: marker -> rows (0-based) left out of that marker's analysis (e.g. a
+            model compared with itself): flag ``self_reference_excluded(k rows)``.
+        marker_flags: marker -> extra flags (from the runner), appended to its flags.
+        coverage_note: text appended to the ``few_groups`` flag (e.g. measured CI coverage).
 
     Returns:
         A :class:`MarkerAnalysis`.
 
     Raises:
-        ConfigError: unknown columns (the valid ones listed), a column in two roles, bad counts.
-        DataError: ragged columns, missing cells in the outcome / covariates / groups, a
-            constant outcome, fewer than 3 groups for leave-one-group-out.
+        ConfigError: unknown columns (the valid ones listed), a column in two roles, bad counts,
+            a bad ``exclude_rows``.
+        DataError: ragged columns, missing cells in the outcome / covariates / groups, fewer
+            than 3 groups for leave-one-group-out.
     """
-    _check_args(n_permutations, n_bootstrap, alpha, confidence_level)
+    _check_args(n_permutations, n_bootstrap, alpha, confidence_level, equivalence_margin,
+                max_permutations, inference)
     t = as_marker_table(table)
     covariates = (covariates,) if isinstance(covariates, str) else tuple(covariates)
     t.check_names([outcome], "outcome")
     t.check_names(covariates, "covariate")
-    if groups is not None:
-        t.check_names([groups], "groups")
+    groups, groups_source = _resolve_groups(t, groups, outcome, covariates)
     if outcome in covariates or outcome == groups:
         raise ConfigError(f"the outcome {outcome!r} is also a covariate or the groups column")
+    if groups in covariates:
+        raise ConfigError(f"the groups column {groups!r} is also a covariate; group fixed "
+                          "effects are in the design already (pass groups=None to treat it as "
+                          "a covariate)")
     chosen = _select_markers(t, outcome, markers, covariates, groups)
     y = t.numeric(outcome, "outcome")
-    if np.ptp(y) == 0:
-        raise DataError(f"outcome column {outcome!r} is constant ({y[0]:g} in all {y.size} rows); "
-                        "nothing can predict it: check the outcome split or the population")
     C, terms = t.design(covariates)
     strata_codes = None if strata is None else t.codes(strata, "strata")[0]
-    if groups is None:
-        g = np.arange(t.n_rows)
-    else:
-        g, _ = t.codes(groups, "groups")
+    g = np.arange(t.n_rows) if groups is None else t.codes(groups, "groups")[0]
     n_groups = int(np.unique(g).size)
     if n_groups < 3:
         raise DataError(
@@ -717,44 +566,155 @@ def marker_analysis(
             "(e.g. the seed) or groups=None (each model its own group)"
             if groups else f"leave-one-out needs >= 3 models, the table has {t.n_rows}"
         )
-    contexts: dict[bytes, _Rows] = {}
-    raw = [
-        _one_marker(t.numeric(name, "marker", allow_missing=True), y, C, g, strata_codes, contexts,
-                    n_permutations=n_permutations, n_bootstrap=n_bootstrap,
-                    confidence_level=confidence_level, seed=seed)
-        for name in chosen
-    ]
-    ok = [i for i, r in enumerate(raw) if "na" not in r]
-    p_holm = dict(zip(ok, holm([raw[i]["p"] for i in ok]), strict=True)) if ok else {}
-    ok_partial = [i for i in ok if "partial_p" in raw[i]]
-    pp_holm = (dict(zip(ok_partial, holm([raw[i]["partial_p"] for i in ok_partial]), strict=True))
-               if ok_partial else {})
+    mode = "models" if groups is None else inference
+    if mode == "cluster" and strata is not None:
+        raise ConfigError("strata restrict permutations; inference='cluster' uses a wild "
+                          "bootstrap: drop strata or use inference='within_groups'")
+    exclusions = _check_exclusions(exclude_rows or {}, chosen, t.n_rows)
+    for name in marker_flags or {}:
+        if name not in chosen:
+            raise ConfigError(f"marker_flags names {name!r}, which is not an analysed marker")
+    unit = {"within_groups": f"models permuted within {groups} strata (group fixed effects)",
+            "cluster": f"{groups} groups (cluster-robust, wild cluster bootstrap)",
+            "models": "models"}[mode]
+    if mode == "models" and strata is not None:
+        unit = f"models permuted within {strata} strata"
+
+    common: list[str] = []
+    warnings = [f"groups: {groups or 'none'} ({groups_source}); p-values and CIs from {unit}"]
+    if groups is not None and n_groups < 10:
+        common.append(f"few_groups(G={n_groups}" + (f"; {coverage_note}" if coverage_note else "")
+                      + ")")
+        warnings.append(f"only {n_groups} {groups} groups: inference over few groups is rough"
+                        + (f" ({coverage_note})" if coverage_note else ""))
+    flag, note = _outcome_flag(y, outcome_examples)
+    if flag:
+        common.append(flag)
+    if note:
+        warnings.append(note)
+    degenerate = _degenerate(y)
+    if degenerate:
+        common.append(degenerate)
+        warnings.append(f"the outcome {outcome!r} is degenerate: every marker is inconclusive")
+
+    values: dict[str, np.ndarray] = {}
+    for name in chosen:
+        m = t.numeric(name, "marker", allow_missing=True)
+        if name in exclusions:
+            m = m.copy()
+            m[exclusions[name]] = np.nan
+        values[name] = m
+    q_full = int(np.linalg.matrix_rank(np.column_stack([np.ones(t.n_rows), C]))) + (
+        n_groups - 1 if mode == "within_groups" else 0)
+    na: dict[str, str] = {}
+    base: dict[str, dict[str, int]] = {}
+    plans: dict[bytes, _Plan] = {}
+    for name in chosen:
+        why, base[name] = _applicability(values[name], g, q_full)
+        if why:
+            na[name] = why
+        elif not degenerate:
+            keep = ~np.isnan(values[name])
+            plans.setdefault(keep.tobytes(), _Plan(keep, [], n_permutations if mode != "cluster"
+                                                   else n_bootstrap)).names.append(name)
+    K = max(sum(len(p.names) for p in plans.values()), 1)
+    raw: dict[str, dict[str, Any]] = {}
+
+    def run(index: int, plan: _Plan, final: bool = False) -> None:
+        """A round of the partial p-values on fresh resamples, or (final) every statistic."""
+        if not final:
+            rng = np.random.default_rng([seed, index, plan.round])
+            plan.rs = row_set(plan.keep, y, C, g, strata_codes, mode=mode,
+                              n_resamples=plan.n_resamples, rng=rng)
+        for name in plan.names:
+            raw[name] = (marker_stats(values[name][plan.keep], plan.rs,
+                                      confidence_level=confidence_level, mde_alpha=alpha / K)
+                         if final else partial_p(values[name][plan.keep], plan.rs))
+
+    for index, plan in enumerate(plans.values()):
+        run(index, plan)
+    while True:  # adaptive permutations: p near a deciding Holm threshold -> double B
+        again = []
+        deciding = _holm_thresholds({nm: r["partial_p"] for nm, r in raw.items()
+                                     if math.isfinite(r.get("partial_p", math.nan))}, alpha)
+        for index, plan in enumerate(plans.values()):
+            if plan.rs.enumerated or plan.n_resamples >= max_permutations:
+                continue
+            near = any(abs(raw[nm]["partial_p"] - deciding[nm]) <= 3 * raw[nm]["partial_p_mcse"]
+                       for nm in plan.names if nm in deciding)
+            if near:
+                plan.n_resamples = min(2 * plan.n_resamples, max_permutations)
+                plan.round += 1
+                again.append((index, plan))
+        if not again:
+            break
+        for index, plan in again:
+            run(index, plan)
+    for index, plan in enumerate(plans.values()):  # everything once, on the final resamples
+        run(index, plan, final=True)
+
+    ok = [nm for nm in chosen if nm in raw]
+    p_holm = dict(zip(ok, holm([raw[nm]["p"] for nm in ok]), strict=True)) if ok else {}
+    ok_partial = [nm for nm in ok if "partial_p" in raw[nm]]
+    pp_holm = (dict(zip(ok_partial, holm([raw[nm]["partial_p"] for nm in ok_partial]),
+                        strict=True)) if ok_partial else {})
     results = []
-    for i, (name, r) in enumerate(zip(chosen, raw, strict=True)):
-        if "na" in r:
-            results.append(_not_applicable(name, r["na"], r["n"], r["n_groups"], r["n_missing"]))
+    fields = MarkerStats.__dataclass_fields__
+    for name in chosen:
+        flags = list(common)
+        if name in exclusions and exclusions[name].size:
+            flags.append(f"self_reference_excluded({int(np.unique(exclusions[name]).size)} rows)")
+        extra = list((marker_flags or {}).get(name, ()))
+        keep = ~np.isnan(values[name])
+        if name in na:  # the plain effect sizes still, where they are defined
+            mk, yk = values[name][keep], y[keep]
+            sizes = ({"spearman": float(sps.spearmanr(mk, yk).statistic),
+                      "pearson": float(np.corrcoef(mk, yk)[0, 1])}
+                     if mk.size >= 3 and np.ptp(mk) > 0 and np.ptp(yk) > 0 else {})
+            results.append(MarkerStats(marker=name, verdict=NOT_APPLICABLE, reason=na[name],
+                                       flags=tuple(flags + extra), **base[name], **sizes))
             continue
-        ph, pph = float(p_holm[i]), float(pp_holm.get(i, math.nan))
-        adds = pph <= alpha and r.get("delta_r2_low", math.nan) > 0
-        verdict = ADDS if adds else EXPLAINED if ph <= alpha else NONE
-        fields = {k: v for k, v in r.items() if k in MarkerStats.__dataclass_fields__}
+        if degenerate:
+            mk, yk = values[name][keep], y[keep]
+            rho = float(sps.spearmanr(mk, yk).statistic) if np.ptp(yk) > 0 else math.nan
+            results.append(MarkerStats(
+                marker=name, verdict=INCONCLUSIVE, flags=tuple(flags + extra),
+                reason="degenerate outcome: no test", spearman=rho,
+                rows=tuple(np.flatnonzero(keep).tolist()), **base[name]))
+            continue
+        r = raw[name]
+        near = abs(r["spearman"]) >= NEAR_IDENTICAL
+        if near:
+            flags.append(f"near_identical(|Spearman| {abs(r['spearman']):.3f} >= "
+                         f"{NEAR_IDENTICAL}: the marker nearly is the outcome; no adds/partial "
+                         "verdict)")
+        ph, pph = float(p_holm[name]), float(pp_holm.get(name, math.nan))
+        verdict = decide(
+            p_holm=ph, partial_p_holm=pph, oos_p=r.get("oos_p", math.nan),
+            partial_ci=(r.get("partial_low", math.nan), r.get("partial_high", math.nan)),
+            marginal_ci=(r.get("marginal_low", math.nan), r.get("marginal_high", math.nan)),
+            alpha=alpha, delta=equivalence_margin, near_identical=near,
+            partial_undefined=bool(r.get("partial_undefined")))
+        stats = {k: v for k, v in r.items() if k in fields}
         results.append(MarkerStats(marker=name, verdict=verdict, p_holm=ph, partial_p_holm=pph,
-                                   **fields))
-    warnings = []
-    if n_groups < 10:
-        warnings.append(f"the bootstrap resamples only {n_groups} groups: its intervals are rough "
-                        "(diagnosis.md: fewer than 10 groups)")
-    need = n_permutations_for(alpha, max(len(ok), 1))
-    if n_permutations < need:
+                                   flags=tuple(flags + extra),
+                                   rows=tuple(np.flatnonzero(keep).tolist()),
+                                   **base[name], **stats))
+    need = n_permutations_for(alpha, K)
+    if mode != "cluster" and n_permutations < need:
         warnings.append(f"{n_permutations} permutations cannot give a Holm p <= {alpha:g} over "
-                        f"{len(ok)} markers (the smallest p is 1/{n_permutations + 1}); use >= {need}")
-    na = [r.marker for r in results if not r.applicable]
-    if na:
-        warnings.append(f"not applicable: {', '.join(na)} (see the reason column)")
+                        f"{K} markers (the smallest p is 1/{n_permutations + 1}); use >= {need}")
+    nas = [s.marker for s in results if not s.applicable]
+    if nas:
+        warnings.append(f"not applicable: {', '.join(nas)} (see the reason column)")
     return MarkerAnalysis(
         outcome=outcome, covariates=covariates, covariate_terms=terms, groups=groups,
         n_models=t.n_rows, n_groups=n_groups,
-        settings={"n_permutations": n_permutations, "n_bootstrap": n_bootstrap, "alpha": alpha,
-                  "confidence_level": confidence_level, "seed": seed, "strata": strata},
+        settings={"n_permutations": n_permutations, "n_bootstrap": n_bootstrap,
+                  "max_permutations": max_permutations, "alpha": alpha,
+                  "confidence_level": confidence_level,
+                  "equivalence_margin": equivalence_margin, "seed": seed, "strata": strata,
+                  "inference": mode, "groups_source": groups_source, "unit": unit,
+                  "n_markers_tested": K},
         markers=tuple(results), warnings=tuple(warnings),
     )

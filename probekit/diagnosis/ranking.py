@@ -21,14 +21,16 @@ if TYPE_CHECKING:
 
 __all__ = ["analysis_blocks", "early_blocks", "partial_scatters"]
 
-_ADDS = "adds_beyond_covariates"  # analysis.ADDS (not imported: analysis imports this module)
+_ADDS = "adds_beyond_covariates"  # verdicts.ADDS (kept: the highlighted rows)
 
 _CAPTION = (
-    "Sorted by |partial r|. adds_beyond_covariates: the partial correlation given the covariates "
-    "rejects after Holm and the leave-one-group-out delta R^2 CI lies above 0; "
-    "explained_by_covariates: the marginal (Spearman) test rejects after Holm but the former does "
-    "not hold; no_association: otherwise; not_applicable: see the reason. CIs: percentile "
-    "bootstrap over {unit}; p: permutation (Freedman-Lane for the partial)."
+    "Sorted by |partial r|. adds_beyond_covariates: the partial test rejects after Holm and the "
+    "leave-one-group-out delta R^2 beats its permutation null (oos p <= alpha); "
+    "partial_association: the partial test rejects, no out-of-sample gain shown; "
+    "explained_by_covariates: the marginal test rejects and the partial-r CI lies inside "
+    "+-{delta:g}; no_association: both CIs inside +-{delta:g}; inconclusive: neither shown (MDE: "
+    "the |partial r| this design detects with 80% power); not_applicable: see the note. "
+    "p-values and CIs (the CI inverts the same test) from {unit}."
 )
 
 
@@ -41,32 +43,40 @@ def _ranking(analysis: MarkerAnalysis) -> Table:
     stats = sorted(analysis.markers, key=_rank_key)
     rows = tuple(
         {"marker": s.marker, "verdict": s.verdict, "spearman": s.spearman,
-         "spearman_ci": [s.spearman_low, s.spearman_high], "p_holm": s.p_holm,
-         "partial_r": s.partial_r, "partial_ci": [s.partial_low, s.partial_high],
-         "partial_p_holm": s.partial_p_holm, "delta_r2": s.delta_r2,
-         "delta_ci": [s.delta_r2_low, s.delta_r2_high], "n": s.n, "reason": s.reason}
+         "marginal_r": s.marginal_r, "marginal_ci": [s.marginal_low, s.marginal_high],
+         "p_holm": s.p_holm, "partial_r": s.partial_r,
+         "partial_ci": [s.partial_low, s.partial_high], "partial_p_holm": s.partial_p_holm,
+         "delta_r2": s.delta_r2, "oos_p": s.oos_p, "mde": s.mde_partial_r, "n": s.n,
+         "flags": "; ".join(s.flags), "reason": s.reason}
         for s in stats
     )
     level = f"{analysis.settings['confidence_level']:.0%}"
-    unit = f"groups ({analysis.groups})" if analysis.groups else "models"
+    unit = analysis.settings.get("unit") or (f"groups ({analysis.groups})" if analysis.groups
+                                             else "models")
     given = ", ".join(analysis.covariates) or "none"
+    within = f" (within {analysis.groups})" if analysis.settings.get("inference") == \
+        "within_groups" else ""
     return Table(
         title=f"Markers vs {analysis.outcome} (covariates: {given})",
         columns=(Column(key="marker", header="marker", fmt="", align="left"),
                  Column(key="verdict", header="verdict", fmt="", align="left"),
                  Column(key="spearman", header="Spearman", fmt="+.3f"),
-                 Column(key="spearman_ci", header=f"{level} CI", fmt="ci"),
+                 Column(key="marginal_r", header=f"marginal r{within}", fmt="+.3f"),
+                 Column(key="marginal_ci", header=f"{level} CI", fmt="ci"),
                  Column(key="p_holm", header="Holm p", fmt=".3g"),
                  Column(key="partial_r", header="partial r", fmt="+.3f"),
                  Column(key="partial_ci", header=f"{level} CI", fmt="ci"),
                  Column(key="partial_p_holm", header="Holm p", fmt=".3g"),
                  Column(key="delta_r2", header="delta R^2 (LOGO)", fmt="+.3f"),
-                 Column(key="delta_ci", header=f"{level} CI", fmt="ci"),
+                 Column(key="oos_p", header="oos p", fmt=".3g"),
+                 Column(key="mde", header="MDE |r|", fmt=".2f"),
                  Column(key="n", header="n", fmt="d"),
+                 Column(key="flags", header="flags", fmt="", align="left"),
                  Column(key="reason", header="note", fmt="", align="left")),
         rows=rows,
         highlight=tuple(i for i, s in enumerate(stats) if s.verdict == _ADDS),
-        caption=_CAPTION.format(unit=unit),
+        caption=_CAPTION.format(unit=unit,
+                                delta=analysis.settings.get("equivalence_margin", 0.2)),
     )
 
 
@@ -122,13 +132,15 @@ def early_blocks(early: EarlyWarning) -> list[Block]:
     labels = tuple(str(s) for s in early.steps)
     out: list[Block] = []
     for key, name in (("partial_r", "partial r"), ("delta_r2", "delta R^2 (LOGO)")):
-        low, high = ("partial_low", "partial_high") if key == "partial_r" else \
-            ("delta_r2_low", "delta_r2_high")
+        # partial r with its test-inversion CI; delta R^2 has a permutation p, no interval
+        band = key == "partial_r"
         series = tuple(
             Series(name=marker,
                    values=tuple(_finite(getattr(a[marker], key)) for a in early.analyses),
-                   low=tuple(_finite(getattr(a[marker], low)) for a in early.analyses),
-                   high=tuple(_finite(getattr(a[marker], high)) for a in early.analyses))
+                   low=tuple(_finite(a[marker].partial_low) for a in early.analyses)
+                   if band else None,
+                   high=tuple(_finite(a[marker].partial_high) for a in early.analyses)
+                   if band else None)
             for marker in early.markers
         )
         given = ", ".join(early.covariates) or "nothing"

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from probekit.cli import main
+from probekit.diagnosis.verdicts import VERDICTS
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "probes" / "diagnose_modadd_smoke.toml"
@@ -65,8 +66,7 @@ def test_report_has_the_ranking_table_and_one_sentence_per_marker(smoke):
     assert len(ranking) == 1
     assert {r["marker"] for r in ranking[0]["rows"]} == {"fourier_gini", "weight_norm",
                                                          "restricted_loss", "probe_accuracy"}
-    assert all(r["verdict"] in ("adds_beyond_covariates", "explained_by_covariates", "no_association")
-               for r in ranking[0]["rows"])
+    assert all(r["verdict"] in VERDICTS for r in ranking[0]["rows"])
     sentences = report["diagnosis"]["analysis"]["sentences"]
     assert set(sentences) == {"fourier_gini", "weight_norm", "restricted_loss", "probe_accuracy"}
     assert report["diagnosis"]["early_warning"]["steps"] == [30, 120]
