@@ -652,6 +652,8 @@ def marker_analysis(
     seed: int = 0,
     confidence_level: float = 0.95,
     strata: str | None = None,
+    covariate_coding: Mapping[str, str] | None = None,
+    spline_df: int = 4,
 ) -> MarkerAnalysis:
     """Marginal, partial and out-of-sample association of each marker with ``outcome``.
 
@@ -680,6 +682,10 @@ def marker_analysis(
             strata of the design if the caller asks for it"), e.g. the main knob: the marginal
             test then asks whether the marker orders models *within* each level. None: permute
             over all models.
+        covariate_coding: covariate -> ``"factor" | "linear" | "spline"``; unset covariates are
+            coded by what they are (:meth:`~probekit.diagnosis.table.MarkerTable.design`: text,
+            <= 10 distinct values and the seed as factors, other numbers as natural splines).
+        spline_df: columns of each spline term.
 
     Returns:
         A :class:`MarkerAnalysis`.
@@ -703,7 +709,7 @@ def marker_analysis(
     if np.ptp(y) == 0:
         raise DataError(f"outcome column {outcome!r} is constant ({y[0]:g} in all {y.size} rows); "
                         "nothing can predict it: check the outcome split or the population")
-    C, terms = t.design(covariates)
+    C, terms = t.design(covariates, coding=covariate_coding, spline_df=spline_df, groups=groups)
     strata_codes = None if strata is None else t.codes(strata, "strata")[0]
     if groups is None:
         g = np.arange(t.n_rows)

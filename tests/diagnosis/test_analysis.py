@@ -62,7 +62,8 @@ def test_equals_direct_computation(groups):
     t["y"] = (_arr(t, "y") + 0.8 * _arr(t, "m1") + _arr(t, "knob")).tolist()
     covs = ["knob", "arch", "id_acc"]
     res = marker_analysis(t, "y", markers=["m1", "m2", "m3"], covariates=covs, groups=groups,
-                          n_permutations=200)
+                          n_permutations=200,
+                          covariate_coding={"knob": "linear", "id_acc": "linear"})
     y = _arr(t, "y")
     arch = np.asarray(t["arch"])
     C = np.column_stack([_arr(t, "knob"), arch == "b", arch == "c", _arr(t, "id_acc")]).astype(float)
