@@ -30,7 +30,8 @@ from jaxtyping import Float
 
 from probekit.errors import ConfigError
 
-__all__ = ["CODINGS", "FACTOR_MAX_LEVELS", "Coding", "resolve_coding", "spline_basis"]
+__all__ = ["CODINGS", "FACTOR_MAX_LEVELS", "Coding", "check_label_coding", "check_spline_df",
+           "resolve_coding", "spline_basis"]
 
 Coding = Literal["factor", "linear", "spline"]
 CODINGS: tuple[str, ...] = ("factor", "linear", "spline")
@@ -44,6 +45,21 @@ def check_spline_df(spline_df: Any) -> int:
         raise ConfigError(f"spline_df = {spline_df!r}: the degrees of freedom of a natural cubic "
                           "spline must be an integer >= 2 (default 4)")
     return int(spline_df)
+
+
+def check_label_coding(name: str, how: str, groups: str | None = None) -> None:
+    """Refuse the seed (or the ``groups`` column) coded as a number, naming the fix.
+
+    Raises:
+        ConfigError: ``how`` is ``"linear"`` or ``"spline"`` for ``seed`` / ``groups``.
+    """
+    if how == "factor" or not (name == "seed" or (groups is not None and name == groups)):
+        return
+    what = "the seed" if name == "seed" else f"the groups column {name!r}"
+    raise ConfigError(
+        f"covariate {name!r} is {what}, a label without order: it cannot enter as a number "
+        f"({how!r}); leave it as the groups column (the default: remove it from the "
+        f"covariates) or code it as a factor (covariate_coding = {{ {name} = \"factor\" }})")
 
 
 def resolve_coding(
@@ -77,13 +93,7 @@ def resolve_coding(
         if kind == "categorical":
             raise ConfigError(f"covariate {name!r} holds text; it can only enter as a factor, not "
                               f"{chosen!r}: remove its covariate_coding or set it to \"factor\"")
-        if label:
-            what = "the seed" if name == "seed" else f"the groups column {name!r}"
-            raise ConfigError(
-                f"covariate {name!r} is {what}, a label without order: it cannot enter as a "
-                f"number ({chosen!r}); leave it as the groups column (the default: remove it "
-                "from the covariates) or code it as a factor (covariate_coding = "
-                f"{{ {name} = \"factor\" }})")
+        check_label_coding(name, chosen, groups)
     if chosen == "spline" and n_levels < spline_df + 2:
         raise ConfigError(
             f"covariate {name!r} has {n_levels} distinct values, too few for a natural cubic "
