@@ -3,7 +3,9 @@
 ``probes/diagnose_he_study.toml`` analyses ``docs/diagnosis/he_noise/markers.csv`` (the 80
 plain models of the noise sweep of ``docs/he_study/paper/study.json``): modifier HE correlates
 with OOD accuracy over models (R^2 0.58) but given the noise level its partial r is 0.07
-(p 0.55): ``explained_by_covariates``, with the level-mean R^2 0.93 beside it.
+(p 0.55) with the noise level entered linearly, 0.07 (p 0.54) with it entered as a natural
+spline (the default for 16 levels): ``explained_by_covariates`` either way, with the level-mean
+R^2 0.93 beside it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import patsy
 import pytest
 
 from probekit.cli import main
@@ -31,6 +34,11 @@ def _columns() -> dict[str, np.ndarray]:
             for k in ("noise", "id_accuracy", "ood_accuracy", "modifier_he", "sequence_he")}
 
 
+def _spline(x: np.ndarray) -> np.ndarray:
+    """The default coding of a covariate with > 10 values: patsy's centred natural spline, df 4."""
+    return np.asarray(patsy.dmatrix("cr(x, df=4, constraints='center') - 1", {"x": x}))
+
+
 def _partial(m: np.ndarray, y: np.ndarray, covariates: list[np.ndarray]) -> float:
     """Pearson r of m and y after a least-squares fit of each on [1, covariates] (numpy)."""
     X = np.column_stack([np.ones(m.size), *covariates])
@@ -42,8 +50,8 @@ def _partial(m: np.ndarray, y: np.ndarray, covariates: list[np.ndarray]) -> floa
 @pytest.fixture(scope="module")
 def results():
     spec = load_table_diagnosis(SPEC)
-    noise_only = dataclasses.replace(spec, diagnosis=dataclasses.replace(
-        spec.diagnosis, covariates=("noise",)))
+    noise_only = dataclasses.replace(spec, diagnosis=dataclasses.replace(  # the issue's coding
+        spec.diagnosis, covariates=("noise",), covariate_coding={"noise": "linear"}))
     return {"both": diagnose_table(spec), "noise": diagnose_table(noise_only)}
 
 
@@ -63,15 +71,19 @@ def test_committed_table_is_the_study_noise_sweep():
 def test_modifier_he_is_explained_by_the_noise_level(results, variant, covariates):
     a = results[variant].analysis
     c = _columns()
+    coded = [c[k] if variant == "noise" else _spline(c[k]) for k in covariates]
     for marker in ("modifier_he", "sequence_he"):
-        direct = _partial(c[marker], c["ood_accuracy"], [c[k] for k in covariates])
+        direct = _partial(c[marker], c["ood_accuracy"], coded)
         assert a[marker].partial_r == pytest.approx(direct, abs=1e-6)
     s = a["modifier_he"]
     assert s.verdict == "explained_by_covariates"
     assert s.p_holm <= 0.05 and s.partial_p_holm > 0.05
     assert s.spearman == pytest.approx(-0.842, abs=1e-3)  # docs/he_study: Spearman -0.84
-    if variant == "noise":  # the issue's numbers: partial r 0.07, p 0.55
+    if variant == "noise":  # the issue's numbers (noise linear): partial r 0.07, p 0.55
         assert s.partial_r == pytest.approx(0.0671, abs=1e-4)
+        assert 0.45 < s.partial_p < 0.65
+    else:  # both as natural splines (the default): partial r 0.06, p 0.56
+        assert s.partial_r == pytest.approx(0.0632, abs=1e-4)
         assert 0.45 < s.partial_p < 0.65
     text = a.sentence("modifier_he")
     assert text.startswith("modifier_he: Spearman -0.84 [") and text.endswith(
@@ -90,7 +102,8 @@ def test_level_mean_r2_is_reported_beside_the_per_model_r2(results):
 
 
 def test_given_id_accuracy_alone_modifier_he_adds(results):
-    """Without the noise level as a covariate, ID accuracy does not absorb HE (partial -0.49)."""
+    """Without the noise level as a covariate, ID accuracy does not absorb HE (partial -0.36;
+    -0.49 with ID accuracy entered linearly)."""
     spec = load_table_diagnosis(SPEC)
     spec = dataclasses.replace(spec, diagnosis=dataclasses.replace(
         spec.diagnosis, covariates=("id_accuracy",), n_permutations=300),
@@ -98,8 +111,8 @@ def test_given_id_accuracy_alone_modifier_he_adds(results):
     a = diagnose_table(spec).analysis
     c = _columns()
     assert a["modifier_he"].partial_r == pytest.approx(
-        _partial(c["modifier_he"], c["ood_accuracy"], [c["id_accuracy"]]), abs=1e-6)
-    assert a["modifier_he"].partial_r == pytest.approx(-0.494, abs=1e-3)
+        _partial(c["modifier_he"], c["ood_accuracy"], [_spline(c["id_accuracy"])]), abs=1e-6)
+    assert a["modifier_he"].partial_r == pytest.approx(-0.356, abs=1e-3)
     assert a["modifier_he"].verdict == "adds_beyond_covariates"
 
 
