@@ -391,6 +391,8 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
 
 def check_table_diagnosis(spec: TableDiagnosis) -> list[str]:
     """Read the table and resolve the question (every named column checked); one line each."""
+    from .options import analysis_kwargs
+
     full = read_marker_table(spec.table)
     rows = _select_rows(spec, full)
     s, markers = _settings(spec, rows)
@@ -399,7 +401,9 @@ def check_table_diagnosis(spec: TableDiagnosis) -> list[str]:
             f"  table: {spec.table} ({n} of {len(next(iter(full.values())))} rows"
             + (f" where {spec.where})" if spec.where else ")"),
             f"  markers: {', '.join(markers)}; knobs: {list(s.knobs)}",
-            f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}"]
+            f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}",
+            *([f"  analysis options: {options}"] if (options := analysis_kwargs(spec.diagnosis))
+              else [])]
 
 
 def run_table_cli(args: Any) -> int:

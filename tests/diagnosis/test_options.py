@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from probekit.diagnosis import analysis as analysis_module
+from probekit.diagnosis import marker_analysis
 from probekit.diagnosis.options import (
     MEASURED_ON_OUTCOME,
     analysis_kwargs,
@@ -20,6 +23,7 @@ from probekit.diagnosis.options import (
 from probekit.diagnosis.population import Checkpoint
 from probekit.diagnosis.runner import analysis_inputs, population_facts
 from probekit.diagnosis.spec import load_diagnosis
+from probekit.diagnosis.table_diagnosis import diagnose_table
 from probekit.errors import ConfigError
 from probekit.suites.spec import SuiteError
 
@@ -138,3 +142,44 @@ def test_analysis_inputs_builds_the_kwargs(tmp_path, monkeypatch):
     path = spec.source
     with pytest.raises(ConfigError, match=re.escape(f"{path}:{_line(path, 'inference')}:")):
         analysis_inputs(spec, table, "id_accuracy", ["wn"], facts)
+
+
+def _table_file(tmp_path, diagnosis):
+    from probekit.diagnosis.runner import _csv
+
+    rng = np.random.default_rng(0)
+    knob = np.repeat(np.arange(4.0), 6)
+    table = {"knob": knob.tolist(), "seed": np.tile(np.arange(6), 4).tolist(),
+             "ood:x": (knob + rng.normal(size=24)).tolist(), "ood:x__n": [50] * 12 + [48] * 12,
+             "m": rng.normal(size=24).tolist()}
+    (tmp_path / "markers.csv").write_text(_csv(table))
+    path = tmp_path / "diag.toml"
+    path.write_text('[suite]\nname = "t"\n\n[population]\ntable = "markers.csv"\n\n[diagnosis]\n'
+                    f'outcome = "ood:x"\nmarkers = ["m"]\nn_permutations = 99\n{diagnosis}\n')
+    return table, path
+
+
+def test_table_diagnosis_passes_the_coding_and_the_example_count(tmp_path):
+    table, path = _table_file(tmp_path, 'covariates = ["knob"]\n'
+                                        'covariate_coding = { knob = "linear" }')
+    res = diagnose_table(path)
+    assert res.analysis.covariate_terms == ("knob",)
+    passed = res.extras["analysis_inputs"]["passed"]
+    assert passed["covariate_coding"] == {"knob": "linear"}
+    if "outcome_examples" in inspect.signature(analysis_module.marker_analysis).parameters:
+        assert passed["outcome_examples"] == 48
+    else:  # until marker_analysis takes it: dropped and said so
+        assert res.extras["analysis_inputs"]["not_taken_yet"] == ["outcome_examples"]
+    ref = marker_analysis(table, "ood:x", markers=["m"], covariates=["knob"], groups="seed",
+                          n_permutations=99, covariate_coding={"knob": "linear"})
+    assert res.analysis["m"].partial_r == pytest.approx(ref["m"].partial_r, abs=1e-12)
+    default = diagnose_table(_table_file(tmp_path, 'covariates = ["knob"]')[1])
+    assert default.analysis.covariate_terms == ("knob=1.0", "knob=2.0", "knob=3.0")
+
+
+def test_a_coded_column_must_be_a_covariate(tmp_path):
+    _, path = _table_file(tmp_path, 'covariates = ["knob"]\ncovariate_coding = { kno = "factor" }')
+    with pytest.raises(ConfigError, match="'kno' is not a covariate; the covariates are "
+                       r"\['knob'\]") as info:
+        diagnose_table(path)
+    assert f"{path}:{_line(path, 'covariate_coding')}:" in str(info.value)
