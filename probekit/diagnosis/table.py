@@ -128,12 +128,14 @@ class MarkerTable:
         """Covariate matrix (without intercept), each covariate coded by what it is.
 
         Codings (:mod:`probekit.diagnosis.coding`): a text column, a numeric column with at most
-        10 distinct values, and the seed / ``groups`` column are **factors** by default: levels
+        10 distinct values some of which repeat, and the seed / ``groups`` column are
+        **factors** by default: levels
         ``l_0 < l_1 < ...`` (sorted; numbers by value) give indicator columns ``NAME=l_1,
         NAME=l_2, ...`` (``l_0`` dropped, absorbed by the intercept). A numeric column with more
         distinct values is a centred natural cubic **spline** with ``spline_df`` columns
         ``NAME[spline 1/df] ... NAME[spline df/df]``. ``"linear"`` enters the column as is
-        (one term ``NAME``).
+        (one term ``NAME``): the default only for a numeric column with at most 10 values, all
+        distinct (a measured covariate of a tiny population, which a factor would saturate).
 
         Args:
             names: the covariates, in order.
@@ -172,7 +174,7 @@ class MarkerTable:
                 shown = [str(first[k].item() if hasattr(first[k], "item") else first[k])
                          for k in range(values.size)]
             how = resolve_coding(name, kind, len(shown), coding, groups=groups,
-                                 spline_df=spline_df)
+                                 spline_df=spline_df, n_rows=self.n_rows)
             if how == "factor":
                 for k in range(1, len(shown)):
                     cols.append((code == k).astype(np.float64))

@@ -97,3 +97,12 @@ def test_linear_knob_gives_false_partial_association_factor_does_not():
     lo_fac, hi_fac = proportion_confint(n_fac, 60, alpha=0.05, method="wilson")
     assert lo_lin > 0.5  # the knob's curvature, left in both residuals, reads as association
     assert lo_fac <= 0.05 <= hi_fac  # the factor coding holds the nominal level
+
+
+def test_a_few_distinct_measured_values_enter_linearly():
+    """Six models: train loss has 6 values, all distinct; a factor would fit each model exactly."""
+    loss = [0.31, 0.12, 0.55, 0.07, 0.23, 0.4]
+    t = as_marker_table({"frac": [0.4, 0.4, 0.4, 0.6, 0.6, 0.6], "train_loss": loss})
+    X, terms = t.design(["frac", "train_loss"])
+    assert terms == ("frac=0.6", "train_loss")
+    np.testing.assert_array_equal(X, np.column_stack([[0, 0, 0, 1, 1, 1], loss]))
