@@ -550,9 +550,10 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     if any(not f for f in table["final"]):
         ecols = list(dict.fromkeys(["step", f"final_{s.outcome}", *s.covariates,
                                     *([s.groups] if s.groups else []), *markers]))
+        coding = {k: extra[k] for k in ("covariate_coding", "spline_df") if k in extra}
         early = early_warning(_subtable(table, list(range(len(table["step"]))), ecols),
                               f"final_{s.outcome}", step="step", markers=markers,
-                              covariates=s.covariates, groups=s.groups, **options)
+                              covariates=s.covariates, groups=s.groups, **options, **coding)
         extras["early_warning"] = early.to_dict()
     blocks = diagnosis_blocks(analysis, final_table, color_by=s.color_by, levels=levels or None,
                               granulated=granulated or None, early=early)
