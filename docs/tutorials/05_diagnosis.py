@@ -69,6 +69,9 @@ marginal
 # what is left; its p-value is a Freedman-Lane permutation test. Given `noise`, modifier HE's
 # partial r drops from about -0.76 to about +0.07, and the leave-one-seed-out `delta R^2` is
 # zero: *explained by the covariates*. Adding ID accuracy as a second covariate changes nothing.
+# Covariates enter by what they are: the 16 noise levels and ID accuracy as natural cubic
+# splines (a knob with at most 10 levels would be a factor); `covariate_coding={"noise":
+# "linear"}` asks for a straight line instead.
 
 # %%
 given_noise = marker_analysis(table, "ood_accuracy", markers=MARKERS, covariates=("noise",),
