@@ -80,6 +80,9 @@ marginal
 # [-0.13, 0.31] reaches past the +-0.2 equivalence margin (the design detects |partial r| >= 0.37
 # with 80% power), so the verdict is *inconclusive*, not *explained by the covariates*.
 # Adding ID accuracy as a second covariate changes nothing.
+# Covariates enter by what they are: the 16 noise levels and ID accuracy as natural cubic
+# splines (a knob with at most 10 levels would be a factor); `covariate_coding={"noise":
+# "linear"}` asks for a straight line instead.
 
 # %%
 given_noise = marker_analysis(table, "ood_accuracy", markers=MARKERS, covariates=("noise",),

@@ -493,6 +493,8 @@ def marker_analysis(
     exclude_rows: Mapping[str, Sequence[int]] | None = None,
     marker_flags: Mapping[str, Sequence[str]] | None = None,
     coverage_note: str | None = None,
+    covariate_coding: Mapping[str, str] | None = None,
+    spline_df: int = 4,
 ) -> MarkerAnalysis:
     """Marginal, partial and out-of-sample association of each marker with ``outcome``.
 
@@ -530,6 +532,10 @@ def marker_analysis(
             model compared with itself): flag ``self_reference_excluded(k rows)``.
         marker_flags: marker -> extra flags (from the runner), appended to its flags.
         coverage_note: text appended to the ``few_groups`` flag (e.g. measured CI coverage).
+        covariate_coding: covariate -> ``"factor" | "linear" | "spline"``; unset covariates are
+            coded by what they are (:meth:`~probekit.diagnosis.table.MarkerTable.design`: text,
+            the seed and <= 10 repeated values as factors, other numbers as natural splines).
+        spline_df: columns of each spline term.
 
     Returns:
         A :class:`MarkerAnalysis`.
@@ -555,7 +561,7 @@ def marker_analysis(
                           "a covariate)")
     chosen = _select_markers(t, outcome, markers, covariates, groups)
     y = t.numeric(outcome, "outcome")
-    C, terms = t.design(covariates)
+    C, terms = t.design(covariates, coding=covariate_coding, spline_df=spline_df, groups=groups)
     strata_codes = None if strata is None else t.codes(strata, "strata")[0]
     g = np.arange(t.n_rows) if groups is None else t.codes(groups, "groups")[0]
     n_groups = int(np.unique(g).size)

@@ -100,6 +100,8 @@ def early_warning(
     alpha: float = 0.05,
     seed: int = 0,
     confidence_level: float = 0.95,
+    covariate_coding: Mapping[str, str] | None = None,
+    spline_df: int = 4,
 ) -> EarlyWarning:
     """Run :func:`marker_analysis` at every step of a long-form series table.
 
@@ -117,6 +119,9 @@ def early_warning(
         alpha: level of the Holm-adjusted tests (within each step).
         seed: the same seed at every step.
         confidence_level: level of the intervals.
+        covariate_coding: how each covariate enters, as in :func:`marker_analysis` (coded
+            per step: a column's levels at that step).
+        spline_df: columns of each spline covariate.
 
     Returns:
         An :class:`EarlyWarning`.
@@ -139,7 +144,8 @@ def early_warning(
             analyses.append(marker_analysis(
                 sub, outcome, markers=markers, covariates=covariates, groups=groups,
                 n_permutations=n_permutations, n_bootstrap=n_bootstrap, alpha=alpha, seed=seed,
-                confidence_level=confidence_level,
+                confidence_level=confidence_level, covariate_coding=covariate_coding,
+                spline_df=spline_df,
             ))
         except ProbekitError as e:
             raise type(e)(f"step {step}={level!r}: {e}") from e

@@ -14,6 +14,8 @@ Columns (the naming scheme of the marker table):
 ``id_accuracy``     ``test_id``, the in-distribution held-out split (``id_loss`` likewise)
 ``ood:NAME``        every other split ``NAME`` (``ood:ood_len_7``); splits named ``PREFIX_N``
                     also give their unweighted mean ``ood:PREFIX`` (SCAN's ``ood:ood_len``)
+``COLUMN__n``       the number of evaluation examples behind each accuracy column (of an
+                    ``ood:PREFIX`` mean: the sum over its splits); :func:`examples_column`
 ==================  ==========================================================================
 
 ``max_eval_examples`` evaluates a fixed seeded subset of each split (the same for every
@@ -33,8 +35,8 @@ import numpy as np
 
 from ..train.history import read_history, read_run_meta
 
-__all__ = ["checkpoint_task", "crossing_column", "crossing_step", "next_eval_step", "outcome_columns",
-           "outcome_names", "split_column"]
+__all__ = ["checkpoint_task", "crossing_column", "crossing_step", "examples_column", "next_eval_step",
+           "outcome_columns", "outcome_names", "split_column"]
 
 TRAIN, ID = "train", "test_id"
 
@@ -46,6 +48,11 @@ def split_column(split: str, metric: str = "accuracy") -> str:
     if split == ID:
         return f"id_{metric}"
     return f"ood:{split}" if metric == "accuracy" else f"ood_{metric}:{split}"
+
+
+def examples_column(column: str) -> str:
+    """The column holding the number of evaluation examples behind ``column``: ``COLUMN__n``."""
+    return f"{column}__n"
 
 
 def checkpoint_task(data: Any, meta: dict[str, Any]) -> Any:
@@ -71,26 +78,31 @@ def _subset(ds: Any, name: str, cap: int | None, seed: int) -> Any:
 
 def outcome_columns(
     model: Any, task: Any, *, max_examples: int | None = None, seed: int = 0,
-) -> dict[str, float]:
+) -> dict[str, float | int]:
     """Accuracy (and loss) of ``model`` on every split of ``task`` (see the module table)."""
     from ..train.trainer import evaluate
 
     metric = getattr(task, "primary_metric", "acc")
     out: dict[str, float] = {}
     groups: dict[str, list[float]] = {}
+    sizes: dict[str, int] = {}
     for name, ds in task.splits().items():
         if len(ds) == 0:
             continue
-        res = evaluate(model, _subset(ds, name, max_examples, seed).to_tensors(task.vocab.pad_id))
+        sub = _subset(ds, name, max_examples, seed)
+        res = evaluate(model, sub.to_tensors(task.vocab.pad_id))
         out[split_column(name)] = float(res[metric])
+        out[examples_column(split_column(name))] = len(sub)
         if name in (TRAIN, ID):
             out[split_column(name, "loss")] = float(res["loss"])
         m = re.match(r"^(.*)_(\d+)$", name)
         if m and name not in (TRAIN, ID):
             groups.setdefault(m.group(1), []).append(float(res[metric]))
+            sizes[m.group(1)] = sizes.get(m.group(1), 0) + len(sub)
     for prefix, values in groups.items():
         if len(values) > 1 and f"ood:{prefix}" not in out:
             out[f"ood:{prefix}"] = float(np.mean(values))
+            out[examples_column(f"ood:{prefix}")] = sizes[prefix]
     return out
 
 
@@ -100,13 +112,14 @@ def outcome_names(splits: list[str]) -> set[str]:
     groups: dict[str, int] = {}
     for name in splits:
         out.add(split_column(name))
+        out.add(examples_column(split_column(name)))
         if name in (TRAIN, ID):
             out.add(split_column(name, "loss"))
             continue
         m = re.match(r"^(.*)_(\d+)$", name)
         if m:
             groups[m.group(1)] = groups.get(m.group(1), 0) + 1
-    out |= {f"ood:{p}" for p, k in groups.items() if k > 1}
+    out |= {c for p, k in groups.items() if k > 1 for c in (f"ood:{p}", examples_column(f"ood:{p}"))}
     return out
 
 

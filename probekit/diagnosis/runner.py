@@ -40,6 +40,7 @@ from .outcomes import (
     checkpoint_task,
     crossing_column,
     crossing_step,
+    examples_column,
     next_eval_step,
     outcome_columns,
     outcome_names,
@@ -48,8 +49,8 @@ from .population import Checkpoint, grid_runs, population_dir, resolve_populatio
 from .positions import missing_split, position_column, positioned_examples, reads_capture_positions
 from .spec import DiagnosisFile, MarkerSpec, load_diagnosis
 
-__all__ = ["CheckpointTask", "DiagnosisResult", "Settings", "check_diagnosis", "checkpoint_cells",
-           "diagnose", "reference_checkpoints"]
+__all__ = ["CheckpointTask", "DiagnosisResult", "Settings", "analysis_inputs", "check_diagnosis",
+           "checkpoint_cells", "diagnose", "population_facts", "reference_checkpoints"]
 
 FIXED = ("checkpoint", "run", "step", "final")
 #: train-time columns measured at each checkpoint's own step (covariates "so far")
@@ -244,6 +245,46 @@ def _grid_expected(spec: DiagnosisFile) -> tuple[list[Checkpoint], dict[str, set
     return rows, cols, depths
 
 
+def check_coded_covariates(d: Any, covariates: tuple[str, ...], where: str) -> None:
+    """Every column of ``[diagnosis] covariate_coding`` must be a covariate (a typo otherwise).
+
+    Raises:
+        ConfigError: a coded column that is not among ``covariates`` (both named).
+    """
+    stray = [c for c in d.covariate_coding if c not in covariates]
+    if stray:
+        raise ConfigError(f"{where}: {stray[0]!r} is not a covariate; the covariates are "
+                          f"{list(covariates)} (set them with [diagnosis] covariates = [...])")
+
+
+def population_facts(spec: DiagnosisFile, rows: list[Checkpoint], refs: dict[str, list[str]],
+                     outcome: str) -> dict[str, Any]:
+    """``exclude_rows`` and ``marker_flags`` of the final models (:mod:`.options`).
+
+    ``exclude_rows``: per marker read against a reference checkpoint, the positions among the
+    final rows (the analysed table's rows) whose reference is the row itself (a comparison of a
+    model with itself). ``marker_flags``: ``measured_on_outcome_examples`` for a marker reading
+    the outcome's split.
+    """
+    from .options import marker_flags
+
+    finals = [r for r in rows if r.final]
+    position = {id(r): k for k, r in enumerate(finals)}
+    exclude = {}
+    for name, paths in refs.items():
+        own = [position[id(r)] for r, p in zip(rows, paths, strict=True)
+               if r.final and p == r.path]
+        if own:
+            exclude[name] = own
+    out: dict[str, Any] = {}
+    if exclude:
+        out["exclude_rows"] = exclude
+    flags = marker_flags(spec.markers, outcome, spec.suite.data)
+    if flags:
+        out["marker_flags"] = flags
+    return out
+
+
 def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
                      expected: dict[str, set[str]]) -> Settings:
     """Defaults of ``[diagnosis]`` filled in and every named column checked.
@@ -292,6 +333,7 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
         if c == d.outcome:
             raise ConfigError(f"{spec.where('diagnosis', 'covariates')}: the outcome {c!r} cannot "
                               "be a covariate of itself")
+    check_coded_covariates(d, covariates, spec.where("diagnosis", "covariate_coding"))
     groups = ("seed" if "seed" in design else None) if d.groups is None else (d.groups or None)
     if groups is not None:
         if groups not in design:
@@ -336,9 +378,13 @@ def check_diagnosis(spec_or_path: str | Path | DiagnosisFile) -> list[str]:
     s = resolve_settings(spec, rows, expected)
     reference_checkpoints(spec, rows)
     check_block_indices(spec.markers, [d for d in depths if d > 0], spec.where)
+    from .options import analysis_kwargs
+
+    options = analysis_kwargs(spec.diagnosis)
     return [f"{spec.source}: diagnosis file is valid", f"  population: {what}",
             f"  markers: {', '.join(m.name for m in spec.markers)}",
-            f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}"]
+            f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}",
+            *([f"  analysis options: {options}"] if options else [])]
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -446,13 +492,17 @@ def _subtable(table: dict[str, list[Any]], keep: list[int], columns: list[str]) 
 
 
 def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
-             markers: list[str]) -> tuple[Any, dict[str, Any], tuple[Any, ...]]:
+             markers: list[str], facts: dict[str, Any] | None = None,
+             ) -> tuple[Any, dict[str, Any], tuple[Any, ...]]:
     """The statistics of :mod:`probekit.diagnosis` on the table and their report blocks.
 
     The one place that calls the analysis layer: ``marker_analysis`` on the final models;
     granulated Kendall tau over the varying knobs; level-mean R^2 over ``color_by``; early
     warning over the series steps when there is a series; the calibration section
-    (:func:`.calibration.calibration_section`).
+    (:func:`.calibration.calibration_section`). ``marker_analysis`` also gets the
+    ``[diagnosis]`` analysis keys the file sets and ``outcome_examples`` (from the table), plus
+    ``facts`` (``exclude_rows`` / ``marker_flags`` of :func:`population_facts`, restricted to
+    the analysed markers): :func:`analysis_inputs`.
     """
     from . import (
         conditional_mutual_information,
@@ -466,13 +516,16 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     d = spec.diagnosis
     finals = [i for i, f in enumerate(table["final"]) if f]
     cols = list(dict.fromkeys([s.outcome, *s.covariates, *([s.groups] if s.groups else []),
-                               *s.knobs, *([s.color_by] if s.color_by else []), *markers]))
+                               *s.knobs, *([s.color_by] if s.color_by else []), *markers,
+                               *[c for c in (examples_column(s.outcome),) if c in table]]))
     final_table = _subtable(table, finals, cols)
     options = dict(n_permutations=d.n_permutations, n_bootstrap=d.n_bootstrap, alpha=d.alpha,
                    seed=d.seed)
+    extra, dropped = analysis_inputs(spec, final_table, s.outcome, markers, facts)
     analysis = marker_analysis(final_table, s.outcome, markers=markers, covariates=s.covariates,
-                               groups=s.groups, **options)
-    extras: dict[str, Any] = {}
+                               groups=s.groups, **options, **extra)
+    extras: dict[str, Any] = {"analysis_inputs": {"passed": _plain_inputs(extra),
+                                                  "not_taken_yet": dropped}}
     notes: list[Any] = []
 
     def each(fn: Any, *args: Any) -> list[Any]:
@@ -498,9 +551,10 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     if any(not f for f in table["final"]):
         ecols = list(dict.fromkeys(["step", f"final_{s.outcome}", *s.covariates,
                                     *([s.groups] if s.groups else []), *markers]))
+        coding = {k: extra[k] for k in ("covariate_coding", "spline_df") if k in extra}
         early = early_warning(_subtable(table, list(range(len(table["step"]))), ecols),
                               f"final_{s.outcome}", step="step", markers=markers,
-                              covariates=s.covariates, groups=s.groups, **options)
+                              covariates=s.covariates, groups=s.groups, **options, **coding)
         extras["early_warning"] = early.to_dict()
     blocks = diagnosis_blocks(analysis, final_table, color_by=s.color_by, levels=levels or None,
                               granulated=granulated or None, early=early)
@@ -509,6 +563,38 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
 
     blocks = (*blocks, *calibration_section(final_table, s.outcome, s.covariates, s.groups, d, extras))
     return analysis, extras, (*blocks, *notes)
+
+
+def analysis_inputs(spec: Any, final_table: dict[str, list[Any]], outcome: str,
+                    markers: list[str], facts: dict[str, Any] | None = None,
+                    ) -> tuple[dict[str, Any], list[str]]:
+    """The kwargs of ``marker_analysis`` beyond the question, and the derived ones it lacks.
+
+    ``[diagnosis]`` keys the file sets (:func:`~probekit.diagnosis.options.analysis_kwargs`),
+    ``outcome_examples`` from the table's ``OUTCOME__n`` column, and ``facts`` restricted to
+    ``markers``; checked against the installed ``marker_analysis``'s signature
+    (:func:`~probekit.diagnosis.options.supported_kwargs`).
+    """
+    from .analysis import marker_analysis
+    from .options import analysis_kwargs, outcome_examples, supported_kwargs
+
+    kwargs = analysis_kwargs(spec.diagnosis)
+    n = outcome_examples(final_table, outcome)
+    if n is not None:
+        kwargs["outcome_examples"] = n
+    for key, per_marker in (facts or {}).items():
+        kept = {m: v for m, v in per_marker.items() if m in markers}
+        if kept:
+            kwargs[key] = kept
+    where = getattr(spec, "where", None) or getattr(spec, "at", None)
+    return supported_kwargs(marker_analysis, kwargs,
+                            None if where is None else (lambda k: where("diagnosis", k)))
+
+
+def _plain_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """JSON form of the analysis inputs (tuples -> lists)."""
+    return {k: ({m: list(v) if isinstance(v, (list, tuple)) else v for m, v in val.items()}
+                if isinstance(val, dict) else val) for k, val in kwargs.items()}
 
 
 def _na_blocks(spec: DiagnosisFile, table: dict[str, list[Any]],
@@ -652,7 +738,8 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
     outcomes = [store.get(fp, okey) for fp in fps]
     cells = [{m.name: MarkerCell.from_dict(store.get(fp, mkeys[i][m.name])) for m in spec.markers}
              for i, fp in enumerate(fps)]
-    final_cols = [c for c in dict.fromkeys(k for o in outcomes for k in o) if c not in STEP_COLUMNS]
+    final_cols = [c for c in dict.fromkeys(k for o in outcomes for k in o)
+                  if c not in STEP_COLUMNS and not c.endswith("__n")]
     table = _table(rows, outcomes, cells, spec.markers, final_cols)
     if spec.diagnosis.crossing is not None:
         steps = {r.run: crossing_step(_run_dir(r), spec.diagnosis.crossing) for r in rows}
@@ -672,7 +759,8 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
         blocks.append(Text(text=censored.warning(), level="warning"))
     analysis, extras = None, {}
     if usable:
-        analysis, extras, stat_blocks = _analyse(spec, settings, analysed, usable)
+        facts = population_facts(spec, rows, refs, settings.outcome)
+        analysis, extras, stat_blocks = _analyse(spec, settings, analysed, usable, facts)
         blocks += list(stat_blocks)
         if censored is not None and censored.n_censored:
             blocks += _survival(spec, settings, table, censored.censor, usable, extras)

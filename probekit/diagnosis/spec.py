@@ -31,7 +31,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..suites.spec import Suite, SuiteError, build_suite, build_table, location, read_toml
 from ..util.config import close_match_hint
@@ -42,6 +42,7 @@ __all__ = [
     "DiagnosisSettings",
     "MarkerSpec",
     "PopulationSpec",
+    "check_analysis_keys",
     "load_diagnosis",
 ]
 
@@ -143,6 +144,13 @@ class DiagnosisSettings:
             cross (:mod:`probekit.diagnosis.censoring`): a number, or ``"next_eval"`` (one
             evaluation past the last logged one, from the runs' histories); ``None``: refused
             when some run never crosses.
+        covariate_coding: covariate -> ``"factor" | "linear" | "spline"`` (default: by what it
+            is, :mod:`probekit.diagnosis.coding`); the seed / groups column only as a factor.
+        spline_df: columns of each spline covariate (>= 2; unset: 4).
+        inference: ``"within_groups"`` or ``"cluster"`` (unset: ``marker_analysis``'s default).
+        equivalence_margin: the partial correlation below which a marker counts as adding
+            nothing (in (0, 1); unset: ``marker_analysis``'s default, 0.2).
+        max_permutations: cap on the permutations of the resampling tests (unset: the default).
     """
 
     outcome: str
@@ -156,6 +164,11 @@ class DiagnosisSettings:
     max_eval_examples: int | None = None
     crossing: float | None = None
     censor: float | str | None = None
+    covariate_coding: dict[str, str] = field(default_factory=dict)
+    spline_df: int | None = None
+    inference: Literal["within_groups", "cluster"] | None = None
+    equivalence_margin: float | None = None
+    max_permutations: int | None = None
 
     def __post_init__(self) -> None:
         """Refuse sizes the statistics cannot use."""
@@ -317,6 +330,41 @@ def _marker(table: Any, i: int, path: Path, text: str) -> MarkerSpec:
     return MarkerSpec(name=name, measure=measure, spec=spec, reference=reference)
 
 
+def check_analysis_keys(settings: DiagnosisSettings, path: Path, text: str) -> None:
+    """``FILE:LINE: [diagnosis] key`` errors for the analysis keys the type check lets through.
+
+    ``covariate_coding`` values in ``factor / linear / spline`` and the seed (or the ``groups``
+    column) never as a number; ``spline_df >= 2``; ``0 < equivalence_margin < 1``;
+    ``max_permutations >= 1``. Whether each coded column is a covariate is checked when the
+    covariates are resolved (:func:`probekit.diagnosis.runner.resolve_settings`).
+    """
+    from ..errors import ConfigError
+    from .coding import CODINGS, check_label_coding, check_spline_df
+
+    def at(key: str) -> str:
+        return location(path, text, "diagnosis", key)
+
+    for column, how in settings.covariate_coding.items():
+        if how not in CODINGS:
+            raise SuiteError(f"{at('covariate_coding')}: {column} = {how!r}: must be one of "
+                             f"{list(CODINGS)}")
+        try:  # the seed / groups as a number: refused before any work
+            check_label_coding(column, how, settings.groups or None)
+        except ConfigError as err:
+            raise SuiteError(f"{at('covariate_coding')}: {err}") from None
+    if settings.spline_df is not None:
+        try:
+            check_spline_df(settings.spline_df)
+        except ConfigError as err:
+            raise SuiteError(f"{at('spline_df')}: {err}") from None
+    if settings.equivalence_margin is not None and not 0.0 < settings.equivalence_margin < 1.0:
+        raise SuiteError(f"{at('equivalence_margin')} = {settings.equivalence_margin}: a partial "
+                         "correlation margin in (0, 1), e.g. 0.2")
+    if settings.max_permutations is not None and settings.max_permutations < 1:
+        raise SuiteError(f"{at('max_permutations')} = {settings.max_permutations}: must be >= 1 "
+                         "or unset")
+
+
 def load_diagnosis(path: str | Path) -> DiagnosisFile:
     """Parse and validate a diagnosis file; errors are ``FILE:LINE: [section] key ...``.
 
@@ -346,6 +394,7 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
     if "diagnosis" not in raw:
         raise SuiteError(f"{path}: missing section [diagnosis] (outcome = \"ood:NAME\" at least)")
     settings = build_table(DiagnosisSettings, raw["diagnosis"], path, text, "diagnosis")
+    check_analysis_keys(settings, path, text)
     fixed = {k: v for k, v in raw.items() if k in SUITE_SECTIONS}
     suite = build_suite(path, text, {**fixed, "model": _PLACEHOLDER_MODEL})
     return DiagnosisFile(suite=suite, population=population, markers=markers,

@@ -1,12 +1,14 @@
-"""The marker table of a diagnosis: validation and normalisation (``shared/methods/diagnosis.md``).
+"""The marker table of a diagnosis: validation and normalisation (docs/diagnosis.md).
 
 A marker table has one row per model (checkpoint) and named columns: design knobs (noise,
 seed, ...), outcomes (ID / OOD accuracy) and markers. It is given as a mapping ``column ->
 sequence`` or a pandas DataFrame (detected by duck typing; pandas is never imported here).
 
 Columns are **numeric** (ints, floats, bools; ``None`` / NaN mark a missing cell) or
-**categorical** (strings; used as covariates they are one-hot coded with the first level in
-sorted order dropped). Missing cells are allowed only in marker columns, where they mean "not
+**categorical** (strings). As covariates, columns are coded by what they are
+(:meth:`MarkerTable.design`, :mod:`probekit.diagnosis.coding`): text and few-valued numbers as
+factors (one-hot, the first level in sorted order dropped), many-valued numbers as natural cubic
+splines. Missing cells are allowed only in marker columns, where they mean "not
 applicable to this model"; the outcome, the covariates and the groups must be complete.
 """
 
@@ -119,23 +121,72 @@ class MarkerTable:
         index = {v: i for i, v in enumerate(levels)}
         return np.array([index[v] for v in values], dtype=np.int64), levels
 
-    def design(self, names: Sequence[str]) -> tuple[Float[np.ndarray, "n p"], tuple[str, ...]]:
-        """Covariate matrix (without intercept): numeric columns as is, text columns one-hot.
+    def design(
+        self, names: Sequence[str], coding: Mapping[str, str] | None = None, spline_df: int = 4,
+        groups: str | None = None,
+    ) -> tuple[Float[np.ndarray, "n p"], tuple[str, ...]]:
+        """Covariate matrix (without intercept), each covariate coded by what it is.
 
-        A text column with levels ``l_0 < l_1 < ...`` (sorted) gives indicator columns
-        ``NAME=l_1, NAME=l_2, ...`` (``l_0`` dropped, absorbed by the intercept).
+        Codings (:mod:`probekit.diagnosis.coding`): a text column, a numeric column with at most
+        10 distinct values some of which repeat, and the seed / ``groups`` column are
+        **factors** by default: levels
+        ``l_0 < l_1 < ...`` (sorted; numbers by value) give indicator columns ``NAME=l_1,
+        NAME=l_2, ...`` (``l_0`` dropped, absorbed by the intercept). A numeric column with more
+        distinct values is a centred natural cubic **spline** with ``spline_df`` columns
+        ``NAME[spline 1/df] ... NAME[spline df/df]``. ``"linear"`` enters the column as is
+        (one term ``NAME``): the default only for a numeric column with at most 10 values, all
+        distinct (a measured covariate of a tiny population, which a factor would saturate).
+
+        Args:
+            names: the covariates, in order.
+            coding: column -> ``"factor" | "linear" | "spline"``, overriding the default.
+            spline_df: columns of a spline term (>= 2).
+            groups: the resampling groups column (like ``seed``, refused as a number).
+
+        Raises:
+            ConfigError: a coding for a column that is not among ``names``, an unknown coding,
+                a text column as a number, the seed / groups column as a number (the fix
+                named), a spline on too few distinct values.
+            DataError: missing or infinite covariate cells.
         """
+        from .coding import check_spline_df, resolve_coding, spline_basis
+
+        spline_df = check_spline_df(spline_df)
+        coding = dict(coding or {})
+        self.check_names(names, "covariate")
+        stray = [c for c in coding if c not in names]
+        if stray:
+            raise ConfigError(f"covariate_coding names {stray[0]!r}, which is not a covariate; "
+                              f"the covariates are {list(names)}")
         cols: list[np.ndarray] = []
         labels: list[str] = []
         for name in names:
-            if self.kinds.get(name) == "categorical":
+            kind = self.kinds[name]
+            if kind == "categorical":
                 code, levels = self.codes(name, "covariate")
-                for k in range(1, len(levels)):
-                    cols.append((code == k).astype(np.float64))
-                    labels.append(f"{name}={levels[k]}")
+                shown = [str(v) for v in levels]
             else:
-                cols.append(self.numeric(name, "covariate"))
+                x = self.numeric(name, "covariate")
+                values, code = np.unique(x, return_inverse=True)
+                first = {}
+                for v, k in zip(self.columns[name], code.tolist(), strict=True):
+                    first.setdefault(k, v)
+                shown = [str(first[k].item() if hasattr(first[k], "item") else first[k])
+                         for k in range(values.size)]
+            how = resolve_coding(name, kind, len(shown), coding, groups=groups,
+                                 spline_df=spline_df, n_rows=self.n_rows)
+            if how == "factor":
+                for k in range(1, len(shown)):
+                    cols.append((code == k).astype(np.float64))
+                    labels.append(f"{name}={shown[k]}")
+            elif how == "linear":
+                cols.append(x)
                 labels.append(name)
+            else:
+                basis = spline_basis(x, spline_df)
+                for j in range(spline_df):
+                    cols.append(basis[:, j])
+                    labels.append(f"{name}[spline {j + 1}/{spline_df}]")
         X = np.column_stack(cols) if cols else np.zeros((self.n_rows, 0))
         return X, tuple(labels)
 

@@ -50,7 +50,7 @@ from ..suites.spec import SuiteError, build_suite, build_table, location, read_t
 from ..util.integrity import write_sidecar
 from ..util.io import atomic_write_text, sha256_bytes
 from .display import DiagnosisDisplay
-from .spec import DiagnosisFile, DiagnosisSettings, PopulationSpec, _plain
+from .spec import DiagnosisFile, DiagnosisSettings, PopulationSpec, _plain, check_analysis_keys
 from .table_io import read_marker_table
 
 __all__ = [
@@ -160,6 +160,7 @@ def load_table_diagnosis(path: str | Path) -> TableDiagnosis:
         raise SuiteError(f"{location(path, text, 'diagnosis', 'markers')} = {markers!r}: expected "
                          "a non-empty list of column names")
     settings = build_table(DiagnosisSettings, d, path, text, "diagnosis")
+    check_analysis_keys(settings, path, text)
     for column, value in pop.where.items():
         values = value if isinstance(value, list) else [value]
         if not values or not all(isinstance(v, (int, float, str)) for v in values):
@@ -213,7 +214,7 @@ def _varies(values: list[Any]) -> bool:
 
 def _settings(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Any, list[str]]:
     """The runner's Settings and the marker columns, every named column checked."""
-    from .runner import Settings
+    from .runner import Settings, check_coded_covariates
 
     d = spec.diagnosis
     columns = list(table)
@@ -258,6 +259,7 @@ def _settings(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Any, l
                                   "cannot be a covariate of itself")
     else:
         covariates = knobs + tuple(c for c in ("id_accuracy",) if c in table and c != d.outcome)
+    check_coded_covariates(d, covariates, spec.at("diagnosis", "covariate_coding"))
     if spec.markers is not None:
         markers = list(spec.markers)
     else:
@@ -389,6 +391,8 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
 
 def check_table_diagnosis(spec: TableDiagnosis) -> list[str]:
     """Read the table and resolve the question (every named column checked); one line each."""
+    from .options import analysis_kwargs
+
     full = read_marker_table(spec.table)
     rows = _select_rows(spec, full)
     s, markers = _settings(spec, rows)
@@ -397,7 +401,9 @@ def check_table_diagnosis(spec: TableDiagnosis) -> list[str]:
             f"  table: {spec.table} ({n} of {len(next(iter(full.values())))} rows"
             + (f" where {spec.where})" if spec.where else ")"),
             f"  markers: {', '.join(markers)}; knobs: {list(s.knobs)}",
-            f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}"]
+            f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}",
+            *([f"  analysis options: {options}"] if (options := analysis_kwargs(spec.diagnosis))
+              else [])]
 
 
 def run_table_cli(args: Any) -> int:

@@ -78,7 +78,8 @@ def test_equals_direct_computation(design):
     groups = None if design == "models" else "seed"
     inference = "cluster" if design == "cluster" else "within_groups"
     res = marker_analysis(t, "y", markers=["m1", "m2", "m3"], covariates=covs, groups=groups,
-                          inference=inference, n_permutations=200)
+                          inference=inference, n_permutations=200,
+                          covariate_coding={"knob": "linear", "id_acc": "linear"})
     assert res.settings["inference"] == design
     y = _arr(t, "y")
     arch = np.asarray(t["arch"])

@@ -49,9 +49,11 @@ def test_censored_outcome_reproduces_the_modadd_crossing_analysis():
     assert sum(c for c, f in zip(table["censored"], table["final"], strict=True) if f) == \
         ref["n_censored_runs"] == 5
     for label, extra in (("knobs+train_loss", ()), ("knobs+train_loss+id_accuracy", ("id_accuracy",))):
+        covariates = (*S.KNOBS, "train_loss", *extra)
         ew = early_warning(table, "final_id_step_0.9", step="step", markers=S.MARKERS,
-                           covariates=(*S.KNOBS, "train_loss", *extra), groups="seed",
-                           n_permutations=1000, n_bootstrap=1000, seed=0).to_dict()
+                           covariates=covariates, groups="seed", n_permutations=1000,
+                           n_bootstrap=1000, seed=0,  # stored with every covariate linear
+                           covariate_coding=dict.fromkeys(covariates, "linear")).to_dict()
         assert ew["earliest"] == ref[label]["earliest"]
         assert len(ew["records"]) == len(ref[label]["records"]) == 14
         for got, want in zip(ew["records"], ref[label]["records"], strict=True):

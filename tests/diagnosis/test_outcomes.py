@@ -34,6 +34,9 @@ def test_scan_outcomes_equal_the_trainer_evaluation(single_thread):
         ref = evaluate(model, ds.to_tensors(pad))
         assert got[split_column(name)] == pytest.approx(ref["token_acc"], abs=1e-12)  # SCAN's metric
     assert got["ood:ood_len"] == pytest.approx((got["ood:ood_len_5"] + got["ood:ood_len_6"]) / 2)
+    for name, ds in task.splits().items():  # the number of examples behind each accuracy
+        assert got[f"{split_column(name)}__n"] == len(ds)
+    assert got["ood:ood_len__n"] == got["ood:ood_len_5__n"] + got["ood:ood_len_6__n"]
     assert got["train_loss"] == pytest.approx(evaluate(model, task.splits()["train"].to_tensors(pad))["loss"])
 
 
@@ -51,6 +54,7 @@ def test_subset_is_fixed_and_the_same_for_every_model(single_thread):
     idx = np.sort(rng.choice(len(ds), size=20, replace=False)).tolist()
     ref = evaluate(b, ds.subset(idx).to_tensors(task.vocab.pad_id))
     assert outcome_columns(b, task, max_examples=20)["id_accuracy"] == ref["acc"]
+    assert sub["id_accuracy__n"] == 20 and full["id_accuracy__n"] == len(ds)
 
 
 def test_crossing_step_reads_the_history(tmp_path):

@@ -13,7 +13,7 @@ def test_kinds_missing_and_one_hot():
     assert t.kinds == {"arch": "categorical", "x": "numeric", "flag": "numeric"}
     assert t.missing("x").tolist() == [False, False, True, True]
     X, terms = t.design(["arch", "flag"])
-    assert terms == ("arch=b", "arch=c", "flag")
+    assert terms == ("arch=b", "arch=c", "flag=True")  # two levels: a factor
     np.testing.assert_array_equal(X, [[1, 0, 1], [0, 0, 0], [0, 1, 1], [0, 0, 1]])
     np.testing.assert_array_equal(t.numeric("x", "marker", allow_missing=True)[:2], [1, 2.5])
 
