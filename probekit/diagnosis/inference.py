@@ -286,7 +286,10 @@ def mde_partial_r(df: int, alpha: float, power: float = 0.8) -> float:
     crit = sps.t.ppf(1.0 - alpha / 2.0, df)
 
     def gap(lam: float) -> float:
-        return sps.nct.sf(crit, df, lam) + sps.nct.cdf(-crit, df, lam) - power
+        val = sps.nct.sf(crit, df, lam) + sps.nct.cdf(-crit, df, lam)
+        if not math.isfinite(val):  # scipy's nct fails for some (df, lambda): normal approx.
+            val = sps.norm.sf(crit - lam) + sps.norm.cdf(-crit - lam)
+        return val - power
 
     hi = 1.0
     while gap(hi) < 0 and hi < 1e4:
