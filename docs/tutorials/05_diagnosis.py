@@ -21,7 +21,7 @@
 # `docs/diagnosis/he_noise/markers.csv`, no training, seconds), then, in the full version only,
 # trains a tiny modular-addition population and diagnoses it end to end.
 #
-# Definitions: `shared/methods/diagnosis.md`; the guide: `docs/diagnosis.md`.
+# Definitions and papers: the guide `docs/diagnosis.md` and `docs/references.md`.
 
 # %%
 import os

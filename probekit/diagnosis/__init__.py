@@ -1,6 +1,6 @@
 """Generalization diagnosis: which internal markers predict OOD success, beyond the design.
 
-Statistics on a marker table (one row per model; ``shared/methods/diagnosis.md``):
+Statistics on a marker table (one row per model; guide: ``docs/diagnosis.md``):
 :func:`marker_analysis` (marginal, partial and leave-one-group-out association per marker, with
 verdicts), :func:`granulated_kendall_tau` and :func:`conditional_mutual_information` (Jiang et
 al. 2020), :func:`level_mean_r2` (An & Du's level-mean unit), :func:`early_warning` (markers at

@@ -1,6 +1,6 @@
 """Which markers predict the outcome over a population of models, and beyond the covariates?
 
-Definitions: ``shared/methods/diagnosis.md`` (anchors: Jiang et al., "Fantastic Generalization
+Guide: ``docs/diagnosis.md`` (anchors: Jiang et al., "Fantastic Generalization
 Measures and Where to Find Them", ICLR 2020, on why a plain correlation misleads when a design
 knob drives both marker and outcome; An & Du's HE study for the level-mean unit). For each
 marker ``m``, outcome ``y`` and covariates ``C`` (design knobs, ID accuracy):
@@ -655,7 +655,7 @@ def marker_analysis(
 ) -> MarkerAnalysis:
     """Marginal, partial and out-of-sample association of each marker with ``outcome``.
 
-    Definitions (``shared/methods/diagnosis.md``) in the module docstring. Holm runs over the
+    Definitions (``docs/diagnosis.md``) in the module docstring. Holm runs over the
     applicable markers (marginal and partial families separately; a marker whose partial is
     undefined, being a linear function of the covariates, is left out of the partial family).
     With no covariates the partial correlation equals the Pearson r (its p is then a plain

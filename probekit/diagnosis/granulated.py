@@ -1,7 +1,7 @@
 """Jiang et al. (ICLR 2020)'s granulated Kendall tau and conditional-mutual-information test.
 
 Jiang, Neyshabur, Mobahi, Krishnan, Bengio, "Fantastic Generalization Measures and Where to Find
-Them", ICLR 2020, sections 4-5 (``shared/methods/diagnosis.md``); the CMI score is also PGDL's
+Them", ICLR 2020, sections 4-5 (guide: ``docs/diagnosis.md``); the CMI score is also PGDL's
 (NeurIPS 2020) ranking metric. Both ask whether a marker ``m`` tracks the outcome ``y`` when the
 design knobs that drive both are held fixed.
 

@@ -1,4 +1,4 @@
-"""The marker table of a diagnosis: validation and normalisation (``shared/methods/diagnosis.md``).
+"""The marker table of a diagnosis: validation and normalisation (``docs/diagnosis.md``).
 
 A marker table has one row per model (checkpoint) and named columns: design knobs (noise,
 seed, ...), outcomes (ID / OOD accuracy) and markers. It is given as a mapping ``column ->

@@ -2,7 +2,7 @@
 
 Pure functions on ``(n, d)`` representations of the same ``n`` stimuli (rows aligned), plus
 layer x layer studies that stream from an activation store. Definitions and papers:
-``shared/methods/similarity.md``; each function's docstring states its formula.
+``docs/similarity.md`` and ``docs/references.md``; each function's docstring states its formula.
 """
 
 from .cka import MinibatchCKA as MinibatchCKA

@@ -1,4 +1,4 @@
-"""Input checks shared by the similarity measures (STYLE.md #8: name the value, the expectation, the fix)."""
+"""Input checks shared by the similarity measures (CONTRIBUTING.md: name the value, the expectation, the fix)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 Kornblith, Norouzi, Lee & Hinton, "Similarity of Neural Network Representations Revisited",
 ICML 2019 (arXiv 1905.00414); debiased CKA: Nguyen, Raghu & Kornblith 2021 (arXiv 2010.15327)
-with the unbiased HSIC estimator of Song et al., JMLR 2012. Definitions:
-``shared/methods/similarity.md``.
+with the unbiased HSIC estimator of Song et al., JMLR 2012. Guide:
+``docs/similarity.md``.
 
 ``CKA(K, L) = HSIC(K, L) / sqrt(HSIC(K, K) HSIC(L, L))`` for Gram matrices ``K`` of ``X`` and
 ``L`` of ``Y`` over the same ``n`` stimuli. Linear CKA has the feature-space form

@@ -2,8 +2,8 @@
 
 Procrustes: Williams, Kunz, Kornblith & Linderman, "Generalized Shape Metrics on Neural
 Representations", NeurIPS 2021 (arXiv 2110.14739). SVCCA: Raghu, Gilmer, Yosinski &
-Sohl-Dickstein, NeurIPS 2017. PWCCA: Morcos, Raghu & Bengio, NeurIPS 2018. Definitions:
-``shared/methods/similarity.md``.
+Sohl-Dickstein, NeurIPS 2017. PWCCA: Morcos, Raghu & Bengio, NeurIPS 2018. Guide:
+``docs/similarity.md``.
 """
 
 from __future__ import annotations
