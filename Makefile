@@ -6,11 +6,11 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export MPLBACKEND := Agg
 
-# pytest-xdist: one worker per core (at most 4); tests/conftest.py keeps each test file on one
-# worker (its module fixtures are built once) and schedules the slowest first; PYTEST_WORKERS=0
-# runs in one process.
+# pytest-xdist: one worker per core (at most 4), each test file on one worker (its module
+# fixtures are built once), the slowest files first (tests/conftest.py); PYTEST_WORKERS=0 runs
+# in one process.
 PYTEST_WORKERS ?= auto
-XDIST := -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadgroup
+XDIST := -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile
 
 .PHONY: setup demo test test-all lint bench
 

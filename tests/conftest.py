@@ -148,19 +148,19 @@ def ray_cluster():
     ray.shutdown()
 
 
-# --- scheduling under pytest-xdist (`make test`: -n auto --dist loadgroup) ----------------------
-# Each test file is one xdist group (its module-scoped fixtures are built on one worker only),
-# except the files below whose tests share nothing expensive and each run for many seconds: those
-# are spread test by test. The slowest files (measured with --durations, CONTRIBUTING.md "Tests")
+# --- scheduling under pytest-xdist (`make test`: -n auto --dist loadfile) -----------------------
+# `--dist loadfile` keeps each test file on one worker, so its module-scoped fixtures are built
+# once. (`--dist loadgroup` would spread single tests, but with pytest 9 + xdist 3.8 its groups are
+# ignored: xdist renames `item._nodeid`, which pytest 9 no longer reads, so every module fixture was
+# rebuilt on each worker.) The slowest files (measured with --durations, CONTRIBUTING.md "Tests")
 # are scheduled first, so that no worker starts one of them while the others are nearly done.
-SPREAD_FILES = ("tests/test_tutorials.py", "tests/test_docs.py")
 SLOWEST_FILES = (
     "tests/test_tutorials.py",
     "tests/diagnosis/test_cli.py",
     "tests/diagnosis/test_scan_smoke.py",
+    "tests/test_docs.py",
     "tests/neurons/test_generation_cache.py",
     "tests/capture/test_capture_smollm2.py",
-    "tests/test_docs.py",
     "tests/circuits/test_circuits_display.py",
     "tests/probes/test_logistic_tol.py",
     "tests/diagnosis/test_kg_composition.py",
@@ -170,12 +170,8 @@ SLOWEST_FILES = (
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under xdist: the slowest files first; one xdist group per file except :data:`SPREAD_FILES`."""
+    """Under xdist, run the files of :data:`SLOWEST_FILES` first (in that order; stable sort)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     rank = {path: i for i, path in enumerate(SLOWEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        if path not in SPREAD_FILES:
-            item.add_marker(pytest.mark.xdist_group(path))
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
