@@ -6,6 +6,12 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export MPLBACKEND := Agg
 
+# pytest-xdist: one worker per core (at most 4), each test file on one worker (its module
+# fixtures are built once), the slowest files first (tests/conftest.py); PYTEST_WORKERS=0 runs
+# in one process.
+PYTEST_WORKERS ?= auto
+XDIST := -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile
+
 .PHONY: setup demo test test-all lint bench
 
 setup: $(VENV)/.probekit-installed
@@ -23,12 +29,12 @@ demo: setup
 	@echo "open out/demo/report.html"
 
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(XDIST)
 
 test-all: setup
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || echo "note: \
 	headless Chromium is missing, so the report rendering tests skip (Debian: apt-get install chromium)"
-	$(PY) -m pytest -q -m ''
+	$(PY) -m pytest -q -m '' $(XDIST)
 
 lint: setup
 	$(VENV)/bin/ruff check probekit tests scripts

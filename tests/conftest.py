@@ -4,11 +4,21 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs pytest-xdist with one worker per core: one BLAS/OpenMP thread per worker
+    # (set before torch is imported; subprocesses such as notebook kernels inherit it), so the
+    # workers do not oversubscribe the cores (two spinning OpenMP threads per worker on a 2-core
+    # machine make small GEMMs many times slower).
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from probekit.models import ModelConfig, build_model  # noqa: E402
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
 
 TINY_CONFIGS = {
     "ln_mha": ModelConfig(n_layers=2, d_model=16, n_heads=2, d_head=8, d_vocab=11, n_ctx=12, act_fn="gelu"),
@@ -136,3 +146,32 @@ def ray_cluster():
     )
     yield ray
     ray.shutdown()
+
+
+# --- scheduling under pytest-xdist (`make test`: -n auto --dist loadfile) -----------------------
+# `--dist loadfile` keeps each test file on one worker, so its module-scoped fixtures are built
+# once. (`--dist loadgroup` would spread single tests, but with pytest 9 + xdist 3.8 its groups are
+# ignored: xdist renames `item._nodeid`, which pytest 9 no longer reads, so every module fixture was
+# rebuilt on each worker.) The slowest files (measured with --durations, CONTRIBUTING.md "Tests")
+# are scheduled first, so that no worker starts one of them while the others are nearly done.
+SLOWEST_FILES = (
+    "tests/test_tutorials.py",
+    "tests/diagnosis/test_cli.py",
+    "tests/diagnosis/test_scan_smoke.py",
+    "tests/test_docs.py",
+    "tests/neurons/test_generation_cache.py",
+    "tests/capture/test_capture_smollm2.py",
+    "tests/circuits/test_circuits_display.py",
+    "tests/probes/test_logistic_tol.py",
+    "tests/diagnosis/test_kg_composition.py",
+    "tests/homomorphism/test_study.py",
+    "tests/probes/test_correctness_controls.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under xdist, run the files of :data:`SLOWEST_FILES` first (in that order; stable sort)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rank = {path: i for i, path in enumerate(SLOWEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))

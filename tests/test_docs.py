@@ -171,7 +171,7 @@ def shell_problems(rel: str, commands: set[str]) -> list[str]:
     return problems
 
 
-LINK_FILES = ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
+LINK_FILES = ["README.md", "CONTRIBUTING.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
 
 
 @pytest.mark.parametrize("rel", LINK_FILES)

@@ -1,7 +1,7 @@
 """Circuits: batched activation patching, attribution patching, edge attribution (EAP, EAP-IG), logit lens, DLA.
 
-Built only on :mod:`probekit.interventions` (no hooks of its own). Definitions:
-``shared/methods/circuits.md``; reference: ``transformer_lens.patching``.
+Built only on :mod:`probekit.interventions` (no hooks of its own). Guide and papers:
+``docs/circuits.md``; reference implementation: ``transformer_lens.patching``.
 """
 
 from .answers import AnswerTokens as AnswerTokens

@@ -6,7 +6,7 @@ first hop, so ``b`` becomes decodable at the ``r1`` position near mid-depth; upp
 the second hop at the last position. OOD queries (both hops are facts only ever trained as
 one-hop queries) fail because the second hop is not stored in the upper layers.
 
-Two measurements (``methods/circuits.md``):
+Two measurements (Wang et al. 2024, section 5; guide: ``docs/circuits.md``):
 
 * logit lens (final norm + unembedding of each block's output): the rank of ``b`` at the ``r1``
   position and of ``t`` at the last position, per query and layer

@@ -1,6 +1,6 @@
 """Early warning: markers at each step of a training series against the final outcome.
 
-``shared/methods/diagnosis.md``: the marker at series step ``s`` (e.g. 10%, 25%, 50% of
+Guide: ``docs/diagnosis.md``. The marker at series step ``s`` (e.g. 10%, 25%, 50% of
 training) against the final outcome, with covariates measured at the same step (train accuracy
 or loss so far); the earliest step at which the verdict is ``adds_beyond_covariates``. Each step
 is one :func:`~probekit.diagnosis.analysis.marker_analysis` on that step's rows (Holm over the

@@ -5,8 +5,8 @@ polynomial fits, R^2 0.73 in the paper). Averaging over seeds removes the within
 so a level-mean R^2 is much higher than the per-model one whenever a knob drives both (probekit's
 rerun: 0.93 over level means, 0.58 over models, partial r given noise 0.07). This module gives
 the level-mean R^2 and, for the same polynomial degree, the per-model R^2, so the two units are
-always side by side (``shared/methods/diagnosis.md``: "reported only beside the per-model
-numbers, labelled with its unit").
+always side by side (``docs/diagnosis.md``: a level-mean number is reported only beside the
+per-model numbers, labelled with its unit).
 """
 
 from __future__ import annotations

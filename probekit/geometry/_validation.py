@@ -1,4 +1,4 @@
-"""Input checks shared by the geometry measures (STYLE.md #8: name the value, expectation, fix)."""
+"""Input checks shared by the geometry measures (CONTRIBUTING.md, "Code style": name the value, expectation, fix)."""
 
 from __future__ import annotations
 

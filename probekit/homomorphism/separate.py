@@ -4,7 +4,7 @@
 the composite, so the target ``(a + b) / 2`` is linear in ``[a; b]`` by construction and only
 the second part has seen the first. A homomorphism in the usual sense asks whether the
 composite's representation is a function of the parts' representations computed *without each
-other* (``shared/methods/homomorphism.md``, [O] variant). Here, for a pair with spans
+other* (our [O] variant; ``docs/homomorphism.md``). Here, for a pair with spans
 ``a = [s_a, t_a)`` and ``b = [s_b, t_b)`` of input ``x`` (``t_a <= s_b``):
 
 * part ``a``: ``a`` in its own left context, i.e. a pass over ``x[:t_a]`` pooled over ``a``. For a

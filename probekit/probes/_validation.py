@@ -1,6 +1,6 @@
 """Input checks shared by the probes: shapes, label counts, index splits.
 
-Every error names the bad value, what was expected and how to fix it (STYLE.md #8).
+Every error names the bad value, what was expected and how to fix it (CONTRIBUTING.md, "Code style": errors).
 """
 
 from __future__ import annotations

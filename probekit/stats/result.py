@@ -1,4 +1,4 @@
-"""Typed result objects shared by the statistical tests (STYLE.md #9)."""
+"""Typed result objects shared by the statistical tests (CONTRIBUTING.md, "Code style": typed results)."""
 
 from __future__ import annotations
 

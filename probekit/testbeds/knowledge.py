@@ -1,7 +1,7 @@
 """Implicit reasoning over a synthetic knowledge graph (composition and comparison tasks).
 
-Wang et al. (2024), "Grokked Transformers are Implicit Reasoners" (arXiv 2405.15071), as
-specified in ``methods/circuits.md``.
+Wang et al. (2024), "Grokked Transformers are Implicit Reasoners" (arXiv 2405.15071), with
+the sizes of its section 2 and appendix (scaled-down presets: ``docs/testbeds.md``).
 
 Format: one token per entity / relation / attribute / value / label. Input = query tokens, target =
 answer token + end token ``</a>``; the loss is on the target tokens only. With the alignment of

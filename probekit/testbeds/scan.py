@@ -1,7 +1,7 @@
 """SCAN-like command language of An & Du (2026), for compositional generalisation by length.
 
 "Representational Homomorphism Predicts and Improves Compositional Generalization In Transformer
-Language Model" (arXiv 2601.18858; tags as in ``methods/homomorphism.md``: [C] authors' code,
+Language Model" (arXiv 2601.18858; tags as in ``docs/references.md``: [C] authors' code,
 [O] our choice).
 
 Language [C]

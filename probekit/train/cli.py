@@ -35,7 +35,7 @@ cluster whose nodes all see --out). Rerunning resumes every run from its last ch
 examples:
   probekit train modular_addition --out runs/modadd
   probekit train scan --out runs/scan --set task.n_noise=3 --steps 2000
-  probekit train modular_addition --out /shared/runs/modadd --seeds 0 1 2 3 --ray-address auto
+  probekit train modular_addition --out /nfs/runs/modadd --seeds 0 1 2 3 --ray-address auto
 """
 
 def add_train_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.ArgumentParser:

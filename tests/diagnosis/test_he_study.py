@@ -85,7 +85,8 @@ def test_modifier_he_partial_given_the_noise_level_is_small_but_not_shown_absent
     assert a.groups == "seed" and a.settings["inference"] == "within_groups"
     assert s.p_holm <= 0.05 and s.partial_p_holm > 0.05
     assert s.partial_low < 0 < s.partial_high and s.partial_high > 0.2  # absence not shown
-    assert s.verdict == "inconclusive" and s.mde_partial_r == pytest.approx(0.37, abs=0.01)
+    mde = {"both": 0.39, "noise": 0.37}[variant]  # splines for noise and ID accuracy use 7 df more
+    assert s.verdict == "inconclusive" and s.mde_partial_r == pytest.approx(mde, abs=0.01)
     assert s.spearman == pytest.approx(-0.842, abs=1e-3)  # docs/he_study: Spearman -0.84
     if variant == "noise":  # the numbers over models (no seed effects): r 0.07, p 0.55
         from probekit.diagnosis import marker_analysis
@@ -93,7 +94,7 @@ def test_modifier_he_partial_given_the_noise_level_is_small_but_not_shown_absent
         rows = list(csv.DictReader(TABLE.open()))
         t = {k: [float(r[k]) for r in rows] for k in ("noise", "ood_accuracy", "modifier_he")}
         over = marker_analysis(t, "ood_accuracy", markers=["modifier_he"], covariates=["noise"],
-                               groups=None)["modifier_he"]
+                               groups=None, covariate_coding={"noise": "linear"})["modifier_he"]
         assert over.partial_r == pytest.approx(0.0671, abs=1e-4)
         assert 0.45 < over.partial_p < 0.65
         assert 0.3 < s.partial_p < 0.5 and s.partial_r == pytest.approx(0.0939, abs=1e-4)

@@ -64,7 +64,7 @@ def _np_gram_cka(K, L, debiased):
 
 
 def _np_hsic_u(K, L):
-    """The closed form of shared/methods/similarity.md in numpy (checked against brute force below)."""
+    """The closed form of Song et al. (2012) / Nguyen et al. (2021) in numpy (checked against brute force below)."""
     n = K.shape[0]
     Kt, Lt = K - np.diag(np.diag(K)), L - np.diag(np.diag(L))
     one = np.ones(n)
