@@ -616,13 +616,18 @@ def calibration_section(
     when the file format has it, else :data:`REPORT_SIMULATIONS`; 0 leaves the section out).
     A population the calibration cannot simulate gives a warning block instead.
     """
-    n = int(getattr(settings, "calibration_simulations", REPORT_SIMULATIONS))
+    given = getattr(settings, "calibration_simulations", None)
+    n = int(REPORT_SIMULATIONS if given is None else given)
     if n <= 0:
         return ()
+    from .options import analysis_kwargs
+
+    # the analysis the report ran (coding, inference, margin); the permutation cap stays default
+    same_analysis = {k: v for k, v in analysis_kwargs(settings).items() if k != "max_permutations"}
     try:
         cal = calibrate(table, outcome, covariates=covariates, groups=groups, n_simulations=n,
                         n_permutations=REPORT_PERMUTATIONS, seed=int(getattr(settings, "seed", 0)),
-                        alpha=float(getattr(settings, "alpha", 0.05)))
+                        alpha=float(getattr(settings, "alpha", 0.05)), **same_analysis)
     except ProbekitError as err:
         return (Text(text=f"What this population can detect: not simulated ({err})",
                      level="warning"),)

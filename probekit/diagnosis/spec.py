@@ -151,6 +151,8 @@ class DiagnosisSettings:
         equivalence_margin: the partial correlation below which a marker counts as adding
             nothing (in (0, 1); unset: ``marker_analysis``'s default, 0.2).
         max_permutations: cap on the permutations of the resampling tests (unset: the default).
+        calibration_simulations: simulated populations per effect in the report's calibration
+            section (:func:`probekit.diagnosis.calibrate`; unset: 200; 0 leaves it out).
     """
 
     outcome: str
@@ -169,6 +171,7 @@ class DiagnosisSettings:
     inference: Literal["within_groups", "cluster"] | None = None
     equivalence_margin: float | None = None
     max_permutations: int | None = None
+    calibration_simulations: int | None = None
 
     def __post_init__(self) -> None:
         """Refuse sizes the statistics cannot use."""
@@ -360,6 +363,9 @@ def check_analysis_keys(settings: DiagnosisSettings, path: Path, text: str) -> N
     if settings.equivalence_margin is not None and not 0.0 < settings.equivalence_margin < 1.0:
         raise SuiteError(f"{at('equivalence_margin')} = {settings.equivalence_margin}: a partial "
                          "correlation margin in (0, 1), e.g. 0.2")
+    if settings.calibration_simulations is not None and settings.calibration_simulations < 0:
+        raise SuiteError(f"{at('calibration_simulations')} = {settings.calibration_simulations}: "
+                         "must be >= 0 (0 leaves the calibration section out) or unset")
     if settings.max_permutations is not None and settings.max_permutations < 1:
         raise SuiteError(f"{at('max_permutations')} = {settings.max_permutations}: must be >= 1 "
                          "or unset")

@@ -60,6 +60,6 @@ def test_censored_outcome_reproduces_the_modadd_crossing_analysis():
             assert got.keys() == want.keys()
             for k, v in want.items():
                 if isinstance(v, float):
-                    assert got[k] == pytest.approx(v, abs=1e-12), (label, got["marker"], k)
+                    assert got[k] == pytest.approx(v, rel=1e-12, abs=1e-12), (label, got["marker"], k)
                 else:
                     assert got[k] == v
