@@ -76,6 +76,7 @@ __all__ = [
     "SimulationDesign",
     "calibrate",
     "calibration_section",
+    "coverage_note",
     "fit_design",
     "simulate",
     "variance_components",
@@ -604,6 +605,19 @@ def _rates(effects: Sequence[float], rows: list[list[dict[str, Any]]],
                 sum(1 for r in per if r["verdict"] == v), n)
         out.append(rec)
     return out
+
+
+def coverage_note(calibration: Mapping[str, Any] | None) -> str | None:
+    """``"CI coverage measured on this design: 91-95%"`` from a calibration's ``to_dict()``."""
+    if not calibration:
+        return None
+    cover = [r["covered"] for r in calibration.get("records", ())
+             if r.get("covered") is not None and math.isfinite(r["covered"])]
+    if not cover:
+        return None
+    lo, hi = _pct(min(cover)), _pct(max(cover))
+    level = f"{calibration['settings']['confidence_level']:.0%}"
+    return f"{level} CI coverage measured on this design: {lo if lo == hi else f'{lo}-{hi}'}"
 
 
 def calibration_section(

@@ -522,10 +522,18 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     options = dict(n_permutations=d.n_permutations, n_bootstrap=d.n_bootstrap, alpha=d.alpha,
                    seed=d.seed)
     extra, dropped = analysis_inputs(spec, final_table, s.outcome, markers, facts)
+    extras: dict[str, Any] = {}
+    # what this population can detect (size, power, CI coverage simulated on its design); run
+    # first so that the few-groups flag can say the coverage measured for this design
+    from .calibration import calibration_section, coverage_note
+
+    calibration = calibration_section(final_table, s.outcome, s.covariates, s.groups, d, extras)
+    note = coverage_note(extras.get("calibration"))
+    if note:
+        extra["coverage_note"] = note
     analysis = marker_analysis(final_table, s.outcome, markers=markers, covariates=s.covariates,
                                groups=s.groups, **options, **extra)
-    extras: dict[str, Any] = {"analysis_inputs": {"passed": _plain_inputs(extra),
-                                                  "not_taken_yet": dropped}}
+    extras["analysis_inputs"] = {"passed": _plain_inputs(extra), "not_taken_yet": dropped}
     notes: list[Any] = []
 
     def each(fn: Any, *args: Any) -> list[Any]:
@@ -558,10 +566,7 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
         extras["early_warning"] = early.to_dict()
     blocks = diagnosis_blocks(analysis, final_table, color_by=s.color_by, levels=levels or None,
                               granulated=granulated or None, early=early)
-    # what this population can detect (size, power, CI coverage simulated on its design)
-    from .calibration import calibration_section
-
-    blocks = (*blocks, *calibration_section(final_table, s.outcome, s.covariates, s.groups, d, extras))
+    blocks = (*blocks, *calibration)
     return analysis, extras, (*blocks, *notes)
 
 

@@ -238,3 +238,14 @@ def test_every_diagnosis_report_has_the_calibration_section(tmp_path) -> None:
     assert cal["groups"] == "seed" and cal["covariates"] == ["noise"]
     assert cal["settings"]["n_simulations"] == 4  # tests/diagnosis/conftest.py's size
     assert res.to_dict()["diagnosis"]["calibration"]["sentence"].startswith("With 12 models")
+
+
+def test_coverage_note_states_the_measured_coverage_range():
+    from probekit.diagnosis.calibration import coverage_note
+
+    cal = {"records": [{"covered": 0.9}, {"covered": 0.955}, {"covered": None}],
+           "settings": {"confidence_level": 0.95}}
+    assert coverage_note(cal) == "95% CI coverage measured on this design: 90%-96%"
+    assert coverage_note({"records": [{"covered": 0.9}], "settings": {"confidence_level": 0.9}}) \
+        == "90% CI coverage measured on this design: 90%"
+    assert coverage_note(None) is None and coverage_note({"records": [], "settings": {}}) is None

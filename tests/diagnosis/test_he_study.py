@@ -83,6 +83,9 @@ def test_modifier_he_partial_given_the_noise_level_is_small_but_not_shown_absent
         assert a[marker].partial_r == pytest.approx(direct, abs=1e-6)
     s = a["modifier_he"]
     assert a.groups == "seed" and a.settings["inference"] == "within_groups"
+    # 5 seed groups: the flag carries the CI coverage the report's calibration measured
+    assert any(f.startswith("few_groups(G=5; 95% CI coverage measured on this design: ")
+               for f in a["modifier_he"].flags), a["modifier_he"].flags
     assert s.p_holm <= 0.05 and s.partial_p_holm > 0.05
     assert s.partial_low < 0 < s.partial_high and s.partial_high > 0.2  # absence not shown
     mde = {"both": 0.39, "noise": 0.37}[variant]  # splines for noise and ID accuracy use 7 df more
