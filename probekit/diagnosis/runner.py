@@ -309,7 +309,8 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
     lacking = [r.path for r in finals if d.outcome not in expected[r.path]]
     if lacking:
         having = [r.path for r in finals if d.outcome in expected[r.path]]
-        some = sorted(set().union(*expected.values()) - {"train_loss", "id_loss"})
+        some = sorted(c for c in set().union(*expected.values()) - {"train_loss", "id_loss"}
+                      if c != examples_column(c.removesuffix("__n")))  # not the example counts
         if having:
             raise ConfigError(
                 f"{spec.where('diagnosis', 'outcome')} = {d.outcome!r}: the outcome split is "
@@ -668,6 +669,7 @@ def _survival(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]], cen
     ``extras["survival_by_step"]`` and returns the blocks (a warning instead when it refuses,
     e.g. lifelines not installed).
     """
+    from .options import analysis_kwargs
     from .survival import censor_grid, censoring_sensitivity
 
     cols = list(dict.fromkeys([s.outcome, *s.covariates, *([s.groups] if s.groups else []),
@@ -685,7 +687,7 @@ def _survival(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]], cen
                 _subtable(table, rows, cols), s.outcome, markers=markers,
                 censors=censor_grid(censor), covariates=s.covariates, groups=s.groups,
                 n_permutations=spec.diagnosis.n_permutations, seed=spec.diagnosis.seed,
-                label=label)
+                label=label, **analysis_kwargs(spec.diagnosis))
         except ProbekitError as err:
             blocks.append(Text(text=f"survival analysis of {s.outcome}{f' ({label})' if label else ''}: "
                                f"{err}", level="warning"))

@@ -170,6 +170,8 @@ def cox_marker(
     n_permutations: int = 1000,
     seed: int = 0,
     confidence_level: float = 0.95,
+    covariate_coding: Mapping[str, str] | None = None,
+    spline_df: int = 4,
 ) -> CoxMarker:
     """Cox model of the crossing time on ``[covariates, marker]`` (stratified by ``groups``).
 
@@ -184,6 +186,9 @@ def cox_marker(
         n_permutations: permutations for Harrell's C's p.
         seed: seeds the permutations.
         confidence_level: level of the hazard ratio's interval.
+        covariate_coding: covariate -> ``"factor" | "linear" | "spline"``, as in
+            :func:`~probekit.diagnosis.marker_analysis` (:meth:`MarkerTable.design`).
+        spline_df: columns of each spline covariate.
 
     Raises:
         ConfigError: lifelines missing, unknown columns, bad counts.
@@ -203,7 +208,8 @@ def cox_marker(
     time = np.where(event, time, censor)
     m = t.numeric(marker, "marker", allow_missing=True)
     keep = ~np.isnan(m)
-    X, terms = t.design(list(covariates))
+    X, terms = t.design(list(covariates), coding=covariate_coding, spline_df=spline_df,
+                        groups=groups)
     g = t.codes(groups, "groups")[0] if groups is not None else np.zeros(t.n_rows, dtype=np.int64)
     time, event, m, X, g = time[keep], event[keep], m[keep], X[keep], g[keep]
     base = {"marker": marker, "n": int(keep.sum()), "n_events": int(event.sum())}
@@ -418,6 +424,7 @@ def censoring_sensitivity(
     seed: int = 0,
     confidence_level: float = 0.95,
     label: str = "",
+    **analysis_options: Any,
 ) -> CensoringSensitivity:
     """Cox hazards per marker and the marker analysis over a grid of censoring values.
 
@@ -435,6 +442,9 @@ def censoring_sensitivity(
         seed: seeds them.
         confidence_level: level of the hazard ratios' intervals.
         label: which rows the markers come from, for the titles (e.g. "markers at step 300").
+        **analysis_options: further keywords of :func:`~probekit.diagnosis.marker_analysis`
+            (e.g. ``covariate_coding``, ``spline_df``, ``inference``), the same at every ``C``;
+            ``covariate_coding`` / ``spline_df`` also code the Cox model's covariates.
 
     Raises:
         ConfigError: an empty or unsorted grid, no marker.
@@ -459,7 +469,9 @@ def censoring_sensitivity(
                         f"{last:g}; start the grid after the end of training")
     cox = tuple(cox_marker(table, outcome, m, censor=grid[0], covariates=covariates,
                            groups=groups, n_permutations=n_permutations, seed=seed,
-                           confidence_level=confidence_level) for m in markers)
+                           confidence_level=confidence_level,
+                           **{k: v for k, v in analysis_options.items()
+                              if k in ("covariate_coding", "spline_df")}) for m in markers)
     fitted = [i for i, c in enumerate(cox) if math.isfinite(c.p)]
     if fitted:
         adj = holm([cox[i].p for i in fitted])
@@ -471,7 +483,8 @@ def censoring_sensitivity(
     for c in grid:
         filled = {**base, outcome: np.where(event, time, c).tolist()}
         a = marker_analysis(filled, outcome, markers=markers, covariates=list(covariates),
-                            groups=groups, n_permutations=n_permutations, seed=seed)
+                            groups=groups, n_permutations=n_permutations, seed=seed,
+                            **analysis_options)
         curve += [{"marker": s.marker, "censor": c, "spearman": s.spearman,
                    "partial_r": s.partial_r, "partial_p": s.partial_p,
                    "partial_p_holm": s.partial_p_holm, "verdict": s.verdict} for s in a.markers]

@@ -214,13 +214,21 @@ def test_planted_tracking_and_null_markers(seed):
 
 
 def test_null_markers_are_quiet():
-    """Pure-noise markers: never adds / partial / explained in 20 populations."""
+    """Pure-noise markers in 20 populations: claims of an association at about the nominal rate.
+
+    40 null markers, Holm over 2 per population at alpha 0.05: about 2 false partial rejections
+    are expected (the audit's invalid test made 18-55%, i.e. 7-22 of 40); "explained" needs a
+    marginal rejection too.
+    """
     verdicts = []
     for seed in range(20):
         res = marker_analysis(population(100 + seed), "ood", covariates=["noise"],
                               markers=["null_a", "null_b"], n_permutations=400)
         verdicts += [res[m].verdict for m in ("null_a", "null_b")]
-    assert set(verdicts) <= {"no_association", "inconclusive"}, verdicts
+    claims = [v for v in verdicts if v in ("adds_beyond_covariates", "partial_association")]
+    assert len(claims) <= 4, verdicts  # P(Binomial(40, 0.05) >= 5) = 0.05
+    assert verdicts.count("explained_by_covariates") <= 2, verdicts
+    assert set(verdicts) <= {"no_association", "inconclusive", *claims}, verdicts
 
 
 def test_an_exact_function_of_the_covariates_has_no_partial():

@@ -52,8 +52,7 @@ def test_censored_outcome_reproduces_the_modadd_crossing_analysis():
         covariates = (*S.KNOBS, "train_loss", *extra)
         ew = early_warning(table, "final_id_step_0.9", step="step", markers=S.MARKERS,
                            covariates=covariates, groups="seed", n_permutations=1000,
-                           n_bootstrap=1000, seed=0,  # stored with every covariate linear
-                           covariate_coding=dict.fromkeys(covariates, "linear")).to_dict()
+                           n_bootstrap=1000, seed=0).to_dict()  # the script's defaults
         assert ew["earliest"] == ref[label]["earliest"]
         assert len(ew["records"]) == len(ref[label]["records"]) == 14
         for got, want in zip(ew["records"], ref[label]["records"], strict=True):

@@ -130,7 +130,7 @@ def test_given_id_accuracy_alone_modifier_he_adds(results):
     assert a["modifier_he"].partial_r == pytest.approx(
         _partial(c["modifier_he"], c["ood_accuracy"], [_spline(c["id_accuracy"]), _seed_fe()]),
         abs=1e-6)
-    assert a["modifier_he"].partial_r == pytest.approx(-0.496, abs=1e-3)  # -0.494 over models
+    assert a["modifier_he"].partial_r == pytest.approx(-0.351, abs=1e-3)  # spline, within seeds
     assert a["modifier_he"].verdict == "adds_beyond_covariates"
 
 

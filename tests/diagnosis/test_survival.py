@@ -36,7 +36,7 @@ def population(seed: int, n: int = 48, n_groups: int = 6, k: int = 6) -> dict[st
 def test_cox_equals_lifelines_on_the_same_frame():
     t = population(1)
     got = cox_marker(t, "y", "m", censor=1025.0, covariates=["x", "kind"], groups="seed",
-                     n_permutations=99, confidence_level=0.9)
+                     n_permutations=99, confidence_level=0.9, covariate_coding={"x": "linear"})
     y = np.array([np.nan if v is None else v for v in t["y"]])
     m = np.array(t["m"])
     frame = pd.DataFrame({"duration": np.where(np.isnan(y), 1025.0, y),
@@ -53,10 +53,11 @@ def test_cox_equals_lifelines_on_the_same_frame():
     assert (got.n, got.n_events) == (48, 42)
     # the Cox fit and Harrell's C do not depend on the censoring value
     later = cox_marker(t, "y", "m", censor=5000.0, covariates=["x", "kind"], groups="seed",
-                       n_permutations=99, confidence_level=0.9)
+                       n_permutations=99, confidence_level=0.9, covariate_coding={"x": "linear"})
     assert later.to_record() == pytest.approx(got.to_record(), nan_ok=True)
     # unstratified without groups
-    plain = cox_marker(t, "y", "m", censor=1025.0, covariates=["x", "kind"], n_permutations=99)
+    plain = cox_marker(t, "y", "m", censor=1025.0, covariates=["x", "kind"], n_permutations=99,
+                       covariate_coding={"x": "linear"})
     ref = CoxPHFitter().fit(frame.drop(columns="stratum"), "duration", "event").summary
     assert plain.hazard_ratio == pytest.approx(ref.loc["marker", "exp(coef)"], rel=1e-6)
 
@@ -101,12 +102,14 @@ def test_verdict_that_moves_with_the_censoring_value_is_flagged():
     # the partial r grows with C (the censored runs carry the association), Spearman does not move
     assert np.all(np.diff([c["partial_r"] for c in curve]) > 0)
     assert np.ptp([c["spearman"] for c in curve]) == pytest.approx(0.0, abs=1e-12)
-    assert r.verdicts("m") == ["no_association"] * 2 + ["adds_beyond_covariates"] * 2
+    # within seeds the partial r at C = 1025 is not significant, and with 48 models in 4 seeds
+    # its CI cannot be shown inside +-0.2 either: inconclusive; from C = 1500 on it adds
+    assert r.verdicts("m") == ["inconclusive"] + ["adds_beyond_covariates"] * 3
     assert r.flags == {"m": (DEPENDS_ON_CENSORING,), "x": ()}
     assert r.sentence("x") == ""
     assert r.sentence("m").startswith("m: its verdict on the censored y depends on the censoring "
                                       "value given to the 6 never-crossing runs "
-                                      "(no_association at C = 1025 (partial r +0.23)")
+                                      "(inconclusive at C = 1025 (partial r +0.25)")
     assert "Cox hazard ratio per SD, which does not depend on C, is 0.69" in r.sentence("m")
     # Cox: a larger marker, later (never) crossing -> hazard ratio < 1
     assert r.cox[0].hazard_ratio < 1 and r.cox[0].p < 0.05 and r.cox[0].concordance > 0.5
