@@ -126,7 +126,7 @@ def test_tutorial_runs_fast(path, tmp_path):
 EXPECTED_OUTPUT = {
     "05_diagnosis": (
         "covariates               none: partial r -0.76",
-        "covariates              noise: partial r +0.09",
+        "covariates              noise: partial r +0.10",
         "noise, id_accuracy: partial r +0.10",
         "inconclusive",
         "With 80 models in 5 seed groups, given noise and id_accuracy, a null marker's partial "

@@ -75,9 +75,9 @@ marginal
 # Generalization Measures"). The **partial correlation** removes the knob from both sides
 # (residuals of marker and outcome after a least-squares fit on the covariates) and correlates
 # what is left; its p-value is a Freedman-Lane permutation test (within seeds). Given `noise`,
-# modifier HE's partial r drops from about -0.76 to about +0.09, and the leave-one-seed-out
+# modifier HE's partial r drops from about -0.76 to about +0.10, and the leave-one-seed-out
 # `delta R^2` is zero. But 80 models cannot show the partial effect *absent*: its 95% CI
-# [-0.13, 0.31] reaches past the +-0.2 equivalence margin (the design detects |partial r| >= 0.37
+# [-0.13, 0.31] reaches past the +-0.2 equivalence margin (the design detects |partial r| >= about 0.37
 # with 80% power), so the verdict is *inconclusive*, not *explained by the covariates*.
 # Adding ID accuracy as a second covariate changes nothing.
 # Covariates enter by what they are: the 16 noise levels and ID accuracy as natural cubic
@@ -95,7 +95,7 @@ analysis
 # %% [markdown]
 # ## What this population can detect
 #
-# "Explained by the covariates" is a statement about *this* population: would 80 models in 5
+# A verdict is a statement about *this* population: would 80 models in 5
 # seed groups have seen a marker that does add something? `calibrate` answers on the
 # population's own design. It keeps the covariates, the seeds and the 80 models; it replaces the
 # outcome by a synthetic one (the real outcome's least-squares fit on the covariates, plus seed
@@ -107,13 +107,15 @@ analysis
 # often the partial r's interval covers the true value, each with its Monte Carlo SE. Every
 # diagnosis report ends with this section.
 #
-# With 200 simulations (the full version): the null is rejected in about 4% (nominal 5%), a
-# partial r of 0.2 in about half the populations and 0.4 almost always (80% power from a
-# partial r of about 0.33). So the HE verdict has teeth: a marker adding a partial r of 0.4
-# beyond the noise level would have been seen. The verdict `adds_beyond_covariates` is rarer
-# than a rejection (it also needs an out-of-sample gain), and the 95% bootstrap interval over
-# only 5 seeds covers the true value in about 85% of populations, not 95%: read its width as a
-# lower bound. `marker="modifier_he"` keeps the real marker's own design part instead.
+# With 200 simulations (the full version): the null is rejected in about 5% (nominal 5%), a
+# partial r of 0.2 in about 40% of the populations and 0.4 almost always (80% power from a
+# partial r of about 0.34). So the verdict has teeth where it matters: a marker adding a partial
+# r of 0.4 beyond the noise level would have been seen; what 80 models cannot do is show an
+# effect *absent* to within +-0.2, hence "inconclusive" above. The verdict
+# `adds_beyond_covariates` is rarer than a rejection (it also needs an out-of-sample gain), and
+# the 95% CI (the partial test inverted, within seeds) covers the true value in 90-95% of the
+# simulated populations.
+# `marker="modifier_he"` keeps the real marker's own design part instead.
 
 # %%
 detect = calibrate(table, "ood_accuracy", covariates=("noise", "id_accuracy"),
@@ -145,7 +147,7 @@ print(analysis.sentence("modifier_he"))
 # noise level, then a polynomial fit of the 16 means. Averaging removes the spread *within* a
 # level -- exactly the part that would tell one model from another at the same noise -- so the
 # level-mean R^2 (0.93) is far above the same fit over the 80 individual models (0.58), and both
-# are far above what HE adds once the noise level is known (partial r +0.09). All three numbers
+# are far above what HE adds once the noise level is known (partial r +0.10). All three numbers
 # are correct; they answer different questions, and only the per-model, partial one answers "does
 # this marker tell me something about *this* model?". `level_mean_r2` gives the first two side by
 # side (the report shows them beside the ranking, labelled as An & Du's unit).
