@@ -1144,7 +1144,7 @@ def _api_cases():
         ("sweep-cv", lambda m: sweep_layers(T, y, train_idx=tr, test_idx=te, cv=1), ConfigError,
          "cv = 1: cross-validation needs an integer >= 2 folds"),
         ("sweep-probe", lambda m: sweep_layers(T, y, train_idx=tr, test_idx=te, probe="svm"), ConfigError,
-         "probe must be one of"),
+         "unknown probe kind 'svm'; registered probe kinds are ['diffmeans', 'logistic', 'ridge']"),
         ("sweep-ridge-text", lambda m: sweep_layers(T, np.array(["a", "b"] * 10), probe="ridge", train_idx=tr,
                                                      test_idx=te), DataError, "probe='ridge' regresses numeric targets"),
         ("sweep-nan-label", lambda m: sweep_layers(T, np.where(np.arange(20) == 3, np.nan, y), train_idx=tr,

@@ -18,6 +18,7 @@ import os
 import re
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +89,24 @@ def _run_file(rel: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list
     timings = []
     threads = torch.get_num_threads()
     torch.set_num_threads(1)      # small problems: 2 OpenMP threads on 2 shared cores spin (~10x)
+    with ExitStack() as registries:   # what a guide registers (a toy measure, probe kind) ends with it
+        for registry in _registries():
+            registries.enter_context(registry.temporary())
+        return _run_blocks(rel, namespace, timings, threads)
+
+
+def _registries() -> list:
+    """Every plug-in registry, so a guide's toy entries do not leak into the worker's other tests."""
+    from probekit.executor import EXECUTORS
+    from probekit.hypotheses.registry import MEASUREMENT_KINDS
+    from probekit.probes.kind import PROBE_KINDS
+    from probekit.similarity.measure import SIMILARITY_MEASURES
+    from probekit.suites.registry import ANALYSES
+
+    return [ANALYSES, EXECUTORS, MEASUREMENT_KINDS, PROBE_KINDS, SIMILARITY_MEASURES]
+
+
+def _run_blocks(rel: str, namespace: dict[str, object], timings: list[str], threads: int) -> list[str]:
     try:
         for block in blocks(rel):
             if block.lang != "python" or block.skip is not None:

@@ -129,12 +129,17 @@ class Registry(Generic[T]):
 
     @contextmanager
     def temporary(self) -> Iterator[Registry[T]]:
-        """Entries registered inside the block are removed at its end (tests' toy entries)."""
-        saved = (dict(self._entries), dict(self._origins), self._loaded)
+        """Entries registered inside the block are removed at its end (tests' toy entries).
+
+        The plug-ins are loaded first: a plug-in module imported inside the block would
+        otherwise be dropped at its end and, already in ``sys.modules``, never register again.
+        """
+        self._load()
+        saved = (dict(self._entries), dict(self._origins))
         try:
             yield self
         finally:
-            self._entries, self._origins, self._loaded = dict(saved[0]), dict(saved[1]), saved[2]
+            self._entries, self._origins = dict(saved[0]), dict(saved[1])
 
     def __repr__(self) -> str:
         return f"Registry({self.what!r}, {sorted(self._entries)})"

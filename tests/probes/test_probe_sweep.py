@@ -95,7 +95,8 @@ def test_sweep_input_errors():
         sweep_layers(acts, y, train_idx=np.arange(800), test_idx=np.arange(790, 900))
     with pytest.raises(ValueError, match=r"indices in \[800, 5800\].*only 1200"):
         sweep_layers(acts, y, train_idx=np.arange(800), test_idx=np.array([0, 5000]) + 800)
-    with pytest.raises(ValueError, match="probe must be one of"):
+    with pytest.raises(ValueError, match=r"unknown probe kind 'svm'; registered probe kinds are "
+                       r"\['diffmeans', 'logistic', 'ridge'\]; a new kind subclasses probekit\.probes\.ProbeKind"):
         sweep_layers(acts, y, probe="svm", **SPLIT)
     with pytest.raises(ValueError, match="diffmeans.*3 classes"):
         sweep_layers(acts, y, probe="diffmeans", **SPLIT)

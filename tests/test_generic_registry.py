@@ -1,5 +1,6 @@
 """The one generic Registry[T] and the five registries built on it: the same rules everywhere."""
 
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -124,3 +125,21 @@ def test_every_registry_refuses_a_name_registered_twice_naming_both(index):
                            rf"registered {what}s are \[.*'toy_twice'.*\]"):
             lookup("toy_twic")
     assert "toy_twice" not in registry
+
+
+def test_temporary_on_a_registry_whose_plugins_are_not_loaded_yet_keeps_them(tmp_path, monkeypatch):
+    (tmp_path / "toy_reg_mod.py").write_text(
+        "from probekit.util.registry import Registry\nREG = Registry('toy', plugins='toy_reg_plugins')\n")
+    (tmp_path / "toy_reg_plugins").mkdir()
+    (tmp_path / "toy_reg_plugins" / "__init__.py").write_text("")
+    (tmp_path / "toy_reg_plugins" / "a.py").write_text("from toy_reg_mod import REG\nREG.register('a', 1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import toy_reg_mod
+
+    try:
+        with toy_reg_mod.REG.temporary():   # the plug-ins load here, before the snapshot
+            toy_reg_mod.REG.register("b", 2)
+        assert toy_reg_mod.REG.names() == ("a",)
+    finally:
+        for name in ("toy_reg_mod", "toy_reg_plugins", "toy_reg_plugins.a"):
+            sys.modules.pop(name, None)
