@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Re-derive every shipped diagnosis report in docs/diagnosis from its saved table (no training):
+# the check behind "no figure in README or docs differs from a rerun". About 5 CPU-minutes.
+# Each folder gets report.json, report.html, markers.csv (+ its .sha256) and stdout.txt.
+# Usage: bash scripts/rerun_shipped_diagnoses.sh [NAME ...]   (names = folders of docs/diagnosis)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MPLBACKEND=Agg
+run() {  # NAME TOML [--table CSV]
+  local name=$1 toml=$2; shift 2
+  echo "== $name ($toml)"
+  $PY -m probekit.cli diagnose "$toml" "$@" --out "docs/diagnosis/$name" --quiet \
+    | tee "docs/diagnosis/$name/stdout.txt"
+}
+want() { [ ${#NAMES[@]} -eq 0 ] || [[ " ${NAMES[*]} " == *" $1 "* ]]; }
+NAMES=("$@")
+want he_noise && run he_noise probes/diagnose_he_study.toml
+want he_coverage && run he_coverage probes/diagnose_he_coverage.toml
+want he_depth && run he_depth probes/diagnose_he_depth.toml
+want he_regulariser && run he_regulariser probes/diagnose_he_regulariser.toml
+want kg_composition && run kg_composition probes/diagnose_kg_composition.toml --table docs/diagnosis/kg_composition/markers.csv
+want kg_composition && run kg_composition/id probes/diagnose_kg_composition_id.toml --table docs/diagnosis/kg_composition/id/markers.csv
+want modadd && run modadd probes/diagnose_modadd.toml --table docs/diagnosis/modadd/markers.csv
+want scan_coverage && run scan_coverage probes/diagnose_scan_coverage.toml --table docs/diagnosis/scan_coverage/markers.csv
+want scan_depth && run scan_depth probes/diagnose_scan_depth.toml --table docs/diagnosis/scan_depth/markers.csv
+want scan_noise && run scan_noise probes/diagnose_scan_noise.toml --table docs/diagnosis/scan_noise/markers.csv
+echo "done"
