@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Re-derive every shipped diagnosis report in docs/diagnosis from its saved table (no training):
-# the check behind "no figure in README or docs differs from a rerun". About 5 CPU-minutes.
+# the check behind "no figure in README or docs differs from a rerun". About 8 CPU-minutes.
+# Then `git diff docs/diagnosis` shows every figure a code change moved.
 # Each folder gets report.json, report.html, markers.csv (+ its .sha256) and stdout.txt.
 # Usage: bash scripts/rerun_shipped_diagnoses.sh [NAME ...]   (names = folders of docs/diagnosis)
 set -euo pipefail
@@ -25,4 +26,16 @@ want modadd && run modadd probes/diagnose_modadd.toml --table docs/diagnosis/mod
 want scan_coverage && run scan_coverage probes/diagnose_scan_coverage.toml --table docs/diagnosis/scan_coverage/markers.csv
 want scan_depth && run scan_depth probes/diagnose_scan_depth.toml --table docs/diagnosis/scan_depth/markers.csv
 want scan_noise && run scan_noise probes/diagnose_scan_noise.toml --table docs/diagnosis/scan_noise/markers.csv
+if want modadd; then  # the grokking step as the outcome (censored), and its survival check
+  $PY scripts/modadd_crossing_analysis.py docs/diagnosis/modadd/markers.csv --censor 1225 \
+    --out docs/diagnosis/modadd/crossing.json
+  $PY scripts/modadd_crossing_survival.py docs/diagnosis/modadd/markers.csv --censor 1225 \
+    --out docs/diagnosis/modadd/crossing_survival.json
+fi
+want he_noise && $PY scripts/he_study_table.py --variants > /dev/null   # variants.json (HE study)
+want scan_depth && $PY docs/diagnosis/scan_depth/given_seed.py docs/diagnosis/scan_depth/markers.csv \
+  > docs/diagnosis/scan_depth/given_seed.txt
+want scan_coverage && $PY docs/diagnosis/scan_coverage/k2_to_4.py \
+  docs/diagnosis/scan_coverage/markers.csv > docs/diagnosis/scan_coverage/k2_to_4.txt
+$PY scripts/diagnosis_findings.py     # docs/diagnosis/FINDINGS.md, the page the docs quote
 echo "done"

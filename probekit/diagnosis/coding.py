@@ -8,15 +8,18 @@ that drive both a measure and the outcome). So a covariate is coded by what it i
 
 - ``"factor"``: one indicator column per level but the first in sorted order (absorbed by the
   intercept); the default for a text column and for a numeric column with at most
-  :data:`FACTOR_MAX_LEVELS` distinct values some of which repeat (a design knob: each level
-  holds several models);
+  :data:`FACTOR_MAX_LEVELS` distinct values each of which holds at least two rows (a design
+  knob: each level holds several models, e.g. one per seed). A measured column with few
+  distinct values, some of them held by one model only (ID accuracy on a small evaluation set:
+  9 values over 30 models), is a quantity, not a design: it enters linearly, so as not to spend
+  a degree of freedom per observed value;
 - ``"spline"``: a natural cubic regression spline with ``spline_df`` columns, centred so that
   they are orthogonal to the intercept (knots at quantiles of the column, linear beyond the
   boundary knots; Wood 2017, "Generalized Additive Models", 2nd ed., sec. 5.3.1); the default
   for a numeric column with more distinct values (ID accuracy, train loss);
-- ``"linear"``: the column as one term (the coding of earlier versions); the default only for
-  a measured numeric column too short for a spline whose values never repeat (train loss over
-  six models: as a factor it would fit every model exactly).
+- ``"linear"``: the column as one term (the coding of earlier versions); the default for a
+  measured numeric column with at most :data:`FACTOR_MAX_LEVELS` distinct values some of which
+  occur once (train loss over six models: as a factor it would fit every model exactly).
 
 The seed (or whichever column is the resampling ``groups``) is a label, not a quantity: as a
 number it is refused, as a factor it is allowed (a fixed effect per seed), and the usual place
@@ -68,6 +71,7 @@ def check_label_coding(name: str, how: str, groups: str | None = None) -> None:
 def resolve_coding(
     name: str, kind: str, n_levels: int, coding: Mapping[str, str] | None, *,
     groups: str | None = None, spline_df: int = 4, n_rows: int | None = None,
+    min_level_count: int | None = None,
 ) -> Coding:
     """The coding of covariate ``name``: the caller's choice, checked, or the default by kind.
 
@@ -79,6 +83,8 @@ def resolve_coding(
         groups: the resampling groups column (refused as a number, like ``seed``).
         spline_df: columns of a spline term.
         n_rows: the number of rows (``None``: taken as more than ``n_levels``, levels repeat).
+        min_level_count: the number of rows of the rarest value (``None``: taken as >= 2); a
+            numeric column with a value held by one row only is a quantity, not a factor.
 
     Raises:
         ConfigError: an unknown coding; a text column as a number; a seed / groups column as a
@@ -90,7 +96,9 @@ def resolve_coding(
                           f"{list(CODINGS)}")
     label = name == "seed" or (groups is not None and name == groups)
     if chosen is None:
-        repeats = n_rows is None or n_levels < n_rows
+        # two levels: the indicator spans the same column as the number, so name it a factor
+        repeats = (n_rows is None or n_levels < n_rows) and (
+            n_levels <= 2 or min_level_count is None or min_level_count >= 2)
         if kind == "categorical" or label or (n_levels <= FACTOR_MAX_LEVELS and repeats):
             return "factor"
         return "spline" if n_levels > FACTOR_MAX_LEVELS and n_levels >= spline_df + 2 else "linear"

@@ -174,7 +174,9 @@ class MarkerTable:
                 shown = [str(first[k].item() if hasattr(first[k], "item") else first[k])
                          for k in range(values.size)]
             how = resolve_coding(name, kind, len(shown), coding, groups=groups,
-                                 spline_df=spline_df, n_rows=self.n_rows)
+                                 spline_df=spline_df, n_rows=self.n_rows,
+                                 min_level_count=int(np.bincount(code).min()) if len(shown)
+                                 else None)
             if how == "factor":
                 for k in range(1, len(shown)):
                     cols.append((code == k).astype(np.float64))

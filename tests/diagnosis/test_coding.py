@@ -105,3 +105,16 @@ def test_a_few_distinct_measured_values_enter_linearly():
     X, terms = t.design(["frac", "train_loss"])
     assert terms == ("frac=0.6", "train_loss")
     np.testing.assert_array_equal(X, np.column_stack([[0, 0, 0, 1, 1, 1], loss]))
+
+
+def test_a_measured_column_with_single_model_values_is_not_a_factor():
+    """ID accuracy on a small evaluation set: 4 values over 8 models, two held by one model
+    only: a quantity (linear), not a design knob; the same values each held twice: a factor."""
+    acc = [0.8, 0.8, 0.8, 0.9, 0.9, 0.9, 0.85, 0.95]
+    t = as_marker_table({"id_accuracy": acc})
+    X, terms = t.design(["id_accuracy"])
+    assert terms == ("id_accuracy",)
+    np.testing.assert_array_equal(X[:, 0], acc)
+    knob = [0.8, 0.8, 0.85, 0.85, 0.9, 0.9, 0.95, 0.95]
+    assert as_marker_table({"knob": knob}).design(["knob"])[1] == (
+        "knob=0.85", "knob=0.9", "knob=0.95")

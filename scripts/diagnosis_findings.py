@@ -1,0 +1,198 @@
+"""The findings of every shipped diagnosis population, as one generated page.
+
+Reads the saved outputs under ``docs/diagnosis/`` (each population's ``report.json``, and the
+modular-addition crossing-step analyses ``crossing.json`` / ``crossing_survival.json``) and writes
+``docs/diagnosis/FINDINGS.md``: per population its design, the calibration sentence (what it can
+detect), and one row per marker with the verdict, the partial effect and its CI, the Holm p, the
+out-of-sample test, the smallest partial r the design detects with 80 % power (MDE) and the flags.
+The README and docs/diagnosis.md quote these numbers; ``tests/diagnosis/test_shipped_findings.py`` checks that
+the page equals what this script writes from the shipped outputs, so a rerun that changes a figure
+fails until the page (and the prose quoting it) is regenerated.
+
+    python scripts/diagnosis_findings.py            # rewrite docs/diagnosis/FINDINGS.md
+    python scripts/diagnosis_findings.py --check    # exit 1 if the page is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "diagnosis"
+PAGE = DOCS / "FINDINGS.md"
+
+#: (folder under docs/diagnosis, diagnosis file, one-line description)
+POPULATIONS: tuple[tuple[str, str, str], ...] = (
+    ("he_noise", "probes/diagnose_he_study.toml",
+     "An & Du's SCAN noise sweep: noise 0..15 x 5 seeds, from the study's table"),
+    ("he_coverage", "probes/diagnose_he_coverage.toml",
+     "HE study, training on 1..k clauses, k = 1..4 x 5 seeds"),
+    ("he_depth", "probes/diagnose_he_depth.toml", "HE study, 1..10 blocks x 5 seeds"),
+    ("he_regulariser", "probes/diagnose_he_regulariser.toml",
+     "HE study, plain vs HE-regularised (lambda 0 / 0.2) at noise 0, 3, .., 15 x 5 seeds"),
+    ("scan_noise", "probes/diagnose_scan_noise.toml",
+     "SCAN noise {0, 3, .., 15} x 5 seeds, trained by probekit (450 steps)"),
+    ("scan_coverage", "probes/diagnose_scan_coverage.toml",
+     "SCAN coverage: 1..k training clauses, k = 1..4 x 5 seeds"),
+    ("scan_depth", "probes/diagnose_scan_depth.toml", "SCAN depth: 1, 2, 4, 6, 8, 10 blocks x 5 seeds"),
+    ("modadd", "probes/diagnose_modadd.toml",
+     "modular addition p = 23: weight decay {1, 2, 3} x train fraction {0.5, 0.6, 0.7} x 3 seeds, "
+     "1200 steps"),
+    ("kg_composition", "probes/diagnose_kg_composition.toml",
+     "KG two-hop composition: phi {3.6, 5.4, 7.2} x 3 seeds, 500 steps (OOD outcome)"),
+    ("kg_composition/id", "probes/diagnose_kg_composition_id.toml",
+     "the same KG population, ID two-hop accuracy as the outcome"),
+)
+
+
+def _num(x: Any, digits: int = 2) -> str:
+    """A number rounded for the page ("-" for a missing one; no "-0.00")."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    text = f"{x:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def _p(x: Any) -> str:
+    """A p-value: 3 decimals below 0.01, else 2."""
+    if x is None:
+        return "-"
+    return _num(x, 3 if x < 0.01 else 2)
+
+
+def _ci(rec: dict[str, Any], lo: str, hi: str) -> str:
+    return f"[{_num(rec.get(lo))}, {_num(rec.get(hi))}]"
+
+
+def marker_table(records: list[dict[str, Any]], step: bool = False) -> list[str]:
+    """The per-marker rows of one analysis (records as in ``to_records()``)."""
+    head = ("| " + ("step | " if step else "") + "marker | verdict | Spearman | partial r [95% CI] | "
+            "partial p (Holm) | partial Spearman | LOGO delta R^2 (p) | MDE | flags |")
+    rule = "|" + "---|" * (10 if step else 9)
+    rows = [head, rule]
+    for r in records:
+        flags = "; ".join(f.split("(")[0] for f in r.get("flags") or []) or "-"
+        rows.append(
+            "| " + (f"{r['step']:g} | " if step else "") + f"`{r['marker']}` | {r['verdict']} | "
+            f"{_num(r.get('spearman'))} | {_num(r.get('partial_r'))} "
+            f"{_ci(r, 'partial_low', 'partial_high')} | {_p(r.get('partial_p'))} "
+            f"({_p(r.get('partial_p_holm'))}) | {_num(r.get('partial_spearman'))} | "
+            f"{_num(r.get('delta_r2'))} ({_p(r.get('oos_p'))}) | {_num(r.get('mde_partial_r'))} | "
+            f"{flags} |")
+    return rows
+
+
+def flag_notes(records: list[dict[str, Any]]) -> list[str]:
+    """Each distinct flag in full, once (the table shows the flags' names)."""
+    seen = dict.fromkeys(f for r in records for f in r.get("flags") or [] if "(" in f)
+    return [f"Flags in full: {'; '.join(seen)}.", ""] if seen else []
+
+
+def population_section(folder: str, toml: str, description: str) -> list[str]:
+    """One population's section from its ``report.json``."""
+    report = json.loads((DOCS / folder / "report.json").read_text())
+    diag = report["diagnosis"]
+    a = diag["analysis"]
+    lines = [f"## `{folder}`", "",
+             f"{description}. `{toml}`; {a['n_models']} models in {a['n_groups']} "
+             f"{a['groups'] or 'model'} groups; outcome `{a['outcome']}`; covariates "
+             + ", ".join(f"`{c}`" for c in a["covariates"]) + ".", ""]
+    calibration = diag.get("calibration")
+    if calibration and calibration.get("sentence"):
+        lines += [f"Calibration: {calibration['sentence']}", ""]
+    lines += marker_table(a["markers"]) + [""]
+    lines += flag_notes(a["markers"])
+    early = diag.get("early_warning")
+    if early and early.get("records"):
+        lines += [f"Early warning (outcome `{early['outcome']}` of the final model, markers at "
+                  f"each step; covariates " + ", ".join(f"`{c}`" for c in early["covariates"])
+                  + "):", ""]
+        lines += marker_table(early["records"], step=True) + [""]
+    return lines
+
+
+def crossing_section() -> list[str]:
+    """The modular-addition grokking step as the outcome (censored), with its survival check."""
+    crossing = json.loads((DOCS / "modadd" / "crossing.json").read_text())
+    lines = ["## `modadd`: the grokking step as the outcome", "",
+             f"Outcome `{crossing['outcome']}` (first logged step with held-out accuracy >= 0.9); "
+             f"{crossing['n_censored_runs']} runs that never cross are censored at "
+             f"{crossing['censor']} (`scripts/modadd_crossing_analysis.py`, `crossing.json`).", ""]
+    for key, analysis in crossing.items():
+        if not isinstance(analysis, dict) or "records" not in analysis:
+            continue
+        lines += [f"Covariates {key} (" + ", ".join(f"`{c}`" for c in analysis["covariates"])
+                  + "):", ""]
+        lines += marker_table(analysis["records"], step=True) + [""]
+    survival_path = DOCS / "modadd" / "crossing_survival.json"
+    if survival_path.exists():
+        survival = json.loads(survival_path.read_text())
+        lines += survival_lines(survival)
+    return lines
+
+
+def survival_lines(survival: dict[str, Any]) -> list[str]:
+    """Cox hazard ratios and the censoring-sensitivity verdicts (``crossing_survival.json``)."""
+    first = next(iter(survival.values()))
+    censors = ", ".join(f"{c:g}" for c in first["censors"])
+    lines = ["Censoring kept (Cox model stratified by seed, hazard ratio per SD of the marker, "
+             "Harrell's C of the marker alone; `crossing_survival.json`) and the verdict of the "
+             f"imputed analysis at each censoring value C = {censors}:", "",
+             "| step | marker | HR [95% CI] | Wald p (Holm) | Harrell C (p) | verdicts over C | "
+             "flags |", "|---|---|---|---|---|---|---|"]
+    for step, part in survival.items():
+        verdicts: dict[str, list[str]] = {}
+        for point in part["curve"]:
+            verdicts.setdefault(point["marker"], []).append(point["verdict"])
+        for r in part["cox"]:
+            flags = "; ".join(part["flags"].get(r["marker"]) or []) or "-"
+            lines.append(
+                f"| {step} | `{r['marker']}` | {_num(r.get('hazard_ratio'))} "
+                f"[{_num(r.get('hr_low'))}, {_num(r.get('hr_high'))}] | {_p(r.get('p'))} "
+                f"({_p(r.get('p_holm'))}) | {_num(r.get('concordance'))} "
+                f"({_p(r.get('concordance_p'))}) | {', '.join(verdicts.get(r['marker'], []))} | "
+                f"{flags} |")
+    return lines + [""]
+
+
+def render() -> str:
+    """The whole page."""
+    lines = ["# Findings of the shipped diagnosis populations", "",
+             "Generated by `python scripts/diagnosis_findings.py` from the saved outputs in this "
+             "folder (rerun them with `bash scripts/rerun_shipped_diagnoses.sh`); do not edit by "
+             "hand. Verdicts, flags and the inference behind them: "
+             "[../diagnosis.md](../diagnosis.md#verdicts-and-inference). p-values and CIs are "
+             "from models permuted within seed strata (seed fixed effects) unless a section "
+             "says otherwise; MDE = the smallest |partial r| the design detects with 80% power.",
+             ""]
+    for folder, toml, description in POPULATIONS:
+        lines += population_section(folder, toml, description)
+        if folder == "modadd":
+            lines += crossing_section()
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main() -> int:
+    """CLI."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
+    args = parser.parse_args()
+    text = render()
+    if args.check:
+        if not PAGE.exists() or PAGE.read_text() != text:
+            print(f"{PAGE.relative_to(ROOT)} is stale: run python scripts/diagnosis_findings.py",  # noqa: T201
+                  file=sys.stderr)
+            return 1
+        return 0
+    PAGE.write_text(text)
+    print(f"wrote {PAGE.relative_to(ROOT)}")  # noqa: T201
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
