@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from ..suites.spec import Suite, SuiteError, build_suite, build_table, location, read_toml
 from ..util.config import close_match_hint
+from ..util.constraints import keys_of
 from ..util.io import sha256_bytes
 
 __all__ = [
@@ -311,7 +312,7 @@ def _marker(table: Any, i: int, path: Path, text: str) -> MarkerSpec:
             f"kind{close_match_hint(str(measure), kinds)}; registered kinds are {sorted(kinds)}"
         )
     spec_cls = kinds[measure].spec
-    fields = [f.name for f in dataclasses.fields(spec_cls)]
+    fields = keys_of(spec_cls)
     reference = table.get("reference")
     if reference is not None:
         where = location(path, text, "marker", "reference", i)

@@ -1,20 +1,29 @@
-"""Frozen configuration of an HE measurement (An & Du 2026; [C] defaults)."""
+"""Frozen configuration of an HE measurement (An & Du 2026; [C] defaults).
+
+:class:`HEConfig` is the one declaration of HE's options: the ``[[homomorphism]]`` suite
+section (:class:`probekit.suites.analyses.homomorphism.HomomorphismSpec`) and the
+``homomorphism_error`` claim and diagnosis-marker kind
+(:class:`probekit.hypotheses.kinds.homomorphism_error.HomomorphismErrorSpec`) subclass it, so an
+option added here is a key of all three files, validated by its declared rule
+(:mod:`probekit.util.constraints`).
+"""
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from ..errors import ConfigError
-from .operators import FAMILIES, SOLVERS, Solver
-from .states import Pooling
+from ..util.constraints import Between, Ge, NonEmpty, Validated
 
+Family = Literal["affine", "bilinear", "mlp"]
+Solver = Literal["adam", "closed_form_ridge"]
 Parts = Literal["same_pass", "separate"]
-PARTS: tuple[str, ...] = ("same_pass", "separate")
+Pooling = Literal["mean", "last"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class HEConfig:
+class HEConfig(Validated):
     """What to fit, how to split, how to read the states.
 
     Attributes:
@@ -45,48 +54,18 @@ class HEConfig:
         batch_size: capture batch size.
     """
 
-    families: tuple[str, ...] = FAMILIES
+    families: Annotated[tuple[Family, ...], NonEmpty()] = typing.get_args(Family)
     solver: Solver = "adam"
-    alpha: float = 1e-3
+    alpha: Annotated[float, Ge(0)] = 1e-3
     parts: Parts = "same_pass"
-    train_fraction: float = 0.8
+    train_fraction: Annotated[float, Between(0, 1)] = 0.8
     shuffle: bool = False
     seed: int = 0
     site: str = "resid_post"
     layer: int = -1
     pooling: Pooling = "mean"
     split: str = "train"
-    max_examples: int | None = None
-    n_resamples: int = 1000
-    confidence_level: float = 0.95
-    batch_size: int = 128
-
-    def __post_init__(self) -> None:
-        own = "HEConfig"
-        if not self.families or any(f not in FAMILIES for f in self.families):
-            raise ConfigError(f"{own}.families={self.families!r}; choose from {list(FAMILIES)}")
-        if self.solver not in SOLVERS:
-            hint = " (renamed 'closed_form_ridge')" if self.solver == "ridge" else ""
-            raise ConfigError(f"{own}.solver={self.solver!r}{hint}; choose 'adam' ([C]) or "
-                              "'closed_form_ridge' (exact least squares)")
-        if self.parts not in PARTS:
-            raise ConfigError(f"{own}.parts={self.parts!r}; choose 'same_pass' ([C]) or "
-                              "'separate' (part states from separate forward passes)")
-        if not self.alpha >= 0:
-            raise ConfigError(f"{own}.alpha must be >= 0, got {self.alpha!r}")
-        if not 0.0 < self.train_fraction < 1.0:
-            raise ConfigError(
-                f"{own}.train_fraction must be in (0, 1), got {self.train_fraction!r}"
-            )
-        if self.pooling not in ("mean", "last"):
-            raise ConfigError(f"{own}.pooling={self.pooling!r}; choose 'mean' or 'last'")
-        if self.max_examples is not None and self.max_examples < 1:
-            raise ConfigError(
-                f"{own}.max_examples must be >= 1 or None, got {self.max_examples!r}"
-            )
-        if self.n_resamples < 1000:
-            raise ConfigError(f"{own}.n_resamples must be >= 1000, got {self.n_resamples!r}")
-        if not 0.0 < self.confidence_level < 1.0:
-            raise ConfigError(
-                f"{own}.confidence_level must be in (0, 1), got {self.confidence_level!r}"
-            )
+    max_examples: Annotated[int | None, Ge(1)] = None
+    n_resamples: Annotated[int, Ge(1000)] = 1000
+    confidence_level: Annotated[float, Between(0, 1)] = 0.95
+    batch_size: Annotated[int, Ge(1)] = 128

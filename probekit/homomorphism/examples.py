@@ -74,14 +74,15 @@ def measure_he(
     ds = parse_dataset(ctx, split)
     vocab = ctx.examples.vocab
     pad = vocab.pad_id if vocab is not None else 0
-    states = capture_states(ctx.model, ds.tokens, site=config.site, pad_id=pad)
+    states = capture_states(ctx.model, ds.tokens, site=config.site, batch_size=config.batch_size,
+                            pad_id=pad)
     results: dict[str, HEResult] = {}
     for kind in kinds:
         if config.parts == "separate":
             pairs = modifier_pairs(ds) if kind == "modifier" else sequence_pairs(ds)
             a, b, c, layers = separate_pass_vectors(
                 ctx.model, ds.tokens, pairs, site=config.site, pooling=config.pooling,
-                pad_id=pad, states=states,
+                batch_size=config.batch_size, pad_id=pad, states=states,
             )
             results[kind] = composition_he(a, b, c, labels=pairs.label, layers=layers,
                                            kind=kind, config=config)

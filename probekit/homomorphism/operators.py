@@ -15,7 +15,7 @@ residual of its short Adam fit (it scales with the square of the state size).
 from __future__ import annotations
 
 import math
-from typing import Literal
+import typing
 
 import numpy as np
 import torch
@@ -27,11 +27,10 @@ from torch import Tensor
 
 from ..errors import ConfigError, DataError, NonFiniteError
 from ..progress import track
+from .config import Family, Solver
 
-Solver = Literal["adam", "closed_form_ridge"]
-SOLVERS: tuple[str, ...] = ("adam", "closed_form_ridge")
-Family = Literal["affine", "bilinear", "mlp"]
-FAMILIES: tuple[str, ...] = ("affine", "bilinear", "mlp")
+SOLVERS: tuple[str, ...] = typing.get_args(Solver)
+FAMILIES: tuple[Family, ...] = typing.get_args(Family)
 
 
 def _as_stack(x: object, name: str) -> tuple[Tensor, bool]:

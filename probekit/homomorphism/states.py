@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
@@ -19,9 +18,8 @@ from torch import Tensor
 from ..capture import AllTokens, Site, all_layers, collect_activations
 from ..errors import DataError, NonFiniteError
 from ..models.protocol import HookedModel
+from .config import Pooling
 from .pairs import PairIndex
-
-Pooling = Literal["mean", "last"]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,6 +24,7 @@ from typing import Any
 from ..suites.registry import RESERVED_SECTIONS
 from ..suites.spec import Suite, SuiteError, build_suite, build_table, location, read_toml
 from ..util.config import close_match_hint
+from ..util.constraints import keys_of
 from .registry import registered_kinds
 
 __all__ = ["COMPARISONS", "Claim", "HypothesisFile", "load_hypotheses"]
@@ -125,7 +126,7 @@ def _claim(table: Any, i: int, path: Path, text: str) -> Claim:
     kind = kinds[measure]
     import dataclasses
 
-    fields = [f.name for f in dataclasses.fields(kind.spec)]
+    fields = keys_of(kind.spec)
     for key in table:
         if key not in CLAIM_KEYS and key not in fields:
             valid = sorted({*CLAIM_KEYS, *fields})

@@ -31,9 +31,8 @@ from ..capture.batching import TokenBatch, pad_id_of
 from ..capture.generate import greedy_decode, is_correct, resolve_kv_cache
 from ..errors import ConfigError, DataError
 from ..interventions import Ablate, as_batch, run_with_interventions
+from .config import METHODS
 from .selection import NeuronSet
-
-METHODS = ("zero", "mean")
 
 
 @dataclass(frozen=True)

@@ -40,14 +40,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import ConfigError, DataError
+from ..errors import DataError
 from ..progress import progress_bar
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
 from ..stats import StatTestResult, adjust_pvalues
-from ..stats.permutation import n_permutations_for, permutation_result
+from ..stats.permutation import permutation_result
+from .config import DeactivationConfig
 from .deactivation import (
-    METHODS,
     FactSet,
     accuracy_by_relation,
     deactivation_ops,
@@ -58,65 +58,6 @@ from .deactivation import (
 from .resume import RelationRowCache, experiment_key
 from .selection import NeuronSet, jaccard_matrix, random_like, select_neurons
 from .statistics import NeuronStatistics
-
-
-@dataclass(frozen=True, kw_only=True)
-class DeactivationConfig:
-    """How relation neurons are chosen and deactivated.
-
-    Attributes:
-        k / fraction: set size per relation (exactly one; fraction of all candidate units).
-        method: ``"zero"`` (the paper's) or ``"mean"`` (each unit's mean response).
-        n_random: matched random sets per relation for the test, scored on r's facts (>= 5;
-            ``None``: the fewest with which Holm over the relations can reach ``alpha``).
-        n_spread: how many of them (at most all) are also scored on every relation (the
-            matrix's random-set spread and interference).
-        alpha: level the default ``n_random`` is chosen for.
-        shares: cumulativity shares of the set.
-        n_single: single top neurons deactivated one at a time.
-        generation: also score greedy generation (slower): the baseline, r's own sets, and the
-            ``n_random`` random sets of the per-relation test on r's facts.
-        post: also deactivate the same neurons at ``mlp_post`` (zero ablation only).
-        max_new_tokens, batch_size, seed: decoding length, rows per forward, random-set seed.
-    """
-
-    k: int | None = None
-    fraction: float | None = 0.005
-    method: str = "zero"
-    n_random: int | None = None
-    n_spread: int = 19
-    alpha: float = 0.05
-    shares: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0)
-    n_single: int = 3
-    generation: bool = True
-    post: bool = False
-    max_new_tokens: int = 8
-    batch_size: int = 32
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        """Validate the options."""
-        if self.method not in METHODS:
-            raise ConfigError(f"unknown method {self.method!r}; use one of {list(METHODS)}")
-        if self.n_random is not None and self.n_random < 5:
-            raise ConfigError(f"n_random={self.n_random}: use >= 5 random sets (19 for p < 0.05)")
-        if self.n_spread < 1:
-            raise ConfigError(f"n_spread={self.n_spread}: score >= 1 random set on every relation")
-        if not 0.0 < self.alpha < 1.0:
-            raise ConfigError(f"alpha={self.alpha} must be in (0, 1)")
-        if not self.shares or not all(0 < s <= 1 for s in self.shares):
-            raise ConfigError(f"shares must be fractions in (0, 1], got {self.shares}")
-        if self.post and self.method != "zero":
-            raise ConfigError(
-                f"post=True deactivates at mlp_post with zeros only, got method={self.method!r}; "
-                "use method='zero' or post=False"
-            )
-
-    def random_sets(self, n_relations: int) -> int:
-        """``n_random``, or the fewest sets for which Holm over ``n_relations`` can reach alpha."""
-        if self.n_random is not None:
-            return self.n_random
-        return max(self.n_spread, n_permutations_for(self.alpha, n_relations))
 
 
 @dataclass(frozen=True, repr=False)

@@ -101,4 +101,6 @@ def analysis_for_spec(spec: object) -> Analysis:
 
 def spec_fields(spec: type) -> list[str]:
     """Field names of a spec dataclass (the keys its TOML section accepts)."""
-    return [f.name for f in dataclasses.fields(spec)]
+    from ..util.constraints import keys_of
+
+    return keys_of(spec)

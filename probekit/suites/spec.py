@@ -13,13 +13,13 @@ import re
 import tomllib
 import types
 import typing
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ConfigError
 from ..util.config import close_match_hint
+from ..util.constraints import ConstraintError, keys_of
 
 
 class SuiteError(ConfigError):
@@ -125,9 +125,8 @@ class ExecutionSpec:
     ``executor``: a registered executor name (:func:`probekit.executor.available_executors`:
     ``"inprocess"``, the default, and the backends of :mod:`probekit.executors`); ``options``:
     the ``[execution.options]`` table, the backend's own options (its options class checks
-    them when the file loads, e.g. ``address = "auto"`` for a cluster backend). An option
-    written directly under ``[execution]`` (the form of earlier versions) is moved into
-    ``options`` with a ``FutureWarning``. The CLI's ``--executor``/``--executor-opt`` (and the
+    them when the file loads, e.g. ``address = "auto"`` for a cluster backend; written directly
+    under ``[execution]`` it is refused, naming the table). The CLI's ``--executor``/``--executor-opt`` (and the
     backends' aliases) override the table. With an executor other than ``"inprocess"`` the suite's activation
     capture runs as executor tasks too (:func:`~probekit.capture.capture_sharded`, one task per
     shard of ``capture_examples_per_shard`` examples rounded up to whole batches; the cache
@@ -163,11 +162,10 @@ class ExecutionSpec:
 
 
 def _execution_table(table: Any, path: Path, text: str) -> Any:
-    """``[execution]`` with backend options written directly under it moved into ``options``.
+    """``[execution]`` as written; a backend option directly under it is refused with the fix.
 
-    The form of earlier versions (``executor = NAME`` and the backend's options side by side)
-    keeps working, with a ``FutureWarning`` naming the line; other unknown keys are left for
-    :func:`_build` to refuse.
+    The backend's options belong in the ``[execution.options]`` table (one way to write them);
+    other unknown keys are left for :func:`_build` to refuse.
     """
     from ..executor import available_executors, executor_option_names
 
@@ -177,21 +175,13 @@ def _execution_table(table: Any, path: Path, text: str) -> Any:
     if not isinstance(name, str) or name not in available_executors():
         return table
     own = {f.name for f in dataclasses.fields(ExecutionSpec)}
-    moved = {k: v for k, v in table.items()
-             if k not in own and k in (executor_option_names(name) or ())}
-    if not moved:
-        return table
-    options = table.get("options", {})
-    if not isinstance(options, dict) or set(moved) & set(options):
-        raise SuiteError(f"{_where(path, text, 'execution', next(iter(moved)))}: give each "
-                         "option once, in the [execution.options] table")
-    warnings.warn(
-        f"{_where(path, text, 'execution', next(iter(moved)))}: backend options directly under "
-        f"[execution] ({', '.join(moved)}) are deprecated; move them into an [execution.options] "
-        "table", FutureWarning, stacklevel=3,
-    )
-    rest = {k: v for k, v in table.items() if k not in moved}
-    return {**rest, "options": {**moved, **options}}
+    misplaced = [k for k in table if k not in own and k in (executor_option_names(name) or ())]
+    if misplaced:
+        raise SuiteError(
+            f"{_where(path, text, 'execution', misplaced[0])}: an option of the {name!r} backend; "
+            f"write it in an [execution.options] table (e.g. [execution.options] {misplaced[0]} = ...)"
+        )
+    return table
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -346,12 +336,15 @@ def _build(
 ) -> Any:
     """Instantiate the dataclass ``cls`` from a TOML table, checking it against the fields.
 
-    Unknown keys (with a close match), types, ``Literal`` choices and required keys are checked.
+    Unknown keys (with a close match), types, ``Literal`` choices and required keys are checked
+    here; the rules ``cls`` declares on its fields (:mod:`probekit.util.constraints`) by its own
+    constructor, reported at the offending key's line. ``init=False`` fields are not keys.
     """
     if not isinstance(table, dict):
         raise SuiteError(f"{_where(path, text, section, index=index)}: expected a table")
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    keys = set(keys_of(cls))
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name in keys}
     kwargs: dict[str, Any] = {}
     for key, value in table.items():
         if key not in fields:
@@ -380,6 +373,9 @@ def _build(
         )
     try:
         return cls(**kwargs)
+    except ConstraintError as err:  # a declared rule (probekit.util.constraints), at its key's line
+        raise SuiteError(f"{_where(path, text, section, err.key, index)} = {err.value!r}: must be "
+                         f"{err.rule}") from None
     except (TypeError, ValueError) as err:
         raise SuiteError(f"{_where(path, text, section, index=index)}: {err}") from None
 

@@ -77,7 +77,7 @@ def test_mean_ablation_and_bad_input(planted):
     np.testing.assert_array_equal(zero, mean0)  # mean 0 == zero ablation
     with pytest.raises(ConfigError, match="unknown deactivation method"):
         deactivation_ops(s, method="max")
-    with pytest.raises(ConfigError, match="n_random=2"):
+    with pytest.raises(ConfigError, match=r"n_random must be >= 5 \(19 for p < 0.05\), got 2"):
         DeactivationConfig(n_random=2)
     with pytest.raises(DataError, match="no test facts for relation 'rel2'"):
         relation_neuron_experiments(

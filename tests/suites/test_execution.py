@@ -29,11 +29,10 @@ def test_execution_table_parses_and_defaults_to_in_process(suite_dir, tmp_path):
     suite = load_suite(_suite(suite_dir, tmp_path, table))
     assert (suite.execution.executor, suite.execution.options) == ("ray", {"address": "10.0.0.5:6379"})
     assert suite.to_dict()["execution"]["options"] == {"address": "10.0.0.5:6379"}
-    # the form of earlier versions (the backend's options beside `executor`) still loads, warned
-    with pytest.warns(FutureWarning, match=r"s\.toml:\d+: \[execution\] address.*deprecated.*"
-                      r"\[execution\.options\]"):
-        old = load_suite(_suite(suite_dir, tmp_path, '\n[execution]\nexecutor = "ray"\naddress = "10.0.0.5:6379"\n'))
-    assert old.execution == suite.execution
+    # the form of earlier versions (the backend's options beside `executor`) is refused, with the fix
+    with pytest.raises(SuiteError, match=r"s\.toml:\d+: \[execution\] address: an option of the "
+                       r"'ray' backend; write it in an \[execution\.options\] table"):
+        load_suite(_suite(suite_dir, tmp_path, '\n[execution]\nexecutor = "ray"\naddress = "10.0.0.5:6379"\n'))
 
 
 @pytest.mark.parametrize(("table", "match"), [
@@ -42,7 +41,9 @@ def test_execution_table_parses_and_defaults_to_in_process(suite_dir, tmp_path):
     ('executor = "inprocess"\n[execution.options]\naddress = "auto"',
      r"executor 'inprocess' has no option 'address'; its options are \['check_picklable', 'progress'\]"),
     ('executor = "ray"\n[execution.options]\nnum_cpus = 2\naddress = "auto"', r"drop num_cpus"),
-    ('executor = "ray"\naddress = "headnode"', r"Ray address 'headnode' is not .*ray start --head"),
+    ('executor = "ray"\n[execution.options]\naddress = "headnode"',
+     r"Ray address 'headnode' is not .*ray start --head"),
+    ('executor = "ray"\naddress = "headnode"', r"\[execution\] address: an option of the 'ray' backend"),
     ('executor = "processes"\n[execution.options]\nworkers = 0', r"workers=0: must be an integer >= 1"),
     ('executor = "ray"\naddres = "auto"', r"s\.toml:\d+: \[execution\] addres: unknown key"),
 ])

@@ -2,36 +2,32 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ...context import Context
+from ...homomorphism.config import HEConfig
 from ..measurement import Measurement
 from ..registry import register_measurement
 
 
 @dataclass(frozen=True, kw_only=True)
-class HomomorphismErrorSpec:
-    """Keys of a ``homomorphism_error`` claim (data: a SCAN-style task, ``prompt_only = false``).
+class HomomorphismErrorSpec(HEConfig):
+    """Keys of a ``homomorphism_error`` claim or marker (data: a SCAN-style task, ``prompt_only = false``).
 
-    ``layer``: the block; ``composition``: ``"modifier"`` (primitive + modifier) or
-    ``"sequence"`` (``then``); ``statistic``: ``"mse"`` ([C]: mean over operator families of the
-    held-out MSE) or ``"normalised"`` (ours: ``1 - R^2``); ``parts``: ``"same_pass"`` ([C])
-    or ``"separate"`` ([O]: part states from separate forward passes, one operator per
-    modifier; :mod:`probekit.homomorphism.separate`); the rest as ``[[homomorphism]]``.
+    :class:`~probekit.homomorphism.HEConfig`'s options are keys (as ``[[homomorphism]]``),
+    except the bootstrap (``n_resamples``, ``confidence_level``: the file's ``[stats]``) and
+    ``max_examples``; ``layer`` is required (the block). ``composition``: ``"modifier"``
+    (primitive + modifier) or ``"sequence"`` (``then``); ``statistic``: ``"mse"`` ([C]: mean
+    over operator families of the held-out MSE) or ``"normalised"`` (ours: ``1 - R^2``).
     """
 
     layer: int
     composition: Literal["modifier", "sequence"] = "modifier"
     statistic: Literal["mse", "normalised"] = "normalised"
-    split: str = "train"
-    families: tuple[Literal["affine", "bilinear", "mlp"], ...] = ("affine", "bilinear", "mlp")
-    solver: Literal["adam", "closed_form_ridge"] = "adam"
-    parts: Literal["same_pass", "separate"] = "same_pass"
-    pooling: Literal["mean", "last"] = "mean"
-    site: str = "resid_post"
-    train_fraction: float = 0.8
-    seed: int = 0
+    max_examples: int | None = field(default=None, init=False)
+    n_resamples: int = field(default=1000, init=False)
+    confidence_level: float = field(default=0.95, init=False)
 
 
 @register_measurement("homomorphism_error", spec=HomomorphismErrorSpec)
@@ -42,12 +38,10 @@ def homomorphism_error(spec: HomomorphismErrorSpec, ctx: Context) -> Measurement
     over scored pairs, as the HE result's own CI). ``normalised``: ``sum err / sum sq. dev``
     over the scored pairs, bootstrapped as a ratio of sums.
     """
-    from ...homomorphism import HEConfig
     from ...homomorphism.layer_he import layer_he
+    from ...util.constraints import base_config
 
-    cfg = HEConfig(families=tuple(spec.families), solver=spec.solver, parts=spec.parts,
-                   pooling=spec.pooling, site=spec.site, train_fraction=spec.train_fraction,
-                   seed=spec.seed)
+    cfg = base_config(spec, HEConfig, layer=-1)  # the block is layer_he's argument
     res = layer_he(ctx, spec.split, spec.composition, spec.layer, cfg,
                    n_bootstrap=ctx.stats.n_bootstrap, seed=ctx.stats.seed)
     how = ("parts from one pass, one shared operator [C]" if spec.parts == "same_pass" else

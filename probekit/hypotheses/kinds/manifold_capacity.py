@@ -7,31 +7,27 @@ control: :func:`~probekit.geometry.label_manifolds.shuffled_label_capacities`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from ...context import Context
+from ...geometry.config import ManifoldConfig
+from ...util.constraints import Ge
 from ..keys import bootstrap, labels, site_rows
 from ..measurement import Measurement
 from ..registry import register_measurement
 
 
 @dataclass(frozen=True, kw_only=True)
-class CapacitySpec:
-    """Keys of a ``manifold_capacity`` claim.
+class CapacitySpec(ManifoldConfig):
+    """Keys of a ``manifold_capacity`` claim or marker.
 
-    ``site``: activations at ``[capture] positions``; ``label``: the column whose classes are
-    the manifolds (default ``[data] label``); ``max_points``: points per class (Chou et al.
-    use 50); ``n_t``: Gaussian samples per manifold; ``n_shuffles``: label-shuffled refits for
-    the control.
+    :class:`~probekit.geometry.config.ManifoldConfig`'s (``label``, ``split``, ``max_points``,
+    ``n_t``, ``kappa``, ``seed``) plus ``site``: activations at ``[capture] positions``;
+    ``n_shuffles``: label-shuffled refits for the control.
     """
 
     site: str
-    label: str | None = None
-    split: str = "train"
-    max_points: int | None = 50
-    n_t: int = 200
-    kappa: float = 0.0
-    n_shuffles: int = 20
-    seed: int = 0
+    n_shuffles: Annotated[int, Ge(1)] = 20
 
 
 @register_measurement("manifold_capacity", spec=CapacitySpec, control=True)

@@ -8,29 +8,25 @@ anchor radius ``R_M`` and dimension ``D_M``, both from one
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 from ...context import Context
+from ...geometry.config import ManifoldConfig
+from ...util.constraints import Ge
 from ..keys import label_name, labels, site_rows
 from ..measurement import Measurement
 from ..registry import register_measurement
 
 
 @dataclass(frozen=True, kw_only=True)
-class ManifoldGeometrySpec:
+class ManifoldGeometrySpec(ManifoldConfig):
     """Keys of a ``manifold_radius`` / ``manifold_dimension`` claim (as ``manifold_capacity``).
 
     ``label``: >= 2 classes; ``n_reps``: restarts per ``K`` of the centre-subspace fit (10).
     """
 
     site: str
-    label: str | None = None
-    split: str = "train"
-    max_points: int | None = 50
-    n_t: int = 200
-    kappa: float = 0.0
-    n_reps: int = 10
-    seed: int = 0
+    n_reps: Annotated[int, Ge(1)] = 10
 
 
 def _measure(spec: ManifoldGeometrySpec, ctx: Context, which: Literal["radius", "dimension"]) -> Measurement:

@@ -10,39 +10,32 @@ plus PR, #PCs for 90% variance, numerical rank, NC1 and the Fisher ratio.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 
 from ...context import RunContext
-from ...errors import ConfigError
+from ...geometry.config import ManifoldConfig
 from ...sites import site_label
+from ...util.constraints import Ge
 from ..registry import register_analysis
 from ..result import AnalysisResult
 
 
 @dataclass(frozen=True, kw_only=True)
-class GeometrySpec:
-    """``[[geometry]]`` keys.
+class GeometrySpec(ManifoldConfig):
+    """``[[geometry]]`` keys: :class:`~probekit.geometry.config.ManifoldConfig`'s plus the class filter.
+
+    ``label``, ``split``, ``max_points``, ``n_t``, ``kappa`` and ``seed`` are declared and
+    validated once in :class:`ManifoldConfig`.
 
     Attributes:
-        label: column whose values define the classes (default: ``[data] label``).
-        split: examples measured (``train``, ``test`` or an OOD split).
-        max_points: points per class manifold (Chou et al.: 50).
         min_points: classes with fewer rows in the split are dropped.
         max_classes: keep only the first N classes in sorted order (0 = all).
-        n_t: Gaussian samples per manifold.
-        kappa: margin.
-        seed: subsampling, samples and restarts.
     """
 
-    label: str | None = None
-    split: str = "train"
-    max_points: int = 50
-    min_points: int = 5
-    max_classes: int = 0
-    n_t: int = 200
-    kappa: float = 0.0
-    seed: int = 0
+    min_points: Annotated[int, Ge(2)] = 5
+    max_classes: Annotated[int, Ge(0)] = 0
 
 
 @register_analysis("geometry", spec=GeometrySpec)
@@ -51,9 +44,6 @@ def run_geometry(spec: GeometrySpec, ctx: RunContext) -> AnalysisResult:
     from ...geometry import class_rows, site_geometry
     from ...geometry.blocks import geometry_blocks
 
-    for key in ("max_points", "min_points", "n_t"):
-        if getattr(spec, key) < 2:
-            raise ConfigError(f"[[geometry]] {key}={getattr(spec, key)}; expected >= 2")
     label = spec.label or ctx.suite.data.label
     idx = ctx.examples.split(spec.split)
     y_all = np.asarray(ctx.examples.column(label), dtype=object)[idx]

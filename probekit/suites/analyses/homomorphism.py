@@ -10,58 +10,43 @@ forward passes (:mod:`probekit.homomorphism.separate`) with one operator per mod
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ...context import RunContext
+from ...homomorphism.config import HEConfig
 from ...sites import site_label
 from ..registry import register_analysis
 from ..result import AnalysisResult
 
 
 @dataclass(frozen=True, kw_only=True)
-class HomomorphismSpec:
-    """``[[homomorphism]]`` keys (defaults = the authors' choices [C]).
+class HomomorphismSpec(HEConfig):
+    """``[[homomorphism]]`` keys: :class:`~probekit.homomorphism.HEConfig`'s options plus ``kinds``.
+
+    Every HE option (families, solver, alpha, parts, pooling, site, layer, train_fraction,
+    shuffle, seed, n_resamples, confidence_level, batch_size; defaults = the authors' choices
+    [C]) is a key, declared and validated once in :class:`HEConfig`. ``split`` names the
+    examples whose inputs give the pairs ([C]: the training inputs); ``max_examples`` is not a
+    key (``[data] max_per_split`` bounds the split).
 
     Attributes:
-        split: examples whose inputs give the pairs ([C]: the training inputs).
         kinds: ``modifier`` (primitive + adjacent modifier) and/or ``sequence`` (``then``).
-        families: operator families averaged into HE.
-        solver: ``adam`` ([C]'s 50-epoch fit, default) or ``closed_form_ridge`` (exact least
-            squares for affine/bilinear: 0 by construction for [C]'s linear target).
-        parts: ``same_pass`` ([C]) or ``separate`` ([O]: parts from separate forward passes,
-            one operator per modifier; pair with ``families = ["affine"]``,
-            ``solver = "closed_form_ridge"`` and read the ``1 - R^2`` column).
-        pooling: span pooling, ``mean`` [C] or ``last``.
-        site: hook kind read at every block.
-        train_fraction, shuffle, seed: operator fit/score split and seeds.
     """
 
-    split: str = "train"
     kinds: tuple[Literal["modifier", "sequence"], ...] = ("modifier", "sequence")
-    families: tuple[Literal["affine", "bilinear", "mlp"], ...] = ("affine", "bilinear", "mlp")
-    solver: Literal["adam", "closed_form_ridge"] = "adam"
-    parts: Literal["same_pass", "separate"] = "same_pass"
-    pooling: Literal["mean", "last"] = "mean"
-    site: str = "resid_post"
-    train_fraction: float = 0.8
-    shuffle: bool = False
-    seed: int = 0
+    max_examples: int | None = field(default=None, init=False)
 
 
 @register_analysis("homomorphism", spec=HomomorphismSpec)
 def run_homomorphism(spec: HomomorphismSpec, ctx: RunContext) -> AnalysisResult:
     """Modifier / sequence HE per layer with bootstrap CIs (An & Du 2026)."""
-    from ...homomorphism import HEConfig, measure_he
+    from ...homomorphism import measure_he
     from ...homomorphism.blocks import he_blocks
     from ...sites import Site
+    from ...util.constraints import base_config
 
-    cfg = HEConfig(
-        families=tuple(spec.families), solver=spec.solver, parts=spec.parts,
-        pooling=spec.pooling, site=spec.site, train_fraction=spec.train_fraction,
-        shuffle=spec.shuffle, seed=spec.seed,
-    )
-    layers, results = measure_he(ctx, spec.split, tuple(spec.kinds), cfg)
+    layers, results = measure_he(ctx, spec.split, tuple(spec.kinds), base_config(spec, HEConfig))
     ctx.forward_passes += 1
     labels = [site_label(Site(layer, spec.site)) for layer in layers]
     blocks = tuple(he_blocks(results, labels, split=spec.split))

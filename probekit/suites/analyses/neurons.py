@@ -12,61 +12,51 @@ sets of the same per-site size do" (Holm-adjusted over relations), on the first 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ...context import RunContext
+from ...neurons.config import DeactivationConfig, Share
 from ..registry import register_analysis
 from ..result import AnalysisResult, Hypothesis
 
 
 @dataclass(frozen=True, kw_only=True)
-class NeuronsSpec:
-    """``[[neurons]]`` keys.
+class NeuronsSpec(DeactivationConfig):
+    """``[[neurons]]`` keys: :class:`~probekit.neurons.DeactivationConfig`'s options plus the data's.
+
+    Every deactivation option (k, fraction, method, n_random, n_spread, shares, n_single,
+    generation, post, max_new_tokens, batch_size) is a key, declared and validated once in
+    :class:`DeactivationConfig`; ``alpha`` and ``seed`` are the suite's ``[stats]`` ones (not
+    keys). ``n_random``'s default here is the fewest sets with which Holm over the relations can
+    reach ``[stats] alpha`` (e.g. 139 for 7 relations at 0.05); ``k`` replaces ``fraction``.
 
     Attributes:
         object_column: gold objects (aliases separated by ``|``; the answer's token id for a
             model without a tokenizer, e.g. a testbed checkpoint).
-        fraction / k: neurons per relation, as a share of all candidate units or a count.
+        fraction: neurons per relation as a share of all candidate units (0.001 here).
         kinds: site kinds ranked together at every layer (default: ``mlp_pre`` and, for gated
             MLPs, ``mlp_pre_linear`` — the lineage code's units).
         response: ``mean`` over prompt tokens (the paper's) or ``last`` token.
-        method: deactivate to ``zero`` (the paper's) or each unit's ``mean`` response.
-        n_random: matched random sets per relation, scored on r's test facts (default: the
-            fewest with which Holm over the relations can reach ``[stats] alpha``, e.g. 139 for
-            7 relations at 0.05).
-        n_spread: how many of them are also scored on every relation (the matrix's spread).
-        generation: also score greedy generation (the paper's metric; slower).
-        post: also deactivate the same neurons at ``mlp_post`` (zero ablation; neurons.md).
     """
 
     object_column: str = "object"
-    fraction: float | None = 0.001
-    k: int | None = None
+    fraction: Share | None = 0.001
     kinds: tuple[str, ...] = ()
     response: Literal["mean", "last"] = "mean"
-    method: Literal["zero", "mean"] = "zero"
-    n_random: int | None = None
-    n_spread: int = 19
-    shares: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0)
-    generation: bool = True
-    post: bool = False
-    max_new_tokens: int = 8
-    batch_size: int = 32
+    alpha: float = field(default=0.05, init=False)
+    seed: int = field(default=0, init=False)
 
 
 @register_analysis("neurons", spec=NeuronsSpec)
 def run_neurons(spec: NeuronsSpec, ctx: RunContext) -> AnalysisResult:
     """Rank units by AP per relation, deactivate them, test against matched random sets."""
-    from ...neurons import DeactivationConfig, relation_neuron_study
+    from ...neurons import relation_neuron_study
     from ...neurons.blocks import study_blocks, study_warnings
+    from ...util.constraints import base_config
 
-    cfg = DeactivationConfig(
-        k=spec.k, fraction=None if spec.k is not None else spec.fraction, method=spec.method,
-        n_random=spec.n_random, n_spread=spec.n_spread, alpha=ctx.stats.alpha,
-        shares=spec.shares, generation=spec.generation, post=spec.post,
-        max_new_tokens=spec.max_new_tokens, batch_size=spec.batch_size, seed=ctx.stats.seed,
-    )
+    cfg = base_config(spec, DeactivationConfig, alpha=ctx.stats.alpha, seed=ctx.stats.seed,
+                      fraction=None if spec.k is not None else spec.fraction)
     study = relation_neuron_study(ctx, object_column=spec.object_column, kinds=spec.kinds,
                                   response=spec.response, config=cfg)
     ctx.forward_passes += 1
