@@ -34,7 +34,7 @@ from .design import build_design
 from .iv import WEAK_F, IVEstimate, iv_estimate
 from .mediation import SEQUENTIAL_IGNORABILITY, Mediation, mediation
 
-__all__ = ["IV_ASSUMPTIONS", "CausalEvidence", "causal_evidence"]
+__all__ = ["IV_ASSUMPTIONS", "CausalEvidence", "causal_blocks", "causal_evidence", "causal_section"]
 
 IV_ASSUMPTIONS = (
     "The IV estimate reads the knob as an instrument for its target marker: it assumes the knob "
@@ -138,9 +138,11 @@ class CausalEvidence(NotebookMixin):
                     f"{_g(iv.se)}; Anderson-Rubin {level} CI {ar}, p {_p(iv.ar_p)}; OLS "
                     f"{_g(iv.ols_beta)}){weak}")
             if med is not None:
-                text += (f"; the knob's direct effect (not through {target}) is "
-                         f"{_g(med.direct)} {_ci(med.direct_low, med.direct_high)} from "
-                         f"{_g(med.t0)} to {_g(med.t1)}")
+                dz = med.t1 - med.t0
+                text += (f"; from {knob} {_g(med.t0)} to {_g(med.t1)}, {target} moves by "
+                         f"{_g(fs.beta * dz)} and {self.outcome} by {_g(rf.beta * dz)}, and the "
+                         f"knob's direct effect (not through {target}) is "
+                         f"{_g(med.direct)} {_ci(med.direct_low, med.direct_high)}")
             out.append(text + f"; p and CIs from {self.unit}.")
         for knob, marker, med, reason in self.mediations:
             if med is None:
@@ -162,13 +164,16 @@ class CausalEvidence(NotebookMixin):
         return causal_blocks(self)
 
 
-def causal_blocks(ev: CausalEvidence) -> tuple[Block, ...]:
-    """The report's "Causal evidence" blocks: arms table, IV table, mediation table, sentences."""
+def causal_blocks(ev: CausalEvidence, note: str = "") -> tuple[Block, ...]:
+    """The report's "Causal evidence" blocks: arms table, IV table, mediation table, sentences.
+
+    ``note`` is appended to the opening paragraph (e.g. the covariates left out).
+    """
     blocks: list[Block] = [Text(text=(
         f"Causal evidence on {ev.outcome} (Angrist & Pischke 2009 for the IV estimate; Imai, "
         f"Keele & Tingley 2010 for mediation). p-values and CIs from {ev.unit}; mediation CIs "
         f"from a bootstrap over {ev.groups or 'models'}. {IV_ASSUMPTIONS} "
-        f"{SEQUENTIAL_IGNORABILITY}"))]
+        f"{SEQUENTIAL_IGNORABILITY}{note}"))]
     arm_rows, iv_rows = [], []
     for knob, target, iv, _, reason in ev.arms:
         if iv is None:
@@ -303,3 +308,44 @@ def causal_evidence(
         unit=unit or "(nothing estimated)", arms=tuple(arms), mediations=tuple(meds),
         settings={"confidence_level": confidence_level, "n_permutations": n_permutations,
                   "n_bootstrap": n_bootstrap, "seed": seed, "inference": inference})
+
+
+def causal_section(
+    table: Mapping[str, Sequence[Any]], outcome: str, *, interventions: Sequence[Any],
+    mediations: Sequence[Any], covariates: Sequence[str], knobs: Sequence[str],
+    groups: str | None, settings: Any, extras: dict[str, Any],
+) -> tuple[Block, ...]:
+    """The report's "Causal evidence" blocks (the runner's one call); records in ``extras``.
+
+    ``interventions`` / ``mediations``: objects with ``knob`` and ``marker``
+    (:class:`~probekit.diagnosis.spec.CausalPair`); nothing is returned when both are empty.
+    Only the covariates that are design knobs enter the causal designs: a measured covariate
+    (ID accuracy, train loss) is itself an outcome of training, and conditioning on it would
+    bias a causal estimate (a post-treatment variable). ``settings``: the ``[diagnosis]``
+    section (``n_permutations``, ``n_bootstrap``, ``seed``, ``inference``, ``covariate_coding``,
+    ``spline_df``).
+    """
+    if not interventions and not mediations:
+        return ()
+    design_covs = tuple(c for c in covariates if c in set(knobs))
+    left_out = [c for c in covariates if c not in design_covs]
+    coding = {k: v for k, v in (getattr(settings, "covariate_coding", None) or {}).items()
+              if k in design_covs}
+    spline_df = getattr(settings, "spline_df", None)
+    try:
+        ev = causal_evidence(
+            table, outcome, interventions=[(p.knob, p.marker) for p in interventions],
+            mediations=[(p.knob, p.marker) for p in mediations], covariates=design_covs,
+            groups=groups, inference=getattr(settings, "inference", None) or "within_groups",
+            n_permutations=int(settings.n_permutations), n_bootstrap=int(settings.n_bootstrap),
+            seed=int(settings.seed), covariate_coding=coding,
+            spline_df=4 if spline_df is None else int(spline_df))
+    except ProbekitError as err:
+        return (Text(text=f"Causal evidence: not estimated ({err})", level="warning"),)
+    record = ev.to_dict()
+    record["covariates_left_out"] = left_out
+    extras["causal"] = record
+    note = ((f" Left out of the causal designs: {', '.join(left_out)} (measured after "
+             "training starts: conditioning on a post-treatment variable biases a causal "
+             "estimate).") if left_out else "")
+    return causal_blocks(ev, note=note)
