@@ -261,3 +261,43 @@ def test_design_errors():
                          n_permutations=99, n_bootstrap=200)
     assert ev.to_records()[0]["reason"].startswith("knob 'k' is constant")
     assert math.isnan(ev.to_records()[0].get("iv_beta", math.nan))
+
+
+# ------------------------------------------------------------------ the shipped arm (HE regulariser)
+
+def test_he_regulariser_arm_from_its_table(tmp_path):
+    """probes/diagnose_he_regulariser.toml: he_lambda (0 / 0.2) intervenes on the modifier HE."""
+    import json
+    from pathlib import Path
+
+    from probekit.diagnosis import diagnose_table
+
+    root = Path(__file__).resolve().parents[2]
+    result = diagnose_table(root / "probes" / "diagnose_he_regulariser.toml", out=tmp_path)
+    causal = json.loads((tmp_path / "report.json").read_text())["diagnosis"]["causal"]
+    assert causal == result.extras["causal"]
+    arm, med = causal["records"]
+    assert (arm["knob"], arm["marker"], med["knob"], med["marker"]) == (
+        "he_lambda", "modifier_he", "noise", "modifier_he")
+    # the regulariser moves HE strongly (F 386) ...
+    assert arm["first_beta"] == pytest.approx(-0.58697, abs=1e-5)
+    assert arm["first_stage_f"] == pytest.approx(386.26, abs=0.01)
+    assert not arm["weak_instrument"]
+    # ... and OOD accuracy not at all: HE's IV effect on OOD is 0.001 [-0.042, 0.042] per unit
+    assert arm["reduced_p"] == arm["iv_ar_p"] == pytest.approx(0.951, abs=1e-3)
+    assert arm["iv_beta"] == pytest.approx(0.0010469, abs=1e-6)
+    assert (arm["iv_ar_low"], arm["iv_ar_high"]) == pytest.approx((-0.0417, 0.0421), abs=1e-4)
+    # noise's effect on OOD (-0.062 from noise 0 to 15) does not go through HE
+    assert med["mediation_total"] == pytest.approx(-0.06151, abs=1e-5)
+    assert med["mediation_proportion"] == pytest.approx(-0.0095, abs=1e-4)
+    assert med["mediation_proportion_low"] < 0 < med["mediation_proportion_high"] < 0.15
+    html = (tmp_path / "report.html").read_text()
+    assert "Intervention arms: first stage and reduced form" in html
+    assert "sequential ignorability" in html
+
+
+def test_no_causal_section_without_interventions():
+    from probekit.diagnosis.causal.arms import causal_section
+
+    assert causal_section({}, "y", interventions=(), mediations=(), covariates=(), knobs=(),
+                          groups=None, settings=None, extras={}) == ()

@@ -271,9 +271,15 @@ def causal_evidence(
         mediations: ``(knob, marker)`` per mediation to estimate.
         covariates: the covariates (each pair's knob is left out of its design).
         groups: the groups column (seed) or None.
-        inference, n_permutations, n_bootstrap, seed, confidence_level, covariate_coding,
-            spline_df: as :func:`~probekit.diagnosis.marker_analysis`; ``n_bootstrap`` also
-            sizes the mediation's group bootstrap.
+        inference: ``"within_groups"`` or ``"cluster"`` (:mod:`.design`).
+        n_permutations: Freedman-Lane permutations of every test.
+        n_bootstrap: wild cluster bootstrap draws (``cluster``) and the mediation's
+            group-bootstrap draws.
+        seed: seeds the permutations, weights and bootstrap draws.
+        confidence_level: of every CI.
+        covariate_coding: covariate -> ``"factor" | "linear" | "spline"``
+            (:mod:`probekit.diagnosis.coding`).
+        spline_df: columns of each spline covariate.
 
     A pair the data cannot support (a constant knob, too few groups with the marker) is kept
     with its reason instead of estimates.

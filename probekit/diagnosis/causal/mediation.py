@@ -172,7 +172,8 @@ def mediation(
 
     Args:
         design: the knob (``z``), marker (``m``), outcome (``y``) and exogenous design.
-        t0, t1: the knob contrast (default: the knob's lowest and highest value).
+        t0: the knob's reference value (default: its lowest value).
+        t1: the knob's value the effects move it to (default: its highest value).
         n_bootstrap: group-bootstrap draws.
         seed: seeds the draws (stream ``[seed, 0xB007]``).
         confidence_level: of the percentile CIs and the coefficient tests' CIs.
