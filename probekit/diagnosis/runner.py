@@ -387,12 +387,14 @@ def check_diagnosis(spec_or_path: str | Path | DiagnosisFile) -> list[str]:
     reference_checkpoints(spec, rows)
     check_block_indices(spec.markers, [d for d in depths if d > 0], spec.where)
     from .options import analysis_kwargs
+    from .spec import causal_lines
 
     options = analysis_kwargs(spec.diagnosis)
     return [f"{spec.source}: diagnosis file is valid", f"  population: {what}",
             f"  markers: {', '.join(m.name for m in spec.markers)}",
             f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}",
-            *([f"  analysis options: {options}"] if options else [])]
+            *([f"  analysis options: {options}"] if options else []),
+            *causal_lines(spec.population.interventions, spec.diagnosis.mediation)]
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)

@@ -44,6 +44,7 @@ __all__ = [
     "MarkerSpec",
     "PopulationSpec",
     "check_analysis_keys",
+    "causal_lines",
     "check_causal_pairs",
     "load_diagnosis",
     "parse_causal_pairs",
@@ -136,6 +137,17 @@ def check_causal_pairs(pairs: tuple[CausalPair, ...], key: str, knobs: Any, mark
         if markers is not None and p.marker not in markers:
             raise ConfigError(f"{where}: {mkey} {p.marker!r} is not a marker; the markers are "
                               f"{sorted(markers)}")
+
+
+def causal_lines(interventions: Any, mediation: Any) -> list[str]:
+    """``--check`` lines naming the declared intervention arms and mediations."""
+    out = []
+    if interventions:
+        out.append("  intervention arms: " + ", ".join(f"{p.knob} -> {p.marker}"
+                                                      for p in interventions))
+    if mediation:
+        out.append("  mediations: " + ", ".join(f"{p.knob} -> {p.marker}" for p in mediation))
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -57,6 +57,7 @@ from .spec import (
     PopulationSpec,
     _plain,
     build_settings,
+    causal_lines,
     check_causal_pairs,
     parse_causal_pairs,
 )
@@ -425,7 +426,9 @@ def check_table_diagnosis(spec: TableDiagnosis) -> list[str]:
             f"  markers: {', '.join(markers)}; knobs: {list(s.knobs)}",
             f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}",
             *([f"  analysis options: {options}"] if (options := analysis_kwargs(spec.diagnosis))
-              else [])]
+              else []),
+            *causal_lines(spec.interventions, spec.diagnosis.mediation)]
+
 
 
 def run_table_cli(args: Any) -> int:
@@ -454,6 +457,8 @@ def run_table_cli(args: Any) -> int:
             print(f"    beside it, in An & Du's unit: R^2 (linear) over the {lv['n_levels']} "  # noqa: T201
                   f"{lv['knob']} level means {lv['r2_level_means']:.2f}, over the "
                   f"{lv['n_models']} models {lv['r2_models']:.2f}")
+    for sentence in (result.extras.get("causal") or {}).get("sentences", []):
+        print(f"  causal: {sentence}")  # noqa: T201
     if out is not None:
         print(f"  wrote {out / 'markers.csv'}, {out / 'report.html'} and {out / 'report.json'}")  # noqa: T201
     return 0

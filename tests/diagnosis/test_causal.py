@@ -301,3 +301,38 @@ def test_no_causal_section_without_interventions():
 
     assert causal_section({}, "y", interventions=(), mediations=(), covariates=(), knobs=(),
                           groups=None, settings=None, extras={}) == ()
+
+
+def test_causal_evidence_displays_itself():
+    from tests.report.notebook_checks import check_display
+
+    ev = causal_evidence(_population(12), "y", interventions=[("z1", "m")],
+                         mediations=[("z2", "q")], covariates=("z1", "z2"), groups="seed",
+                         n_permutations=99, n_bootstrap=200)
+    check_display(ev, headers=["knob -> target", "first-stage F", "Anderson-Rubin CI",
+                               "indirect [CI]", "proportion mediated [CI]"],
+                  numbers={"first_stage_f": ".3g", "first_p": ".2g", "iv_ar_p": ".2g",
+                           "mediation_p_indirect": ".2g"}, plot=False)
+
+
+def test_check_names_the_arms_and_a_bad_knob(tmp_path, monkeypatch):
+    from probekit.diagnosis import check_diagnosis, load_diagnosis
+
+    from .population_helpers import WEIGHT_NORM, write_checkpoint, write_file
+
+    monkeypatch.setenv("PROBEKIT_CACHE", str(tmp_path / "cache"))
+    for f in (0.4, 0.6):
+        for seed in range(3):
+            write_checkpoint(tmp_path / "runs" / f"f{f}-s{seed}", seed=seed, train_fraction=f)
+    good = write_file(tmp_path, 'checkpoints = "runs/*"\ninterventions = [{ knob = '
+                      '"task.train_fraction", target = "wn" }]', WEIGHT_NORM,
+                      'outcome = "id_accuracy"\nmediation = [{ knob = "task.train_fraction", '
+                      'marker = "wn" }]')
+    lines = check_diagnosis(load_diagnosis(good))
+    assert "  intervention arms: task.train_fraction -> wn" in lines
+    assert "  mediations: task.train_fraction -> wn" in lines
+    bad = write_file(tmp_path, 'checkpoints = "runs/*"\ninterventions = [{ knob = '
+                     '"task.noise", target = "wn" }]', WEIGHT_NORM, 'outcome = "id_accuracy"')
+    with pytest.raises(ConfigError, match=r"diag.toml:\d+: \[population\] interventions: knob "
+                                          r"'task.noise' is not a design knob.*'seed'"):
+        check_diagnosis(load_diagnosis(bad))

@@ -99,7 +99,8 @@ class CausalEvidence(NotebookMixin):
             if med is not None:
                 rec.update({f"mediation_{k}": v for k, v in med.to_record().items()})
             out.append(rec)
-        return out
+        keys = list(dict.fromkeys(k for r in out for k in r))  # one layout for every record
+        return [{k: r.get(k, math.nan) for k in keys} for r in out]
 
     def to_dict(self) -> dict[str, Any]:
         """Strict JSON: settings, assumptions, records and one sentence per arm."""
