@@ -170,6 +170,12 @@ def causal_blocks(ev: CausalEvidence, note: str = "") -> tuple[Block, ...]:
 
     ``note`` is appended to the opening paragraph (e.g. the covariates left out).
     """
+    sizes = [iv.n_groups for _, _, iv, _, _ in ev.arms if iv is not None] + \
+        [m.n_groups for _, _, m, _ in ev.mediations if m is not None]
+    if ev.groups is not None and sizes and min(sizes) < 10:
+        note += (f" Only {min(sizes)} {ev.groups} groups: the CR1 standard error and the group "
+                 "bootstrap (few distinct resamples) are rough; the resampling-based "
+                 "Anderson-Rubin interval is the one to read.")
     blocks: list[Block] = [Text(text=(
         f"Causal evidence on {ev.outcome} (Angrist & Pischke 2009 for the IV estimate; Imai, "
         f"Keele & Tingley 2010 for mediation). p-values and CIs from {ev.unit}; mediation CIs "
