@@ -11,6 +11,7 @@ A diagnosis file is a suite's fixed sections (``[suite]``, ``[data]``, ``[captur
     sets = ["task.p=23"]         # fixed --set overrides of every run
     steps = 300                  # training steps (default: the preset's)
     every = 50                   # or series = [30, 75]: intermediate checkpoints (early warning)
+    interventions = [{ knob = "train.weight_decay", target = "gini" }]   # optional: causal arms
 
     [[marker]]
     name = "gini"
