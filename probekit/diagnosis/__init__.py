@@ -5,7 +5,9 @@ Statistics on a marker table (one row per model; definitions in docs/diagnosis.m
 verdicts), :func:`calibrate` (its size, power and CI coverage simulated on the population's own
 design: what the population can detect), :func:`granulated_kendall_tau` and
 :func:`conditional_mutual_information` (Jiang et al. 2020), :func:`level_mean_r2` (An & Du's
-level-mean unit), :func:`censoring_sensitivity` (a censored crossing step: Cox hazards and the
+level-mean unit), :func:`causal_evidence` (intervention arms: first stage, reduced form, 2SLS
+with Anderson-Rubin inference; mediation; :mod:`probekit.diagnosis.causal`),
+:func:`censoring_sensitivity` (a censored crossing step: Cox hazards and the
 verdicts over censoring values), :func:`early_warning` (markers at
 each series step) and :func:`diagnosis_blocks` (report blocks), all pure numpy / scipy; and the
 engine above suites and hypotheses: :func:`load_diagnosis` (a diagnosis file: ``[population]``,
@@ -41,6 +43,8 @@ _EXPORTS = {
     "EarlyWarning": ".early",
     "early_warning": ".early",
     "diagnosis_blocks": ".blocks",
+    "CausalEvidence": ".causal",
+    "causal_evidence": ".causal",
     "DiagnosisResult": ".runner",
     "check_diagnosis": ".runner",
     "diagnose": ".runner",
@@ -60,6 +64,8 @@ if TYPE_CHECKING:
     from .blocks import diagnosis_blocks as diagnosis_blocks
     from .calibration import Calibration as Calibration
     from .calibration import calibrate as calibrate
+    from .causal import CausalEvidence as CausalEvidence
+    from .causal import causal_evidence as causal_evidence
     from .censoring import CensoredCrossing as CensoredCrossing
     from .censoring import censor_crossing as censor_crossing
     from .early import EarlyWarning as EarlyWarning

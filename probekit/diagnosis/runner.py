@@ -350,6 +350,13 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
     if color_by is not None and color_by not in design:
         raise ConfigError(f"{spec.where('diagnosis', 'color_by')} = {color_by!r}: not a design "
                           f"column; the design columns are {design}")
+    from .spec import check_causal_pairs
+
+    markers = [m.name for m in spec.markers]
+    check_causal_pairs(spec.population.interventions, "interventions", design, markers,
+                       spec.where("population", "interventions"))
+    check_causal_pairs(d.mediation, "mediation", design, markers,
+                       spec.where("diagnosis", "mediation"))
     return Settings(outcome=d.outcome, covariates=covariates, groups=groups, color_by=color_by,
                     knobs=knobs)
 
@@ -380,12 +387,14 @@ def check_diagnosis(spec_or_path: str | Path | DiagnosisFile) -> list[str]:
     reference_checkpoints(spec, rows)
     check_block_indices(spec.markers, [d for d in depths if d > 0], spec.where)
     from .options import analysis_kwargs
+    from .spec import causal_lines
 
     options = analysis_kwargs(spec.diagnosis)
     return [f"{spec.source}: diagnosis file is valid", f"  population: {what}",
             f"  markers: {', '.join(m.name for m in spec.markers)}",
             f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}",
-            *([f"  analysis options: {options}"] if options else [])]
+            *([f"  analysis options: {options}"] if options else []),
+            *causal_lines(spec.population.interventions, spec.diagnosis.mediation)]
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -516,9 +525,11 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
 
     d = spec.diagnosis
     finals = [i for i, f in enumerate(table["final"]) if f]
+    pairs = (*spec.population.interventions, *d.mediation)
     cols = list(dict.fromkeys([s.outcome, *s.covariates, *([s.groups] if s.groups else []),
                                *s.knobs, *([s.color_by] if s.color_by else []), *markers,
-                               *[c for c in (examples_column(s.outcome),) if c in table]]))
+                               *[c for c in (examples_column(s.outcome),) if c in table],
+                               *[c for p in pairs for c in (p.knob, p.marker) if c in table]]))
     final_table = _subtable(table, finals, cols)
     options = dict(n_permutations=d.n_permutations, n_bootstrap=d.n_bootstrap, alpha=d.alpha,
                    seed=d.seed)
@@ -567,7 +578,12 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
         extras["early_warning"] = early.to_dict()
     blocks = diagnosis_blocks(analysis, final_table, color_by=s.color_by, levels=levels or None,
                               granulated=granulated or None, early=early)
-    blocks = (*blocks, *calibration)
+    from .causal.arms import causal_section
+
+    causal = causal_section(final_table, s.outcome, interventions=spec.population.interventions,
+                            mediations=d.mediation, covariates=s.covariates, knobs=s.knobs,
+                            groups=s.groups, settings=d, extras=extras)
+    blocks = (*blocks, *causal, *calibration)
     return analysis, extras, (*blocks, *notes)
 
 

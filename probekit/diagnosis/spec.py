@@ -11,6 +11,7 @@ A diagnosis file is a suite's fixed sections (``[suite]``, ``[data]``, ``[captur
     sets = ["task.p=23"]         # fixed --set overrides of every run
     steps = 300                  # training steps (default: the preset's)
     every = 50                   # or series = [30, 75]: intermediate checkpoints (early warning)
+    interventions = [{ knob = "train.weight_decay", target = "gini" }]   # optional: causal arms
 
     [[marker]]
     name = "gini"
@@ -39,12 +40,16 @@ from ..util.constraints import keys_of
 from ..util.io import sha256_bytes
 
 __all__ = [
+    "CausalPair",
     "DiagnosisFile",
     "DiagnosisSettings",
     "MarkerSpec",
     "PopulationSpec",
     "check_analysis_keys",
+    "causal_lines",
+    "check_causal_pairs",
     "load_diagnosis",
+    "parse_causal_pairs",
 ]
 
 #: the suite sections a diagnosis file shares with suites (no [model]: the population)
@@ -53,6 +58,98 @@ SUITE_SECTIONS = ("suite", "data", "capture", "stats", "execution")
 REFERENCE_KINDS = ("representational_similarity",)
 #: the [model] placeholder of the suite part: each checkpoint replaces it
 _PLACEHOLDER_MODEL = {"train": {"preset": "(population)"}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CausalPair:
+    """A knob and a marker of a causal question (:mod:`probekit.diagnosis.causal`).
+
+    ``[population] interventions = [{ knob = "he_lambda", target = "modifier_he" }]`` marks the
+    knob as an intervention on the target marker (an instrument for it); ``[diagnosis]
+    mediation = [{ knob = "noise", marker = "modifier_he" }]`` asks how much of the knob's
+    effect on the outcome goes through the marker. ``marker`` holds ``target`` for an arm.
+    """
+
+    knob: str
+    marker: str
+
+    def to_dict(self, marker_key: str = "marker") -> dict[str, str]:
+        """JSON form mirroring the TOML (``target`` for an intervention)."""
+        return {"knob": self.knob, marker_key: self.marker}
+
+
+#: TOML key of the marker of each causal list: [population] interventions, [diagnosis] mediation
+CAUSAL_KEYS = {"interventions": "target", "mediation": "marker"}
+
+
+def parse_causal_pairs(raw: dict[str, Any], key: str, path: Path, text: str,
+                       section: str) -> tuple[CausalPair, ...]:
+    """Pop ``key`` (``interventions`` / ``mediation``) from a raw TOML table and validate it.
+
+    A list of tables, each with exactly ``knob`` and the marker key (``target`` for an
+    intervention, ``marker`` for a mediation), both non-empty strings; no pair twice.
+
+    Raises:
+        SuiteError: ``FILE:LINE: [section] key`` naming the bad entry and the fix.
+    """
+    value = raw.pop(key, None)
+    if value is None:
+        return ()
+    where = location(path, text, section, key)
+    mkey = CAUSAL_KEYS[key]
+    example = f'[{{ knob = "he_lambda", {mkey} = "modifier_he" }}]'
+    if not isinstance(value, list):
+        raise SuiteError(f"{where} = {value!r}: expected a list of tables, e.g. {example}")
+    pairs: list[CausalPair] = []
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict):
+            raise SuiteError(f"{where}: entry {i} = {entry!r}: expected a table, e.g. {example}")
+        unknown = [k for k in entry if k not in ("knob", mkey)]
+        if unknown:
+            raise SuiteError(f"{where}: entry {i}: unknown key{close_match_hint(unknown[0], ['knob', mkey])} "
+                             f"{unknown[0]!r}; valid keys are ['knob', {mkey!r}]")
+        for k in ("knob", mkey):
+            if not isinstance(entry.get(k), str) or not entry[k]:
+                raise SuiteError(f"{where}: entry {i}: missing or empty {k!r} (a column name), "
+                                 f"e.g. {example}")
+        pair = CausalPair(knob=entry["knob"], marker=entry[mkey])
+        if pair in pairs:
+            raise SuiteError(f"{where}: entry {i}: {pair.knob} -> {pair.marker} is given twice")
+        if pair.knob == pair.marker:
+            raise SuiteError(f"{where}: entry {i}: the knob and the {mkey} are the same column "
+                             f"{pair.knob!r}")
+        pairs.append(pair)
+    return tuple(pairs)
+
+
+def check_causal_pairs(pairs: tuple[CausalPair, ...], key: str, knobs: Any, markers: Any,
+                       where: str) -> None:
+    """Every pair's knob among ``knobs`` and its marker among ``markers`` (``None``: unchecked).
+
+    Raises:
+        ConfigError: ``where`` + the unknown column, the valid ones and the fix.
+    """
+    from ..errors import ConfigError
+
+    mkey = CAUSAL_KEYS[key]
+    for p in pairs:
+        if knobs is not None and p.knob not in knobs:
+            raise ConfigError(f"{where}: knob {p.knob!r} is not a design knob of the population; "
+                              f"the knobs are {sorted(knobs)}")
+        if markers is not None and p.marker not in markers:
+            raise ConfigError(f"{where}: {mkey} {p.marker!r} is not a marker; the markers are "
+                              f"{sorted(markers)}")
+
+
+def causal_lines(interventions: Any, mediation: Any) -> list[str]:
+    """``--check`` lines naming the declared intervention arms and mediations."""
+    out = []
+    if interventions:
+        out.append("  intervention arms: " + ", ".join(f"{p.knob} -> {p.marker}"
+                                                      for p in interventions))
+    if mediation:
+        out.append("  mediations: " + ", ".join(f"{p.knob} -> {p.marker}" for p in mediation))
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +170,8 @@ class PopulationSpec:
         out: population directory (runs and cached cells; default under the probekit cache,
             keyed by the population's config).
         device: training device override of the grid's runs.
+        interventions: knobs that intervene on a marker during training, each with its target
+            marker (:class:`CausalPair`; the report's "Causal evidence" section).
     """
 
     checkpoints: str | tuple[str, ...] | None = None
@@ -84,6 +183,7 @@ class PopulationSpec:
     every: int | None = None
     out: str | None = None
     device: str | None = None
+    interventions: tuple[CausalPair, ...] = ()
 
     @property
     def trained(self) -> bool:
@@ -154,6 +254,8 @@ class DiagnosisSettings:
         max_permutations: cap on the permutations of the resampling tests (unset: the default).
         calibration_simulations: simulated populations per effect in the report's calibration
             section (:func:`probekit.diagnosis.calibrate`; unset: 200; 0 leaves it out).
+        mediation: knob -> marker pairs whose mediation of the knob's effect on the outcome
+            the "Causal evidence" section estimates (:class:`CausalPair`).
     """
 
     outcome: str
@@ -173,6 +275,7 @@ class DiagnosisSettings:
     equivalence_margin: float | None = None
     max_permutations: int | None = None
     calibration_simulations: int | None = None
+    mediation: tuple[CausalPair, ...] = ()
 
     def __post_init__(self) -> None:
         """Refuse sizes the statistics cannot use."""
@@ -225,6 +328,8 @@ class DiagnosisFile:
         out = self.suite.to_dict()
         out.pop("model", None)
         out["population"] = _plain(dataclasses.asdict(self.population))
+        out["population"]["interventions"] = [p.to_dict("target")
+                                              for p in self.population.interventions]
         out["marker"] = [m.to_dict() for m in self.markers]
         out["diagnosis"] = _plain(dataclasses.asdict(self.diagnosis))
         return out
@@ -233,6 +338,7 @@ class DiagnosisFile:
         """Digest of what defines the population's models (12 hex digits): its default directory."""
         pop = dataclasses.asdict(self.population)
         pop.pop("out")
+        pop.pop("interventions")  # which knob is an intervention does not change the models
         if not self.population.trained:  # the same globs from another file are other models
             pop["base"] = str(self.source.parent.resolve())
         return sha256_bytes(json.dumps(_plain(pop), sort_keys=True).encode())[:12]
@@ -251,7 +357,11 @@ def _population(raw: Any, path: Path, text: str) -> PopulationSpec:
     if "population" not in raw:
         raise SuiteError(f"{path}: missing section [population] (checkpoints = \"GLOB\", or "
                          "preset = \"...\" with a grid)")
-    pop = build_table(PopulationSpec, raw["population"], path, text, "population")
+    table = dict(raw["population"]) if isinstance(raw["population"], dict) else raw["population"]
+    interventions = (parse_causal_pairs(table, "interventions", path, text, "population")
+                     if isinstance(table, dict) else ())
+    pop = build_table(PopulationSpec, table, path, text, "population")
+    pop = dataclasses.replace(pop, interventions=interventions)
     where = location(path, text, "population")
     if (pop.checkpoints is None) == (pop.preset is None):
         raise SuiteError(f"{where}: give exactly one of checkpoints (existing models) or preset "
@@ -270,6 +380,14 @@ def _population(raw: Any, path: Path, text: str) -> PopulationSpec:
             raise SuiteError(f"{location(path, text, 'population', 'preset')} = {pop.preset!r}: "
                              f"unknown preset{close_match_hint(pop.preset, PRESETS)}; valid "
                              f"presets are {sorted(PRESETS)}")
+        for pair in pop.interventions:
+            values = pop.grid.get(pair.knob)
+            if pair.knob == "seed" or not isinstance(values, list) or len(values) < 2 or any(
+                    isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
+                raise SuiteError(
+                    f"{location(path, text, 'population', 'interventions')}: knob {pair.knob!r} "
+                    "must be a grid key with >= 2 numeric values (the intervention's strength); "
+                    f"the grid keys are {sorted(k for k in pop.grid if k != 'seed')}")
         for key, values in pop.grid.items():
             if not isinstance(values, list) or not values:
                 raise SuiteError(f"{location(path, text, 'population', 'grid')}: grid key {key!r} "
@@ -372,6 +490,17 @@ def check_analysis_keys(settings: DiagnosisSettings, path: Path, text: str) -> N
                          "or unset")
 
 
+def build_settings(raw: Any, path: Path, text: str) -> DiagnosisSettings:
+    """``[diagnosis]`` validated: its keys (``FILE:LINE``), ``mediation`` and the analysis keys."""
+    table = dict(raw) if isinstance(raw, dict) else raw
+    mediation = (parse_causal_pairs(table, "mediation", path, text, "diagnosis")
+                 if isinstance(table, dict) else ())
+    settings = build_table(DiagnosisSettings, table, path, text, "diagnosis")
+    settings = dataclasses.replace(settings, mediation=mediation)
+    check_analysis_keys(settings, path, text)
+    return settings
+
+
 def load_diagnosis(path: str | Path) -> DiagnosisFile:
     """Parse and validate a diagnosis file; errors are ``FILE:LINE: [section] key ...``.
 
@@ -400,8 +529,16 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
                          f"marker name {dup[0]!r} is used twice; names are column names")
     if "diagnosis" not in raw:
         raise SuiteError(f"{path}: missing section [diagnosis] (outcome = \"ood:NAME\" at least)")
-    settings = build_table(DiagnosisSettings, raw["diagnosis"], path, text, "diagnosis")
-    check_analysis_keys(settings, path, text)
+    settings = build_settings(raw["diagnosis"], path, text)
+    from ..errors import ConfigError
+
+    try:
+        check_causal_pairs(population.interventions, "interventions", None, names,
+                           location(path, text, "population", "interventions"))
+        check_causal_pairs(settings.mediation, "mediation", None, names,
+                           location(path, text, "diagnosis", "mediation"))
+    except ConfigError as err:
+        raise SuiteError(str(err)) from None
     fixed = {k: v for k, v in raw.items() if k in SUITE_SECTIONS}
     suite = build_suite(path, text, {**fixed, "model": _PLACEHOLDER_MODEL})
     return DiagnosisFile(suite=suite, population=population, markers=markers,

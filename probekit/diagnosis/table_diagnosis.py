@@ -50,7 +50,17 @@ from ..suites.spec import SuiteError, build_suite, build_table, location, read_t
 from ..util.integrity import write_sidecar
 from ..util.io import atomic_write_text, sha256_bytes
 from .display import DiagnosisDisplay
-from .spec import DiagnosisFile, DiagnosisSettings, PopulationSpec, _plain, check_analysis_keys
+from .spec import (
+    CausalPair,
+    DiagnosisFile,
+    DiagnosisSettings,
+    PopulationSpec,
+    _plain,
+    build_settings,
+    causal_lines,
+    check_causal_pairs,
+    parse_causal_pairs,
+)
 from .table_io import read_marker_table
 
 __all__ = [
@@ -81,6 +91,7 @@ class TableDiagnosis:
         knobs: the design knobs (None: inferred).
         markers: marker columns (None: every numeric column not otherwise used).
         diagnosis: the ``[diagnosis]`` settings (outcome, covariates, groups, color_by, ...).
+        interventions: ``[population] interventions`` (knob -> target marker arms).
     """
 
     source: Path
@@ -92,6 +103,7 @@ class TableDiagnosis:
     knobs: tuple[str, ...] | None = None
     markers: tuple[str, ...] | None = None
     diagnosis: DiagnosisSettings
+    interventions: tuple[CausalPair, ...] = ()
 
     def at(self, section: str, key: str | None = None) -> str:
         """``FILE:LINE: [section] key`` of a key of the source file."""
@@ -101,7 +113,9 @@ class TableDiagnosis:
         """JSON form mirroring the TOML."""
         return {"suite": {"name": self.name, "description": self.description},
                 "population": {"table": _shown(self.table), "where": self.where,
-                               "knobs": None if self.knobs is None else list(self.knobs)},
+                               "knobs": None if self.knobs is None else list(self.knobs),
+                               "interventions": [p.to_dict("target")
+                                                 for p in self.interventions]},
                 "diagnosis": {**_plain(dataclasses.asdict(self.diagnosis)),
                               "markers": None if self.markers is None else list(self.markers)}}
 
@@ -147,7 +161,10 @@ def load_table_diagnosis(path: str | Path) -> TableDiagnosis:
             raise SuiteError(f"{path}: missing section [{section}]")
     suite = build_suite(path, text, {"suite": raw.get("suite", {}),
                                      "model": {"train": {"preset": "(population)"}}, "data": {"label": "(table)"}})
-    pop = build_table(_PopulationTable, raw["population"], path, text, "population")
+    pop_raw = dict(raw["population"]) if isinstance(raw["population"], dict) else raw["population"]
+    interventions = (parse_causal_pairs(pop_raw, "interventions", path, text, "population")
+                     if isinstance(pop_raw, dict) else ())
+    pop = build_table(_PopulationTable, pop_raw, path, text, "population")
     d = dict(raw["diagnosis"])
     markers = d.pop("markers", None)
     for key in _COMPUTED_ONLY:
@@ -159,8 +176,7 @@ def load_table_diagnosis(path: str | Path) -> TableDiagnosis:
                                 or not all(isinstance(m, str) for m in markers)):
         raise SuiteError(f"{location(path, text, 'diagnosis', 'markers')} = {markers!r}: expected "
                          "a non-empty list of column names")
-    settings = build_table(DiagnosisSettings, d, path, text, "diagnosis")
-    check_analysis_keys(settings, path, text)
+    settings = build_settings(d, path, text)
     for column, value in pop.where.items():
         values = value if isinstance(value, list) else [value]
         if not values or not all(isinstance(v, (int, float, str)) for v in values):
@@ -172,6 +188,7 @@ def load_table_diagnosis(path: str | Path) -> TableDiagnosis:
         else Path(pop.table), where=dict(pop.where),
         knobs=None if pop.knobs is None else tuple(pop.knobs),
         markers=None if markers is None else tuple(markers), diagnosis=settings,
+        interventions=interventions,
     )
 
 
@@ -179,7 +196,8 @@ def table_diagnosis_from_file(spec: DiagnosisFile, table: str | Path) -> TableDi
     """A regular diagnosis file's question (its marker names, ``[diagnosis]``) on ``table``."""
     return TableDiagnosis(source=spec.source, text=spec.text, name=spec.name,
                           description=spec.suite.description, table=Path(table),
-                          markers=tuple(m.name for m in spec.markers), diagnosis=spec.diagnosis)
+                          markers=tuple(m.name for m in spec.markers), diagnosis=spec.diagnosis,
+                          interventions=spec.population.interventions)
 
 
 def _select_rows(spec: TableDiagnosis, table: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -272,6 +290,10 @@ def _settings(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Any, l
     color_by = d.color_by if d.color_by is not None else (knobs[0] if knobs else None)
     if color_by is not None:
         need(color_by, "color_by", "color_by column")
+    numeric = [c for c in columns if _numeric(table[c]) and c not in taken]
+    check_causal_pairs(spec.interventions, "interventions", numeric, markers,
+                       spec.at("population", "interventions"))
+    check_causal_pairs(d.mediation, "mediation", numeric, markers, spec.at("diagnosis", "mediation"))
     return Settings(outcome=d.outcome, covariates=covariates, groups=groups, color_by=color_by,
                     knobs=knobs), markers
 
@@ -365,7 +387,8 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
         internal["final"] = [1] * n
     host = DiagnosisFile(  # the runner's analysis reads only the [diagnosis] settings
         suite=build_suite(spec.source, spec.text, {"model": {"train": {"preset": "(table)"}}, "data": {"label": "(table)"}}),
-        population=PopulationSpec(), markers=(), diagnosis=spec.diagnosis, text=spec.text)
+        population=PopulationSpec(interventions=spec.interventions), markers=(),
+        diagnosis=spec.diagnosis, text=spec.text)
     analysis, extras, blocks = _analyse(host, settings, internal, markers)
     result = TableDiagnosisResult(
         spec=spec, settings=settings, table=rows, markers=tuple(markers), analysis=analysis,
@@ -403,7 +426,9 @@ def check_table_diagnosis(spec: TableDiagnosis) -> list[str]:
             f"  markers: {', '.join(markers)}; knobs: {list(s.knobs)}",
             f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}",
             *([f"  analysis options: {options}"] if (options := analysis_kwargs(spec.diagnosis))
-              else [])]
+              else []),
+            *causal_lines(spec.interventions, spec.diagnosis.mediation)]
+
 
 
 def run_table_cli(args: Any) -> int:
@@ -432,6 +457,8 @@ def run_table_cli(args: Any) -> int:
             print(f"    beside it, in An & Du's unit: R^2 (linear) over the {lv['n_levels']} "  # noqa: T201
                   f"{lv['knob']} level means {lv['r2_level_means']:.2f}, over the "
                   f"{lv['n_models']} models {lv['r2_models']:.2f}")
+    for sentence in (result.extras.get("causal") or {}).get("sentences", []):
+        print(f"  causal: {sentence}")  # noqa: T201
     if out is not None:
         print(f"  wrote {out / 'markers.csv'}, {out / 'report.html'} and {out / 'report.json'}")  # noqa: T201
     return 0
