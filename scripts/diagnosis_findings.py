@@ -107,6 +107,12 @@ def population_section(folder: str, toml: str, description: str) -> list[str]:
         lines += [f"Calibration: {calibration['sentence']}", ""]
     lines += marker_table(a["markers"]) + [""]
     lines += flag_notes(a["markers"])
+    causal = diag.get("causal")
+    if causal and causal.get("sentences"):
+        sentences = causal["sentences"]
+        items = sentences.values() if isinstance(sentences, dict) else sentences
+        lines += [f"Causal evidence (p and CIs: {causal.get('unit', 'see the report')}):", ""]
+        lines += [f"- {sentence}" for sentence in items] + [""]
     early = diag.get("early_warning")
     if early and early.get("records"):
         lines += [f"Early warning (outcome `{early['outcome']}` of the final model, markers at "
