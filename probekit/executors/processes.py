@@ -25,7 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from ..executor import CliAlias, ensure_picklable, register_executor, task_note
+from ..executor import (
+    CliAlias,
+    WorkerImport,
+    ensure_picklable,
+    import_worker_modules,
+    register_executor,
+    task_note,
+    worker_imports,
+)
 from ..progress import ENV_VAR as PROGRESS_ENV_VAR
 from ..progress import progress_bar, progress_enabled
 
@@ -36,11 +44,13 @@ START_METHODS = ("spawn", "forkserver", "fork")
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
-def _init_worker(threads: int, quiet: bool) -> None:
+def _init_worker(threads: int, quiet: bool, imports: tuple[WorkerImport, ...] = ()) -> None:
     """Pool initializer: limit this worker's math libraries (and torch, if present) to ``threads``.
 
     ``quiet``: the driver's progress is off (``--quiet``, a ``progress_settings(enabled=False)``
     scope, which a spawned process does not inherit), so the tasks' own bars are silenced too.
+    ``imports``: the driver's plug-in modules (:func:`probekit.executor.worker_imports`),
+    imported before any task is unpickled here.
     """
     for var in _THREAD_VARS:
         os.environ[var] = str(threads)
@@ -49,8 +59,10 @@ def _init_worker(threads: int, quiet: bool) -> None:
     try:
         import torch
     except ImportError:  # tasks that do not use torch
-        return
-    torch.set_num_threads(threads)
+        pass
+    else:
+        torch.set_num_threads(threads)
+    import_worker_modules(imports)
 
 
 def _default_workers() -> int:
@@ -117,7 +129,8 @@ class ProcessExecutor:
             max_workers=min(self.workers, len(items)),
             mp_context=multiprocessing.get_context(self.start_method),
             initializer=_init_worker,
-            initargs=(self.threads_per_worker, not progress_enabled(self.progress)),
+            initargs=(self.threads_per_worker, not progress_enabled(self.progress),
+                      worker_imports()),
         )
         try:
             futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
