@@ -344,3 +344,30 @@ def test_shipped_example_claim_file_passes(capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "PASS         the residues' embedding rows have a mean norm in [0.8, 1.2]: mean W_E token norm 0.977" in out
+
+
+@pytest.mark.slow  # a fresh interpreter and a spawned worker: ~20 s on 2 cores
+def test_a_script_without_a_main_guard_runs_the_plugin_under_processes(tmp_path):
+    """The user's script starts the processes executor at module level (no ``__main__`` guard):
+    the workers import the plug-in and do not re-run the script (which would fail with
+    BrokenProcessPool). The script's own lines run once (its marker file is written once)."""
+    import os
+    import subprocess
+
+    script = tmp_path / "drive.py"
+    script.write_text(textwrap.dedent(f'''\
+        from probekit.executors.processes import ProcessExecutor
+        from probekit.hypotheses import load_hypotheses, run
+
+        with open({str(tmp_path / "ran.txt")!r}, "a") as fh:
+            fh.write("ran\\n")
+        spec = load_hypotheses({str(ROOT / "docs/examples/plugin/claims.toml")!r})
+        result = run(spec, executor=ProcessExecutor(workers=1, progress=False))
+        print(result.lines()[0])
+        '''))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("PASS         the residues' embedding rows have a mean norm")
+    assert (tmp_path / "ran.txt").read_text() == "ran\n"
