@@ -204,10 +204,9 @@ class RayExecutor:
         )
         imports = worker_imports()
         if imports:  # plug-in modules: the worker imports them before unpickling fn and items
-            import pickle
-
-            fn_ref = ray.put(pickle.dumps(fn, protocol=5))
-            refs = [remote.remote(fn_ref, pickle.dumps(item, protocol=5), imports) for item in items]
+            dumps = ray.cloudpickle.dumps  # what Ray itself would use; pickle.loads reads it
+            fn_ref = ray.put(dumps(fn))
+            refs = [remote.remote(fn_ref, dumps(item), imports) for item in items]
         else:
             fn_ref = ray.put(fn)  # shipped once, not once per task
             refs = [remote.remote(fn_ref, item) for item in items]

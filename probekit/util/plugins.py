@@ -93,8 +93,12 @@ def import_plugin_module(name: str, *, source: str, folder: str | Path | None = 
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as err:
-        looked = f" (looked in {folder} and sys.path)" if folder is not None else ""
-        raise plugin_error(name, source, f"{_first_line(err)}{looked}") from None
+        missing = err.name or ""
+        if missing and missing != name and not name.startswith(missing + "."):
+            where = " (a module the plug-in imports: install it)"  # found, but a dependency is not
+        else:
+            where = f" (looked in {folder} and sys.path)" if folder is not None else ""
+        raise plugin_error(name, source, f"{_first_line(err)}{where}") from None
     except Exception as err:  # SyntaxError, a refused registration, any error of its own code
         raise plugin_error(name, source, _first_line(err)) from None
 

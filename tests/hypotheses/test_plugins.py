@@ -371,3 +371,12 @@ def test_a_script_without_a_main_guard_runs_the_plugin_under_processes(tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("PASS         the residues' embedding rows have a mean norm")
     assert (tmp_path / "ran.txt").read_text() == "ran\n"
+
+
+def test_plugin_missing_a_dependency_names_the_dependency(plugin_dir):
+    folder, module, name = plugin_dir
+    (folder / f"{module}.py").write_text("import no_such_dependency_xyz\n")
+    message = _one_line_error(_claims(folder, f'["{module}"]', measure=name))
+    assert message.endswith(f"plug-in module '{module}' (from {folder / 'claims.toml'}:2): "
+                            "ModuleNotFoundError: No module named 'no_such_dependency_xyz' (a "
+                            "module the plug-in imports: install it)")
