@@ -380,3 +380,9 @@ def test_plugin_missing_a_dependency_names_the_dependency(plugin_dir):
     assert message.endswith(f"plug-in module '{module}' (from {folder / 'claims.toml'}:2): "
                             "ModuleNotFoundError: No module named 'no_such_dependency_xyz' (a "
                             "module the plug-in imports: install it)")
+
+
+def test_test_command_without_files_or_list_kinds_is_one_line_exit_2(capsys):
+    assert main(["test"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs at least one hypothesis file (or --list-kinds)" in err[0]
