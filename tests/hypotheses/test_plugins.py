@@ -386,3 +386,30 @@ def test_test_command_without_files_or_list_kinds_is_one_line_exit_2(capsys):
     assert main(["test"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs at least one hypothesis file (or --list-kinds)" in err[0]
+
+
+@pytest.mark.slow  # 5 checkpoints' outcomes and markers in 2 worker processes: ~60 s on 2 cores
+def test_shipped_example_diagnosis_measures_the_plugin_marker_in_workers(tmp_path, monkeypatch):
+    """docs/examples/plugin/diagnose.toml under ``--executor processes``: markers.csv holds the
+    plug-in marker of every checkpoint, equal to the L2 norms of its ``W_E`` rows computed here."""
+    import csv
+
+    from probekit.models import load_checkpoint
+
+    monkeypatch.setenv("PROBEKIT_CACHE", str(tmp_path / "cache"))
+    saved_imports, saved_path = dict(_WORKER_IMPORTS), list(sys.path)
+    try:
+        with MEASUREMENT_KINDS.temporary():
+            code = main(["diagnose", str(ROOT / "docs/examples/plugin/diagnose.toml"), "--quiet",
+                         "--out", str(tmp_path / "out"), "--executor", "processes", "--workers", "2"])
+    finally:
+        sys.modules.pop("my_markers", None)
+        sys.path[:] = saved_path
+        _WORKER_IMPORTS.clear()
+        _WORKER_IMPORTS.update(saved_imports)
+    assert code == 0
+    rows = list(csv.DictReader((tmp_path / "out" / "markers.csv").open()))
+    assert [int(r["step"]) for r in rows] == [0, 50, 100, 200, 1000]
+    for row in rows:
+        w_e = load_checkpoint(row["checkpoint"]).W_E.detach().double()[:53]
+        assert float(row["row_norm"]) == pytest.approx(float(w_e.norm(dim=1).mean()), rel=1e-9)
