@@ -20,7 +20,21 @@ examples:
   probekit test circuits/modadd_fourier.toml --out out/modadd
   probekit test circuits/*.toml --out out/claims     # one subfolder per file
   probekit test circuits/modadd_fourier.toml --executor ray --ray-address auto
+  probekit test --list-kinds                         # built-in and plug-in measurement kinds
+  probekit test --list-kinds docs/examples/plugin/claims.toml   # with that file's [plugins]
 """
+
+
+def _list_kinds(files: Sequence[str]) -> int:
+    """Print every measurement kind with its origin (the files' ``[plugins]`` loaded first)."""
+    from .plugins import kind_origins, load_file_plugins
+
+    for path in files:
+        load_file_plugins(path)
+    for origin in kind_origins():
+        print(origin.line())
+    return 0
+
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -30,6 +44,12 @@ def _run(args: argparse.Namespace) -> int:
     from ..suites.cli import execution_from_args
     from .spec import load_hypotheses
 
+    if args.list_kinds:
+        return _list_kinds(args.files)
+    if not args.files:
+        from ..errors import ConfigError
+
+        raise ConfigError("probekit test needs at least one hypothesis file (or --list-kinds)")
     files = [load_hypotheses(p) for p in args.files]  # every spec error before any model loads
     for i, spec in enumerate(files):
         rows = check_suite_data(spec.suite)
@@ -72,10 +92,13 @@ def add_test_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.Ar
         help="check hypotheses about a model (circuits/*.toml): PASS / FAIL per claim",
         description=_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("files", nargs="+", help="hypothesis TOML files")
+    parser.add_argument("files", nargs="*", help="hypothesis TOML files")
     parser.add_argument("--out", help="output directory for report.html + report.json")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--check", action="store_true", help="only validate the files, then exit")
+    parser.add_argument("--list-kinds", action="store_true",
+                        help="list the measurement kinds (built-in, plug-in modules of the given "
+                        "files' [plugins], entry points of group probekit.kinds) and exit")
     add_executor_arguments(parser)
     parser.set_defaults(func=_run)
     return parser
