@@ -18,6 +18,12 @@ carries beyond a random one of its size. Substrates:
   (iterative nullspace projection, INLP, Ravfogel et al. 2020), because one probe direction can
   leave the label decodable from what remains.
 - ``units``: given unit indices of a site's last axis (e.g. MLP neurons).
+- ``key_frequencies``: the ``k`` key Fourier frequencies of the embedding of the residue tokens
+  ``0..p-1`` of a modular-addition model (Nanda et al. 2023): their cos/sin components over the
+  residue axis are removed from ``W_E`` (``W_E[:p] <- (I - B^T B) W_E[:p]``, ``B`` the frequencies'
+  rows of the orthonormal Fourier basis) and each residue token's embedding is replaced by its
+  row of the edited matrix; these components average to 0 over the residues, so zero and mean
+  ablation coincide. The control removes ``k`` frequencies drawn from the non-key ones.
 
 The ablated coordinates are set to their mean over the selection split's activations (``mean``,
 default), to 0 (``zero``) or to those of a random selection example (``resample``).
@@ -34,10 +40,17 @@ import torch
 from jaxtyping import Float
 
 from ..errors import ConfigError, DataError
-from ..interventions import Ablate, orthonormal_rows, random_subspace, subspace_ablation
+from ..interventions import (
+    Ablate,
+    ReplaceByToken,
+    orthonormal_rows,
+    random_subspace,
+    subspace_ablation,
+)
 from ..sites import Site
 
-__all__ = ["Necessity", "Substrate", "necessity", "probe_direction_substrate", "unit_substrate"]
+__all__ = ["Necessity", "Substrate", "key_frequency_substrate", "necessity", "probe_direction_substrate",
+           "unit_substrate"]
 
 
 @dataclass(frozen=True)
@@ -159,6 +172,41 @@ def unit_substrate(
 
     return Substrate(description=f"{len(units)} units of {site.key}", size=len(units),
                      ops=ops(units), random_ops=random_ops, details={"units": list(units)})
+
+
+def key_frequency_substrate(model: Any, p: int, *, k: int = 5) -> Substrate:
+    """The ``k`` key frequencies of ``model.W_E``'s residue rows ``0..p-1``, removed at ``embed``.
+
+    Keys: the frequencies of largest power summed over embedding dimensions
+    (:func:`probekit.circuits.fourier.key_frequencies`); see the module docstring.
+    """
+    from ..circuits.fourier import fourier_basis, frequency_power, key_frequencies
+
+    w = model.W_E.detach().double().cpu().numpy()
+    if not 3 <= p <= w.shape[0]:
+        raise ConfigError(f"p={p}: the residue tokens 0..p-1 must be rows of W_E ({w.shape[0]} rows)")
+    keys = key_frequencies(frequency_power(w[:p], p).sum(axis=1), k)
+    basis = fourier_basis(p)
+    n_freq = (p - 1) // 2
+    site = Site.parse("embed")
+
+    def without(freqs: Sequence[int]) -> list[Any]:
+        b = basis[[r for f in freqs for r in (2 * f - 1, 2 * f)]]  # (2k, p): cos, sin rows
+        edited = w.copy()
+        edited[:p] = w[:p] - b.T @ (b @ w[:p])
+        return [ReplaceByToken(site=site, table=torch.as_tensor(edited, dtype=model.W_E.dtype))]
+
+    others = np.setdiff1d(np.arange(1, n_freq + 1), keys)
+    if len(others) < k:
+        raise ConfigError(f"k={k} key frequencies leave {len(others)} others for the random control; "
+                          f"choose k <= {n_freq // 2}")
+
+    def random_ops(seed: int) -> list[Any]:
+        return without(sorted(np.random.default_rng(seed).choice(others, size=k, replace=False).tolist()))
+
+    return Substrate(description=f"the {k} key frequencies {sorted(keys.tolist())} of the embedding (p={p})",
+                     size=k, ops=without(keys.tolist()), random_ops=random_ops,
+                     details={"key_frequencies": sorted(keys.tolist())})
 
 
 def necessity(

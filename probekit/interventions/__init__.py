@@ -15,7 +15,8 @@ rules in *unpadded* coordinates, so left and right padding give the same result.
 Training-time dropout at sites (TL-native blocks have none): :func:`.dropout.dropout`. Ablating a
 linear subspace (a probe direction; amnesic probing, INLP): :func:`.subspace.subspace_ablation`.
 
-Ops (:mod:`.ops`): :class:`Read`, :class:`Replace` (patch from a cache), :class:`ReplaceFromRows`
+Ops (:mod:`.ops`): :class:`Read`, :class:`Replace` (patch from a cache), :class:`ReplaceByToken`
+(a row of a per-token table, e.g. an edited embedding), :class:`ReplaceFromRows`
 (patch from another row of the batch), :class:`Ablate` (zero / mean / resample), :class:`Add`
 (steering), :class:`Grad` (d objective / d activation; ``objective=`` or
 :meth:`InterventionResult.backward`), :class:`Recompute` (a write computed from activations
@@ -47,6 +48,7 @@ from .ops import Op as Op
 from .ops import Read as Read
 from .ops import Recompute as Recompute
 from .ops import Replace as Replace
+from .ops import ReplaceByToken as ReplaceByToken
 from .ops import ReplaceFromRows as ReplaceFromRows
 from .ops import WriteOp as WriteOp
 from .run import InterventionResult as InterventionResult

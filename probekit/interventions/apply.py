@@ -20,7 +20,7 @@ from ..capture.layout import (
 from ..capture.positions import select_positions
 from ..errors import ConfigError, DataError
 from ..sites import Site
-from .ops import Ablate, Add, Grad, Op, Read, Recompute, Replace, ReplaceFromRows
+from .ops import Ablate, Add, Grad, Op, Read, Recompute, Replace, ReplaceByToken, ReplaceFromRows
 
 #: Kinds whose hook feeds one branch only (the MLP, one head's projection): Grad differentiates
 #: by the branch's own copy.
@@ -155,6 +155,19 @@ def apply_write(op: Op, site: Site, part: Tensor, batch: TokenBatch) -> Tensor:
         _check_values(site, values, part, "Replace.values", batched=True)
         _check_within(site, mask, batch, values.shape[1], "values tensor")
         return torch.where(mask, _padded(site, values, batch, width), part)
+    if isinstance(op, ReplaceByToken):
+        ids = batch.input_ids.to(part.device)
+        table = op.table.to(device=part.device, dtype=part.dtype)
+        if ids.shape[1] != width or tuple(table.shape[1:]) != tuple(part.shape[2:]):
+            raise DataError(
+                f"ReplaceByToken at {site.short}: table {tuple(table.shape)} and input ids "
+                f"{tuple(ids.shape)} must match the site's (batch, pos, *feat) = {tuple(part.shape)} "
+                "as (d_vocab, *feat) and (batch, pos)"
+            )
+        if int(ids.max()) >= table.shape[0]:
+            raise DataError(f"ReplaceByToken.table has {table.shape[0]} rows but the batch holds token "
+                            f"id {int(ids.max())}; give one row per vocabulary entry")
+        return torch.where(mask, table[ids], part)
     if isinstance(op, ReplaceFromRows):
         src = torch.as_tensor(op.source_rows, dtype=torch.long, device=part.device)
         if src.numel() != part.shape[0] or int(src.max()) >= part.shape[0]:

@@ -87,6 +87,17 @@ class Replace(WriteOp):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
+class ReplaceByToken(WriteOp):
+    """Overwrite each selected cell with ``table[id]``, ``id`` the input token at that position.
+
+    ``table``: ``(d_vocab, *feat)``, e.g. an edited embedding matrix at ``embed`` (removing some
+    Fourier components of the residue tokens' embeddings: a row per token, the others kept).
+    """
+
+    table: Tensor
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
 class ReplaceFromRows(WriteOp):
     """Patch row ``i`` with row ``source_rows[i]`` of the same batch (same unpadded positions).
 
@@ -165,5 +176,5 @@ class Recompute(WriteOp):
             _check_site(s)
 
 
-Op = Read | Replace | ReplaceFromRows | Ablate | Add | Grad | Recompute
-WRITE_OPS = (Replace, ReplaceFromRows, Ablate, Add, Recompute)
+Op = Read | Replace | ReplaceByToken | ReplaceFromRows | Ablate | Add | Grad | Recompute
+WRITE_OPS = (Replace, ReplaceByToken, ReplaceFromRows, Ablate, Add, Recompute)

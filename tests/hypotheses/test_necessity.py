@@ -166,3 +166,32 @@ def test_necessity_kind_on_the_planted_model():
                                 n_random=5, excess=True), ctx, control=False)
     assert excess.control is None and excess.metric == "accuracy drop beyond random"
     np.testing.assert_allclose(excess.values, units.values - units.control)
+
+
+def test_key_frequencies_of_the_grokked_checkpoint_are_necessary_and_random_ones_are_not():
+    """Nanda et al.'s key frequencies: removing the 5 of the embedding leaves chance (1/53)."""
+    from pathlib import Path
+
+    import probekit
+    from probekit.circuits.fourier import frequency_power
+    from probekit.hypotheses.necessity import key_frequency_substrate
+
+    model = probekit.load_checkpoint(Path(__file__).resolve().parents[2] / "probes" / "checkpoints" / "modadd-p53")
+    p = 53
+    sub = key_frequency_substrate(model, p, k=5)
+    keys = sub.details["key_frequencies"]
+    edited = sub.ops[0].table.double().numpy()
+    power = frequency_power(edited[:p], p).sum(1)
+    before = frequency_power(model.W_E.detach().double().numpy()[:p], p).sum(1)
+    assert power[keys].max() < 1e-8 * before[keys].min()  # the key components are gone
+    others = [f for f in range(1, 27) if f not in keys]
+    np.testing.assert_allclose(power[others], before[others], rtol=1e-5)  # the rest untouched (float32)
+    np.testing.assert_allclose(edited[p:], model.W_E.detach().double().numpy()[p:])  # "=" row kept
+    pairs = np.random.default_rng(0).choice(p * p, 300, replace=False)
+    toks = [[int(x // p), int(x % p), p] for x in pairs]
+    res = necessity(model, toks, [(a + b) % p for a, b, _ in toks], sub, n_random=3, seed=0)
+    assert res.base.mean() > 0.98 and res.ablated.mean() < 0.05 and res.random_accuracy > 0.9
+    for seed in range(3):
+        (op,) = sub.random_ops(seed)
+        rp = frequency_power(op.table.double().numpy()[:p], p).sum(1)
+        assert (rp[keys] > 0).all() and (rp[1:] < 1e-8 * before[1:].min()).sum() == 5  # 5 non-key frequencies removed

@@ -105,7 +105,9 @@ def test_modadd_necessity_of_the_answer_directions(tmp_path):
     code = main(["test", str(ROOT / "circuits" / "modadd_necessity.toml"), "--out", str(tmp_path),
                  "--quiet"])
     assert code == 0
-    (claim,) = json.loads((tmp_path / "report.json").read_text())["claims"]
+    claim, freqs = json.loads((tmp_path / "report.json").read_text())["claims"]
+    assert freqs["verdict"] == "PASS" and freqs["details"]["key_frequencies"] == [2, 7, 12, 14, 20]
+    assert freqs["details"]["ablated_accuracy"] < 0.03 and freqs["effect"] == pytest.approx(0.947, abs=0.01)
     d = claim["details"]
     assert claim["verdict"] == "PASS" and d["size"] == 52
     assert d["base_accuracy"] > 0.95 and d["ablated_accuracy"] < 0.2 and d["random_accuracy"] > 0.9

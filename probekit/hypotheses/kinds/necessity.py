@@ -20,8 +20,10 @@ class NecessitySpec:
     """Keys of a ``necessity`` claim (or diagnosis marker).
 
     ``substrate``: ``"probe_direction"`` (the span of ``n_directions`` INLP rounds of logistic
-    probes, inverse regularisation ``C``, for ``label`` at ``site``) or ``"units"`` (``units``,
-    indices of ``site``'s last axis). Both are found on ``select_split`` (its activations at the
+    probes, inverse regularisation ``C``, for ``label`` at ``site``), ``"units"`` (``units``,
+    indices of ``site``'s last axis) or ``"key_frequencies"`` (the ``k`` key Fourier frequencies
+    of the residue tokens ``0..p-1``'s embeddings, removed; ``site`` is ignored: ``embed``). The
+    first two are found on ``select_split`` (its activations at the
     ``[capture] positions``), ablated at every prompt position by ``method`` (``"mean"``: the
     selection split's mean; ``"zero"``; ``"resample"``, directions only), and the first-token
     correctness of ``answer_column`` (a token id, or text whose first token is scored) is compared
@@ -30,12 +32,14 @@ class NecessitySpec:
     random substrates' drop (a diagnosis marker reads no control: this builds it in).
     """
 
-    substrate: Literal["probe_direction", "units"] = "probe_direction"
-    site: str
+    substrate: Literal["probe_direction", "units", "key_frequencies"] = "probe_direction"
+    site: str = ""
     label: str | None = None
     n_directions: int = 1
     C: float = 1.0
     units: tuple[int, ...] = ()
+    p: int = 0
+    k: int = 5
     method: Literal["mean", "zero", "resample"] = "mean"
     answer_column: str = "answer"
     select_split: str = "train"
@@ -53,17 +57,23 @@ def necessity(spec: NecessitySpec, ctx: Context, *, control: bool = False) -> Me
     The mean is the accuracy drop; control (paired per example): the mean drop over
     ``n_random`` random substrates of the same size.
     """
+    from ...errors import ConfigError
     from ..keys import answer_ids, labels, site_rows
+    from ..necessity import key_frequency_substrate, probe_direction_substrate, unit_substrate
     from ..necessity import necessity as run
-    from ..necessity import probe_direction_substrate, unit_substrate
 
     ex = ctx.examples
-    site, X = site_rows(ctx, spec.site, spec.select_split)
-    if spec.substrate == "probe_direction":
+    if spec.substrate != "key_frequencies" and not spec.site:
+        raise ConfigError(f"necessity with substrate {spec.substrate!r} needs a site, e.g. site = \"resid_post@0\"")
+    if spec.substrate == "key_frequencies":
+        sub = key_frequency_substrate(ctx.model, spec.p, k=spec.k)
+    elif spec.substrate == "probe_direction":
+        site, X = site_rows(ctx, spec.site, spec.select_split)
         y = labels(ctx, spec.label)[ex.split(spec.select_split)]
         sub = probe_direction_substrate(site, X.numpy(), y, n_directions=spec.n_directions,
                                         C=spec.C, method=spec.method)
     else:
+        site, X = site_rows(ctx, spec.site, spec.select_split)
         sub = unit_substrate(site, spec.units, X.numpy(), method=spec.method)
     kw = {"n_random": spec.n_random, "seed": ctx.stats.seed, "batch_size": spec.batch_size}
     idx = ex.split(spec.split)
