@@ -92,3 +92,42 @@ def test_bad_count_names_the_value(bad):
 def test_bad_work_names_the_value():
     with pytest.raises(ConfigError, match="work=-5"):
         threads_for_work(-5)
+
+
+def _recording(monkeypatch, module, name, seen):
+    """Wrap ``module.name``: each call records torch's count, the first 3 every pool's too."""
+    inner = getattr(module, name)
+    calls = [0]
+
+    def wrapper(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] <= 3:  # threadpool_info walks the loaded libraries: ~1 ms
+            torch_n, pools = _counts()
+            seen.add((name, torch_n, frozenset(n for v in pools.values() for n in v)))
+        else:
+            seen.add((name, torch.get_num_threads(), frozenset({1})))
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapper)
+
+
+def test_inner_loops_run_on_one_thread_and_restore(outside, monkeypatch):
+    """The K search objective, the scipy logistic loss and the HE Adam forward see 1 thread."""
+    from probekit.geometry import centers
+    from probekit.homomorphism import operators
+    from probekit.probes import scipy_logistic
+
+    seen: set = set()
+    _recording(monkeypatch, centers, "_residual_cost", seen)
+    _recording(monkeypatch, scipy_logistic, "_loss_grad", seen)
+    _recording(monkeypatch, operators, "mlp_forward", seen)
+    gen = torch.Generator().manual_seed(0)
+    centers.common_center_subspace(torch.randn(20, 8, generator=gen, dtype=torch.float64), max_k=2,
+                                   n_reps=2, max_iter=30)
+    X = torch.randn(60, 5, generator=gen, dtype=torch.float64).numpy()
+    scipy_logistic.fit_logistic_scipy(X, (X[:, 0] > 0).astype(np.int64), 2, C=1.0, whiten=False)
+    operators.adam_fit(torch.randn(1, 16, 4, generator=gen), torch.randn(1, 16, 3, generator=gen),
+                       hidden=None, epochs=2, batch_size=8, lr=1e-2, weight_decay=0.0, seed=0)
+    one = frozenset({1})
+    assert seen == {("_residual_cost", 1, one), ("_loss_grad", 1, one), ("mlp_forward", 1, one)}
+    assert _counts() == outside
