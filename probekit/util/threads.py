@@ -22,7 +22,8 @@ tensor op of one iteration of the loop and ``T`` the threads configured outside,
 i.e. one thread per ~16.8 Mflop of the largest op (a few ms on one core, about one scheduler
 slice), so that a thread that loses its core for one slice costs at most about the op's own time;
 below 2 x 2^24 flops the loop runs on one thread. The rule never raises the count above what the
-caller configured.
+caller configured for torch (``torch.get_num_threads()``, e.g. ``threads_per_worker`` of the
+process executor); the BLAS pools inside the block get the same count.
 """
 
 from __future__ import annotations
