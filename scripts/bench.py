@@ -7,11 +7,13 @@ cli: ``probekit --help`` / ``probekit models`` wall time and peak RSS vs ``pytho
 Other sections (probe sweep vs sklearn loop, grokking time, similarity: 12 x 12 layer CKA
 matrix vs a pairwise loop, geometry: batched MFTMA anchors vs a per-sample QP loop, ray: a
 population of 8 short trainings in-process vs a 2-CPU local Ray cluster, ray_capture: sharded
-capture on Ray vs in-process ``capture_to_store``) run when their modules exist.
+capture on Ray vs in-process ``capture_to_store``, load: every shipped probe suite quiet and
+beside a busy core, ``scripts/bench_load.py``) run when their modules exist.
 
     python scripts/bench.py --out out/bench.json [--model smollm2-135m] [--sections capture,probes]
         [--device cuda] [--sklearn-threads 4]   # probe sweep on the GPU; sklearn on 4 CPU threads
     python scripts/bench.py --sections similarity --sim-n 20000   # n=20k, d=576, 12 layers
+    python scripts/bench.py --sections load [--load-suites modadd_geometry]   # quiet vs busy core
 """
 
 from __future__ import annotations
@@ -233,6 +235,7 @@ OPTIONAL = {
     "geometry": ("scripts.bench_geometry", "bench_geometry"),
     "ray": ("scripts.bench_ray", "bench_ray"),
     "ray_capture": ("scripts.bench_ray", "bench_ray_capture"),
+    "load": ("scripts.bench_load", "bench_load"),
 }
 
 
@@ -242,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
     parser.add_argument("--sections", default="capture,store_memory,store_read,cli,probes",
-                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,eap,neurons,generation,geometry,ray,ray_capture")
+                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,eap,neurons,generation,geometry,ray,ray_capture,load")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
@@ -259,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="prompts of the ray_capture section (all resid_post sites, 2 workers)")
     parser.add_argument("--neurons-n", type=int, default=1000,
                         help="prompts of the neurons section (SmolLM2, all 30 layers)")
+    parser.add_argument("--load-suites", default=None,
+                        help="comma list of probes/*.toml stems of the load section (default: every shipped suite)")
     args = parser.parse_args(argv)
     results: dict = {}
     for section in args.sections.split(","):
@@ -283,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs = {"steps": args.ray_steps}
             if section == "ray_capture":
                 kwargs = {"n_examples": args.ray_capture_n, "model": args.model}
+            if section == "load":
+                kwargs = {"suites": args.load_suites}
             if section in ("patching", "eap", "geometry"):
                 kwargs = {"device": args.device}
             results[section] = getattr(importlib.import_module(module), fn)(**kwargs)

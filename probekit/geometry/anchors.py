@@ -30,6 +30,8 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from ..util.threads import small_work_threads
+
 
 @dataclass(frozen=True)
 class AnchorSolution:
@@ -97,36 +99,41 @@ def anchor_points(
     gram_flat = (gram + 1e-13 * diag_max[:, None, None] * eye_m).reshape(-1)
     tol = 1e-11 * (1.0 + _abs_max(b))  # (p, t)
 
-    if pg_steps > 0:  # exact on well-conditioned manifolds, a free-set predictor on the rest
-        a, ok = _projected_gradient(gram, b, pg_steps, pg_tol)
-        free = (a > 0) & need.unsqueeze(2)
-        active = need & ~ok
-        n_pg = int((need & ok).sum())
-    else:
-        n_pg = 0
-        a = torch.zeros_like(b)
-        free = (b > 0) & need.unsqueeze(2)
-        active = need.clone()
-    iterations = 0
-    for it in range(max_iter):
-        idx = active.nonzero()
-        if idx.shape[0] == 0:
-            break
-        iterations = it + 1
-        pi, ti = idx[:, 0], idx[:, 1]
-        a[pi, ti] = _solve_free(gram_flat, b[pi, ti], pi, free[pi, ti], chunk)
-        grad = torch.bmm(a, gram) - b  # (p, t, m), gram symmetric
-        new_free = (free & (a > 0)) | (~free & (grad < -tol.unsqueeze(2)))
-        changed = (new_free != free).any(dim=2) & active
-        free = torch.where(active.unsqueeze(2), new_free, free)
-        active = changed
-    if bool(active.any()):  # PDAS can cycle on ill-conditioned problems: finish them monotonely
-        idx = active.nonzero()
-        for start in range(0, idx.shape[0], chunk):
-            pi, ti = idx[start : start + chunk, 0], idx[start : start + chunk, 1]
-            sol_lh, ok = _lawson_hanson(gram, gram_flat, b[pi, ti], tol[pi, ti], pi, 3 * m + 10)
-            a[pi, ti] = sol_lh
-            active[pi[ok], ti[ok]] = False
+    # every step below is one batched op on (p, t, m) x (p, m, m): one thread when that is small
+    # (util.threads: parallel regions of tiny ops spin against a busy core)
+    with small_work_threads(work=2 * p * n_t * m * m):
+        if pg_steps > 0:  # exact on well-conditioned manifolds, a free-set predictor on the rest
+            a, ok = _projected_gradient(gram, b, pg_steps, pg_tol)
+            free = (a > 0) & need.unsqueeze(2)
+            active = need & ~ok
+            n_pg = int((need & ok).sum())
+        else:
+            n_pg = 0
+            a = torch.zeros_like(b)
+            free = (b > 0) & need.unsqueeze(2)
+            active = need.clone()
+        iterations = 0
+        for it in range(max_iter):
+            idx = active.nonzero()
+            if idx.shape[0] == 0:
+                break
+            iterations = it + 1
+            pi, ti = idx[:, 0], idx[:, 1]
+            a[pi, ti] = _solve_free(gram_flat, b[pi, ti], pi, free[pi, ti], chunk)
+            grad = torch.bmm(a, gram) - b  # (p, t, m), gram symmetric
+            new_free = (free & (a > 0)) | (~free & (grad < -tol.unsqueeze(2)))
+            changed = (new_free != free).any(dim=2) & active
+            free = torch.where(active.unsqueeze(2), new_free, free)
+            active = changed
+        if bool(active.any()):  # PDAS can cycle on ill-conditioned problems: finish them monotonely
+            idx = active.nonzero()
+            for start in range(0, idx.shape[0], chunk):
+                pi, ti = idx[start : start + chunk, 0], idx[start : start + chunk, 1]
+                with small_work_threads(work=2 * pi.shape[0] * m * m):  # (nb, m, m) @ (nb, m)
+                    sol_lh, ok = _lawson_hanson(gram, gram_flat, b[pi, ti], tol[pi, ti], pi,
+                                                3 * m + 10)
+                a[pi, ti] = sol_lh
+                active[pi[ok], ti[ok]] = False
     n_unconverged = int(active.sum())
 
     w = torch.bmm(points, a.transpose(1, 2))  # (p, d1, t) = t - v

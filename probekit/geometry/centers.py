@@ -23,8 +23,9 @@ import numpy as np
 import torch
 from jaxtyping import Float
 from scipy.optimize import minimize
-from threadpoolctl import threadpool_limits
 from torch import Tensor
+
+from ..util.threads import small_work_threads
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,11 @@ def _fit_subspaces(
         return float(cost), grad.reshape(-1).numpy()
 
     # scipy's BLAS threads and torch's OpenMP threads take turns every iteration on vectors of
-    # a few hundred entries; both spin while waiting, which made each step ~30x slower on 2 cores.
-    with threadpool_limits(limits=1, user_api="blas"):
+    # a few hundred entries; both spin while waiting, which made each step ~30x slower on 2 cores
+    # (and beside a busy core ~13x slower again: docs/bench/README.md). The largest op of the
+    # objective is ``c c^T`` / ``a c``: 2 r p^2 k flops (``X V``: 2 r p b k, b < p).
+    p, b = x.shape
+    with small_work_threads(work=2 * n_reps * p * max(p, b) * k):
         res = minimize(fun, w0.reshape(-1).numpy(), jac=True, method="L-BFGS-B",
                        options={"maxiter": max_iter, "gtol": 1e-6, "ftol": 1e-10})
     return torch.linalg.qr(torch.from_numpy(res.x).reshape(shape)).Q

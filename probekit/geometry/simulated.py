@@ -22,6 +22,7 @@ from probekit.errors import DataError
 from probekit.progress import track
 from probekit.report.blocks import Block, Column, LinePlot, Series, Table
 from probekit.report.notebook import NotebookMixin
+from probekit.util.threads import small_work_threads
 
 from ._validation import check_manifolds, check_positive
 
@@ -108,14 +109,17 @@ def simulated_capacity(
         raise DataError(f"n_dims={dims}; expected positive projection dimensions")
     rng = np.random.default_rng(seed)
     fractions = []
-    for n in track(dims, desc="simulated capacity", unit="dichotomy", total=len(dims) * n_dichotomies,
-                   weight=lambda _: n_dichotomies):
-        hits = 0
-        for _ in range(n_dichotomies):
-            proj = (rng.standard_normal((n, n_amb)) @ x).T  # (total, n)
-            labels = rng.choice([-1.0, 1.0], size=p)
-            hits += is_separable(proj, labels[owner])
-        fractions.append(hits / n_dichotomies)
+    # one small projection (2 n N total flops) and one LP per dichotomy: BLAS on one thread when
+    # that is small (util.threads)
+    with small_work_threads(work=2 * max(dims) * n_amb * x.shape[1]):
+        for n in track(dims, desc="simulated capacity", unit="dichotomy",
+                       total=len(dims) * n_dichotomies, weight=lambda _: n_dichotomies):
+            hits = 0
+            for _ in range(n_dichotomies):
+                proj = (rng.standard_normal((n, n_amb)) @ x).T  # (total, n)
+                labels = rng.choice([-1.0, 1.0], size=p)
+                hits += is_separable(proj, labels[owner])
+            fractions.append(hits / n_dichotomies)
     return SimulatedCapacityResult(capacity=_capacity_at_half(p, dims, fractions), n_dims=dims,
                                    fraction_separable=tuple(fractions),
                                    n_dichotomies=int(n_dichotomies))

@@ -27,6 +27,7 @@ from torch import Tensor
 
 from ..errors import ConfigError, DataError, NonFiniteError
 from ..progress import track
+from ..util.threads import small_work_threads
 from .config import Family, Solver
 
 SOLVERS: tuple[str, ...] = typing.get_args(Solver)
@@ -124,13 +125,17 @@ def adam_fit(
     params = [w.expand(L, *w.shape).clone().requires_grad_() for w in init]
     opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     Xd, Yd = X.to(dtype), Y.to(dtype)
-    for _ in track(range(epochs), desc="operator fit (Adam)", unit="epoch"):
-        for lo in range(0, n, batch_size):
-            pred = mlp_forward(params, Xd[:, lo : lo + batch_size])
-            loss = ((pred - Yd[:, lo : lo + batch_size]) ** 2).mean(dim=(1, 2)).sum()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+    # thousands of minibatch steps of small matmuls (largest: 2 L batch p width flops): on one
+    # thread when that is small, else OpenMP's barriers spin against a busy core (util.threads)
+    width = d if hidden is None else max(hidden, d)
+    with small_work_threads(work=2 * L * min(batch_size, n) * max(p, width) * width):
+        for _ in track(range(epochs), desc="operator fit (Adam)", unit="epoch"):
+            for lo in range(0, n, batch_size):
+                pred = mlp_forward(params, Xd[:, lo : lo + batch_size])
+                loss = ((pred - Yd[:, lo : lo + batch_size]) ** 2).mean(dim=(1, 2)).sum()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
     return [q.detach() for q in params]
 
 

@@ -36,6 +36,7 @@ from sklearn.exceptions import ConvergenceWarning
 from torch import Tensor
 
 from ..optim.lbfgs import lbfgs_batched
+from ..util.threads import small_work_threads
 
 __all__ = [
     "BatchedLogisticFit",
@@ -341,17 +342,20 @@ def fit_logistic_batched(
     else:
         th = torch.cat([init.coef, init.intercept.unsqueeze(1)], dim=1)  # (L, D1, P, K)
         x0 = th.to(dev, f64).permute(0, 2, 1, 3).reshape(L * P, d + 1, K)
-    res = lbfgs_batched(
-        obj,
-        x0,
-        gtol=(tol * obj.n_p).repeat(L),
-        max_iter=max_iter,
-        history=history,
-        max_linesearch=max_linesearch,
-        f_noise=_F_NOISE * torch.finfo(X.dtype).eps,
-        precondition=obj.precondition,
-        active=None if active is None else active.to(dev).reshape(L * P),
-    )
+    # every iteration's largest op is the logits X W of all problems (2 L n d P K flops): on
+    # one thread when that is small, so a few hundred tiny ops do not spin against a busy core
+    with small_work_threads(work=2 * L * n * d * P * K):
+        res = lbfgs_batched(
+            obj,
+            x0,
+            gtol=(tol * obj.n_p).repeat(L),
+            max_iter=max_iter,
+            history=history,
+            max_linesearch=max_linesearch,
+            f_noise=_F_NOISE * torch.finfo(X.dtype).eps,
+            precondition=obj.precondition,
+            active=None if active is None else active.to(dev).reshape(L * P),
+        )
     th = res.x.view(L, P, d + 1, K)
     gmax = (res.grad_max.view(L, P) / obj.n_p.view(1, P)).to(f64)
     fit = BatchedLogisticFit(

@@ -19,6 +19,8 @@ from jaxtyping import Float, Int
 from scipy import optimize
 from scipy.special import expit
 
+from ..util.threads import small_work_threads
+
 __all__ = ["SingleLogisticFit", "fit_logistic_scipy"]
 
 
@@ -139,15 +141,19 @@ def fit_logistic_scipy(
         if state["gmax"] <= tol:
             raise StopIteration
 
-    res = optimize.minimize(
-        fun,
-        np.zeros((d + 1) * K),
-        method="L-BFGS-B",
-        jac=True,
-        callback=stop,
-        options={"maxiter": max_iter, "maxls": 50, "gtol": 0.0, "ftol": 64 * np.finfo(float).eps},
-    )
-    fun(res.x)  # the gradient at the returned point
+    # each evaluation is a few BLAS calls, the largest X @ W (2 n d K flops; T @ U is 2 d^2 K,
+    # d < n): scipy's BLAS on one thread when that is small (util.threads)
+    with small_work_threads(work=2 * max(n, d) * d * K):
+        res = optimize.minimize(
+            fun,
+            np.zeros((d + 1) * K),
+            method="L-BFGS-B",
+            jac=True,
+            callback=stop,
+            options={"maxiter": max_iter, "maxls": 50, "gtol": 0.0,
+                     "ftol": 64 * np.finfo(float).eps},
+        )
+        fun(res.x)  # the gradient at the returned point
     P = res.x.reshape(-1, K)
     coef, icpt = (T @ P[:d], P[d] * sb) if whiten else (P[:d], P[d])
     return SingleLogisticFit(

@@ -1,0 +1,188 @@
+"""Work under load (issue 47 section 3): each shipped probe suite quiet and beside a busy core.
+
+Every shipped probe suite (``probes/*.toml`` run by ``probekit report``, i.e. not the
+``diagnose_*`` files) runs twice in a fresh process: once quiet, once beside a process that keeps
+one core busy (a Python ``while True`` loop). The ratio ``busy / quiet`` is the figure; the goal
+is <= 3 for every suite. Inner loops on small tensors scope their threads with
+:func:`probekit.util.threads.small_work_threads`; without it, torch's OpenMP threads spin
+against the busy core (``modadd_geometry`` did not finish in 15 min beside one busy core on
+2 cores).
+
+The children run with ``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` unset (the figures are of
+numpy/scipy's own OpenBLAS detection) and with the thread variables (``OMP_NUM_THREADS``,
+``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``) unset: default threads, as a user runs them.
+
+``--k-search`` times the centre-subspace ``K`` search alone (the inner loop of the issue:
+scipy L-BFGS-B calling a torch objective) on the class centres of the embedded modadd checkpoint,
+scoped (this code) and unscoped (BLAS limited to one thread, torch's OpenMP pool not: the code
+before), quiet and beside a busy core.
+
+    python scripts/bench_load.py out/bench_load.json                       # every suite
+    python scripts/bench_load.py out/bench_load.json --suites modadd_grokked,modadd_geometry
+    python scripts/bench_load.py out/k_search.json --k-search [--k-search-variants scoped]
+    python scripts/bench.py --sections load                                 # same, into bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GOAL = 3.0
+UNSET = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+         "MKL_NUM_THREADS")
+
+
+def shipped_suites() -> list[str]:
+    """Stems of the shipped probe suites: ``probes/*.toml`` that ``probekit report`` runs."""
+    return sorted(p.stem for p in (ROOT / "probes").glob("*.toml") if not p.stem.startswith("diagnose_"))
+
+
+def _child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+@contextlib.contextmanager
+def busy_core(on: bool = True) -> Iterator[int | None]:
+    """A process that keeps one core busy for the duration of the block (its pid), or nothing."""
+    if not on:
+        yield None
+        return
+    proc = subprocess.Popen([sys.executable, "-c", "while True:\n    pass"])
+    try:
+        time.sleep(0.5)  # let it reach its loop
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _load() -> list[float]:
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def run_suite(name: str, busy: bool, timeout_s: float) -> dict:
+    """``probekit report probes/NAME.toml`` in a fresh process; its wall time and exit status."""
+    with tempfile.TemporaryDirectory(prefix="pk-load-") as tmp, busy_core(busy):
+        load = _load()
+        t0 = time.perf_counter()
+        try:
+            res = subprocess.run(
+                [sys.executable, "-m", "probekit.cli", "report", str(ROOT / "probes" / f"{name}.toml"),
+                 "--out", str(Path(tmp) / "out")],
+                cwd=ROOT, env=_child_env(), capture_output=True, text=True, timeout=timeout_s,
+            )
+            rc, tail = res.returncode, (res.stderr or res.stdout).strip().splitlines()[-1:]
+        except subprocess.TimeoutExpired:
+            rc, tail = None, [f"timed out after {timeout_s:.0f} s"]
+        seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "rc": rc, "load_before": load, "last_line": tail[0] if rc else ""}
+
+
+def bench_load(suites: str | None = None, timeout_s: float = 3600.0) -> dict:
+    """Every shipped probe suite quiet and beside a busy core; ratios and the goal (<= 3x)."""
+    names = suites.split(",") if suites else shipped_suites()
+    rows = {}
+    for name in names:
+        quiet = run_suite(name, busy=False, timeout_s=timeout_s)
+        loaded = run_suite(name, busy=True, timeout_s=timeout_s)
+        ok = quiet["rc"] == 0 and loaded["rc"] == 0
+        ratio = loaded["seconds"] / quiet["seconds"] if ok else None
+        rows[name] = {"quiet": quiet, "busy_core": loaded, "ratio": ratio,
+                      "within_goal": ratio is not None and ratio <= GOAL}
+        print(f"  {name:28s} quiet {quiet['seconds']:8.1f} s  busy {loaded['seconds']:8.1f} s  "
+              f"ratio {ratio if ratio is None else round(ratio, 2)}", flush=True)
+    return {
+        "cpus": os.cpu_count(),
+        "suites": rows,
+        "all_within_goal": all(r["within_goal"] for r in rows.values()),
+        "goal": f"busy_core / quiet <= {GOAL} for every suite",
+        "env": f"children run with {', '.join(UNSET)} unset (default threads)",
+    }
+
+
+_K_CHILD = """
+import json, sys, time
+import numpy as np, torch
+sys.path.insert(0, sys.argv[1])
+scoped = sys.argv[2] == "scoped"
+from probekit.geometry import centers
+if not scoped:  # the code before: BLAS on one thread, torch's OpenMP pool as configured
+    from threadpoolctl import threadpool_limits
+    centers.small_work_threads = lambda n=1, work=None: threadpool_limits(limits=1, user_api="blas")
+sys.path.insert(0, sys.argv[1] + "/tests/geometry")
+from mftma_real import modadd_manifolds
+xs = modadd_manifolds(sys.argv[3], n_classes=53, max_points=20, seed=0)
+c = torch.from_numpy(np.stack([x.mean(axis=1) for x in xs], axis=1)).to(torch.float64)
+c = c - c.mean(dim=1, keepdim=True)
+t0 = time.perf_counter()
+sub = centers.common_center_subspace(c, max_k=centers.max_common_dim(c), n_reps=10,
+                                     generator=torch.Generator().manual_seed(0))
+dt = time.perf_counter() - t0
+print(json.dumps({"seconds": dt, "n_common": sub.n_common, "k_tried": len(sub.residual_correlation),
+                  "residual": sub.residual_correlation[sub.n_common - 1],
+                  "torch_threads": torch.get_num_threads()}))
+"""
+
+
+def bench_k_search(variants: str = "scoped,unscoped", site: str = "resid_post@0",
+                   timeout_s: float = 1800.0) -> dict:
+    """The centre-subspace K search alone (modadd-p53 class centres), per variant quiet / busy."""
+    out: dict = {"site": site, "cpus": os.cpu_count(),
+                 "env": f"children run with {', '.join(UNSET)} unset (default threads)"}
+    for variant in variants.split(","):
+        for busy in (False, True):
+            with busy_core(busy):
+                load = _load()
+                try:
+                    res = subprocess.run([sys.executable, "-c", _K_CHILD, str(ROOT), variant, site],
+                                         cwd=ROOT, env=_child_env(), capture_output=True, text=True,
+                                         timeout=timeout_s, check=True)
+                    row = json.loads(res.stdout.strip().splitlines()[-1])
+                except subprocess.TimeoutExpired:
+                    row = {"seconds": None, "timed_out_after_s": timeout_s}
+            row["load_before"] = load
+            key = f"{variant}_{'busy_core' if busy else 'quiet'}"
+            out[key] = row
+            print(f"  {key:24s} {row}", flush=True)
+    for variant in variants.split(","):
+        q, b = out[f"{variant}_quiet"]["seconds"], out[f"{variant}_busy_core"]["seconds"]
+        out[f"{variant}_ratio_busy_vs_quiet"] = b / q if q and b else None
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the suites (or the K search) and write the JSON to the given path."""
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", help="JSON output path")
+    parser.add_argument("--suites", default=None,
+                        help=f"comma list of probes/*.toml stems (default: {','.join(shipped_suites())})")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
+    parser.add_argument("--k-search", action="store_true", help="time the K search alone")
+    parser.add_argument("--k-search-variants", default="scoped,unscoped")
+    parser.add_argument("--site", default="resid_post@0", help="site of the K search's centres")
+    args = parser.parse_args(argv)
+    if args.k_search:
+        result = bench_k_search(args.k_search_variants, args.site, args.timeout)
+    else:
+        result = bench_load(args.suites, args.timeout)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

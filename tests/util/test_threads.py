@@ -1,0 +1,133 @@
+"""small_work_threads: torch, BLAS and OpenMP counts set inside, restored after (exception, nesting)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg  # noqa: F401  (loads scipy's BLAS too, so threadpoolctl sees it)
+import torch
+from threadpoolctl import threadpool_info
+
+from probekit.errors import ConfigError
+from probekit.util.threads import WORK_PER_THREAD, small_work_threads, threads_for_work
+
+
+def _counts() -> tuple[int, dict[str, set[int]]]:
+    """torch's intra-op count and, per threadpoolctl API (blas, openmp), the counts it reports."""
+    pools: dict[str, set[int]] = {}
+    for lib in threadpool_info():
+        pools.setdefault(lib["user_api"], set()).add(int(lib["num_threads"]))
+    return torch.get_num_threads(), pools
+
+
+@pytest.fixture
+def outside():
+    """Every pool at 2 threads outside the block (restored after the test)."""
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    with threadpool_limits(limits=2):
+        torch.set_num_threads(2)
+        try:
+            yield _counts()
+        finally:
+            torch.set_num_threads(before)
+
+
+def test_blas_is_visible():
+    np.ones((4, 4)) @ np.ones((4, 4))
+    assert "blas" in _counts()[1]  # else the BLAS assertions below would be vacuous
+
+
+def test_counts_inside_and_after(outside):
+    assert outside[0] == 2 and all(v == {2} for v in outside[1].values())
+    with small_work_threads(3) as n:
+        torch_n, pools = _counts()
+        assert (n, torch_n) == (3, 3)
+        assert pools and all(v == {3} for v in pools.values())
+    assert _counts() == outside
+    with small_work_threads() as n:
+        assert n == 1 and _counts()[0] == 1 and all(v == {1} for v in _counts()[1].values())
+    assert _counts() == outside
+
+
+def test_restored_after_exception(outside):
+    with pytest.raises(RuntimeError, match="boom"), small_work_threads(1):
+        assert _counts()[0] == 1
+        raise RuntimeError("boom")
+    assert _counts() == outside
+
+
+def test_nesting_restores_the_enclosing_block(outside):
+    with small_work_threads(3):
+        with small_work_threads(1):
+            assert _counts()[0] == 1 and all(v == {1} for v in _counts()[1].values())
+        assert _counts()[0] == 3 and all(v == {3} for v in _counts()[1].values())
+        with pytest.raises(ValueError), small_work_threads(1):
+            raise ValueError
+        assert _counts()[0] == 3 and all(v == {3} for v in _counts()[1].values())
+    assert _counts() == outside
+
+
+def test_work_rule(outside):
+    assert threads_for_work(0) == 1
+    assert threads_for_work(2 * WORK_PER_THREAD - 1) == 1
+    assert threads_for_work(2 * WORK_PER_THREAD) == 2
+    assert threads_for_work(10**12) == 2  # capped at the 2 configured outside
+    assert threads_for_work(10**12, max_threads=5) == 5
+    assert threads_for_work(3 * WORK_PER_THREAD, max_threads=8) == 3
+    with small_work_threads(work=1000) as n:
+        assert n == 1 and _counts()[0] == 1
+    with small_work_threads(n=1, work=10**12) as n:  # work decides; n is not used
+        assert n == 2 and _counts()[0] == 2
+    assert _counts() == outside
+
+
+@pytest.mark.parametrize("bad", [0, -1, True])
+def test_bad_count_names_the_value(bad):
+    with pytest.raises(ConfigError, match=f"n={bad!r}"), small_work_threads(bad):
+        pass
+
+
+def test_bad_work_names_the_value():
+    with pytest.raises(ConfigError, match="work=-5"):
+        threads_for_work(-5)
+
+
+def _recording(monkeypatch, module, name, seen):
+    """Wrap ``module.name``: each call records torch's count, the first 3 every pool's too."""
+    inner = getattr(module, name)
+    calls = [0]
+
+    def wrapper(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] <= 3:  # threadpool_info walks the loaded libraries: ~1 ms
+            torch_n, pools = _counts()
+            seen.add((name, torch_n, frozenset(n for v in pools.values() for n in v)))
+        else:
+            seen.add((name, torch.get_num_threads(), frozenset({1})))
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapper)
+
+
+def test_inner_loops_run_on_one_thread_and_restore(outside, monkeypatch):
+    """The K search objective, the scipy logistic loss and the HE Adam forward see 1 thread."""
+    from probekit.geometry import centers
+    from probekit.homomorphism import operators
+    from probekit.probes import scipy_logistic
+
+    seen: set = set()
+    _recording(monkeypatch, centers, "_residual_cost", seen)
+    _recording(monkeypatch, scipy_logistic, "_loss_grad", seen)
+    _recording(monkeypatch, operators, "mlp_forward", seen)
+    gen = torch.Generator().manual_seed(0)
+    centers.common_center_subspace(torch.randn(20, 8, generator=gen, dtype=torch.float64), max_k=2,
+                                   n_reps=2, max_iter=30)
+    X = torch.randn(60, 5, generator=gen, dtype=torch.float64).numpy()
+    scipy_logistic.fit_logistic_scipy(X, (X[:, 0] > 0).astype(np.int64), 2, C=1.0, whiten=False)
+    operators.adam_fit(torch.randn(1, 16, 4, generator=gen), torch.randn(1, 16, 3, generator=gen),
+                       hidden=None, epochs=2, batch_size=8, lr=1e-2, weight_decay=0.0, seed=0)
+    one = frozenset({1})
+    assert seen == {("_residual_cost", 1, one), ("_loss_grad", 1, one), ("mlp_forward", 1, one)}
+    assert _counts() == outside
