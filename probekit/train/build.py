@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ProbekitError
 from ..models.config import ModelConfig
 from .config import TrainConfig
 from .loss_term import LossTermFactory
@@ -27,12 +28,20 @@ _SCOPES = ("task", "model", "train")
 
 
 def parse_value(text: str) -> Any:
-    """JSON if it parses (lists become tuples), else the raw string."""
+    """JSON if it parses (lists become tuples), else the raw string.
+
+    A number that overflows to infinity (``1e400``) or is ``NaN``/``Infinity`` is refused: no
+    config field can use it (an infinite learning rate trains a model of NaN weights).
+    """
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
         return text
-    return _tuplify(value)
+    value = _tuplify(value)
+    for v in value if isinstance(value, tuple) else (value,):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"{text!r} is not a finite number ({v}); give a finite value")
+    return value
 
 
 def _tuplify(v: Any) -> Any:
@@ -71,7 +80,10 @@ def parse_sets(items: list[str], task_name: str) -> dict[str, dict[str, Any]]:
                     f"<scope>.{name}=... with scope in {_SCOPES}"
                 )
             scope = owners[0]
-        out[scope][name] = parse_value(raw)
+        try:
+            out[scope][name] = parse_value(raw)
+        except ConfigError as err:
+            raise ConfigError(f"--set {item!r}: {err}") from None
     return out
 
 
@@ -97,8 +109,23 @@ def build_run(
         train_kw["steps"] = steps
     if device is not None:
         train_kw["device"] = device
-    task = get_task(preset.task, **task_kw)
-    return task, task.model_config(**model_kw), TrainConfig.from_dict(train_kw)
+    try:
+        task = get_task(preset.task, **task_kw)
+        return task, task.model_config(**model_kw), TrainConfig.from_dict(train_kw)
+    except ProbekitError as err:
+        raise ConfigError(_with_flag(str(err), list(sets or []))) from None
+    except (ValueError, TypeError) as err:  # a task config's own check (plain ValueError)
+        raise ConfigError(_with_flag(str(err), list(sets or []))) from None
+
+
+def _with_flag(message: str, sets: list[str]) -> str:
+    """``message`` with the ``--set`` item that gave the failing field, when one did."""
+    for item in sets:
+        key = item.partition("=")[0]
+        name = key.rpartition(".")[2]
+        if f".{name} " in message or f".{name}=" in message or f"'{name}'" in message:
+            return f"--set {item}: {message}"
+    return f"{message} (check --set, --seed and --steps)"
 
 
 def loss_terms(task: Task, config: TrainConfig) -> tuple[LossTermFactory, ...]:
