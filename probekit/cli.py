@@ -48,7 +48,6 @@ def _capture_inputs(args: argparse.Namespace) -> dict[str, Any]:
         require_columns,
         token_ids,
     )
-
     from .util.outdir import check_out_dir
 
     check_out_dir(args.out, command="capture", inputs=[args.data], force=args.force,

@@ -35,9 +35,9 @@ def _run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from ..suites.cli import execution_from_args
+    from ..util.outdir import check_out_dir, claim_out_dir
     from .runner import check_diagnosis, diagnose
     from .spec import load_diagnosis
-    from ..util.outdir import check_out_dir, claim_out_dir
     from .table_diagnosis import is_table_diagnosis, run_table_cli
 
     inputs = [args.file] + ([args.table] if args.table is not None else [])

@@ -26,12 +26,11 @@ examples:
 def _run(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from ..errors import ConfigError
     from ..suites.check import check_suite_data, check_suite_model
     from ..suites.cli import execution_from_args
-    from .spec import load_hypotheses
-
-    from ..errors import ConfigError
     from ..util.outdir import check_out_dir, claim_out_dir, report_owner
+    from .spec import load_hypotheses
 
     seen: dict[Path, str] = {}
     for path in args.files:  # one --out folder per file: the same file twice would overwrite itself
@@ -57,7 +56,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.out is not None:
         outs = [Path(args.out) if len(files) == 1 else Path(args.out) / Path(p).stem
                 for p in args.files]
-        for path, spec, out in zip(args.files, files, outs):
+        for spec, out in zip(files, outs):
             check_out_dir(out, command="test", name=spec.suite.name, inputs=list(args.files),
                           force=args.force, legacy=report_owner("test"))
     if args.check:

@@ -212,6 +212,7 @@ def claim_out_dir(
     """
     check_out_dir(path, command=command, name=name, inputs=inputs, force=force, legacy=legacy)
     out = Path(path)
+    created = not out.exists()
     held = DirectoryLock(out, what="output folder") if lock else None
     if held is not None:
         held.acquire()  # creates the folder
@@ -223,6 +224,25 @@ def claim_out_dir(
                           legacy=legacy)
         write_marker(out, command, name)
         yield out
+    except BaseException:
+        if held is not None:
+            held.release()
+            held = None
+        if created:  # a run that failed before writing anything leaves no folder behind
+            _remove_if_bookkeeping_only(out)
+        raise
     finally:
         if held is not None:
             held.release()
+
+
+def _remove_if_bookkeeping_only(out: Path) -> None:
+    """Delete ``out`` if it holds nothing but probekit's marker and lock files."""
+    try:
+        entries = list(out.iterdir())
+        if all(p.name in _OWN and p.is_file() for p in entries):
+            for p in entries:
+                p.unlink(missing_ok=True)
+            out.rmdir()
+    except OSError:
+        pass
