@@ -410,6 +410,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.setLevel(logging.DEBUG if debug else logging.INFO)
     try:
         with _summarised_warnings(debug):
+            if os.environ.get("PROBEKIT_CACHE"):
+                from .util.cache import cache_root
+
+                cache_root()  # a cache path that is a file: one line before any work
             return int(args.func(args) or 0)
     except ProbekitError as err:
         if debug:

@@ -44,6 +44,13 @@ def _run(args: argparse.Namespace) -> int:
         twice = sorted({s for s in stems if stems.count(s) > 1})
         raise ConfigError(f"files named {twice} would share the folder --out/{twice[0]}; rename "
                           "one or run them with different --out folders")
+    outs: list[Path | None] = [None] * len(args.files)
+    if args.out is not None:
+        outs = [Path(args.out) if len(args.files) == 1 else Path(args.out) / Path(p).stem
+                for p in args.files]
+        for out in outs:  # a file, an input, a read-only or foreign folder: before anything
+            check_out_dir(out, command="test", inputs=list(args.files), force=args.force,
+                          legacy=report_owner("test"))
     files = [load_hypotheses(p) for p in args.files]  # every spec error before any model loads
     for i, spec in enumerate(files):
         rows = check_suite_data(spec.suite)
@@ -52,11 +59,8 @@ def _run(args: argparse.Namespace) -> int:
         if execution != spec.suite.execution:
             files[i] = dataclasses.replace(
                 spec, suite=dataclasses.replace(spec.suite, execution=execution))
-    outs: list[Path | None] = [None] * len(files)
-    if args.out is not None:
-        outs = [Path(args.out) if len(files) == 1 else Path(args.out) / Path(p).stem
-                for p in args.files]
-        for spec, out in zip(files, outs):
+    for spec, out in zip(files, outs):
+        if out is not None:  # another claim file's report needs --force
             check_out_dir(out, command="test", name=spec.suite.name, inputs=list(args.files),
                           force=args.force, legacy=report_owner("test"))
     if args.check:
