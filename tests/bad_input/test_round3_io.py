@@ -76,7 +76,7 @@ def marked(root: Path, command: str, name: str) -> str:
     folder = root / "out"
     folder.mkdir()
     (folder / ".probekit-output").write_text(json.dumps({"command": command, "name": name}))
-    (folder / "report.json").write_text('{"suite": {"name": "%s"}}\n' % name)
+    (folder / "report.json").write_text(json.dumps({"suite": {"name": name}}) + "\n")
     return str(folder)
 
 
@@ -398,3 +398,11 @@ def test_max_permutations_is_the_api_bound():
     with pytest.raises(ConfigError, match="above the bound 100000"):
         check_n_permutations(MAX_PERMUTATIONS + 1)
 
+
+
+def test_docs_table_lists_every_case():
+    """docs/reports.md carries the generated table (scripts/bad_input_table.py) with these rows."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "reports.md").read_text()
+    section = doc.split("<!-- bad-input-table:start", 1)[1].split("<!-- bad-input-table:end", 1)[0]
+    for case in CASES:
+        assert f"| `{case['id']}` |" in section, case["id"]
