@@ -24,6 +24,13 @@ Suites choose a backend by name with its options (``[execution] executor = NAME`
 model loads. The modules of :mod:`probekit.executors` (the shipped backends) are imported on the
 first lookup, so a new backend is one module there and no edit elsewhere.
 
+Plug-in modules of the user's own code (a measurement kind named by a claim file's
+``[plugins]``) are not importable by name in a fresh worker process: the driver declares them
+with :func:`add_worker_import` (module name and folder) and every backend imports
+:func:`worker_imports` in each worker before its first task (:func:`import_worker_modules`),
+so a task's spec of a plug-in class unpickles there and its kind is registered, with no
+``if __name__ == "__main__"`` guard in the user's code.
+
 This module names no backend and never imports one; backends import it.
 """
 
@@ -34,6 +41,7 @@ import hashlib
 import logging
 import os
 import pickle
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -49,15 +57,19 @@ __all__ = [
     "Executor",
     "InProcessExecutor",
     "PathCheck",
+    "WorkerImport",
+    "add_worker_import",
     "ensure_picklable",
     "available_executors",
     "check_worker_paths",
     "executor_option_names",
     "executor_options",
     "get_executor",
+    "import_worker_modules",
     "make_executor",
     "map_resumable",
     "register_executor",
+    "worker_imports",
 ]
 
 T = TypeVar("T")
@@ -139,6 +151,49 @@ def ensure_picklable(fn: Callable[..., Any], item: object, index: int, desc: str
                 f"{task_note(fn, index, item, desc)}: its {what} cannot be pickled ({err}); "
                 "use a module-level function of a frozen, picklable spec"
             ) from None
+
+
+@dataclass(frozen=True)
+class WorkerImport:
+    """A module every worker imports before its first task (a plug-in of the user's code).
+
+    Attributes:
+        module: the module name.
+        folder: the folder it is imported from (put at the front of the worker's ``sys.path``);
+            ``None``: importable from the worker's own ``sys.path`` (an installed package).
+    """
+
+    module: str
+    folder: str | None = None
+
+
+_WORKER_IMPORTS: dict[str, WorkerImport] = {}
+
+
+def add_worker_import(module: str, folder: str | None = None) -> None:
+    """Declare a module every backend's workers import before running a task (idempotent).
+
+    Call it in the driver once the module is imported there (a plug-in loader does): tasks
+    started afterwards by any executor can then unpickle the module's classes and find what
+    it registered.
+    """
+    _WORKER_IMPORTS[module] = WorkerImport(module=module, folder=folder)
+
+
+def worker_imports() -> tuple[WorkerImport, ...]:
+    """The modules declared by :func:`add_worker_import`, in declaration order."""
+    return tuple(_WORKER_IMPORTS.values())
+
+
+def import_worker_modules(imports: Sequence[WorkerImport]) -> None:
+    """On a worker: put each folder on ``sys.path`` and import each module (once)."""
+    import importlib
+
+    for imp in imports:
+        if imp.folder is not None and imp.folder not in sys.path:
+            sys.path.insert(0, imp.folder)
+        if imp.module not in sys.modules:
+            importlib.import_module(imp.module)
 
 
 @dataclass(frozen=True, kw_only=True)

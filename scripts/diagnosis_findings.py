@@ -43,6 +43,8 @@ POPULATIONS: tuple[tuple[str, str, str], ...] = (
     ("modadd", "probes/diagnose_modadd.toml",
      "modular addition p = 23: weight decay {1, 2, 3} x train fraction {0.5, 0.6, 0.7} x 3 seeds, "
      "1200 steps"),
+    ("modadd_causal", "probes/diagnose_modadd_causal.toml",
+     "the modadd population's step-300 markers: mediation weight decay -> marker -> final accuracy"),
     ("kg_composition", "probes/diagnose_kg_composition.toml",
      "KG two-hop composition: phi {3.6, 5.4, 7.2} x 3 seeds, 500 steps (OOD outcome)"),
     ("kg_composition/id", "probes/diagnose_kg_composition_id.toml",

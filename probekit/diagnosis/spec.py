@@ -22,6 +22,10 @@ A diagnosis file is a suite's fixed sections (``[suite]``, ``[data]``, ``[captur
     outcome = "id_accuracy"      # a column of the table (see probekit.diagnosis.outcomes)
     covariates = ["train.weight_decay", "task.train_fraction", "train_loss"]
 
+``[plugins] modules = ["my_markers"]`` names modules of the user's own code (relative to the
+file's folder) that define measurement kinds (:mod:`probekit.hypotheses.plugins`), imported
+before the markers are checked.
+
 Every key is validated like suite sections (``FILE:LINE: [section] key`` errors); a marker's
 keys by its kind's spec class (an unknown ``measure`` lists the registered kinds).
 """
@@ -315,6 +319,7 @@ class DiagnosisFile:
     population: PopulationSpec
     markers: tuple[MarkerSpec, ...]
     diagnosis: DiagnosisSettings
+    plugins: tuple[str, ...] = ()
     text: str = field(default="", repr=False, compare=False)
 
     @property
@@ -340,6 +345,8 @@ class DiagnosisFile:
                                               for p in self.population.interventions]
         out["marker"] = [m.to_dict() for m in self.markers]
         out["diagnosis"] = _plain(dataclasses.asdict(self.diagnosis))
+        if self.plugins:
+            out["plugins"] = {"modules": list(self.plugins)}
         return out
 
     def population_key(self) -> str:
@@ -515,8 +522,10 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
     Only what the file itself states is checked here; :func:`probekit.diagnosis.runner.check_diagnosis`
     also checks the population (grid keys against the preset, checkpoints that exist and agree).
     """
+    from ..hypotheses.plugins import PLUGINS_SECTION, load_plugins, parse_plugins
+
     path, text, raw = read_toml(path, what="diagnosis")
-    valid = [*SUITE_SECTIONS, "population", "marker", "diagnosis"]
+    valid = [*SUITE_SECTIONS, "population", "marker", "diagnosis", PLUGINS_SECTION]
     unknown = sorted(set(raw) - set(valid))
     if unknown:
         extra = (" (a diagnosis file has no [model]: [population] gives the models)"
@@ -524,6 +533,8 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
         raise SuiteError(f"{location(path, text, unknown[0])}: unknown section{extra}; valid "
                          f"sections are {valid}")
     population = _population(raw, path, text)
+    plugins = parse_plugins(raw, path, text)
+    load_plugins(plugins, path, text)  # the kinds of the user's modules, before the markers
     tables = raw.get("marker")
     if not tables:
         raise SuiteError(f"{path}: no [[marker]]; add at least one (name, measure and its keys)")
@@ -550,4 +561,4 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
     fixed = {k: v for k, v in raw.items() if k in SUITE_SECTIONS}
     suite = build_suite(path, text, {**fixed, "model": _PLACEHOLDER_MODEL})
     return DiagnosisFile(suite=suite, population=population, markers=markers,
-                         diagnosis=settings, text=text)
+                         diagnosis=settings, plugins=plugins, text=text)

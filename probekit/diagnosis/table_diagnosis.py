@@ -383,7 +383,9 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
     settings, markers = _settings(spec, rows)
     n = len(next(iter(rows.values())))
     internal = dict(rows)
-    if "final" not in internal:
+    # a table without final flags, or rows chosen by `where` among which none is a final
+    # checkpoint (e.g. where = { step = 300 }: each run's early checkpoint): every row is a model
+    if "final" not in internal or not any(_same(f, 1) for f in internal["final"]):
         internal["final"] = [1] * n
     host = DiagnosisFile(  # the runner's analysis reads only the [diagnosis] settings
         suite=build_suite(spec.source, spec.text, {"model": {"train": {"preset": "(table)"}}, "data": {"label": "(table)"}}),

@@ -13,19 +13,37 @@ threads (``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` set in the pool initializer, th
 ``torch.set_num_threads``), so ``workers x threads_per_worker`` should not exceed the cores;
 when the driver's progress is off (``--quiet``), the tasks' own progress bars are off too.
 
+Workers import the driver's plug-in modules (:func:`probekit.executor.worker_imports`) in the
+pool initializer, before any task is unpickled. They do not re-run the driver's ``__main__``
+script (what ``spawn`` does by default, and why a script that starts a pool without an ``if
+__name__ == "__main__":`` guard fails with ``BrokenProcessPool``) unless a task needs it: when no
+pickled function or item refers to ``__main__``, the workers start with the main module's
+``__file__``/``__spec__`` hidden from :mod:`multiprocessing` (restored once they have started).
+
 The pool is created inside :meth:`ProcessExecutor.map` (nothing starts when this module is
 imported or the executor built) and shut down when the map returns.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Iterable
+import pickle
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from ..executor import CliAlias, ensure_picklable, register_executor, task_note
+from ..executor import (
+    CliAlias,
+    WorkerImport,
+    ensure_picklable,
+    import_worker_modules,
+    register_executor,
+    task_note,
+    worker_imports,
+)
 from ..progress import ENV_VAR as PROGRESS_ENV_VAR
 from ..progress import progress_bar, progress_enabled
 
@@ -36,11 +54,13 @@ START_METHODS = ("spawn", "forkserver", "fork")
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
-def _init_worker(threads: int, quiet: bool) -> None:
+def _init_worker(threads: int, quiet: bool, imports: tuple[WorkerImport, ...] = ()) -> None:
     """Pool initializer: limit this worker's math libraries (and torch, if present) to ``threads``.
 
     ``quiet``: the driver's progress is off (``--quiet``, a ``progress_settings(enabled=False)``
     scope, which a spawned process does not inherit), so the tasks' own bars are silenced too.
+    ``imports``: the driver's plug-in modules (:func:`probekit.executor.worker_imports`),
+    imported before any task is unpickled here.
     """
     for var in _THREAD_VARS:
         os.environ[var] = str(threads)
@@ -49,8 +69,45 @@ def _init_worker(threads: int, quiet: bool) -> None:
     try:
         import torch
     except ImportError:  # tasks that do not use torch
+        pass
+    else:
+        torch.set_num_threads(threads)
+    import_worker_modules(imports)
+
+
+def _refers_to_main(fn: Callable[[Any], Any], items: list[Any], desc: str | None) -> bool:
+    """Whether ``fn`` or an item pickles a reference to ``__main__`` (each pickled once).
+
+    Raises:
+        ConfigError: ``fn`` or an item cannot be pickled (:func:`probekit.executor.ensure_picklable`).
+    """
+    found = False
+    for index, item in enumerate(items):
+        for obj in ((fn, item) if index == 0 else (item,)):
+            try:
+                data = pickle.dumps(obj)
+            except Exception:  # the one-line error naming the task
+                ensure_picklable(fn, item, index, desc)
+                raise
+            found = found or b"__main__" in data
+    return found
+
+
+@contextlib.contextmanager
+def _main_hidden(hide: bool) -> Iterator[None]:
+    """While workers start: ``__main__`` without ``__file__``/``__spec__``, so ``spawn`` does not re-run it."""
+    main = sys.modules.get("__main__")
+    if not hide or main is None:
+        yield
         return
-    torch.set_num_threads(threads)
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
 
 
 def _default_workers() -> int:
@@ -110,17 +167,18 @@ class ProcessExecutor:
         items = list(items)
         if not items:
             return []
-        for index, item in enumerate(items):
-            ensure_picklable(fn, item, index, desc)
+        needs_main = _refers_to_main(fn, items, desc)
         results: list[Any] = [None] * len(items)
         pool = ProcessPoolExecutor(
             max_workers=min(self.workers, len(items)),
             mp_context=multiprocessing.get_context(self.start_method),
             initializer=_init_worker,
-            initargs=(self.threads_per_worker, not progress_enabled(self.progress)),
+            initargs=(self.threads_per_worker, not progress_enabled(self.progress),
+                      worker_imports()),
         )
         try:
-            futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
+            with _main_hidden(not needs_main):  # the first submit starts the workers
+                futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
             pending = set(futures)
             with progress_bar(total=len(items), desc=desc or "tasks", unit="task",
                               enabled=self.progress, leave=False,

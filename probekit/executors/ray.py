@@ -14,7 +14,8 @@ Addresses: ``None`` starts (or reuses) a local cluster in this process with ``nu
 workers; ``"auto"`` joins the cluster started on this node by ``ray start --head``;
 ``"HOST:PORT"`` joins a remote head (default port 6379); ``"ray://HOST:10001"`` uses Ray
 Client. Every worker must be able to import ``probekit`` (the same version) and see the paths
-the tasks read and write (a shared filesystem for stores and runs).
+the tasks read and write (a shared filesystem for stores and runs), the folders of plug-in
+modules included (:func:`probekit.executor.worker_imports`: each task imports them first).
 
 Reference: Moritz et al. (2018), "Ray: A Distributed Framework for Emerging AI Applications",
 OSDI; fault tolerance as documented for Ray tasks (``max_retries``).
@@ -31,7 +32,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from ..executor import CliAlias, register_executor, task_note
+from ..executor import (
+    CliAlias,
+    WorkerImport,
+    import_worker_modules,
+    register_executor,
+    task_note,
+    worker_imports,
+)
 from ..progress import progress_bar
 
 __all__ = ["RayExecutor", "check_address", "check_reachable", "make_ray_executor"]
@@ -84,8 +92,19 @@ def check_reachable(address: str, timeout_s: float) -> None:
         ) from None
 
 
-def _run_task(fn: Callable[[Any], Any], item: Any) -> Any:
-    """The body of every Ray task: ``fn(item)``."""
+def _run_task(fn: Any, item: Any, imports: tuple[WorkerImport, ...] = ()) -> Any:
+    """The body of every Ray task: ``fn(item)``.
+
+    With ``imports`` (the driver's plug-in modules, :func:`probekit.executor.worker_imports`)
+    ``fn`` and ``item`` arrive pickled (``bytes``): the worker imports the plug-ins first, then
+    unpickles them, so a spec of a plug-in class resolves on a worker that never imported it
+    (Ray deserialises a task's arguments before its body runs).
+    """
+    if imports:
+        import pickle
+
+        import_worker_modules(imports)
+        fn, item = pickle.loads(fn), pickle.loads(item)
     return fn(item)
 
 
@@ -183,8 +202,14 @@ class RayExecutor:
         remote = _remote_task(ray).options(
             max_retries=self.max_retries, retry_exceptions=False, num_cpus=self.task_cpus
         )
-        fn_ref = ray.put(fn)  # shipped once, not once per task
-        refs = [remote.remote(fn_ref, item) for item in items]
+        imports = worker_imports()
+        if imports:  # plug-in modules: the worker imports them before unpickling fn and items
+            dumps = ray.cloudpickle.dumps  # what Ray itself would use; pickle.loads reads it
+            fn_ref = ray.put(dumps(fn))
+            refs = [remote.remote(fn_ref, dumps(item), imports) for item in items]
+        else:
+            fn_ref = ray.put(fn)  # shipped once, not once per task
+            refs = [remote.remote(fn_ref, item) for item in items]
         index_of = {ref: i for i, ref in enumerate(refs)}
         results: list[Any] = [None] * len(refs)
         pending = list(refs)

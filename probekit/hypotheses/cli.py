@@ -20,7 +20,21 @@ examples:
   probekit test circuits/modadd_fourier.toml --out out/modadd
   probekit test circuits/*.toml --out out/claims     # one subfolder per file
   probekit test circuits/modadd_fourier.toml --executor ray --ray-address auto
+  probekit test --list-kinds                         # built-in and plug-in measurement kinds
+  probekit test --list-kinds docs/examples/plugin/claims.toml   # with that file's [plugins]
 """
+
+
+def _list_kinds(files: Sequence[str]) -> int:
+    """Print every measurement kind with its origin (the files' ``[plugins]`` loaded first)."""
+    from .plugins import kind_origins, load_file_plugins
+
+    for path in files:
+        load_file_plugins(path)
+    for origin in kind_origins():
+        print(origin.line())
+    return 0
+
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -32,6 +46,10 @@ def _run(args: argparse.Namespace) -> int:
     from ..util.outdir import check_out_dir, claim_out_dir, report_owner
     from .spec import load_hypotheses
 
+    if args.list_kinds:
+        return _list_kinds(args.files)
+    if not args.files:
+        raise ConfigError("probekit test needs at least one hypothesis file (or --list-kinds)")
     seen: dict[Path, str] = {}
     for path in args.files:  # one --out folder per file: the same file twice would overwrite itself
         key = Path(path).resolve()
@@ -99,13 +117,16 @@ def add_test_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.Ar
         help="check hypotheses about a model (circuits/*.toml): PASS / FAIL per claim",
         description=_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("files", nargs="+", help="hypothesis TOML files")
+    parser.add_argument("files", nargs="*", help="hypothesis TOML files")
     parser.add_argument("--out", help="output directory for report.html + report.json")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--check", action="store_true", help="only validate the files, then exit")
     parser.add_argument("--force", action="store_true",
                         help="write into a non-empty --out that probekit did not write, or "
                         "replace another file's report there (default: refused)")
+    parser.add_argument("--list-kinds", action="store_true",
+                        help="list the measurement kinds (built-in, plug-in modules of the given "
+                        "files' [plugins], entry points of group probekit.kinds) and exit")
     add_executor_arguments(parser)
     parser.set_defaults(func=_run)
     return parser

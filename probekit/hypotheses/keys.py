@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from ..context import Context
-from ..errors import ConfigError, NotApplicableError
+from ..errors import ConfigError, DataError, NotApplicableError
 from .measurement import Measurement
 
 __all__ = [
-    "PatchingEffectSpec", "bootstrap", "check_layer", "checkpoint_dir", "checkpoint_model", "example_types",
+    "PatchingEffectSpec", "answer_ids", "bootstrap", "check_layer", "checkpoint_dir", "checkpoint_model", "example_types",
     "exact", "label_name", "labels", "pair_positions", "patch_cell_effect", "site_rows", "two_hop_rows",
 ]
 
@@ -196,3 +196,23 @@ def two_hop_rows(ctx: Context, split: str, bridges: Sequence[Any], *, column: st
         raise ConfigError(f"split {split!r} has {rows.size} two-hop queries (rows with "
                           f"{column!r}); a claim needs >= {at_least}")
     return rows
+
+
+def answer_ids(ctx: Context, column: str, rows: Sequence[int] | np.ndarray) -> list[int]:
+    """The gold next-token id of each row: an integer column as is, text by its first token.
+
+    Text is tokenised without a BOS (``model.to_tokens(text, prepend_bos=False)``); give the
+    leading space a word needs after the prompt (``" Paris"``).
+    """
+    values = ctx.examples.column(column)
+    out = []
+    for i in rows:
+        v = values[int(i)]
+        if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+            out.append(int(v))
+        elif isinstance(v, str) and v:
+            out.append(int(ctx.model.to_tokens(v, prepend_bos=False)[0, 0]))
+        else:
+            raise DataError(f"answer column {column!r} row {int(i)} holds {v!r}; expected a token id "
+                            "(int) or non-empty answer text")
+    return out

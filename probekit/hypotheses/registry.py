@@ -13,7 +13,10 @@ The spec's fields are the claim's own keys, validated like suite sections (``FIL
 [claim] key`` messages). ``control=True`` kinds accept ``control=`` and then also measure a
 control, which ``compare = "greater_than_control"`` needs. Modules in
 :mod:`probekit.hypotheses.kinds` are imported on first use of the registry, so adding a kind
-is adding one module there (or registering from your own module before loading a file).
+is adding one module there. Kinds of the user's own code come from a module named by a
+file's ``[plugins] modules`` (:mod:`probekit.hypotheses.plugins`) or from an installed
+distribution's entry point in the group ``probekit.kinds`` (:data:`ENTRY_POINT_GROUP`), loaded
+on the first lookup after the built-in kinds.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..util.registry import Registry
 
-__all__ = ["MEASUREMENT_KINDS", "MeasurementKind", "get_kind", "register_measurement", "registered_kinds"]
+__all__ = ["ENTRY_POINT_GROUP", "MEASUREMENT_KINDS", "MeasurementKind", "get_kind", "register_measurement", "registered_kinds"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,9 +43,13 @@ class MeasurementKind:
     summary: str = ""
 
 
-#: The measurement kinds by name; the modules of :mod:`probekit.hypotheses.kinds` load on first lookup.
+#: The entry-point group of installed distributions' measurement kinds (each value a module).
+ENTRY_POINT_GROUP = "probekit.kinds"
+
+#: The measurement kinds by name; the modules of :mod:`probekit.hypotheses.kinds`, then the
+#: entry points of :data:`ENTRY_POINT_GROUP`, load on first lookup.
 MEASUREMENT_KINDS: Registry[MeasurementKind] = Registry(
-    "measurement kind", plugins=f"{__package__}.kinds",
+    "measurement kind", plugins=f"{__package__}.kinds", group=ENTRY_POINT_GROUP,
     hint="a kind registers with @register_measurement(name, spec=...)",
 )
 

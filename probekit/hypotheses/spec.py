@@ -11,7 +11,9 @@ A claim names a registered measurement kind (``measure``), a comparison (``compa
     threshold = 0.9                     # [low, high] for "between"; a margin for the control
 
 The fixed sections (``[suite]``, ``[model]``, ``[data]``, ``[capture]``, ``[stats]``) are the
-suite's, checked by :func:`probekit.suites.spec.build_suite`.
+suite's, checked by :func:`probekit.suites.spec.build_suite`. ``[plugins] modules = [...]``
+names modules of the user's own code that define kinds (:mod:`probekit.hypotheses.plugins`),
+imported before the claims are checked.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..suites.registry import RESERVED_SECTIONS
 from ..suites.spec import Suite, SuiteError, build_suite, build_table, location, read_toml
 from ..util.config import close_match_hint
 from ..util.constraints import keys_of
+from .plugins import PLUGINS_SECTION, load_plugins, parse_plugins
 from .registry import registered_kinds
 
 __all__ = ["COMPARISONS", "Claim", "HypothesisFile", "load_hypotheses"]
@@ -67,6 +70,7 @@ class HypothesisFile:
 
     suite: Suite
     claims: tuple[Claim, ...]
+    plugins: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -83,6 +87,8 @@ class HypothesisFile:
              "threshold": list(c.threshold), **dataclasses.asdict(c.spec)}
             for c in self.claims
         ]
+        if self.plugins:
+            out[PLUGINS_SECTION] = {"modules": list(self.plugins)}
         return out
 
 
@@ -164,7 +170,7 @@ def _claim(table: Any, i: int, path: Path, text: str) -> Claim:
 def load_hypotheses(path: str | Path) -> HypothesisFile:
     """Parse and validate a hypothesis file; errors are ``FILE:LINE: [section] key ...``."""
     path, text, raw = read_toml(path, what="hypothesis")
-    valid = [*RESERVED_SECTIONS, "claim"]
+    valid = [*RESERVED_SECTIONS, "claim", PLUGINS_SECTION]
     unknown = sorted(set(raw) - set(valid))
     if unknown:
         raise SuiteError(
@@ -176,5 +182,8 @@ def load_hypotheses(path: str | Path) -> HypothesisFile:
         raise SuiteError(f"{path}: no [[claim]]; add at least one (measure, compare, threshold)")
     if not isinstance(tables, list):
         raise SuiteError(f"{location(path, text, 'claim')}: write claims as [[claim]] tables")
+    plugins = parse_plugins(raw, path, text)
+    load_plugins(plugins, path, text)  # the kinds of the user's modules, before the claims
     claims = tuple(_claim(t, i, path, text) for i, t in enumerate(tables))
-    return HypothesisFile(suite=build_suite(path, text, raw), claims=claims)
+    suite_raw = {k: v for k, v in raw.items() if k != PLUGINS_SECTION}
+    return HypothesisFile(suite=build_suite(path, text, suite_raw), claims=claims, plugins=plugins)

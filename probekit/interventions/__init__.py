@@ -12,7 +12,8 @@ rules in *unpadded* coordinates, so left and right padding give the same result.
     ...     model, corrupt_tokens, [Replace(site=site, values=clean[site], positions=LastToken())])
     >>> patched.output  # aligned logits (batch, pos, d_vocab)
 
-Training-time dropout at sites (TL-native blocks have none): :func:`.dropout.dropout`.
+Training-time dropout at sites (TL-native blocks have none): :func:`.dropout.dropout`. Ablating a
+linear subspace (a probe direction; amnesic probing, INLP): :func:`.subspace.subspace_ablation`.
 
 Ops (:mod:`.ops`): :class:`Read`, :class:`Replace` (patch from a cache), :class:`ReplaceFromRows`
 (patch from another row of the batch), :class:`Ablate` (zero / mean / resample), :class:`Add`
@@ -52,3 +53,6 @@ from .run import InterventionResult as InterventionResult
 from .run import as_batch as as_batch
 from .run import intervene as intervene
 from .run import run_with_interventions as run_with_interventions
+from .subspace import orthonormal_rows as orthonormal_rows
+from .subspace import random_subspace as random_subspace
+from .subspace import subspace_ablation as subspace_ablation

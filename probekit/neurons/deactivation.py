@@ -30,7 +30,7 @@ from ..capture import AllTokens
 from ..capture.batching import TokenBatch, pad_id_of
 from ..capture.generate import greedy_decode, is_correct, resolve_kv_cache
 from ..errors import ConfigError, DataError
-from ..interventions import Ablate, as_batch, run_with_interventions
+from ..interventions import Ablate, WriteOp, as_batch, run_with_interventions
 from .config import METHODS
 from .selection import NeuronSet
 
@@ -123,13 +123,13 @@ def _batches(n: int, size: int) -> list[range]:
 
 
 def first_token_correct(
-    model: object, facts: FactSet, ops: Sequence[Ablate] = (), *, batch_size: int = 32
+    model: object, facts: FactSet, ops: Sequence[WriteOp] = (), *, batch_size: int = 32
 ) -> Bool[np.ndarray, " fact"]:
     """Whether the gold object's first token is the argmax next token, under ``ops``."""
     return first_token_correct_sets(model, facts, [ops], batch_size=batch_size)[0]
 
 
-def _check_unrestricted(op_sets: Sequence[Sequence[Ablate]]) -> None:
+def _check_unrestricted(op_sets: Sequence[Sequence[WriteOp]]) -> None:
     """The set-packing runners restrict each set's ops to its rows: refuse ops that already are."""
     for ops in op_sets:
         for op in ops:
@@ -140,8 +140,8 @@ def _check_unrestricted(op_sets: Sequence[Sequence[Ablate]]) -> None:
 
 
 def _packed_set_batches(
-    op_sets: Sequence[Sequence[Ablate]], n: int, batch_size: int
-) -> Iterator[tuple[list[tuple[int, int]], list[Ablate]]]:
+    op_sets: Sequence[Sequence[WriteOp]], n: int, batch_size: int
+) -> Iterator[tuple[list[tuple[int, int]], list[WriteOp]]]:
     """``(set, item)`` rows packed ``batch_size`` to a forward, each set's ops restricted to its rows.
 
     Yields ``(rows, ops)``: ``rows[r] = (g, i)`` (item ``i`` under ``op_sets[g]``) and the ops of
@@ -166,7 +166,7 @@ def _packed_set_batches(
 def first_token_correct_sets(
     model: object,
     facts: FactSet,
-    op_sets: Sequence[Sequence[Ablate]],
+    op_sets: Sequence[Sequence[WriteOp]],
     *,
     batch_size: int = 32,
 ) -> Bool[np.ndarray, "set fact"]:

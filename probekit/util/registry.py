@@ -15,6 +15,11 @@ The rules, the same everywhere:
   definition registered again (its module re-imported or reloaded) replaces the entry;
 * an unknown name is a :class:`~probekit.errors.ConfigError` listing the registered names and
   suggesting the close ones (:func:`difflib.get_close_matches`).
+
+A registry with an entry-point ``group`` also imports, on the first lookup and after its own
+package, every installed entry point of that group (:func:`~probekit.util.plugins.entry_point_modules`),
+and :meth:`Registry.load_plugin` imports a module of the user's own code named by a file; a
+plug-in that registers nothing, or fails to import, is one ``ConfigError`` line.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from contextlib import contextmanager
 from typing import Generic, TypeVar
 
 from ..errors import ConfigError
-from .plugins import import_submodules
+from .plugins import entry_point_modules, import_plugin_module, import_submodules, plugin_error
 
 __all__ = ["Registry", "qualified_name"]
 
@@ -46,13 +51,19 @@ class Registry(Generic[T]):
         plugins: the package whose modules register the built-in entries, imported (by name,
             so the import graph has the plug-ins depending on the registry) on first lookup.
         hint: how to add an entry, appended to the unknown-name error.
+        group: the entry-point group of installed plug-ins (``"probekit.kinds"``), loaded on
+            first lookup after ``plugins``; ``None``: none.
     """
 
-    def __init__(self, what: str, *, plugins: str | None = None, hint: str = "") -> None:
+    def __init__(
+        self, what: str, *, plugins: str | None = None, hint: str = "", group: str | None = None
+    ) -> None:
         self.what = what
         self.hint = hint
+        self.group = group
         self._plugins = plugins
-        self._loaded = plugins is None
+        self._loaded = plugins is None and group is None
+        self._sources: dict[str, str] = {}
         self._entries: dict[str, T] = {}
         self._origins: dict[str, str] = {}
 
@@ -90,11 +101,75 @@ class Registry(Generic[T]):
     def _load(self) -> None:
         if not self._loaded:
             self._loaded = True
-            import_submodules(self._plugins)  # type: ignore[arg-type]
+            if self._plugins is not None:
+                import_submodules(self._plugins)
+            if self.group is not None:
+                try:
+                    for ep in entry_point_modules(self.group):
+                        self.load_plugin(ep.module, source=ep.source, importer=ep.load)
+                except ConfigError:
+                    self._loaded = False  # a broken installed plug-in fails every lookup alike
+                    raise
 
     def rescan(self) -> None:
         """Import the plug-in package again on the next lookup (after its path changed)."""
-        self._loaded = self._plugins is None
+        self._loaded = self._plugins is None and self.group is None
+
+    def origin(self, name: str) -> str:
+        """``module.qualname`` of the definition that registered ``name``."""
+        self._load()
+        return self._origins[name]
+
+    def plugin_source(self, module: str) -> str | None:
+        """Where the plug-in module ``module`` was named (a file, an entry point), if it was."""
+        return self._sources.get(module)
+
+    def defined_by(self, module: str) -> tuple[str, ...]:
+        """The registered names whose definition lives in ``module`` or one of its submodules."""
+        return tuple(sorted(n for n, o in self._origins.items()
+                            if o.startswith(f"{module}.") and o[len(module) + 1:]))
+
+    def load_plugin(
+        self, module: str, *, source: str, folder: str | None = None, importer: object = None,
+    ) -> tuple[str, ...]:
+        """Import the user's plug-in module ``module``; returns the names it registered.
+
+        The registry's own plug-ins load first, so a plug-in reusing a built-in name is refused
+        at its import (naming both definitions). A module imported before whose entries were
+        dropped since (a test's :meth:`temporary` block) is re-imported.
+
+        Args:
+            module: the module name.
+            source: where it was named (``FILE:LINE``, an entry point), for errors and listings.
+            folder: the folder to import it from (put on ``sys.path``).
+            importer: a zero-argument callable doing the import instead (an entry point's load).
+
+        Raises:
+            ConfigError: one line, ``plug-in module 'x' (from SOURCE): PROBLEM``: the import
+                failed, or the module registers no entry (``defines no measurement kind``).
+        """
+        import importlib
+        import sys
+
+        self._load()  # built-ins and installed plug-ins first (a name clash names both)
+        before = set(self._entries)
+        if importer is not None:
+            importer()  # type: ignore[operator]
+        else:
+            import_plugin_module(module, source=source, folder=folder)
+        names = tuple(sorted(set(self._entries) - before)) or self.defined_by(module)
+        if not names and module in sys.modules:  # imported before, its entries dropped since
+            try:
+                importlib.reload(sys.modules[module])
+            except Exception as err:
+                raise plugin_error(module, source, f"{type(err).__name__}: {err}") from None
+            names = self.defined_by(module)
+        if not names:
+            article = "an" if self.what[:1] in "aeiou" else "a"
+            raise plugin_error(module, source, f"defines no {self.what} (register {article} "
+                               f"{self.what} in it{f'; {self.hint}' if self.hint else ''})")
+        self._sources.setdefault(module, source)
+        return names
 
     def get(self, name: object) -> T:
         """The entry registered as ``name`` (plug-ins loaded; ``object``: names come from files).
@@ -135,11 +210,12 @@ class Registry(Generic[T]):
         otherwise be dropped at its end and, already in ``sys.modules``, never register again.
         """
         self._load()
-        saved = (dict(self._entries), dict(self._origins))
+        saved = (dict(self._entries), dict(self._origins), dict(self._sources))
         try:
             yield self
         finally:
             self._entries, self._origins = dict(saved[0]), dict(saved[1])
+            self._sources = dict(saved[2])
 
     def __repr__(self) -> str:
         return f"Registry({self.what!r}, {sorted(self._entries)})"

@@ -104,3 +104,17 @@ def test_cli_table_file_and_table_flag(tmp_path, capsys):
     assert main(["diagnose", str(spec), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err  # refused before the table is read: not probekit's folder
     assert "was not written by probekit" in err or "would overwrite the input table" in err
+
+
+def test_where_choosing_early_checkpoints_analyses_them_as_the_models():
+    """``where = { step = 300 }`` on a table of (step 300, final) rows per run: the 27 early rows
+    are the models (none is flagged final), and the mediation of the shipped causal file runs."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    res = diagnose_table(root / "probes" / "diagnose_modadd_causal.toml")
+    assert len(res.table["step"]) == 27 and set(res.table["step"]) == {300}
+    stats = {s.marker: s for s in res.analysis.markers}
+    assert set(stats) == {"fourier_gini", "restricted_loss"} and stats["fourier_gini"].n == 27
+    causal = res.extras["causal"]
+    assert [r["marker"] for r in causal["records"]] == ["fourier_gini", "restricted_loss"]

@@ -97,3 +97,17 @@ def test_modadd_progress_restricted_loss_falls_before_test_loss(tmp_path):
     # circuit formation: the excluded loss rises while the training loss stays ~0
     mid = details["steps"].index(1000)
     assert details["train_loss"][mid] < 1e-3 and details["excluded_loss"][mid] > 5.0
+
+
+@pytest.mark.slow  # about 1 CPU-minute: 600 held-out pairs under 5 op sets
+def test_modadd_necessity_of_the_answer_directions(tmp_path):
+    """The shipped necessity claim: the probe's 52 answer directions carry the answer, random ones do not."""
+    code = main(["test", str(ROOT / "circuits" / "modadd_necessity.toml"), "--out", str(tmp_path),
+                 "--quiet"])
+    assert code == 0
+    (claim,) = json.loads((tmp_path / "report.json").read_text())["claims"]
+    d = claim["details"]
+    assert claim["verdict"] == "PASS" and d["size"] == 52
+    assert d["base_accuracy"] > 0.95 and d["ablated_accuracy"] < 0.2 and d["random_accuracy"] > 0.9
+    assert claim["effect"] == pytest.approx(0.827, abs=0.01)  # the figure in the file's header
+    assert d["train_drop"] > 0.5

@@ -1,0 +1,87 @@
+"""``measure = "necessity"``: accuracy lost when a marker's substrate is ablated, vs a random one.
+
+:func:`probekit.hypotheses.necessity.necessity` on a
+:func:`~probekit.hypotheses.necessity.probe_direction_substrate` (amnesic probing / INLP) or a
+:func:`~probekit.hypotheses.necessity.unit_substrate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ...context import Context
+from ..measurement import Measurement
+from ..registry import register_measurement
+
+
+@dataclass(frozen=True, kw_only=True)
+class NecessitySpec:
+    """Keys of a ``necessity`` claim (or diagnosis marker).
+
+    ``substrate``: ``"probe_direction"`` (the span of ``n_directions`` INLP rounds of logistic
+    probes, inverse regularisation ``C``, for ``label`` at ``site``) or ``"units"`` (``units``,
+    indices of ``site``'s last axis). Both are found on ``select_split`` (its activations at the
+    ``[capture] positions``), ablated at every prompt position by ``method`` (``"mean"``: the
+    selection split's mean; ``"zero"``; ``"resample"``, directions only), and the first-token
+    correctness of ``answer_column`` (a token id, or text whose first token is scored) is compared
+    on ``split`` (e.g. an OOD split) and, for the report, on ``also_split``. Control: ``n_random``
+    random substrates of the same size. ``excess = true`` makes each value the drop minus the
+    random substrates' drop (a diagnosis marker reads no control: this builds it in).
+    """
+
+    substrate: Literal["probe_direction", "units"] = "probe_direction"
+    site: str
+    label: str | None = None
+    n_directions: int = 1
+    C: float = 1.0
+    units: tuple[int, ...] = ()
+    method: Literal["mean", "zero", "resample"] = "mean"
+    answer_column: str = "answer"
+    select_split: str = "train"
+    split: str = "test"
+    also_split: str | None = None
+    n_random: int = 10
+    excess: bool = False
+    batch_size: int = 64
+
+
+@register_measurement("necessity", spec=NecessitySpec, control=True)
+def necessity(spec: NecessitySpec, ctx: Context, *, control: bool = False) -> Measurement:
+    """Per example of ``split``: correct intact minus correct with the substrate ablated.
+
+    The mean is the accuracy drop; control (paired per example): the mean drop over
+    ``n_random`` random substrates of the same size.
+    """
+    from ..keys import answer_ids, labels, site_rows
+    from ..necessity import necessity as run
+    from ..necessity import probe_direction_substrate, unit_substrate
+
+    ex = ctx.examples
+    site, X = site_rows(ctx, spec.site, spec.select_split)
+    if spec.substrate == "probe_direction":
+        y = labels(ctx, spec.label)[ex.split(spec.select_split)]
+        sub = probe_direction_substrate(site, X.numpy(), y, n_directions=spec.n_directions,
+                                        C=spec.C, method=spec.method)
+    else:
+        sub = unit_substrate(site, spec.units, X.numpy(), method=spec.method)
+    kw = {"n_random": spec.n_random, "seed": ctx.stats.seed, "batch_size": spec.batch_size}
+    idx = ex.split(spec.split)
+    res = run(ctx.model, [ex.tokens[i] for i in idx], answer_ids(ctx, spec.answer_column, idx), sub,
+              control=control or spec.excess, **kw)
+    values, ctl = (res.drop - res.control, None) if spec.excess else (res.drop, res.control)
+    details = {"substrate": sub.description, "size": sub.size, "base_accuracy": float(res.base.mean()),
+               "ablated_accuracy": float(res.ablated.mean()), "random_accuracy": res.random_accuracy,
+               **sub.details}
+    if spec.also_split is not None:
+        other = ex.split(spec.also_split)
+        also = run(ctx.model, [ex.tokens[i] for i in other], answer_ids(ctx, spec.answer_column, other),
+                   sub, control=False, **kw)
+        details[f"{spec.also_split}_drop"] = float(also.drop.mean())
+    return Measurement(
+        metric="accuracy drop beyond random" if spec.excess else "accuracy drop", values=values,
+        control=ctl, n=len(idx), unit=f"{spec.split} examples",
+        method=f"ablating {sub.description} ({spec.method}) on {len(idx)} {spec.split} examples; "
+        f"first-token accuracy {res.base.mean():.3f} -> {res.ablated.mean():.3f}",
+        details=details,
+    )

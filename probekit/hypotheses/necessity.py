@@ -1,0 +1,198 @@
+"""Per-model necessity of a marker's substrate: ablate it and score the model's answers.
+
+A marker measures something that lives somewhere in the model (its *substrate*): a probe's
+direction at a site, a set of units. Necessity asks whether the model's answers need it: the
+substrate is ablated at every position of the prompt (through :mod:`probekit.interventions`) and
+the first-token correctness of each evaluated example is compared before and after,
+
+    drop_i = correct_i - correct_i(substrate ablated)      in {-1, 0, 1},
+
+whose mean is the accuracy drop. The control ablates ``n_random`` random substrates of the same
+size (random subspaces of the same dimension, Haar-distributed; random unit sets of the same
+count) and averages their drops per example, so ``drop - control`` is the accuracy the substrate
+carries beyond a random one of its size. Substrates:
+
+- ``probe_direction``: the span of a logistic probe's weights for a label at a site, fit on the
+  selection split's activations (amnesic probing, Elazar et al. 2021); ``n_directions > 1`` fits
+  probes one after another on the activations with the earlier directions projected out
+  (iterative nullspace projection, INLP, Ravfogel et al. 2020), because one probe direction can
+  leave the label decodable from what remains.
+- ``units``: given unit indices of a site's last axis (e.g. MLP neurons).
+
+The ablated coordinates are set to their mean over the selection split's activations (``mean``,
+default), to 0 (``zero``) or to those of a random selection example (``resample``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from jaxtyping import Float
+
+from ..errors import ConfigError, DataError
+from ..interventions import Ablate, orthonormal_rows, random_subspace, subspace_ablation
+from ..sites import Site
+
+__all__ = ["Necessity", "Substrate", "necessity", "probe_direction_substrate", "unit_substrate"]
+
+
+@dataclass(frozen=True)
+class Substrate:
+    """What is ablated, and how to ablate a random substrate of the same size.
+
+    Attributes:
+        description: one line for the report (``"2 probe directions for 'label' at resid_post@0"``).
+        size: directions or units in it.
+        ops: the intervention ops that ablate it.
+        random_ops: ``seed -> ops`` ablating a random substrate of the same size.
+        details: JSON-ready numbers (e.g. the probes' training accuracies).
+        basis: ``(k, d)`` orthonormal rows of an ablated subspace (None for units).
+    """
+
+    description: str
+    size: int
+    ops: list[Any]
+    random_ops: Callable[[int], list[Any]]
+    details: dict[str, Any]
+    basis: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Necessity:
+    """Per evaluated example: correctness intact and ablated, the drop, the random control.
+
+    Attributes:
+        base: ``(n,)`` first-token correctness of the intact model.
+        ablated: ``(n,)`` correctness with the substrate ablated.
+        drop: ``base - ablated``.
+        control: ``(n,)`` mean drop over the random substrates, or None.
+        random_accuracy: mean accuracy with a random substrate ablated, or None.
+    """
+
+    base: np.ndarray
+    ablated: np.ndarray
+    drop: np.ndarray
+    control: np.ndarray | None
+    random_accuracy: float | None
+
+
+def _coords_stats(X: np.ndarray, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    coords = X @ basis.T
+    return coords.mean(0), coords
+
+
+def _subspace_ops(site: Site, basis: np.ndarray, X: np.ndarray, method: str, seed: int) -> list[Any]:
+    mean, pool = _coords_stats(X, basis)
+    return [subspace_ablation(site, basis, method=method, mean=mean, pool=pool, seed=seed)]
+
+
+def probe_direction_substrate(
+    site: Site,
+    X: Float[np.ndarray, "n d"],
+    y: np.ndarray,
+    *,
+    n_directions: int = 1,
+    C: float = 1.0,
+    method: str = "mean",
+    max_iter: int = 200,
+) -> Substrate:
+    """The span of ``n_directions`` rounds of logistic probes for ``y`` at ``site`` (INLP).
+
+    Round ``j`` fits :class:`~probekit.probes.LogisticProbe` (fixed ``C``) on ``X`` with the
+    span found so far projected out and adds its weight rows (``K - 1`` directions for ``K``
+    classes, up to rank) to the span. ``X`` are the selection split's activations (``(n, d)``).
+    """
+    from ..probes import LogisticProbe
+
+    if n_directions < 1:
+        raise ConfigError(f"n_directions must be >= 1, got {n_directions}")
+    if len(np.unique(y)) < 2:
+        raise DataError(f"the probe for the substrate needs >= 2 classes; the selection split has "
+                        f"{np.unique(y).tolist()}")
+    X = np.asarray(X, dtype=np.float64)
+    found = np.zeros((0, X.shape[1]))
+    train_acc = []
+    for _ in range(n_directions):
+        Xr = X - (X @ found.T) @ found if len(found) else X
+        probe = LogisticProbe(C=C, max_iter=max_iter).fit(Xr, y)
+        train_acc.append(float(probe.score(Xr, y)))
+        found = orthonormal_rows(np.vstack([found, probe.coef_]))
+    k, d = found.shape
+    basis = found
+
+    def random_ops(seed: int) -> list[Any]:
+        return _subspace_ops(site, random_subspace(d, k, seed), X, method, seed)
+
+    return Substrate(
+        description=f"{k} probe direction{'s' if k > 1 else ''} ({n_directions} INLP round"
+        f"{'s' if n_directions > 1 else ''}, C={C:g}) at {site.key}",
+        size=k, ops=_subspace_ops(site, basis, X, method, 0), random_ops=random_ops,
+        details={"probe_train_accuracy": train_acc, "dimension": k}, basis=basis,
+    )
+
+
+def unit_substrate(
+    site: Site, units: Sequence[int], X: Float[np.ndarray, "n d"], *, method: str = "mean"
+) -> Substrate:
+    """Units ``units`` of ``site``'s last axis, set to their mean over ``X`` (or 0, or resampled)."""
+    X = np.asarray(X, dtype=np.float64)
+    width = X.shape[1]
+    units = tuple(int(u) for u in units)
+    if not units or len(set(units)) != len(units) or min(units) < 0 or max(units) >= width:
+        raise ConfigError(f"units must be distinct indices in 0..{width - 1} of {site.key}, got {list(units)}")
+    mean = torch.as_tensor(X.mean(0))
+    pool = None
+    if method == "resample":
+        raise ConfigError("resample ablation of units is not supported; use method 'mean' or 'zero'")
+
+    def ops(chosen: tuple[int, ...]) -> list[Any]:
+        return [Ablate(site=site, features=chosen, method=method,
+                       mean=mean if method == "mean" else None, pool=pool)]
+
+    def random_ops(seed: int) -> list[Any]:
+        pick = np.random.default_rng(seed).choice(width, size=len(units), replace=False)
+        return ops(tuple(sorted(int(u) for u in pick)))
+
+    return Substrate(description=f"{len(units)} units of {site.key}", size=len(units),
+                     ops=ops(units), random_ops=random_ops, details={"units": list(units)})
+
+
+def necessity(
+    model: Any,
+    tokens: Sequence[Sequence[int]],
+    answer_ids: Sequence[int],
+    substrate: Substrate,
+    *,
+    n_random: int = 10,
+    seed: int = 0,
+    control: bool = True,
+    batch_size: int = 64,
+) -> Necessity:
+    """First-token correctness of ``tokens`` before and after ablating ``substrate`` (module doc).
+
+    ``answer_ids``: each prompt's gold next token; the random substrates use seeds
+    ``seed, seed + 1, ...``; every op set is scored in shared forward passes.
+    """
+    from ..neurons.deactivation import FactSet, first_token_correct_sets
+
+    if len(tokens) != len(answer_ids) or len(tokens) < 1:
+        raise DataError(f"{len(tokens)} prompts and {len(answer_ids)} answers; need one answer per prompt (>= 1)")
+    facts = FactSet(tuple(tuple(int(t) for t in s) for s in tokens), ("",) * len(tokens),
+                    tuple(str(a) for a in answer_ids), tuple(int(a) for a in answer_ids))
+    sets = [[], substrate.ops]
+    if control:
+        if n_random < 1:
+            raise ConfigError(f"n_random must be >= 1 for the random-substrate control, got {n_random}")
+        sets += [substrate.random_ops(seed + j) for j in range(n_random)]
+    correct = first_token_correct_sets(model, facts, sets, batch_size=batch_size).astype(float)
+    base, ablated = correct[0], correct[1]
+    rand = correct[2:] if control else None
+    return Necessity(
+        base=base, ablated=ablated, drop=base - ablated,
+        control=None if rand is None else (base[None, :] - rand).mean(0),
+        random_accuracy=None if rand is None else float(rand.mean()),
+    )
