@@ -209,6 +209,16 @@ CASES: list[dict[str, Any]] = [
      "input": "[stats] n_bootstrap = 1000000000",
      "message": "n_bootstrap = 1000000000: must be <= 100000",
      "setup": lambda r: ["report", suite(r, n_bootstrap=1_000_000_000), "--check"]},
+    {"id": "diagnose-check-n-permutations-1e9", "surface": "probekit diagnose --check",
+     "input": "[diagnosis] n_permutations = 1000000000",
+     "message": "n_permutations = 1000000000: must be <= 100000",
+     "setup": lambda r: ["diagnose", _diagnosis(r, "n_permutations = 200", "n_permutations = 1000000000"),
+                         "--check"]},
+    {"id": "diagnose-check-n-bootstrap-1e9", "surface": "probekit diagnose --check",
+     "input": "[diagnosis] n_bootstrap = 1000000000",
+     "message": "n_bootstrap = 1000000000: must be <= 100000",
+     "setup": lambda r: ["diagnose", _diagnosis(r, "\nn_bootstrap = 1000\n", "\nn_bootstrap = 1000000000\n",
+                                                last=True), "--check"]},
     # ---- train --set goes through the configs' rules
     {"id": "train-set-float-p", "surface": "probekit train", "input": "--set task.p=23.0",
      "message": "--set task.p=23.0: ModularAdditionConfig.p must be an int, got 23.0",
@@ -248,6 +258,15 @@ CASES: list[dict[str, Any]] = [
      "setup": lambda r: ["capture", str(r / "ckpt"), str(r / "data.jsonl"), "--out", str(r / "o"),
                          "--batch-size", "0"]},
 ]
+
+
+def _diagnosis(root: Path, old: str, new: str, *, last: bool = False) -> str:
+    """The shipped smoke diagnosis with ``old`` replaced by ``new`` (the last occurrence if ``last``)."""
+    text = (Path(__file__).resolve().parents[2] / "probes" / "diagnose_modadd_smoke.toml").read_text()
+    assert old in text
+    head, sep, tail = text.rpartition(old) if last else text.partition(old)
+    (root / "d.toml").write_text(head + new + tail)
+    return str(root / "d.toml")
 
 
 def _legacy_report(root: Path, name: str) -> str:
