@@ -89,15 +89,18 @@ def with_positions(root: Path) -> list[str]:
     return ["report", suite(root, positions="column:pos"), "--check"]
 
 
-def held_lock(root: Path) -> list[str]:
-    """``--out`` of a second report while a first one holds the folder's lock."""
+def held_lock(root: Path, command: str = "report") -> list[str]:
+    """``--out`` of a second report (diagnosis) while a first one holds the folder's lock."""
     from probekit.util.lock import DirectoryLock
 
-    out = marked(root, "report", "tiny")
+    out = marked(root, command, "tiny" if command == "report" else "d")
     lock = DirectoryLock(out, what="output folder")
     lock.acquire()
     _HELD.append(lock)  # released by the test
-    return ["report", suite(root), "--out", out, "--quiet"]
+    if command == "report":
+        return ["report", suite(root), "--out", out, "--quiet"]
+    return ["diagnose", _diagnosis(root, "n_permutations = 200", "n_permutations = 200"), "--out",
+            out, "--quiet"]
 
 
 _HELD: list[Any] = []
@@ -242,6 +245,10 @@ CASES: list[dict[str, Any]] = [
      "input": "a second report into an --out another run is writing",
      "message": "is being written by another process",
      "setup": held_lock},
+    {"id": "diagnose-concurrent", "surface": "probekit diagnose",
+     "input": "a second diagnosis into an --out another run is writing",
+     "message": "is being written by another process",
+     "setup": lambda r: held_lock(r, "diagnose")},
     {"id": "cache-is-file", "surface": "any command", "input": "PROBEKIT_CACHE naming a regular file",
      "message": "is a file, not a folder; point PROBEKIT_CACHE to a folder",
      "setup": lambda r: (["report", suite(r), "--check"], {"PROBEKIT_CACHE": str(r / "data.jsonl")})},
@@ -310,6 +317,7 @@ def no_model_load(monkeypatch):
 
     monkeypatch.setattr("probekit.models.loading.load_model", refuse)
     monkeypatch.setattr("probekit.suites.run.run_suite", refuse)
+    monkeypatch.setattr("probekit.diagnosis.runner.diagnose", refuse)
 
 
 def test_cases_have_the_table_keys():
