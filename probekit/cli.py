@@ -48,7 +48,23 @@ def _capture_inputs(args: argparse.Namespace) -> dict[str, Any]:
         require_columns,
         token_ids,
     )
+    from .util.outdir import check_out_dir
 
+    check_out_dir(args.out, command="capture", inputs=[args.data], force=args.force,
+                  legacy=_legacy_store)
+    if args.repair and not (Path(args.out) / "manifest.json").is_file():
+        raise CliError(f"--repair: {args.out} holds no activation store (no manifest.json); "
+                       "drop --repair to capture a new store, or give the store's folder")
+    for flag, value in (("--batch-size", args.batch_size),
+                        ("--examples-per-shard", args.examples_per_shard),
+                        ("--shards-per-task", args.shards_per_task)):
+        if value < 1:
+            raise CliError(f"{flag} {value}: must be >= 1")
+    if args.examples_per_shard % args.batch_size:
+        rounded = -(-args.examples_per_shard // args.batch_size) * args.batch_size
+        log.warning("--examples-per-shard %d is rounded up to %d, a whole number of batches of "
+                    "--batch-size %d; give a multiple of --batch-size to silence this",
+                    args.examples_per_shard, rounded, args.batch_size)
     rows = read_jsonl(args.data)
     for row in rows:
         prompt_column(row)  # tokens or text, not both
@@ -82,6 +98,13 @@ def _capture_inputs(args: argparse.Namespace) -> dict[str, Any]:
             raise CliError(f"--sites {args.sites!r}: {err.args[0] if err.args else err}") from None
     return {"rows": rows, "tokens": tokens, "positions": positions, "spec": spec,
             "meta_keys": meta_keys, "sites": sites, "limits": limits}
+
+
+def _legacy_store(out: Path) -> dict[str, Any] | None:
+    """An activation store (``manifest.json``, shard files) is probekit's own capture output."""
+    if (out / "manifest.json").is_file() or any(out.glob("shard-*.safetensors")):
+        return {"command": "capture", "name": None}
+    return None
 
 
 def _check_token_limits(
@@ -207,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("--repair", action="store_true",
                      help="re-capture only the shards of --out that fail their checksum")
     cap.add_argument("--quiet", action="store_true", help="no progress bar")
+    cap.add_argument("--force", action="store_true",
+                     help="write into a non-empty --out that holds no store (default: refused)")
     add_executor_arguments(cap)
     cap.add_argument("--shards-per-task", type=int, default=1,
                      help="with --executor: consecutive shards per task (each task loads the "
@@ -385,6 +410,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.setLevel(logging.DEBUG if debug else logging.INFO)
     try:
         with _summarised_warnings(debug):
+            if os.environ.get("PROBEKIT_CACHE"):
+                from .util.cache import cache_root
+
+                cache_root()  # a cache path that is a file: one line before any work
             return int(args.func(args) or 0)
     except ProbekitError as err:
         if debug:

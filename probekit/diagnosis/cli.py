@@ -35,12 +35,21 @@ def _run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from ..suites.cli import execution_from_args
+    from ..util.outdir import check_out_dir, claim_out_dir
     from .runner import check_diagnosis, diagnose
     from .spec import load_diagnosis
     from .table_diagnosis import is_table_diagnosis, run_table_cli
 
+    inputs = [args.file] + ([args.table] if args.table is not None else [])
+    owner = {"command": "diagnose", "name": Path(args.file).stem, "inputs": inputs,
+             "force": args.force, "legacy": _legacy_diagnosis}
+    if args.out is not None:
+        check_out_dir(args.out, **owner)  # before anything is read, trained or measured
     if args.table is not None or is_table_diagnosis(args.file):
-        return run_table_cli(args)  # analyse an existing table: nothing trained or measured
+        if args.out is None or args.check:
+            return run_table_cli(args)  # analyse an existing table: nothing trained or measured
+        with claim_out_dir(args.out, **owner):
+            return run_table_cli(args)
     spec = load_diagnosis(args.file)
     execution = execution_from_args(args, spec.suite)  # --executor / --executor-opt
     if execution != spec.suite.execution:
@@ -54,7 +63,11 @@ def _run(args: argparse.Namespace) -> int:
     if connect is not None:
         connect()  # an unreachable cluster fails here, before any training
     out = Path(args.out) if args.out is not None else None
-    result = diagnose(spec, out=out, executor=executor, progress=not args.quiet)
+    if out is None:
+        result = diagnose(spec, out=None, executor=executor, progress=not args.quiet)
+    else:
+        with claim_out_dir(out, **owner):  # locked: a second run into --out is refused
+            result = diagnose(spec, out=out, executor=executor, progress=not args.quiet)
     n = len(result.table["checkpoint"])
     print(f"{args.file}: {n} checkpoints, outcome {result.settings.outcome!r}")
     if result.analysis is not None:
@@ -65,6 +78,13 @@ def _run(args: argparse.Namespace) -> int:
     if out is not None:
         print(f"  wrote {out / 'markers.csv'}, {out / 'report.html'} and {out / 'report.json'}")
     return 0
+
+
+def _legacy_diagnosis(out: Path) -> dict[str, Any] | None:
+    """A diagnosis output written before the ownership marker: markers.csv beside report.json."""
+    if (out / "markers.csv").is_file() and (out / "report.json").is_file():
+        return {"command": "diagnose", "name": None}
+    return None
 
 
 def add_diagnose_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.ArgumentParser:
@@ -83,6 +103,9 @@ def add_diagnose_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argpars
                         help="only validate (spec, grid keys, markers, checkpoints), then exit")
     parser.add_argument("--table", help="analyse this marker table (.csv / .json records, e.g. "
                         "an earlier run's markers.csv) instead of computing the population")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a non-empty --out that probekit did not write, or "
+                        "replace another diagnosis there (default: refused)")
     add_executor_arguments(parser)
     parser.set_defaults(func=_run)
     return parser

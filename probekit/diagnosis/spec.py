@@ -283,8 +283,16 @@ class DiagnosisSettings:
 
     def __post_init__(self) -> None:
         """Refuse sizes the statistics cannot use."""
+        from ..stats.limits import MAX_PERMUTATIONS, MAX_RESAMPLES
+
         if self.n_permutations < 1 or self.n_bootstrap < 1:
             raise ValueError("n_permutations and n_bootstrap must be >= 1")
+        if self.n_permutations > MAX_PERMUTATIONS:
+            raise ValueError(f"n_permutations = {self.n_permutations}: must be <= "
+                             f"{MAX_PERMUTATIONS} (p resolved to 1e-5; more only costs time)")
+        if self.n_bootstrap > MAX_RESAMPLES:
+            raise ValueError(f"n_bootstrap = {self.n_bootstrap}: must be <= {MAX_RESAMPLES} "
+                             "(more only costs time)")
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha = {self.alpha}: must be in (0, 1)")
         if self.crossing is not None and not 0.0 < self.crossing <= 1.0:

@@ -14,7 +14,8 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from ..util.constraints import Between, Ge, NonEmpty, Validated
+from ..stats.limits import MAX_RESAMPLES
+from ..util.constraints import Between, Ge, Le, NonEmpty, Validated
 
 Family = Literal["affine", "bilinear", "mlp"]
 Solver = Literal["adam", "closed_form_ridge"]
@@ -66,6 +67,6 @@ class HEConfig(Validated):
     pooling: Pooling = "mean"
     split: str = "train"
     max_examples: Annotated[int | None, Ge(1)] = None
-    n_resamples: Annotated[int, Ge(1000)] = 1000
+    n_resamples: Annotated[int, Ge(1000), Le(MAX_RESAMPLES)] = 1000
     confidence_level: Annotated[float, Between(0, 1)] = 0.95
     batch_size: Annotated[int, Ge(1)] = 128

@@ -10,9 +10,10 @@ from scipy import stats
 
 from probekit.errors import ConfigError, DataError
 
+from .limits import MAX_RESAMPLES
 from .result import ConfidenceInterval
 
-__all__ = ["bootstrap_ci", "bootstrap_indices", "percentile_interval"]
+__all__ = ["MAX_RESAMPLES", "MIN_RESAMPLES", "bootstrap_ci", "bootstrap_indices", "percentile_interval"]
 
 MIN_RESAMPLES = 1000
 
@@ -22,6 +23,10 @@ def _check_resamples(n_resamples: int) -> None:
         raise ConfigError(
             f"n_resamples={n_resamples} is below the {MIN_RESAMPLES} the methods contract "
             "requires for percentile intervals; pass n_resamples >= 1000"
+        )
+    if n_resamples > MAX_RESAMPLES:
+        raise ConfigError(
+            f"n_resamples={n_resamples} is above the bound {MAX_RESAMPLES}; pass at most that"
         )
 
 

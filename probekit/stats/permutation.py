@@ -15,9 +15,11 @@ from jaxtyping import Float
 
 from probekit.errors import ConfigError, DataError, NonFiniteError
 
+from .limits import MAX_PERMUTATIONS
 from .result import StatTestResult
 
 __all__ = [
+    "MAX_PERMUTATIONS",
     "check_n_permutations",
     "mc_se",
     "n_permutations_for",
@@ -98,9 +100,14 @@ def mc_se(p: float, n_permutations: int) -> float:
 
 
 def check_n_permutations(n_permutations: int) -> None:
-    """Raise ``ValueError`` unless ``n_permutations >= 1``."""
+    """Raise ``ConfigError`` unless ``1 <= n_permutations <= MAX_PERMUTATIONS``."""
     if n_permutations < 1:
         raise ConfigError(f"n_permutations must be >= 1, got {n_permutations}")
+    if n_permutations > MAX_PERMUTATIONS:
+        raise ConfigError(
+            f"n_permutations = {n_permutations} is above the bound {MAX_PERMUTATIONS} "
+            "(p resolved to 1e-5; more only costs time); give at most that"
+        )
 
 
 def n_permutations_for(alpha: float, n_tests: int = 1) -> int:

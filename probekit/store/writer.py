@@ -18,6 +18,7 @@ from safetensors.torch import save_file
 from ..errors import StoreError
 from ..util.io import atomic_path, sha256_file
 from ..util.lock import DirectoryLock
+from ..util.outdir import check_writable
 from .manifest import MANIFEST, PARTS, Manifest, ShardInfo, StoreMismatchError
 from .safetensors_mmap import _REPAIR, CorruptShardError, read_header
 
@@ -153,6 +154,8 @@ class StoreWriter:
         :class:`~probekit.util.lock.LockedError` naming this process.
         """
         if self._lock is None:
+            # a file, or a folder that cannot be written: one line, before any forward pass
+            check_writable(self.directory, flag="store directory")
             self._lock = DirectoryLock(self.directory, what="activation store")
             self._lock.acquire(self.lock_timeout)
         try:

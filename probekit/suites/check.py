@@ -15,6 +15,7 @@ from typing import Any
 
 from ..inputs import (
     JsonlRow,
+    check_positions,
     check_scalar_column,
     position_column,
     prompt_column,
@@ -89,7 +90,11 @@ def check_suite_data(suite: Suite) -> list[JsonlRow] | None:
                     f"{suite.source}: [capture] positions column {name!r} is not a column of "
                     f"{path}; columns: {sorted(columns)}"
                 )
-            position_column(kept, name)
+            positions = position_column(kept, name)
+            with_tokens = [(p, r) for p, r in zip(positions, kept) if "tokens" in r.data]
+            check_positions([p for p, _ in with_tokens],  # text rows: checked once tokenized
+                            [len(token_ids(r)) for _, r in with_tokens],
+                            [r.at(name) for _, r in with_tokens], name)
     except SuiteError:
         raise
     except ValueError as err:

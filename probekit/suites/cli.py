@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..executor_cli import add_executor_arguments
+from ..util.outdir import check_out_dir, claim_out_dir, report_owner
 
 _HELP = """\
 Run a suite (TOML) and write report.html, report.json and suite.resolved.json.
@@ -53,12 +54,18 @@ def _run(args: argparse.Namespace) -> int:
         from ..report.write import read_report, write_report
 
         report = read_report(args.suite)
+        name = report["suite"].get("name") if isinstance(report["suite"], dict) else None
+        if args.out is not None:
+            check_out_dir(args.out, command="report", name=name, inputs=[args.suite],
+                          force=args.force, legacy=report_owner("report"))
         if args.check:
             print(f"{args.suite}: report is intact")
             return 0
         if args.out is None:
             raise ConfigError("report REPORT.json needs --out DIR (where the page is re-rendered)")
-        paths = write_report(report, args.out)
+        with claim_out_dir(args.out, command="report", name=name, inputs=[args.suite],
+                           force=args.force, legacy=report_owner("report")):
+            paths = write_report(report, args.out)
         print(f"wrote {paths['html']} and {paths['json']}")
         return 0
     suite = load_suite(args.suite)
@@ -72,6 +79,10 @@ def _run(args: argparse.Namespace) -> int:
     execution = execution_from_args(args, suite)
     if execution != suite.execution:
         suite = dataclasses.replace(suite, execution=execution)
+    owner = {"command": "report", "name": suite.name, "inputs": [args.suite],
+             "force": args.force, "legacy": report_owner("report")}
+    if args.out is not None:
+        check_out_dir(args.out, **owner)  # before any model: a bad --out fails in milliseconds
     if args.check:
         for warning in warnings:  # the run repeats them in its output and report
             print(f"warning: {warning}")
@@ -86,8 +97,9 @@ def _run(args: argparse.Namespace) -> int:
     connect = getattr(executor, "connect", None)
     if connect is not None:
         connect()  # an unreachable cluster fails here, before the model loads
-    result = run_suite(suite, progress=not args.quiet, executor=executor)
-    paths = write_report(result, args.out)
+    with claim_out_dir(args.out, **owner):  # locked: a second run into --out is refused
+        result = run_suite(suite, progress=not args.quiet, executor=executor)
+        paths = write_report(result, args.out)
     for analysis in result.analyses:
         for warning in analysis.warnings:
             print(f"warning ({analysis.title}): {warning}")
@@ -117,5 +129,8 @@ def add_report_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.
     add_executor_arguments(parser)
     parser.add_argument("--check", action="store_true",
                         help="only validate the suite and its data file, then exit")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a non-empty --out that probekit did not write, or "
+                        "replace another suite's report there (default: refused)")
     parser.set_defaults(func=_run)
     return parser

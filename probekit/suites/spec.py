@@ -107,12 +107,20 @@ class StatsSpec:
 
     def __post_init__(self) -> None:
         """Refuse sizes the statistics cannot use, before any model loads."""
+        from ..stats.limits import MAX_PERMUTATIONS, MAX_RESAMPLES
+
         if self.n_permutations < 1:
             raise ValueError(f"n_permutations = {self.n_permutations}: must be >= 1")
+        if self.n_permutations > MAX_PERMUTATIONS:
+            raise ValueError(f"n_permutations = {self.n_permutations}: must be <= "
+                             f"{MAX_PERMUTATIONS} (p resolved to 1e-5; more only costs time)")
         if self.n_bootstrap < 1000:
             raise ValueError(
                 f"n_bootstrap = {self.n_bootstrap}: percentile intervals need >= 1000 resamples"
             )
+        if self.n_bootstrap > MAX_RESAMPLES:
+            raise ValueError(f"n_bootstrap = {self.n_bootstrap}: must be <= {MAX_RESAMPLES} "
+                             "(more only costs time)")
         for name in ("confidence_level", "alpha"):
             if not 0.0 < getattr(self, name) < 1.0:
                 raise ValueError(f"{name} = {getattr(self, name)}: must be in (0, 1)")
@@ -478,12 +486,48 @@ def build_suite(
         if resolved is not None and not resolved.exists():
             section = "model" if key == "checkpoint" else "data"
             raise SuiteError(f"{_where(path, text, section, key)} = {rel!r}: {resolved} does not exist")
+    checkpoint = suite.resolve(model.checkpoint)
+    if checkpoint is not None and not (checkpoint / "config.json").is_file():
+        what = "a file" if checkpoint.is_file() else "a folder without config.json"
+        raise SuiteError(
+            f"{_where(path, text, 'model', 'checkpoint')} = {model.checkpoint!r}: {checkpoint} is "
+            f"{what}; give a checkpoint folder (config.json and model.safetensors, written by "
+            "probekit train or probekit.save_checkpoint)"
+        )
+    check_capture_sites(suite.capture, path, text)
     if suite.capture.positions not in ("last", "all") and not suite.capture.positions.startswith("column:"):
         raise SuiteError(
             f"{_where(path, text, 'capture', 'positions')} = {suite.capture.positions!r}: use "
             "'last', 'all' or 'column:NAME'"
         )
     return suite
+
+
+def check_capture_sites(capture: CaptureSpec, path: Path, text: str) -> None:
+    """``[capture] sites``/``kind``: known site kinds, each site once (``FILE:LINE`` errors).
+
+    The run would refuse both after the model loaded; here they fail with the file's line.
+    """
+    from ..sites import Site
+
+    where = _where(path, text, "capture", "sites")
+    if tuple(capture.sites) == ("all",):
+        try:
+            Site.parse(f"{capture.kind}@0")
+        except (ValueError, KeyError) as err:
+            raise SuiteError(f"{_where(path, text, 'capture', 'kind')} = {capture.kind!r}: "
+                             f"{err.args[0] if err.args else err}") from None
+        return
+    seen: dict[str, str] = {}
+    for given in capture.sites:
+        try:
+            site = Site.parse(given)
+        except (ValueError, KeyError) as err:
+            raise SuiteError(f"{where}: {given!r}: {err.args[0] if err.args else err}") from None
+        if site.name in seen:
+            same = "given twice" if seen[site.name] == given else f"the same site as {seen[site.name]!r}"
+            raise SuiteError(f"{where}: {given!r} is {same} ({site.name}); give each site once")
+        seen[site.name] = given
 
 
 def build_table(

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import types
+import typing
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ProbekitError
 from ..models.config import ModelConfig
 from .config import TrainConfig
 from .loss_term import LossTermFactory
@@ -27,12 +30,20 @@ _SCOPES = ("task", "model", "train")
 
 
 def parse_value(text: str) -> Any:
-    """JSON if it parses (lists become tuples), else the raw string."""
+    """JSON if it parses (lists become tuples), else the raw string.
+
+    A number that overflows to infinity (``1e400``) or is ``NaN``/``Infinity`` is refused: no
+    config field can use it (an infinite learning rate trains a model of NaN weights).
+    """
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
         return text
-    return _tuplify(value)
+    value = _tuplify(value)
+    for v in value if isinstance(value, tuple) else (value,):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"{text!r} is not a finite number ({v}); give a finite value")
+    return value
 
 
 def _tuplify(v: Any) -> Any:
@@ -71,8 +82,71 @@ def parse_sets(items: list[str], task_name: str) -> dict[str, dict[str, Any]]:
                     f"<scope>.{name}=... with scope in {_SCOPES}"
                 )
             scope = owners[0]
-        out[scope][name] = parse_value(raw)
+        try:
+            value = parse_value(raw)
+        except ConfigError as err:
+            raise ConfigError(f"--set {item!r}: {err}") from None
+        cls = {"task": config_class(task_name), "model": ModelConfig, "train": TrainConfig}[scope]
+        expected = typing.get_type_hints(cls)[name]
+        if not _conforms(value, expected):
+            raise ConfigError(
+                f"--set {item}: {cls.__name__}.{name} must be {_type_words(expected)}, got {value!r}"
+            )
+        out[scope][name] = _as_float(value, expected)
     return out
+
+
+def _conforms(value: Any, annotation: Any) -> bool:
+    """Whether a parsed ``--set`` value has the field's type (an int is a float, a bool no int)."""
+    origin = typing.get_origin(annotation)
+    if annotation is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, a) for a in typing.get_args(annotation))
+    if origin is typing.Literal:
+        return value in typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _conforms(value, typing.get_args(annotation)[0])
+    if origin is tuple:
+        args = typing.get_args(annotation)
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_conforms(v, args[0]) for v in value)
+        return len(args) == len(value) and all(_conforms(v, a) for v, a in zip(value, args))
+    if origin is not None:  # dict[...] and other generics: left to the config
+        return True
+    if annotation is type(None):
+        return value is None
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, annotation) if isinstance(annotation, type) else True
+
+
+def _as_float(value: Any, annotation: Any) -> Any:
+    """An int given for a ``float`` field (``train.lr=1``) as a float, also inside tuples."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        options = (typing.get_args(annotation)
+                   if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,))
+        return float(value) if float in options and int not in options else value
+    if isinstance(value, tuple) and typing.get_origin(annotation) is tuple:
+        args = typing.get_args(annotation)
+        inner = [args[0]] * len(value) if len(args) == 2 and args[1] is Ellipsis else list(args)
+        return tuple(_as_float(v, a) for v, a in zip(value, inner))
+    return value
+
+
+def _type_words(annotation: Any) -> str:
+    """``an int``, ``an int or None``, ``a tuple[int, ...]`` ... for messages."""
+    words = {int: "an int", float: "a number", str: "a string", bool: "true or false",
+             type(None): "None"}
+    if annotation in words:
+        return words[annotation]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return " or ".join(_type_words(a) for a in typing.get_args(annotation))
+    return "a " + str(annotation).replace("typing.", "").replace("NoneType", "None")
 
 
 def build_run(
@@ -97,8 +171,23 @@ def build_run(
         train_kw["steps"] = steps
     if device is not None:
         train_kw["device"] = device
-    task = get_task(preset.task, **task_kw)
-    return task, task.model_config(**model_kw), TrainConfig.from_dict(train_kw)
+    try:
+        task = get_task(preset.task, **task_kw)
+        return task, task.model_config(**model_kw), TrainConfig.from_dict(train_kw)
+    except ProbekitError as err:
+        raise ConfigError(_with_flag(str(err), list(sets or []))) from None
+    except (ValueError, TypeError) as err:  # a task config's own check (plain ValueError)
+        raise ConfigError(_with_flag(str(err), list(sets or []))) from None
+
+
+def _with_flag(message: str, sets: list[str]) -> str:
+    """``message`` with the ``--set`` item that gave the failing field, when one did."""
+    for item in sets:
+        key = item.partition("=")[0]
+        name = key.rpartition(".")[2]
+        if f".{name} " in message or f".{name}=" in message or f"'{name}'" in message:
+            return f"--set {item}: {message}"
+    return f"{message} (check --set, --seed and --steps)"
 
 
 def loss_terms(task: Task, config: TrainConfig) -> tuple[LossTermFactory, ...]:

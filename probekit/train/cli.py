@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..executor_cli import add_executor_arguments, executor_choice
+from ..util.outdir import check_out_dir, write_marker
 from .presets import PRESETS
 
 _HELP = """\
@@ -58,6 +59,8 @@ def add_train_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.A
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. task.p=97 or train.lr=3e-3 (repeatable)")
     p.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
+    p.add_argument("--force", action="store_true",
+                   help="write into a non-empty --out that probekit did not write (default: refused)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_executor_arguments(p)
     p.set_defaults(func=run_train_command)
@@ -73,12 +76,15 @@ def run_train_command(args: argparse.Namespace) -> int:
 
     if args.device is not None:
         resolve_device(args.device)  # one line, before anything is created
+    _check_seeds(args)
+    check_out_dir(args.out, command="train", force=args.force, legacy=_legacy_run)
     if args.seeds is not None or executor_choice(args) is not None:
         return _train_population(args)
     task, mcfg, tcfg = build_run(
         args.name, steps=args.steps, seed=args.seed, sets=args.sets, device=args.device
     )
     with DirectoryLock(args.out, what="training run"):  # one writer per run directory
+        write_marker(args.out, "train", args.name)
         history = train(
             task, mcfg, tcfg, args.out, progress=not args.no_progress, resume=not args.no_resume,
             loss_terms=loss_terms(task, tcfg),
@@ -87,6 +93,25 @@ def run_train_command(args: argparse.Namespace) -> int:
     summary = {k: v for k, v in last.items() if k == "step" or k.endswith("/acc")}
     print(json.dumps({"out": str(args.out), **summary}, indent=1))  # noqa: T201
     return 0
+
+
+def _check_seeds(args: argparse.Namespace) -> None:
+    """``--seed`` / ``--seeds`` are seeds of numpy and torch generators: ints in [0, 2**32)."""
+    for seed in ([args.seed] if args.seed is not None else []) + list(args.seeds or []):
+        if not 0 <= seed < 2**32:
+            flag = "--seed" if args.seeds is None else "--seeds"
+            raise ConfigError(f"{flag} {seed}: a seed must be an int in [0, 2**32); e.g. {flag} 0")
+
+
+def _legacy_run(out: Path) -> dict[str, Any] | None:
+    """A training run written before the ownership marker: a sealed ``run.json`` with a task."""
+    from ..util.outdir import sealed_json
+
+    if sealed_json(out / "run.json", "task") is not None:
+        return {"command": "train", "name": None}
+    if any(sealed_json(p, "task") is not None for p in out.glob("seed*/run.json")):  # a population
+        return {"command": "train", "name": None}
+    return None
 
 
 def _train_population(args: argparse.Namespace) -> int:
@@ -109,6 +134,7 @@ def _train_population(args: argparse.Namespace) -> int:
                      seed=s, steps=args.steps, sets=tuple(args.sets), device=args.device,
                      resume=not args.no_resume) for s in seeds]
     out.mkdir(parents=True, exist_ok=True)
+    write_marker(out, "train", args.name)
     if executor is not None:
         check_worker_paths(executor, write=[out])  # workers write the run directories
     histories = train_population(runs, executor)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +83,10 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         own = "TrainConfig"
+        for name in ("lr", "weight_decay", "eps", "grad_clip", "stop_threshold", "he_lambda", "dropout"):
+            value = getattr(self, name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{own}.{name} must be a finite number, got {value!r}")
         for name in ("steps", "n_evals", "n_checkpoints", "eval_batch_size"):
             _pos_int(own, name, getattr(self, name))
         for name in ("batch_size", "eval_every", "eval_max_examples"):

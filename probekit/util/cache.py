@@ -15,9 +15,20 @@ CACHE_ENV = "PROBEKIT_CACHE"
 
 
 def cache_root() -> Path:
-    """``$PROBEKIT_CACHE`` (``~`` expanded) if set and non-empty, else ``~/.cache/probekit``."""
+    """``$PROBEKIT_CACHE`` (``~`` expanded) if set and non-empty, else ``~/.cache/probekit``.
+
+    Raises:
+        ConfigError: the path is an existing regular file.
+    """
     env = os.environ.get(CACHE_ENV)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "probekit"
+    root = Path(env).expanduser() if env else Path.home() / ".cache" / "probekit"
+    if root.exists() and not root.is_dir():
+        from ..errors import ConfigError
+
+        source = f"{CACHE_ENV}={env}" if env else f"the cache folder {root}"
+        raise ConfigError(f"{source} is a file, not a folder; point {CACHE_ENV} to a folder "
+                          "(created if missing)")
+    return root
 
 
 def cache_dir(*parts: str) -> Path:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...errors import ConfigError
+from ...util.constraints import ConstraintError
 from ..registry import register_analysis
 from ..result import AnalysisResult, Hypothesis
 from ..spec import SuiteError
@@ -61,6 +62,8 @@ class ProbeSpec:
     permutation_test: bool = True
 
     def __post_init__(self) -> None:
+        if isinstance(self.cv, bool) or not isinstance(self.cv, int) or self.cv < 2:
+            raise ConstraintError("ProbeSpec", "cv", self.cv, ">= 2 (cross-validation folds)")
         if self.kind in _MOVED:
             raise ConfigError(f"kind = {self.kind!r}: {_MOVED[self.kind]}")
         from ...probes.kind import probe_kind
@@ -87,6 +90,10 @@ class CorrectnessSpec:
     group_column: str | None = None
     group_split: Literal["logo", "kfold"] = "logo"
     baselines: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.cv, bool) or not isinstance(self.cv, int) or self.cv < 2:
+            raise ConstraintError("CorrectnessSpec", "cv", self.cv, ">= 2 (cross-validation folds)")
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
