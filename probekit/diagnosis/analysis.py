@@ -46,7 +46,7 @@ from scipy import stats as sps
 from probekit.errors import ConfigError, DataError
 from probekit.report.notebook import NotebookMixin
 from probekit.stats.multiple import holm
-from probekit.stats.permutation import check_n_permutations, n_permutations_for
+from probekit.stats.permutation import check_n_permutations, check_seed, n_permutations_for
 
 from .association import RowSet, marker_stats, partial_p, row_set
 from .inference import logo_operator, stratified_permutations
@@ -548,6 +548,7 @@ def marker_analysis(
     """
     _check_args(n_permutations, n_bootstrap, alpha, confidence_level, equivalence_margin,
                 max_permutations, inference)
+    check_seed(seed)
     t = as_marker_table(table)
     covariates = (covariates,) if isinstance(covariates, str) else tuple(covariates)
     t.check_names([outcome], "outcome")
