@@ -166,7 +166,7 @@ class Site:
         return self.key
 
     @classmethod
-    def parse(cls, text: str) -> Site:
+    def parse(cls, text: object) -> Site:
         """Parse ``"resid_post@3"``, ``"3.resid_post"``, ``"embed"`` or a hook name; ``:H`` = head.
 
         Raises:

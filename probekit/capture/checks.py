@@ -9,12 +9,20 @@ left behind.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from torch import Tensor
 
 from ..errors import DataError
 from ..inputs import check_vocab
 from ..models.protocol import HookedModel
 from ..sites import Site
 from .positions import PositionRule, SpanMean, TokenIndex, check_rule_matches
+
+#: Token input of the capture API: a list of token-id lists, or a ``(batch, pos)`` integer array /
+#: tensor; checked at run time by :func:`check_token_sequences` (a flat list is refused there).
+TokenInput = Sequence[Any] | np.ndarray | Tensor
 
 
 class PositionOutOfRangeError(DataError, IndexError):

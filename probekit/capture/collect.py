@@ -31,7 +31,7 @@ from .batching import (
     pad_id_of,
     safe_padding_side,
 )
-from .checks import check_capture_inputs, token_lists
+from .checks import TokenInput, check_capture_inputs, token_lists
 from .layout import pad_keys, to_probekit_layout
 from .positions import LastToken, PositionRule, select_positions
 from .runner import run_batch, stop_layer
@@ -209,7 +209,7 @@ def iter_capture(
 
 def collect_activations(
     model: HookedModel,
-    tokens: Sequence[Sequence[int]],
+    tokens: TokenInput,
     sites: Sequence[Site | str],
     **options: Any,
 ) -> CaptureResult:
@@ -359,7 +359,7 @@ def _with_prompt_columns(
 
 def capture_to_store(
     model: HookedModel,
-    tokens: Sequence[Sequence[int]],
+    tokens: TokenInput,
     directory: str | Path,
     sites: Sequence[Site | str],
     *,

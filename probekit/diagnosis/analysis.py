@@ -467,24 +467,20 @@ def _applicability(m: np.ndarray, g: np.ndarray, q: int) -> tuple[str | None, di
 
 
 def standardised(m: np.ndarray) -> tuple[np.ndarray, float]:
-    """``(m - mean) / sd`` over the present (non-NaN) cells, and the factor back to ``m``'s unit.
+    """``m / 2^e`` with ``max |m| / 2^e`` in ``[0.5, 1)``, and the factor ``2^e`` back to ``m``'s unit.
 
     Every statistic of a marker (r, partial r, t, p, R^2) is invariant to its scale, but the
     floating-point arithmetic is not: squares of a marker in units of 1e300 overflow, of 1e-170
-    underflow. Dividing by the largest magnitude first (exact up to rounding) and then by the
-    SD makes the analysis see the same numbers whatever the unit. A constant marker is returned
-    divided by its magnitude (its applicability check names it).
+    underflow (to a "constant" marker). Scaling by a power of two is exact (IEEE arithmetic is
+    equivariant under it), so a marker of ordinary size gives bit-identical results, and any
+    unit gives the numbers of the marker written in units near 1.
     """
     present = m[~np.isnan(m)]
     top = float(np.max(np.abs(present))) if present.size else 0.0
     if not (top > 0 and math.isfinite(top)):
         return m, 1.0
-    z = m / top
-    centre = float(np.nanmean(z))
-    sd = float(np.nanstd(z))
-    if not sd > 0:
-        return z, top
-    return (z - centre) / sd, top * sd
+    exponent = int(np.frexp(top)[1])
+    return np.ldexp(m, -exponent), float(np.ldexp(1.0, exponent))
 
 
 def smallest_p(keep: np.ndarray, g: np.ndarray, strata: np.ndarray | None, mode: str) -> float:

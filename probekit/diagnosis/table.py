@@ -36,7 +36,7 @@ def _is_missing(v: Any) -> bool:
         return True
     try:
         return isinstance(v, Number) and not isinstance(v, bool) and math.isnan(float(v))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # complex, or an int beyond the float range
         return False
 
 

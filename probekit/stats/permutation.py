@@ -98,7 +98,7 @@ def mc_se(p: float, n_permutations: int) -> float:
     return math.sqrt(p * (1.0 - p) / n_permutations)
 
 
-def check_n_permutations(n_permutations: int) -> None:
+def check_n_permutations(n_permutations: object) -> None:
     """Raise ``ConfigError`` (a ``ValueError``) unless ``n_permutations`` is an integer >= 1."""
     if isinstance(n_permutations, bool) or not isinstance(n_permutations, (int, np.integer)):
         whole = (max(1, int(n_permutations)) if isinstance(n_permutations, float)

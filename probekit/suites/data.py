@@ -5,9 +5,9 @@ This is the dataset view analyses read; it is built from a testbed task or a JSO
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-import logging
 from typing import Any
 
 import numpy as np
