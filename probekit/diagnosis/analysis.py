@@ -466,18 +466,23 @@ def _applicability(m: np.ndarray, g: np.ndarray, q: int) -> tuple[str | None, di
     return None, base
 
 
+#: markers whose largest magnitude lies outside this range are rescaled (:func:`standardised`)
+_SAFE_MAGNITUDE = (1e-60, 1e60)
+
+
 def standardised(m: np.ndarray) -> tuple[np.ndarray, float]:
     """``m / 2^e`` with ``max |m| / 2^e`` in ``[0.5, 1)``, and the factor ``2^e`` back to ``m``'s unit.
 
     Every statistic of a marker (r, partial r, t, p, R^2) is invariant to its scale, but the
     floating-point arithmetic is not: squares of a marker in units of 1e300 overflow, of 1e-170
-    underflow (to a "constant" marker). Scaling by a power of two is exact (IEEE arithmetic is
-    equivariant under it), so a marker of ordinary size gives bit-identical results, and any
-    unit gives the numbers of the marker written in units near 1.
+    underflow (to a "constant" marker). A marker whose largest magnitude is outside
+    ``[1e-60, 1e60]`` is divided by a power of two (exact: no rounding of its cells), so it
+    gives the numbers of the same marker written in units near 1; a marker of ordinary size
+    is left as it is (its results stay bit-identical to the unscaled computation).
     """
     present = m[~np.isnan(m)]
     top = float(np.max(np.abs(present))) if present.size else 0.0
-    if not (top > 0 and math.isfinite(top)):
+    if not (top > 0 and math.isfinite(top)) or _SAFE_MAGNITUDE[0] <= top <= _SAFE_MAGNITUDE[1]:
         return m, 1.0
     exponent = int(np.frexp(top)[1])
     return np.ldexp(m, -exponent), float(np.ldexp(1.0, exponent))
@@ -588,6 +593,7 @@ def marker_analysis(
                 max_permutations, inference)
     check_seed(seed)
     t = as_marker_table(table)
+    t.check_distinct_rows()
     covariates = (covariates,) if isinstance(covariates, str) else tuple(covariates)
     t.check_names([outcome], "outcome")
     t.check_names(covariates, "covariate")

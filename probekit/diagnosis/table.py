@@ -66,6 +66,22 @@ class MarkerTable:
         """Column names in table order."""
         return tuple(self.columns)
 
+    def check_distinct_rows(self) -> None:
+        """Refuse rows identical in every column: one model given twice is not two models.
+
+        Raises:
+            DataError: naming the repeated rows (0-based) and the fix.
+        """
+        dups = _duplicate_rows(self.columns, self.n_rows) if self.n_rows > 1 else []
+        if dups:
+            shown = "; ".join(", ".join(str(i) for i in rows) for rows in dups[:3])
+            raise DataError(
+                f"rows {shown} (0-based) are identical in every column: one model given "
+                f"{len(dups[0])} times would be counted as {len(dups[0])} models; drop the "
+                f"repeated rows ({sum(len(r) - 1 for r in dups)} in all), or add the column that "
+                "tells them apart (e.g. checkpoint or seed)"
+            )
+
     def check_names(self, names: Sequence[str], role: str) -> None:
         """Raise ``ConfigError`` naming the first unknown column and listing the valid ones."""
         for name in names:
@@ -303,8 +319,7 @@ def as_marker_table(table: Any) -> MarkerTable:
     Raises:
         ConfigError: not a mapping / DataFrame, or non-string column names.
         DataError: ragged columns (both lengths named), an empty table, mixed-type columns,
-            complex numbers or integers beyond the float range, rows identical in every column
-            (a model counted twice).
+            complex numbers or integers beyond the float range.
     """
     if isinstance(table, MarkerTable):
         return table
@@ -329,13 +344,4 @@ def as_marker_table(table: Any) -> MarkerTable:
         arr = np.empty(n_rows, dtype=object)
         arr[:] = [None if _is_missing(x) else x for x in v]
         columns[name] = arr
-    dups = _duplicate_rows(columns, n_rows) if n_rows > 1 else []
-    if dups:
-        shown = "; ".join(", ".join(str(i) for i in rows) for rows in dups[:3])
-        raise DataError(
-            f"rows {shown} (0-based) are identical in every column: one model given "
-            f"{len(dups[0])} times would be counted as {len(dups[0])} models; drop the repeated "
-            f"rows ({sum(len(r) - 1 for r in dups)} in all), or add the column that tells them "
-            "apart (e.g. checkpoint or seed)"
-        )
     return MarkerTable(columns=columns, kinds=kinds, n_rows=n_rows)
