@@ -210,6 +210,8 @@ def prompt_column(row: JsonlRow) -> str:
     if len(has) == 2:
         raise DataError(f"{row.at('text')}: row has both 'tokens' and 'text' (conflicting prompts); "
                         "give one of them")
+    if has[0] == "text":
+        check_text(row.data["text"], row.at("text"))
     return has[0]
 
 
@@ -282,6 +284,19 @@ def check_vocab(tokens: Sequence[Sequence[int]], vocab_size: int, where: Sequenc
             )
 
 
+def check_text(value: Any, where: str, column: str = "text") -> str:
+    """``value`` if it is a string; else a :class:`DataError` naming the row and the value.
+
+    A number or a list in ``text`` would reach the tokenizer, which fails with its own
+    ``ValueError`` (or tokenizes ``str(value)`` silently).
+    """
+    if not isinstance(value, str):
+        hint = " (token ids go in a 'tokens' column)" if isinstance(value, list) else ""
+        raise DataError(f"{where}: column {column!r} holds {type(value).__name__} {_short(value)}; "
+                        f"expected a string{hint}")
+    return value
+
+
 def tokenize_text(model: Any, text: str, *, prepend_bos: bool | None, where: str) -> list[int]:
     """Token ids of ``text`` under ``model``'s tokenizer, never truncated.
 
@@ -298,6 +313,7 @@ def tokenize_text(model: Any, text: str, *, prepend_bos: bool | None, where: str
     Raises:
         DataError: the model has no tokenizer, or the text is longer than the context.
     """
+    check_text(text, where)
     if getattr(model, "tokenizer", None) is None:
         raise DataError(f"{where}: row has 'text' but the model has no tokenizer; give "
                         "'tokens' (a list of ids)")

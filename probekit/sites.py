@@ -116,9 +116,10 @@ class Site:
         if self.kind in _GLOBAL_NAME:
             if self.layer is not None:
                 raise ConfigError(f"site kind {self.kind!r} is model-level: use layer=None")
-        elif not isinstance(self.layer, int) or self.layer < 0:
+        elif isinstance(self.layer, bool) or not isinstance(self.layer, int) or self.layer < 0:
             raise ConfigError(
-                f"site kind {self.kind!r} needs a block index layer >= 0, got {self.layer!r}"
+                f"site kind {self.kind!r} needs a block index layer >= 0, got {self.layer!r} "
+                f"({type(self.layer).__name__}); pass an int, e.g. Site(3, {self.kind!r})"
             )
         if self.head is not None:
             if self.kind not in HEAD_KINDS:
@@ -126,7 +127,7 @@ class Site:
                     f"site kind {self.kind!r} has no head axis, got head={self.head}; heads exist "
                     f"for {sorted(HEAD_KINDS)} (use head=None)"
                 )
-            if not isinstance(self.head, int) or self.head < 0:
+            if isinstance(self.head, bool) or not isinstance(self.head, int) or self.head < 0:
                 raise ConfigError(f"head must be an int >= 0 or None, got {self.head!r}")
 
     @property
@@ -165,8 +166,18 @@ class Site:
         return self.key
 
     @classmethod
-    def parse(cls, text: str) -> Site:
-        """Parse ``"resid_post@3"``, ``"3.resid_post"``, ``"embed"`` or a hook name; ``:H`` = head."""
+    def parse(cls, text: object) -> Site:
+        """Parse ``"resid_post@3"``, ``"3.resid_post"``, ``"embed"`` or a hook name; ``:H`` = head.
+
+        Raises:
+            ConfigError: ``text`` is not a string (e.g. a bare layer number) or not a site.
+        """
+        if not isinstance(text, str):
+            raise ConfigError(
+                f"Site.parse expects a string like 'resid_post@3', got {type(text).__name__} "
+                f"{text!r}; for a layer number write Site({text!r}, 'resid_post') or "
+                f"Site.parse('resid_post@{text}')"
+            )
         text = text.strip()
         if (block := parse_block_text(text)) is not None:
             return cls(block[1], block[0], block[2])

@@ -31,7 +31,7 @@ from .batching import (
     pad_id_of,
     safe_padding_side,
 )
-from .checks import check_capture_inputs
+from .checks import TokenInput, check_capture_inputs, token_lists
 from .layout import pad_keys, to_probekit_layout
 from .positions import LastToken, PositionRule, select_positions
 from .runner import run_batch, stop_layer
@@ -209,7 +209,7 @@ def iter_capture(
 
 def collect_activations(
     model: HookedModel,
-    tokens: Sequence[Sequence[int]],
+    tokens: TokenInput,
     sites: Sequence[Site | str],
     **options: Any,
 ) -> CaptureResult:
@@ -218,6 +218,7 @@ def collect_activations(
     ``options`` are :class:`CaptureConfig` fields (positions, batch_size, padding_side, dtype...).
     """
     config = CaptureConfig(sites=as_sites(sites), **options)
+    tokens = token_lists(tokens)
     parts: dict[Site, list[Tensor]] = {s: [] for s in config.sites}
     examples: list[Tensor] = []
     positions: list[Tensor] = []
@@ -336,10 +337,20 @@ def _with_prompt_columns(
     """Add ``token_ids`` and (with a tokenizer) the decoded prompt ``text`` unless given.
 
     A store then says which prompt each row came from, whichever way it was written (CLI or
-    Python); columns the caller passes are kept as they are.
+    Python); columns the caller passes are kept as they are, except ``token_ids``, which is
+    reserved: a caller's column of that name must equal the captured ids (else an error).
     """
     out = dict(metadata)
-    out.setdefault("token_ids", [[int(t) for t in seq] for seq in tokens])
+    ids = [[int(t) for t in seq] for seq in tokens]
+    given = out.get("token_ids")
+    if given is not None and [list(map(int, v)) if isinstance(v, (list, tuple)) else v
+                              for v in given] != ids:
+        raise DataError(
+            "metadata column 'token_ids' is reserved: the store keeps each row's captured token "
+            "ids under that name, and yours differ from the captured ones; rename your column "
+            "(e.g. 'source_token_ids')"
+        )
+    out["token_ids"] = ids
     tokenizer = getattr(model, "tokenizer", None)
     if "text" not in out and tokenizer is not None:
         out["text"] = [tokenizer.decode([int(t) for t in seq]) for seq in tokens]
@@ -348,7 +359,7 @@ def _with_prompt_columns(
 
 def capture_to_store(
     model: HookedModel,
-    tokens: Sequence[Sequence[int]],
+    tokens: TokenInput,
     directory: str | Path,
     sites: Sequence[Site | str],
     *,
@@ -377,6 +388,7 @@ def capture_to_store(
     refused with :class:`~probekit.util.lock.LockedError` naming the writing process.
     """
     config = CaptureConfig(sites=as_sites(sites), **options)
+    tokens = token_lists(tokens)
     metadata = dict(metadata or {})
     template, metadata = store_template(model, tokens, config, metadata, extra)  # checks first
     writer = StoreWriter(directory, template, lock_timeout=lock_timeout)

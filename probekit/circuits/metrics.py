@@ -39,15 +39,25 @@ class PerPromptMetric:
     last-token logits shaped ``(1, 1, d_vocab)``; gradients flow (attribution patching, EAP).
     """
 
-    fn: Callable[[Tensor], Any]
+    fn: Callable[..., Any]
+    answer_tokens: Tensor | None = None
 
     def __call__(
         self, logits: Float[Tensor, "row vocab"], pair: Int[Tensor, " row"]
     ) -> Float[Tensor, " row"]:
-        """One value per row: ``fn`` on each row's logits alone."""
+        """One value per row: ``fn`` on each row's logits alone (and its pair's answer tokens)."""
         values = []
+        if self.answer_tokens is not None and logits.shape[0]:
+            top = int(pair.max())
+            if top >= self.answer_tokens.shape[0]:
+                raise DataError(
+                    f"the metric's answer_tokens default has {self.answer_tokens.shape[0]} rows but "
+                    f"pair {top} is patched; give one answer row per prompt pair"
+                )
         for i in range(logits.shape[0]):
-            value = self.fn(logits[i][None, None, :])
+            kwargs = ({} if self.answer_tokens is None
+                      else {"answer_tokens": self.answer_tokens[int(pair[i])][None]})
+            value = self.fn(logits[i][None, None, :], **kwargs)
             if not isinstance(value, Tensor) or value.numel() != 1:
                 shape = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
                 raise DataError(
@@ -62,8 +72,11 @@ def as_pair_metric(metric: Callable[..., Any]) -> Callable[[Tensor, Tensor], Ten
     """``metric`` in probekit's two-argument form; a one-argument metric is wrapped.
 
     Decided from the signature (:func:`inspect.signature`): two positional parameters (or
-    ``*args``, or no inspectable signature) -> used as is; exactly one -> TransformerLens'
-    ``metric(logits) -> scalar``, wrapped in :class:`PerPromptMetric`.
+    ``*args``, or no inspectable signature) -> used as is; exactly one, or one required and the
+    second not named ``pair`` -> TransformerLens' ``metric(logits) -> scalar``, wrapped in
+    :class:`PerPromptMetric`. The TransformerLens tutorial's ``metric(logits,
+    answer_tokens=answer_tokens, per_prompt=False)`` is recognised: each row gets its pair's
+    row of the ``answer_tokens`` default (``(n_pairs, ...)``).
 
     Raises:
         ConfigError: a metric that takes no positional argument or needs more than two, with
@@ -79,6 +92,16 @@ def as_pair_metric(metric: Callable[..., Any]) -> Callable[[Tensor, Tensor], Ten
         return metric
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     required = [p for p in positional if p.default is p.empty]
+    if len(required) == 1 and len(positional) >= 2 and positional[1].name != "pair":
+        # TransformerLens' tutorial metric(logits, answer_tokens=answer_tokens, per_prompt=False):
+        # called per row with that row's pair's answer tokens (not with ``pair`` as answers)
+        default = next((p.default for p in params if p.name == "answer_tokens"), None)
+        if isinstance(default, Tensor):
+            if default.is_floating_point():
+                raise DataError(f"the metric's answer_tokens default has dtype {default.dtype}; "
+                                "token ids must be integers (.long())")
+            return PerPromptMetric(metric, answer_tokens=default)
+        return PerPromptMetric(metric)
     if len(positional) >= 2 and len(required) <= 2:
         return metric
     if len(positional) == 1:
@@ -91,7 +114,12 @@ def as_pair_metric(metric: Callable[..., Any]) -> Callable[[Tensor, Tensor], Ten
 
 def _pick(logits: Tensor, pair: Tensor, ids: Tensor, what: str) -> Tensor:
     """``ids[pair]`` validated against ``logits``' vocabulary."""
-    ids = torch.as_tensor(ids, device=logits.device).long()
+    ids = torch.as_tensor(ids, device=logits.device)
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        shown = ", ".join(repr(v) for v in ids.reshape(-1)[:3].tolist())
+        raise DataError(f"{what} holds {ids.dtype} values ({shown}, ...); token ids must be "
+                        "integers: pass a long tensor, e.g. torch.tensor(ids, dtype=torch.long)")
+    ids = ids.long()
     pair = pair.to(logits.device).long()
     if ids.ndim != 1 or (pair.numel() and int(pair.max()) >= ids.shape[0]):
         raise DataError(

@@ -49,18 +49,39 @@ def train_mask(checkpoint: str | Path) -> Bool[np.ndarray, "p p"]:
     return mask
 
 
-def check_modadd_model(model: Any, *, kind: str) -> None:
+def check_modadd_model(model: Any, *, kind: str, p: int | None = None) -> None:
     """NotApplicableError when ``model`` is a checkpoint trained on a task other than modadd.
 
     A model that is no probekit checkpoint (or records no task) passes: nothing says otherwise.
+    With ``p`` (a claim's modulus), a checkpoint recording another ``p`` is refused (residues
+    ``0..p-1`` of a ``p = 53`` model scored as ``p = 7`` would be a wrong answer), as is a ``p``
+    above the model's vocabulary.
+
+    Raises:
+        NotApplicableError: another task.
+        ConfigError: ``p`` differs from the checkpoint's, is not an integer >= 2, or exceeds
+            ``d_vocab``.
     """
     from ..models.checkpoint import read_checkpoint_meta
 
     path = getattr(model, "probekit_checkpoint", None)
-    task = None if path is None else read_checkpoint_meta(path).get("extra", {}).get("task")
+    extra = {} if path is None else read_checkpoint_meta(path).get("extra", {})
+    task = extra.get("task")
     if task is not None and task != "modular_addition":
         raise NotApplicableError(f"{kind}: {path} was trained on task {task!r}; the "
                                  "Fourier key frequencies are defined for modular addition only")
+    if p is None:
+        return
+    if isinstance(p, bool) or not isinstance(p, int) or p < 2:
+        raise ConfigError(f"{kind}: p = {p!r}; the modulus must be an integer >= 2")
+    recorded = (extra.get("task_config") or {}).get("p") if task is not None else None
+    if recorded is not None and int(recorded) != p:
+        raise ConfigError(f"{kind}: p = {p} but {path} was trained on modular addition with "
+                          f"p = {recorded}; set p = {recorded} in the claim (or drop the claim)")
+    d_vocab = getattr(getattr(model, "cfg", None), "d_vocab", None)
+    if d_vocab is not None and p > int(d_vocab):
+        raise ConfigError(f"{kind}: p = {p} exceeds the model's vocabulary ({d_vocab} tokens); "
+                          "residue tokens 0..p-1 must exist")
 
 
 def run_series_pattern(checkpoint: str | Path) -> Path:

@@ -46,7 +46,7 @@ from scipy import stats as sps
 from probekit.errors import ConfigError, DataError
 from probekit.report.notebook import NotebookMixin
 from probekit.stats.multiple import holm
-from probekit.stats.permutation import check_n_permutations, n_permutations_for
+from probekit.stats.permutation import check_n_permutations, check_seed, n_permutations_for
 
 from .association import RowSet, marker_stats, partial_p, row_set
 from .inference import logo_operator, stratified_permutations
@@ -466,6 +466,49 @@ def _applicability(m: np.ndarray, g: np.ndarray, q: int) -> tuple[str | None, di
     return None, base
 
 
+#: markers whose largest magnitude lies outside this range are rescaled (:func:`standardised`)
+_SAFE_MAGNITUDE = (1e-60, 1e60)
+
+
+def standardised(m: np.ndarray) -> tuple[np.ndarray, float]:
+    """``m / 2^e`` with ``max |m| / 2^e`` in ``[0.5, 1)``, and the factor ``2^e`` back to ``m``'s unit.
+
+    Every statistic of a marker (r, partial r, t, p, R^2) is invariant to its scale, but the
+    floating-point arithmetic is not: squares of a marker in units of 1e300 overflow, of 1e-170
+    underflow (to a "constant" marker). A marker whose largest magnitude is outside
+    ``[1e-60, 1e60]`` is divided by a power of two (exact: no rounding of its cells), so it
+    gives the numbers of the same marker written in units near 1; a marker of ordinary size
+    is left as it is (its results stay bit-identical to the unscaled computation).
+    """
+    present = m[~np.isnan(m)]
+    top = float(np.max(np.abs(present))) if present.size else 0.0
+    if not (top > 0 and math.isfinite(top)) or _SAFE_MAGNITUDE[0] <= top <= _SAFE_MAGNITUDE[1]:
+        return m, 1.0
+    exponent = int(np.frexp(top)[1])
+    return np.ldexp(m, -exponent), float(np.ldexp(1.0, exponent))
+
+
+def smallest_p(keep: np.ndarray, g: np.ndarray, strata: np.ndarray | None, mode: str) -> float:
+    """The smallest p-value the resampling test can give on the rows ``keep``.
+
+    Freedman-Lane permutes within strata (the groups in ``within_groups``, the ``strata``
+    column if any): ``N = prod(n_s!)`` distinct permutations, so ``p >= 1 / N``. The wild
+    cluster bootstrap flips ``G`` group signs: ``N = 2^G``. 0.0 when ``N`` exceeds 10^12.
+    """
+    if mode == "cluster":
+        n_groups = int(np.unique(g[keep]).size)
+        return 0.0 if n_groups > 40 else 1.0 / 2.0 ** n_groups
+    cols = [g[keep]] if mode == "within_groups" else []
+    if strata is not None:
+        cols.append(strata[keep])
+    if cols:
+        _, counts = np.unique(np.column_stack(cols), axis=0, return_counts=True)
+    else:
+        counts = np.array([int(keep.sum())])
+    log_n = sum(math.lgamma(int(c) + 1) for c in counts)
+    return 0.0 if log_n > math.log(1e12) else 1.0 / math.exp(log_n)
+
+
 def _holm_thresholds(p: dict[str, float], alpha: float) -> dict[str, float]:
     """The Holm threshold that decides each p: ``alpha / (K - i + 1)`` at ascending rank i."""
     order = sorted(p, key=lambda k: p[k])
@@ -548,7 +591,9 @@ def marker_analysis(
     """
     _check_args(n_permutations, n_bootstrap, alpha, confidence_level, equivalence_margin,
                 max_permutations, inference)
+    check_seed(seed)
     t = as_marker_table(table)
+    t.check_distinct_rows()
     covariates = (covariates,) if isinstance(covariates, str) else tuple(covariates)
     t.check_names([outcome], "outcome")
     t.check_names(covariates, "covariate")
@@ -603,20 +648,23 @@ def marker_analysis(
         common.append(degenerate)
         warnings.append(f"the outcome {outcome!r} is degenerate: every marker is inconclusive")
 
-    values: dict[str, np.ndarray] = {}
+    values: dict[str, np.ndarray] = {}  # standardised: the statistics are scale-free
+    raw_values: dict[str, np.ndarray] = {}
+    scales: dict[str, float] = {}
     for name in chosen:
         m = t.numeric(name, "marker", allow_missing=True)
         if name in exclusions:
             m = m.copy()
             m[exclusions[name]] = np.nan
-        values[name] = m
+        raw_values[name] = m
+        values[name], scales[name] = standardised(m)
     q_full = int(np.linalg.matrix_rank(np.column_stack([np.ones(t.n_rows), C]))) + (
         n_groups - 1 if mode == "within_groups" else 0)
     na: dict[str, str] = {}
     base: dict[str, dict[str, int]] = {}
     plans: dict[bytes, _Plan] = {}
     for name in chosen:
-        why, base[name] = _applicability(values[name], g, q_full)
+        why, base[name] = _applicability(raw_values[name], g, q_full)
         if why:
             na[name] = why
         elif not degenerate:
@@ -658,6 +706,12 @@ def marker_analysis(
             run(index, plan)
     for index, plan in enumerate(plans.values()):  # everything once, on the final resamples
         run(index, plan, final=True)
+    for name, r in raw.items():  # the partial-residual plot keeps the marker's own unit
+        if r.get("marker_residuals"):
+            r["marker_residuals"] = tuple(float(v) * scales[name] for v in r["marker_residuals"])
+    smallest = {nm: smallest_p(plan.keep, g, strata_codes, mode)
+                for plan in plans.values() for nm in plan.names}
+    unreachable = {nm: p for nm, p in smallest.items() if K * p > alpha}
 
     ok = [nm for nm in chosen if nm in raw]
     p_holm = dict(zip(ok, holm([raw[nm]["p"] for nm in ok]), strict=True)) if ok else {}
@@ -689,6 +743,10 @@ def marker_analysis(
                 rows=tuple(np.flatnonzero(keep).tolist()), **base[name]))
             continue
         r = raw[name]
+        if name in unreachable:
+            flags.append(f"insufficient_permutations(smallest attainable p "
+                         f"{unreachable[name]:.3g} > alpha {alpha:g}"
+                         + (f" / {K} markers" if K > 1 else "") + ")")
         near = abs(r["spearman"]) >= NEAR_IDENTICAL
         if near:
             flags.append(f"near_identical(|Spearman| {abs(r['spearman']):.3f} >= "
@@ -702,10 +760,22 @@ def marker_analysis(
             alpha=alpha, delta=equivalence_margin, near_identical=near,
             partial_undefined=bool(r.get("partial_undefined")))
         stats = {k: v for k, v in r.items() if k in fields}
+        reason = str(stats.pop("reason", "") or "")
+        if name in unreachable:
+            verdict = INCONCLUSIVE
+            why = (f"no p-value can reach alpha: the smallest attainable p is "
+                   f"{unreachable[name]:.3g} with {base[name]['n']} models"
+                   + (f" over {K} markers (Holm)" if K > 1 else "") + "; add models")
+            reason = "; ".join(x for x in (reason, why) if x)
         results.append(MarkerStats(marker=name, verdict=verdict, p_holm=ph, partial_p_holm=pph,
-                                   flags=tuple(flags + extra),
+                                   flags=tuple(flags + extra), reason=reason,
                                    rows=tuple(np.flatnonzero(keep).tolist()),
                                    **base[name], **stats))
+    if unreachable:
+        worst = min(unreachable.values())
+        warnings.append(f"too few models for a test at alpha {alpha:g}: the smallest attainable "
+                        f"p is {worst:.3g}" + (f" (x {K} markers for Holm)" if K > 1 else "")
+                        + f"; {', '.join(unreachable)} inconclusive (insufficient data)")
     need = n_permutations_for(alpha, K)
     if mode != "cluster" and n_permutations < need:
         warnings.append(f"{n_permutations} permutations cannot give a Holm p <= {alpha:g} over "

@@ -15,6 +15,7 @@ applicable to this model"; the outcome, the covariates and the groups must be co
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Number
@@ -35,7 +36,7 @@ def _is_missing(v: Any) -> bool:
         return True
     try:
         return isinstance(v, Number) and not isinstance(v, bool) and math.isnan(float(v))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # complex, or an int beyond the float range
         return False
 
 
@@ -64,6 +65,22 @@ class MarkerTable:
     def names(self) -> tuple[str, ...]:
         """Column names in table order."""
         return tuple(self.columns)
+
+    def check_distinct_rows(self) -> None:
+        """Refuse rows identical in every column: one model given twice is not two models.
+
+        Raises:
+            DataError: naming the repeated rows (0-based) and the fix.
+        """
+        dups = _duplicate_rows(self.columns, self.n_rows) if self.n_rows > 1 else []
+        if dups:
+            shown = "; ".join(", ".join(str(i) for i in rows) for rows in dups[:3])
+            raise DataError(
+                f"rows {shown} (0-based) are identical in every column: one model given "
+                f"{len(dups[0])} times would be counted as {len(dups[0])} models; drop the "
+                f"repeated rows ({sum(len(r) - 1 for r in dups)} in all), or add the column that "
+                "tells them apart (e.g. checkpoint or seed)"
+            )
 
     def check_names(self, names: Sequence[str], role: str) -> None:
         """Raise ``ConfigError`` naming the first unknown column and listing the valid ones."""
@@ -165,6 +182,7 @@ class MarkerTable:
             if kind == "categorical":
                 code, levels = self.codes(name, "covariate")
                 shown = [str(v) for v in levels]
+                _note_numbers_as_text(name, levels)
             else:
                 x = self.numeric(name, "covariate")
                 values, code = np.unique(x, return_inverse=True)
@@ -191,6 +209,36 @@ class MarkerTable:
                     labels.append(f"{name}[spline {j + 1}/{spline_df}]")
         X = np.column_stack(cols) if cols else np.zeros((self.n_rows, 0))
         return X, tuple(labels)
+
+
+def _as_number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _note_numbers_as_text(name: str, levels: Sequence[Any]) -> None:
+    """Warn when a text covariate holds numbers written as text (coded as a factor, not a number).
+
+    ``["0.1", "0.2", ...]`` from a JSON file, or a CSV column where a few cells are text, would
+    otherwise be one-hot coded without a word: a dose as unordered levels.
+    """
+    numbers = [v for v in levels if _as_number(str(v)) is not None]
+    if not numbers:
+        return
+    if len(numbers) == len(levels):
+        warnings.warn(
+            f"covariate {name!r} holds numbers written as text ({', '.join(repr(v) for v in levels[:3])}"
+            f"{', ...' if len(levels) > 3 else ''}): coded as a factor of {len(levels)} unordered "
+            "levels; write them as numbers to code the column as a number", stacklevel=4)
+    else:
+        text = [v for v in levels if _as_number(str(v)) is None]
+        warnings.warn(
+            f"covariate {name!r} is mostly text ({len(text)} text level(s), e.g. {text[0]!r}) but "
+            f"{len(numbers)} level(s) are numbers (e.g. {numbers[0]!r}): the whole column is coded "
+            "as a factor; fix the cells if it is a number column", stacklevel=4)
 
 
 def _cells(table: Any) -> dict[str, list[Any]]:
@@ -230,13 +278,39 @@ def _kind(name: str, values: list[Any]) -> Kind:
             f"column {name!r} mixes numbers and text (row {i}: {values[i]!r}, row {j}: "
             f"{values[j]!r}); use one type per column"
         )
-    for v in present:
-        if not isinstance(v, (Number, np.number)):
+    for i, v in enumerate(values):
+        if _is_missing(v):
+            continue
+        if not isinstance(v, (Number, np.number)) or isinstance(v, (complex, np.complexfloating)):
             raise DataError(
-                f"column {name!r} has a value of type {type(v).__name__} ({v!r}); cells must be "
-                "numbers, strings or None"
+                f"column {name!r} row {i} has a value of type {type(v).__name__} ({_shown(v)}); "
+                "cells must be real numbers, strings or None"
+            )
+        try:
+            finite = math.isfinite(float(v))  # type: ignore[arg-type]
+        except OverflowError:
+            finite = False
+        if not finite and not isinstance(v, (float, np.floating)):
+            raise DataError(
+                f"column {name!r} row {i} holds {_shown(v)}, beyond the range of a float "
+                "(about 1.8e308); rescale the column (e.g. write its logarithm)"
             )
     return "numeric"
+
+
+def _shown(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
+
+
+def _duplicate_rows(columns: dict[str, np.ndarray], n_rows: int) -> list[list[int]]:
+    """Groups (>= 2) of rows equal in every column (numbers by value)."""
+    seen: dict[tuple[Any, ...], list[int]] = {}
+    for i in range(n_rows):
+        key = tuple(float(c[i]) if isinstance(c[i], (Number, np.number)) and not isinstance(
+            c[i], bool) else c[i] for c in columns.values())
+        seen.setdefault(key, []).append(i)
+    return [rows for rows in seen.values() if len(rows) > 1]
 
 
 def as_marker_table(table: Any) -> MarkerTable:
@@ -244,7 +318,8 @@ def as_marker_table(table: Any) -> MarkerTable:
 
     Raises:
         ConfigError: not a mapping / DataFrame, or non-string column names.
-        DataError: ragged columns (both lengths named), an empty table, mixed-type columns.
+        DataError: ragged columns (both lengths named), an empty table, mixed-type columns,
+            complex numbers or integers beyond the float range.
     """
     if isinstance(table, MarkerTable):
         return table

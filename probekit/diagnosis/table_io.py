@@ -12,6 +12,9 @@ Types are inferred per column:
   marker column). A numeric column with a cell that is not a number, or ``nan`` / ``inf``
   written out, is an error naming ``FILE:LINE`` and the column (write an empty cell for "not
   applicable"); a column that is mostly text keeps its number-like cells as text.
+- **Encoding**: UTF-8; a byte-order mark selects UTF-8/16/32 (Excel's "Unicode text" is
+  UTF-16); other bytes that are not UTF-8 are read as Latin-1 with a warning
+  (:func:`decode_table_text`).
 - **JSON**: a list of records (objects), or ``{"records": [...]}``; ``null`` or an absent key is
   a missing value; JSON numbers and strings keep their types; a string in a numeric column is an
   error naming the record.
@@ -19,16 +22,22 @@ Types are inferred per column:
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import json
 import math
+import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from probekit.errors import DataError
 from probekit.util.integrity import check_sidecar
 
-__all__ = ["read_marker_table"]
+__all__ = ["decode_table_text", "read_marker_table"]
+
+_FLOAT_MAX = sys.float_info.max
 
 
 def _number(text: str) -> int | float | None:
@@ -43,8 +52,42 @@ def _number(text: str) -> int | float | None:
         return None
 
 
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+         (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
+         (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def decode_table_text(path: Path) -> str:
+    """The text of a table file: UTF-8, or the encoding its byte-order mark names, else Latin-1.
+
+    A byte-order mark selects UTF-8/16/32 (Excel writes UTF-16 "Unicode text" with one). Bytes
+    that are not UTF-8 without a mark are read as Latin-1 (every byte is a character there: a
+    Western European spreadsheet export) with a warning naming the first such byte, since the
+    guess can be wrong for other code pages.
+
+    Raises:
+        DataError: a byte-order mark whose encoding the bytes then do not follow.
+    """
+    data = path.read_bytes()
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(encoding)
+            except UnicodeDecodeError as err:
+                raise DataError(f"{path}: starts with a {encoding} byte-order mark but byte "
+                                f"{err.start} is not {encoding}; save the file as UTF-8") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        warnings.warn(f"{path}:{line}: byte 0x{data[err.start]:02x} is not UTF-8; read the file "
+                      "as Latin-1 (ISO-8859-1); save it as UTF-8 if its text looks wrong",
+                      stacklevel=3)
+        return data.decode("latin-1")
+
+
 def _read_csv(path: Path) -> dict[str, list[Any]]:
-    with path.open(newline="") as f:
+    with io.StringIO(decode_table_text(path), newline="") as f:
         reader = csv.reader(f)
         try:
             header = next(reader)
@@ -82,6 +125,10 @@ def _read_csv(path: Path) -> dict[str, list[Any]]:
                             "missing / not-applicable value")
         for line, c in present:
             v = parsed[line]
+            if isinstance(v, int) and abs(v) > _FLOAT_MAX:
+                raise DataError(f"{path}:{line}: column {name!r}: a {len(c)}-digit number is beyond "
+                                "the range of a float (about 1.8e308); rescale the column (e.g. "
+                                "write its logarithm)")
             if isinstance(v, float) and not math.isfinite(v):
                 raise DataError(f"{path}:{line}: column {name!r}: {c!r} is not a finite number; "
                                 "leave the cell empty for a missing / not-applicable value")
@@ -93,7 +140,7 @@ def _read_csv(path: Path) -> dict[str, list[Any]]:
 
 def _read_json(path: Path) -> dict[str, list[Any]]:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(decode_table_text(path))
     except json.JSONDecodeError as err:
         raise DataError(f"{path}:{err.lineno}: invalid JSON: {err.msg}") from None
     if isinstance(data, dict) and "records" in data:

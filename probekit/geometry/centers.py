@@ -25,6 +25,7 @@ from jaxtyping import Float
 from scipy.optimize import minimize
 from torch import Tensor
 
+from ..errors import DataError
 from ..util.threads import small_work_threads
 
 
@@ -128,11 +129,24 @@ def common_center_subspace(
 
     Returns:
         CenterSubspace with the ambient basis of the chosen ``K``.
+
+    Raises:
+        DataError: non-finite or identical centres (Cholesky of a singular Gram matrix, named
+            instead of torch's ``LinAlgError``).
     """
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
     centers = centers.to(torch.float64)
     n, p = centers.shape
     xb = (centers - centers.mean(dim=1, keepdim=True)).T  # (p, n)
+    if not bool(torch.isfinite(xb).all()):
+        raise DataError("centers contain NaN or inf; pass finite manifold centres")
+    rank = int(torch.linalg.matrix_rank(xb)) if xb.numel() else 0
+    if rank == 0:
+        raise DataError(
+            f"the {p} manifold centres are identical (they span 0 dimensions once their mean is "
+            "removed), so there is no common centre subspace to fit; check that the classes "
+            "differ (labels, site) or skip the centre analysis"
+        )
     q = torch.linalg.qr(xb.T).Q[:, : p - 1]  # (n, <= p-1)
     x = xb @ q  # (p, b)
     res0 = mean_abs_correlation(x)
@@ -141,7 +155,14 @@ def common_center_subspace(
     bases: list[Tensor] = []
     res: list[float] = []
     for k in range(1, k_cap + 1):
-        vs = _fit_subspaces(x, k, n_reps, gen, max_iter)  # (r, b, k)
+        try:
+            vs = _fit_subspaces(x, k, n_reps, gen, max_iter)  # (r, b, k)
+        except torch.linalg.LinAlgError:
+            raise DataError(
+                f"common centre subspace: the fit of K={k} became singular (the {p} centres span "
+                f"{rank} dimension(s), nearly degenerate); pass max_k={max(k - 1, 1)} or centres "
+                "of classes that differ more"
+            ) from None
         resid = x - torch.einsum("pb,rbk,rck->rpc", x, vs, vs)
         stability = (resid.norm(dim=2) / xnorm).amin(dim=1)
         v = vs[int(torch.argmax(stability))]

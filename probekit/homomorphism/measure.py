@@ -34,6 +34,20 @@ class TooFewPairsError(DataError):
     """
 
 
+def _states(x: object, name: str) -> Tensor:
+    """``x`` as a float tensor (numpy arrays accepted); anything else is refused naming ``name``."""
+    if isinstance(x, Tensor):
+        t = x
+    elif isinstance(x, np.ndarray):
+        t = torch.from_numpy(x)
+    else:
+        raise DataError(f"{name} is a {type(x).__name__}; pass a (layer, pair, d) tensor or numpy "
+                        "array of states (e.g. from pair_vectors)")
+    if not (t.is_floating_point()):
+        raise DataError(f"{name} has dtype {t.dtype}; states must be floating point")
+    return t
+
+
 def composite_target(
     a: Float[Tensor, "layer pair d"], b: Float[Tensor, "layer pair d"]
 ) -> Float[Tensor, "layer pair d"]:
@@ -63,6 +77,8 @@ def composition_he(
         config: families, solver, split, bootstrap (default :class:`HEConfig`).
     """
     cfg = config or HEConfig()
+    a, b = _states(a, "a"), _states(b, "b")
+    target = None if target is None else _states(target, "target")
     if a.ndim != 3 or a.shape != b.shape:
         raise DataError(
             f"a {tuple(a.shape)} and b {tuple(b.shape)} must both be (layer, pair, d)"

@@ -46,6 +46,14 @@ class PairIndex:
                 f"PairIndex: {n} examples but a_span {self.a_span.shape}, b_span "
                 f"{self.b_span.shape}, {len(self.label)} labels; give one (start, end) row per pair"
             )
+        for name, arr in (("example", self.example), ("a_span", self.a_span),
+                          ("b_span", self.b_span)):
+            if n and np.asarray(arr).dtype.kind not in "iu":
+                raise DataError(f"PairIndex.{name} has dtype {np.asarray(arr).dtype}; example "
+                                "indices and spans must be integers")
+        if n and (np.asarray(self.example) < 0).any():
+            raise DataError(f"PairIndex.example holds {int(np.min(self.example))}; example "
+                            "indices must be >= 0 (a negative index would pick another example)")
         for name, span in (("a_span", self.a_span), ("b_span", self.b_span)):
             if n and ((span[:, 0] < 0).any() or (span[:, 1] <= span[:, 0]).any()):
                 raise DataError(

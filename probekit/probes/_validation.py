@@ -115,15 +115,43 @@ def check_indices(idx: IndexLike, n: int, *, name: str) -> np.ndarray:
                 "pass a mask of length n or integer indices"
             )
         arr = np.flatnonzero(arr)
-    arr = arr.astype(np.int64).reshape(-1)
     if arr.size == 0:
         raise DataError(f"split {name!r} is empty; it needs at least one example index")
+    if arr.dtype.kind not in "iu":
+        shown = ", ".join(repr(v) for v in arr.reshape(-1)[:3].tolist())
+        raise DataError(
+            f"split {name!r} holds {arr.dtype} values ({shown}, ...), not integer indices; "
+            "pass integer row indices (e.g. np.asarray(idx, dtype=np.int64)) or a boolean mask"
+        )
+    arr = arr.astype(np.int64).reshape(-1)
     if arr.min() < 0 or arr.max() >= n:
         raise DataError(
             f"split {name!r} has indices in [{arr.min()}, {arr.max()}] but there are only {n} "
             f"examples; indices must lie in [0, {n - 1}]"
         )
+    values, counts = np.unique(arr, return_counts=True)
+    if (counts > 1).any():
+        dup = values[counts > 1]
+        raise DataError(
+            f"split {name!r} lists index {int(dup[0])} {int(counts[counts > 1][0])} times "
+            f"({dup.size} duplicated index(es)); a repeated row would be counted twice: pass each "
+            "row once (np.unique(idx))"
+        )
     return arr
+
+
+def check_disjoint(train: np.ndarray, test: np.ndarray, *, what: str = "probe") -> None:
+    """Refuse a test split that shares rows with the training split (a leaked score).
+
+    Raises:
+        DataError: naming how many rows and the first shared index.
+    """
+    both = np.intersect1d(train, test)
+    if both.size:
+        raise DataError(
+            f"train and test splits share {both.size} row(s) (first: index {int(both[0])}); the "
+            f"{what} would be scored on rows it was fit on: pass disjoint train_idx and test_idx"
+        )
 
 
 def validate_finite(estimator: object, X: object, y: object = "no_validation", **kwargs: object):
@@ -143,6 +171,13 @@ def validate_finite(estimator: object, X: object, y: object = "no_validation", *
             check_labels(ya, name="y")
         elif ya.dtype.kind == "f":
             check_finite(ya, name="y")
+    shape = getattr(X, "shape", None)
+    if shape is not None and len(shape) == 2 and shape[1] == 0:
+        raise DataError(
+            f"Found array with 0 feature(s) (shape={tuple(shape)}) while a minimum of 1 is "
+            f"required by {type(estimator).__name__}: the activations have no feature column; "
+            "pass (n, d) activations with d >= 1 (check the site or the feature slice)"
+        )
     out = validate_data(estimator, X, y, ensure_all_finite=False, **kwargs)
     check_finite(out[0] if isinstance(out, tuple) else out, name="X")
     return out

@@ -6,6 +6,7 @@ solved as one batch by :func:`~probekit.probes.batched_logistic.cv_logistic_batc
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -15,7 +16,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 from sklearn.utils.validation import check_is_fitted
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..util.numeric import standardization, standardize
 from ._validation import check_class_targets, validate_finite
 from .batched_logistic import BatchedLogisticFit as BatchedLogisticFit
@@ -110,7 +111,8 @@ class LogisticProbe(ClassifierMixin, BaseEstimator):
         if K < 2:
             raise DataError(
                 f"LogisticProbe needs samples of at least 2 classes, but the data contains only "
-                f"one class: {self.classes_[0]!r}; check the labels of the training split"
+                f"one class: {self.classes_[0].item()!r}; check the labels of the training split "
+                "(every training row has this label)"
             )
         cdt = self._cdtype()
         dev = torch.device(self.device) if self.device is not None else torch.device("cpu")
@@ -118,8 +120,13 @@ class LogisticProbe(ClassifierMixin, BaseEstimator):
         self.mean_, self.scale_ = standardization(X)
         Xn = standardize(X, self.mean_, self.scale_)
         if self.C is not None:
-            if not float(self.C) > 0:
-                raise ValueError(f"C must be > 0, got {self.C}")
+            if isinstance(self.C, bool) or not isinstance(self.C, (int, float, np.number)) \
+                    or not (math.isfinite(float(self.C)) and float(self.C) > 0):
+                raise ConfigError(
+                    f"LogisticProbe(C={self.C!r}): C (the inverse regularisation) must be a finite "
+                    "number > 0 (C=0 would be infinite regularisation); pass e.g. C=1.0, or "
+                    "C=None to choose it by cross-validation"
+                )
             self.Cs_ = np.array([float(self.C)])
             self.C_ = float(self.C)
             self.cv_scores_ = None

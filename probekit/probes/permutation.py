@@ -12,9 +12,9 @@ import torch
 from jaxtyping import Float
 
 from ..errors import ConfigError, DataError
-from ..stats.permutation import check_n_permutations, permutation_result
+from ..stats.permutation import check_n_permutations, check_seed, permutation_result
 from ..stats.result import StatTestResult
-from ._validation import check_indices, check_n_labels
+from ._validation import check_disjoint, check_indices, check_n_labels
 from .kind import probe_kind, registered_probe_kinds
 from .splits import check_class_splits
 
@@ -49,11 +49,14 @@ def probe_permutation_test(
     there; the default is the CPU.
 
     Raises:
-        DataError: a degenerate split (:func:`~probekit.probes.splits.check_class_splits`): one
+        ConfigError: ``n_permutations`` not a whole number >= 1, ``random_state`` negative.
+        DataError: duplicated, non-integer or overlapping ``train_idx`` / ``test_idx``; no
+            features; a degenerate split (:func:`~probekit.probes.splits.check_class_splits`): one
             training class, a single test class, a test class absent from training or a class
             with one training example; the test could only "reject" spuriously there.
     """
     check_n_permutations(n_permutations)
+    check_seed(random_state, name="random_state", allow_none=True)
     kind = probe_kind(probe)
     if not kind.supports_permutation:
         with_test = [k for k in registered_probe_kinds() if probe_kind(k).supports_permutation]
@@ -66,6 +69,10 @@ def probe_permutation_test(
     n = X.shape[0]
     tr = check_indices(train_idx, n, name="train")
     te = check_indices(test_idx, n, name="test")
+    check_disjoint(tr, te, what="permutation test's probe")
+    if X.ndim != 2 or X.shape[1] == 0:
+        raise DataError(f"acts must be (n, d) with d >= 1 features, got shape {X.shape}; pass "
+                        "one activation row per example")
     split = check_class_splits(lab, tr, te, name="labels")  # one train class: DataError
     if not split.testable:  # a permutation null would "reject" for a probe that learned nothing
         raise DataError(split.problems[0])

@@ -21,6 +21,7 @@ from .result import StatTestResult
 __all__ = [
     "MAX_PERMUTATIONS",
     "check_n_permutations",
+    "check_seed",
     "mc_se",
     "n_permutations_for",
     "permutation_pvalue",
@@ -99,8 +100,14 @@ def mc_se(p: float, n_permutations: int) -> float:
     return math.sqrt(p * (1.0 - p) / n_permutations)
 
 
-def check_n_permutations(n_permutations: int) -> None:
-    """Raise ``ConfigError`` unless ``1 <= n_permutations <= MAX_PERMUTATIONS``."""
+def check_n_permutations(n_permutations: object) -> None:
+    """Raise ``ConfigError`` (a ``ValueError``) unless ``1 <= n_permutations <= MAX_PERMUTATIONS``, an integer."""
+    if isinstance(n_permutations, bool) or not isinstance(n_permutations, (int, np.integer)):
+        whole = (max(1, int(n_permutations)) if isinstance(n_permutations, float)
+                 and math.isfinite(n_permutations) else 1000)
+        raise ConfigError(f"n_permutations must be a whole number >= 1, got "
+                          f"{type(n_permutations).__name__} {n_permutations!r}; pass an int, e.g. "
+                          f"n_permutations={whole}")
     if n_permutations < 1:
         raise ConfigError(f"n_permutations must be >= 1, got {n_permutations}")
     if n_permutations > MAX_PERMUTATIONS:
@@ -108,6 +115,19 @@ def check_n_permutations(n_permutations: int) -> None:
             f"n_permutations = {n_permutations} is above the bound {MAX_PERMUTATIONS} "
             "(p resolved to 1e-5; more only costs time); give at most that"
         )
+
+
+def check_seed(seed: object, *, name: str = "seed", allow_none: bool = False) -> None:
+    """Raise ``ConfigError`` unless ``seed`` is an integer >= 0 (numpy's seeds), or None if allowed.
+
+    numpy's ``default_rng(-1)`` fails deep inside with "expected non-negative integer"; this says
+    which argument and the fix first.
+    """
+    if seed is None and allow_none:
+        return
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ConfigError(f"{name} must be an integer >= 0{' or None' if allow_none else ''}, got "
+                          f"{seed!r}; pass e.g. {name}=0")
 
 
 def n_permutations_for(alpha: float, n_tests: int = 1) -> int:

@@ -137,8 +137,11 @@ class ActivationStore:
     def load_layers(self, sites: Sequence[Site | str] | str | None = None) -> torch.Tensor:
         """Stack several sites of equal width: ``(site, rows, d)`` for layer sweeps.
 
-        ``sites`` is a list of sites, a site kind (``"resid_post"``: every layer of that kind
-        in the store, in layer order), or None (every site).
+        ``sites`` is a list of sites (index ``i`` of the stack is the ``i``-th listed site), a
+        site kind (``"resid_post"``: every layer of that kind in the store, in layer order), or
+        None (every site). With a kind (or None over one kind) index ``i`` must be layer ``i``:
+        a store holding layers 0 and 2 only is refused (index 1 would be layer 2); list the
+        sites then.
         """
         if isinstance(sites, str):
             if sites not in SITE_KINDS:
@@ -154,6 +157,9 @@ class ActivationStore:
                 )
         else:
             chosen = sites if sites is not None else self.sites
+        if sites is None or isinstance(sites, str):
+            _check_layer_axis([Site.parse(s) if isinstance(s, str) else s for s in chosen],
+                              self.directory)
         return torch.stack([self.load(s) for s in chosen])
 
     def _column(self, key: str) -> torch.Tensor:
@@ -207,3 +213,21 @@ class ActivationStore:
                 f"(fingerprint {self.manifest.model_fingerprint}), not from this model "
                 f"(fingerprint {got})"
             )
+
+
+def _check_layer_axis(sites: Sequence[Site], directory: object) -> None:
+    """Refuse an implicit stack whose index is not the layer (e.g. layers 0 and 2 only).
+
+    Raises:
+        ConfigError: naming the layers the store holds and the explicit list to pass.
+    """
+    if len({(s.kind, s.head) for s in sites}) != 1 or any(s.layer is None for s in sites):
+        return
+    layers = [int(s.layer) for s in sites]  # type: ignore[arg-type]
+    if layers != list(range(len(layers))):
+        listed = ", ".join(repr(s.short) for s in sites)
+        raise ConfigError(
+            f"load_layers: store {directory} holds {sites[0].kind} at layers {layers}, not "
+            f"0..{len(layers) - 1}, so stack index i would not be layer i; pass the sites "
+            f"explicitly, load_layers([{listed}]) (index i = the i-th listed site)"
+        )

@@ -54,6 +54,7 @@ def check_suite_data(suite: Suite) -> list[JsonlRow] | None:
                 f"{path}"
             )
         wanted = {data.train_split, data.test_split, *data.ood_splits}
+        _normalise_splits(rows, data.split_column, wanted, path)
         used = [r for r in rows if r.data.get(data.split_column) in wanted]
         generated = set(GENERATED_COLUMNS) if data.answer_column is not None else set()
         spec_labels = (getattr(a, "label", None) for a in suite.analyses)
@@ -83,6 +84,7 @@ def check_suite_data(suite: Suite) -> list[JsonlRow] | None:
                         len(dropped), path, dropped[0].where)
         for name in labels:
             check_scalar_column(kept, name, what="a class label or a number")
+            _normalise_numbers(kept, name, path)
         if suite.capture.positions.startswith("column:"):
             name = suite.capture.positions.split(":", 1)[1]
             if name not in columns:
@@ -101,6 +103,66 @@ def check_suite_data(suite: Suite) -> list[JsonlRow] | None:
         raise SuiteError(str(err)) from None
     dropped_ids = {id(r) for r in dropped}
     return [r for r in rows if id(r) not in dropped_ids]
+
+
+def _normalise_numbers(rows: Sequence[JsonlRow], column: str, path: Path) -> None:
+    """Write whole floats of a label column as ints when the column also holds ints (a warning).
+
+    ``1`` and ``1.0`` are one number, but as class names (``str``) they are two classes: a
+    label column mixing them would score three classes for two. Only a column holding both
+    spellings is changed (a column of floats keeps ``"1.0"`` as its class name).
+    """
+    ints = [r for r in rows if type(r.data.get(column)) is int]
+    whole = [r for r in rows if isinstance(r.data.get(column), float)
+             and r.data[column].is_integer()]
+    if not ints or not whole:
+        return
+    values = sorted({int(r.data[column]) for r in whole} & {r.data[column] for r in ints})
+    for r in whole:
+        r.data[column] = int(r.data[column])
+    shown = ", ".join(f"{v} and {float(v)!r}" for v in values[:3]) or "none shared yet"
+    log.warning("%s: label column %r holds whole numbers written both as ints and as floats "
+                "(%s; first float: %s); each float is read as its int, so they are one class "
+                "each", path, column, shown, whole[0].at(column))
+
+
+def _normalise_splits(rows: Sequence[JsonlRow], column: str, wanted: set[str], path: Path) -> None:
+    """Rename split values that differ from a suite split only in case or spaces, with a warning.
+
+    ``"Test"`` or ``" test"`` for the split ``"test"`` would otherwise leave the row out without
+    a word. A value matching two suite splits case-insensitively is refused; values that match
+    none are listed in a warning (their rows are not used).
+
+    Raises:
+        SuiteError: a value that matches two suite splits up to case.
+    """
+    by_fold: dict[str, list[str]] = {}
+    for name in wanted:
+        by_fold.setdefault(name.strip().casefold(), []).append(name)
+    renamed: dict[str, tuple[str, int, str]] = {}
+    unused: dict[str, int] = {}
+    for row in rows:
+        value = row.data.get(column)
+        if value in wanted or value is None:
+            continue
+        text = str(value)
+        match = by_fold.get(text.strip().casefold(), [])
+        if len(match) > 1:
+            raise SuiteError(f"{row.at(column)}: split {text!r} matches the splits {sorted(match)} "
+                             "up to case; write the split name exactly")
+        if match and isinstance(value, str):
+            row.data[column] = match[0]
+            first = renamed.setdefault(text, (match[0], 0, row.where))
+            renamed[text] = (first[0], first[1] + 1, first[2])
+        else:
+            unused[text] = unused.get(text, 0) + 1
+    for text, (name, count, where) in renamed.items():
+        log.warning("%s: %d rows have split %r, read as the split %r (case or spaces differ; "
+                    "first: %s); write %r to silence this", path, count, text, name, where, name)
+    if unused:
+        shown = ", ".join(f"{v!r} ({n} rows)" for v, n in sorted(unused.items()))
+        log.warning("%s: rows with split values the suite does not name are not used: %s "
+                    "(the suite's splits: %s)", path, shown, sorted(wanted))
 
 
 def model_config_limits(suite: Suite) -> dict[str, int]:

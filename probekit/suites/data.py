@@ -5,6 +5,7 @@ This is the dataset view analyses read; it is built from a testbed task or a JSO
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,9 @@ from .check import check_suite_data
 from .model import training_task
 from .spec import Suite, SuiteError
 
-__all__ = ["Examples", "build_examples"]
+__all__ = ["Examples", "build_examples", "leaked_rows", "warn_leakage"]
+
+log = logging.getLogger("probekit")
 
 AnswerFn = Callable[[list[list[int]], list[str]], tuple[list[str], list[bool]]]
 
@@ -219,4 +222,27 @@ def build_examples(
         out["train"], out["test"] = split_idx[data.train_split], split_idx[data.test_split]
     for name in data.ood_splits:
         out[f"ood:{name}"] = split_idx[name]
+    warn_leakage(tokens, out, source=str(suite.source))
     return Examples(tokens=tokens, columns=columns, splits=out, vocab=vocab)
+
+
+def leaked_rows(tokens: Sequence[Sequence[int]], splits: dict[str, np.ndarray]) -> dict[str, int]:
+    """Per evaluation split, how many of its prompts are token-for-token a training prompt."""
+    train = {tuple(tokens[i]) for i in splits.get("train", ())}
+    return {name: sum(tuple(tokens[i]) in train for i in idx)
+            for name, idx in splits.items() if name != "train"}
+
+
+def warn_leakage(tokens: Sequence[Sequence[int]], splits: dict[str, np.ndarray], *,
+                 source: str) -> dict[str, int]:
+    """Warn, naming the count, when held-out prompts are identical to training prompts.
+
+    Such a row is not held out: a probe (or a memorising model) is scored on a prompt it was
+    fit on. Returns the counts (splits with none left out).
+    """
+    counts = {k: v for k, v in leaked_rows(tokens, splits).items() if v}
+    for name, count in counts.items():
+        log.warning("%s: %d of the %d %r prompts are identical to a training prompt, so they "
+                    "are not held out (leakage); remove them from the split or deduplicate the "
+                    "data", source, count, len(splits[name]), name)
+    return counts

@@ -76,6 +76,17 @@ class DataSpec:
     drop_missing_labels: bool = False
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        """Refuse an OOD split that is an ID split (it would be scored as out-of-distribution)."""
+        same = [s for s in self.ood_splits if s in (self.train_split, self.test_split)]
+        if same:
+            role = "train_split" if same[0] == self.train_split else "test_split"
+            raise ValueError(
+                f"ood_splits = {list(self.ood_splits)}: {same[0]!r} is also the {role}, so its "
+                "rows would be scored as out-of-distribution although the probe is trained or "
+                "tested on that distribution; name a split the probe never sees"
+            )
+
 
 @dataclass(frozen=True, kw_only=True)
 class CaptureSpec:

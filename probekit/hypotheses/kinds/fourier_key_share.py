@@ -42,7 +42,7 @@ def fourier_key_share(spec: FourierKeyShareSpec, ctx: Context) -> Measurement:
     from ...circuits.fourier_share import key_share_plot, key_share_resamples, residue_logits
     from ...circuits.modadd_checkpoints import check_modadd_model
 
-    check_modadd_model(ctx.model, kind="fourier_key_share")
+    check_modadd_model(ctx.model, kind="fourier_key_share", p=spec.p)
     if spec.source == "embedding":
         w = ctx.model.W_E.detach().double().cpu().numpy()[: spec.p]  # (p, d)
         units, unit = frequency_power(w, spec.p).T, "embedding dimensions"
