@@ -25,8 +25,8 @@ factor times p, so that the special cases are exact):
 - one family and nothing else: ``U = 1``: Holm within the family's layers;
 - the family's best layer (smallest p) is tested first within its family at ``U * |F| * p_min``:
   the family enters the across-marker Holm with the Bonferroni-of-the-minimum family p
-  ``|F| p_min``, so the layer the report names as "adds most" has its selection among the
-  ``|F|`` layers in its p-value.
+  ``|F| p_min``, so the layer the report names as the strongest (where the marker adds most)
+  has its selection among the ``|F|`` layers in its p-value.
 
 ``partial_p_family`` of each layer is Holm within its family alone (no across-marker
 correction): what a reader who asks only "which layers of this marker?" would use.
@@ -204,7 +204,8 @@ def _fmt(x: float) -> str:
 def family_sentence(analysis: MarkerAnalysis, family: str) -> str:
     """One sentence for a family: the layer where it adds most, with the selection in its p.
 
-    E.g. ``"probe (4 layers L0-L3): adds most at L2, partial r 0.45 [0.12, 0.70] (raw p 0.004;
+    E.g. ``"probe (4 layers L0-L3): strongest at L2 (smallest partial p), partial r 0.45
+    [0.12, 0.70] (raw p 0.004;
     family p 0.016 = Holm over the 4 layers, the selection among them included; Holm p 0.08
     across markers, the family counted once): partial; per layer: L0 inconclusive, ..."``
     """
@@ -218,8 +219,8 @@ def family_sentence(analysis: MarkerAnalysis, family: str) -> str:
     if s.best is None:
         return f"{head}: no layer could be tested{per}."
     b = analysis[s.best]
-    return (f"{head}: adds most at {member_label(s.best)}, partial r {b.partial_r:.2f} "
-            f"[{b.partial_low:.2f}, {b.partial_high:.2f}] (raw p {_fmt(b.partial_p)}; family p "
+    return (f"{head}: strongest at {member_label(s.best)} (smallest partial p), partial r "
+            f"{b.partial_r:.2f} [{b.partial_low:.2f}, {b.partial_high:.2f}] (raw p {_fmt(b.partial_p)}; family p "
             f"{_fmt(s.p_family)} = Holm over the {len(s.members)} layers, the selection among "
             f"them included; Holm p {_fmt(s.p_holm)} across markers, the family counted once):"
             f" {s.verdict}{per}.")
@@ -249,6 +250,6 @@ def family_blocks(analysis: MarkerAnalysis) -> tuple[Any, ...]:
                            high=tuple(val(st.partial_high) for st in stats)),),
             xlabel="layer", ylabel="partial r (CI)", hlines=((0.0, "0"),),
             marker=None if s.best is None else s.members.index(s.best),
-            marker_label="adds most (smallest p)", ylim=(-1.0, 1.0)))
+            marker_label="strongest layer (smallest p)", ylim=(-1.0, 1.0)))
         blocks.append(Text(text=family_sentence(analysis, s.family)))
     return tuple(blocks)

@@ -94,7 +94,8 @@ def test_family_equals_separate_markers_after_holm_on_scan_noise():
     assert s.best == min(FAMILY, key=lambda m: mix[m].partial_p)
     assert s.p_family == min(by_hand) == pytest.approx(min(1.0, 4 * min(raw)))
     sentence = mix.to_dict()["family_sentences"]["probe_primitive"]
-    assert f"adds most at {member_label(s.best)}" in sentence and "4 layers L0-L3" in sentence
+    assert f"strongest at {member_label(s.best)} (smallest partial p)" in sentence
+    assert "4 layers L0-L3" in sentence
 
 
 def test_planted_layer_is_named_with_its_selection_in_the_p():
