@@ -89,3 +89,29 @@ def test_null_pairs_stay_at_the_nominal_rate_and_a_planted_difference_is_found(s
                                          confidence_level=None, seed=i)["p"] for i in range(100)])
     assert np.mean(planted <= 0.05) >= 0.5  # ten times the null rate
     assert all(math.isfinite(p) for p in null)
+
+
+def _table_file(tmp_path, name: str, rho: float, seed: int):
+    from probekit.diagnosis.runner import _csv
+
+    t = simulate_population("seed_effects", n=40, rho=rho, seed=seed)
+    (tmp_path / f"{name}.csv").write_text(_csv(t))
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f'[suite]\nname = "{name}"\n\n[population]\ntable = "{name}.csv"\n\n'
+                    '[diagnosis]\noutcome = "y"\ncovariates = ["knob"]\nn_permutations = 299\n'
+                    "calibration_simulations = 0\n")
+    return path
+
+
+def test_cli_two_table_files_side_by_side(tmp_path, capsys):
+    from probekit.cli import main
+
+    a, b = _table_file(tmp_path, "grok", 0.8, 11), _table_file(tmp_path, "memo", 0.0, 12)
+    out = tmp_path / "cmp"
+    assert main(["diagnose", str(a), str(b), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "grok vs memo" in text and "m: in grok the partial r is" in text
+    saved = json.loads((out / "compare.json").read_text())
+    assert saved["labels"] == ["grok", "memo"] and "m" in saved["tests"]
+    assert (out / "report.html").exists() and (out / "grok" / "report.json").exists()
+    assert main(["diagnose", str(a), str(b), "--check"]) == 0
