@@ -18,6 +18,10 @@ studentised coefficient (HC3; CR1 by group with ``inference="cluster"``), p by F
 within groups, or the wild cluster restricted bootstrap; the CI of the interaction's partial r
 by test inversion. Holm over the markers. The slopes rather than the partial r's are compared:
 a partial r also moves with the residual spread of each population, a slope does not.
+
+Calibration (``tests/diagnosis/test_compare.py``, simulated pairs of 40 models in 5 seeds):
+within groups, a null pair rejects at .05 in 4.5-5.5% of 200; with ``inference="cluster"`` and
+5 + 5 seeds the wild cluster bootstrap rejects in 11%: with few seeds prefer ``within_groups``.
 """
 
 from __future__ import annotations
