@@ -715,6 +715,8 @@ def marker_analysis(
     for index, plan in enumerate(plans.values()):  # everything once, on the final resamples
         run(index, plan, final=True)
 
+    for nm in [nm for nm in chosen if nm in raw and "p" not in raw[nm]]:
+        na[nm] = raw.pop(nm).get("reason", "no test")  # e.g. constant within every group
     ok = [nm for nm in chosen if nm in raw]
     p_holm = dict(zip(ok, holm([raw[nm]["p"] for nm in ok]), strict=True)) if ok else {}
     ok_partial = [nm for nm in ok if "partial_p" in raw[nm]]

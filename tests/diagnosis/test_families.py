@@ -186,3 +186,35 @@ def test_table_diagnosis_of_the_family_form_gives_one_curve(tmp_path):
     assert all(math.isfinite(v) for v in curve.series[0].low)
     raw = [a[m].partial_p for m in FAMILY]
     assert [a[m].partial_p_family for m in FAMILY] == list(holm(raw))
+
+
+@pytest.mark.slow
+def test_runner_end_to_end_family_columns_and_report(tmp_path, monkeypatch, single_thread):
+    """A tiny checkpoint population (2 train fractions x 3 seeds): a site family of probes."""
+    from .population_helpers import WEIGHT_NORM, write_checkpoint, write_file
+
+    monkeypatch.setenv("PROBEKIT_CACHE", str(tmp_path / "cache"))
+    for f in (0.4, 0.6):
+        for seed in range(3):
+            d = write_checkpoint(tmp_path / "runs" / f"f{f}-s{seed}" / "checkpoints" /
+                                 "step_0000020", seed=seed, step=20, train_fraction=f)
+            (d / "optimizer.json").write_text("{}")
+    markers = (WEIGHT_NORM + '\n\n[[marker]]\nname = "probe"\nmeasure = "participation_ratio"\n'
+               'sites = ["attn_out@0", "resid_post@0"]\n')
+    path = write_file(tmp_path, 'checkpoints = "runs/*"\nout = "pop"', markers,
+                      'outcome = "id_accuracy"\ncovariates = ["task.train_fraction"]\n'
+                      "n_permutations = 99\ncalibration_simulations = 0")
+    from probekit.diagnosis.runner import diagnose
+
+    result = diagnose(path, out=tmp_path / "out")
+    assert "probe@attn_out@0" in result.table and "probe@resid_post@0" in result.table
+    assert result.analysis.families == {"probe": ("probe@attn_out@0", "probe@resid_post@0")}
+    header = (tmp_path / "out" / "markers.csv").read_text().splitlines()[0].split(",")
+    assert {"wn", "probe@attn_out@0", "probe@resid_post@0"} <= set(header)
+    # untrained models of one seed share their weights: the weight norm does not vary within
+    # seed (not applicable, where it used to raise KeyError 'p')
+    assert result.analysis["wn"].verdict == "not_applicable"
+    assert "does not vary within groups" in result.analysis["wn"].reason
+    report = (tmp_path / "out" / "report.json").read_text()
+    assert '"family_sentences"' in report and "probe: partial r with id_accuracy per layer" \
+        in report
