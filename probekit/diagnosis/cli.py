@@ -41,7 +41,7 @@ def _run(args: argparse.Namespace) -> int:
     from .table_diagnosis import is_table_diagnosis, run_table_cli
 
     if len(args.file) != 1:  # two populations side by side
-        from .compare import run_compare_cli
+        from .compare_cli import run_compare_cli
 
         return run_compare_cli(args)
     args.file = args.file[0]
