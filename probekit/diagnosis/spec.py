@@ -513,6 +513,12 @@ def _markers(tables: list[Any], path: Path, text: str,
             out.extend(_marker(m, i, path, text) for m in _family(table, i, path, text, pop))
         else:
             out.append(_marker(table, i, path, text))
+    plain = {m.name for m in out if "@" not in m.name}
+    for i, table in enumerate(tables):
+        if (isinstance(table, dict) and any(k in table for k in FAMILY_KEYS)
+                and table.get("name") in plain):
+            raise SuiteError(f"{location(path, text, 'marker', 'name', i)} = {table['name']!r}: "
+                             "a family and a single marker share this name; rename one")
     return tuple(out)
 
 

@@ -158,7 +158,9 @@ def test_spec_expands_layers_and_sites(tmp_path):
     spec = load_diagnosis(_family_toml(tmp_path, sites))
     assert [m.name for m in spec.markers if m.measure == "probe_accuracy"] == [
         "probe_primitive@resid_post@1", "probe_primitive@attn_out@1"]
+    clash = PROBE_FAMILY + '\n[[marker]]\nname = "probe_primitive"\nmeasure = "weight_norm"\n'
     for bad, match in ((PROBE_FAMILY.replace('"all"', '"some"'), "distinct layer indices"),
+                       (clash, "share this name"),
                        (PROBE_FAMILY.replace('name = "probe_primitive"', 'name = "p@1"'),
                         "reserved")):
         with pytest.raises(SuiteError, match=match):
