@@ -9,7 +9,9 @@ level-mean unit), :func:`causal_evidence` (intervention arms: first stage, reduc
 with Anderson-Rubin inference; mediation; :mod:`probekit.diagnosis.causal`),
 :func:`censoring_sensitivity` (a censored crossing step: Cox hazards and the
 verdicts over censoring values), :func:`early_warning` (markers at
-each series step) and :func:`diagnosis_blocks` (report blocks), all pure numpy / scipy; and the
+each series step), :func:`compare_populations` (two populations: each marker's partial effect
+in both and the marker x population interaction test) and :func:`diagnosis_blocks` (report
+blocks), all pure numpy / scipy (marker families over layers: :mod:`.families`); and the
 engine above suites and hypotheses: :func:`load_diagnosis` (a diagnosis file: ``[population]``,
 ``[[marker]]``, ``[diagnosis]``), :func:`diagnose` (train or find the population, measure every
 marker per checkpoint through the executor, analyse, write ``markers.csv`` and the report) and
@@ -26,6 +28,8 @@ _EXPORTS = {
     "MarkerAnalysis": ".analysis",
     "MarkerStats": ".analysis",
     "marker_analysis": ".analysis",
+    "compare_populations": ".compare",
+    "PopulationComparison": ".compare",
     "Calibration": ".calibration",
     "calibrate": ".calibration",
     "MarkerTable": ".table",
@@ -68,6 +72,8 @@ if TYPE_CHECKING:
     from .causal import causal_evidence as causal_evidence
     from .censoring import CensoredCrossing as CensoredCrossing
     from .censoring import censor_crossing as censor_crossing
+    from .compare import PopulationComparison as PopulationComparison
+    from .compare import compare_populations as compare_populations
     from .early import EarlyWarning as EarlyWarning
     from .early import early_warning as early_warning
     from .granulated import CMIResult as CMIResult

@@ -27,7 +27,11 @@ study for the level-mean unit. For each marker ``m``, outcome ``y``, covariate t
   null's 95th percentile (the group-bootstrap interval of earlier versions is gone).
 - **verdicts** and **flags**: :mod:`.verdicts` and ``docs/diagnosis.md``.
 
-Holm over the analysed markers (marginal and partial families separately). Permutation
+Holm over the analysed markers (marginal and partial families separately). A marker read at
+several layers (columns ``NAME@L<k>``) is a *family*: the partial p-values then go through the
+family-aware Holm of :mod:`.families` (the layers Holm-corrected among themselves, the family
+counted once across markers; without families it is Holm exactly); the marginal family stays
+plain Holm. Permutation
 p-values carry their Monte Carlo standard error ``sqrt(p (1 - p) / B)``; a partial p within 3
 MC SE of a Holm threshold ``alpha / j`` that decides it doubles that row set's permutations
 (fresh stream) up to ``max_permutations``.
@@ -49,6 +53,7 @@ from probekit.stats.multiple import holm
 from probekit.stats.permutation import check_n_permutations, check_seed, n_permutations_for
 
 from .association import RowSet, marker_stats, partial_p, row_set
+from .families import weighted_holm
 from .inference import logo_operator, stratified_permutations
 from .table import MarkerTable, as_marker_table
 from .verdicts import (
@@ -117,6 +122,9 @@ class MarkerStats:
         mde_partial_r: the smallest |partial r| this design detects with 80% power at level
             alpha / K (noncentral t, ``df = n - rank([X, m])``).
         n_permutations_used: permutations (or bootstrap draws) behind the p-values.
+        family: the marker's family (:mod:`.families`: a layer of ``NAME@L<k>``); "" outside one.
+        partial_p_family: Holm within the family alone (``partial_p`` outside a family);
+            ``partial_p_holm`` is the family-aware correction across all markers.
         rows: the table rows used; marker_residuals, outcome_residuals: ``m`` and ``y``
             residualised on the partial test's design (the partial-residual plot).
     """
@@ -158,6 +166,8 @@ class MarkerStats:
     oos_p_mcse: float = math.nan
     mde_partial_r: float = math.nan
     n_permutations_used: int = 0
+    family: str = ""
+    partial_p_family: float = math.nan
     rows: tuple[int, ...] = field(default=(), repr=False, compare=False)
     marker_residuals: tuple[float, ...] = field(default=(), repr=False, compare=False)
     outcome_residuals: tuple[float, ...] = field(default=(), repr=False, compare=False)
@@ -168,7 +178,8 @@ class MarkerStats:
                "partial_r", "partial_low", "partial_high", "partial_t", "partial_p",
                "partial_p_mcse", "partial_p_holm", "partial_spearman", "partial_spearman_p",
                "partial_spearman_p_mcse", "r2_covariates", "r2_full", "delta_r2",
-               "delta_r2_null95", "oos_p", "oos_p_mcse", "mde_partial_r", "n_permutations_used")
+               "delta_r2_null95", "oos_p", "oos_p_mcse", "mde_partial_r", "n_permutations_used",
+               "partial_p_family")
 
     @property
     def applicable(self) -> bool:
@@ -176,8 +187,14 @@ class MarkerStats:
         return self.verdict != NOT_APPLICABLE
 
     def to_record(self) -> dict[str, Any]:
-        """One dict with every statistic (NaN where not computed; ``reason`` says why)."""
-        return {k: getattr(self, k) for k in self._RECORD}
+        """One dict with every statistic (NaN where not computed; ``reason`` says why).
+
+        ``family`` is a key only of a family's member (:mod:`.families`).
+        """
+        out = {k: getattr(self, k) for k in self._RECORD}
+        if self.family:
+            out["family"] = self.family
+        return out
 
 
 def _f(x: float, fmt: str = ".2f") -> str:
@@ -229,6 +246,7 @@ class MarkerAnalysis(NotebookMixin):
             words).
         markers: the per-marker statistics.
         warnings: sentences the reader must see.
+        families: family -> its member columns (:mod:`.families`); empty without families.
     """
 
     outcome: str
@@ -240,6 +258,7 @@ class MarkerAnalysis(NotebookMixin):
     settings: dict[str, Any]
     markers: tuple[MarkerStats, ...]
     warnings: tuple[str, ...] = ()
+    families: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __getitem__(self, marker: str) -> MarkerStats:
         """The statistics of ``marker`` (``KeyError`` listing the markers if unknown)."""
@@ -256,7 +275,12 @@ class MarkerAnalysis(NotebookMixin):
         """Strict-JSON form (NaN -> null): settings, warnings, records and sentences."""
         from probekit.report.blocks import strict_json
 
-        return strict_json({
+        from .families import family_sentence, family_summaries
+
+        fam = ({"families": [f.to_dict() for f in family_summaries(self)],
+                "family_sentences": {f: family_sentence(self, f) for f in self.families}}
+               if self.families else {})
+        return strict_json({**fam,
             "outcome": self.outcome, "covariates": list(self.covariates),
             "covariate_terms": list(self.covariate_terms), "groups": self.groups,
             "n_models": self.n_models, "n_groups": self.n_groups, "settings": dict(self.settings),
@@ -276,9 +300,10 @@ class MarkerAnalysis(NotebookMixin):
         return f"{self.n_models} models, outcome {self.outcome}, covariates {given}: {verdicts}"
 
     def _blocks(self) -> tuple[Any, ...]:
+        from .families import family_blocks
         from .ranking import analysis_blocks, partial_scatters
 
-        return (*analysis_blocks(self), *partial_scatters(self))
+        return (*analysis_blocks(self), *family_blocks(self), *partial_scatters(self))
 
     def _main_plot(self) -> Any:
         """The partial-residual scatter of the top-ranked marker (None without covariates)."""
@@ -509,11 +534,34 @@ def smallest_p(keep: np.ndarray, g: np.ndarray, strata: np.ndarray | None, mode:
     return 0.0 if log_n > math.log(1e12) else 1.0 / math.exp(log_n)
 
 
-def _holm_thresholds(p: dict[str, float], alpha: float) -> dict[str, float]:
-    """The Holm threshold that decides each p: ``alpha / (K - i + 1)`` at ascending rank i."""
-    order = sorted(p, key=lambda k: p[k])
-    K = len(order)
-    return {name: alpha / (K - i) for i, name in enumerate(order)}
+def _resolve_families(families: Mapping[str, Sequence[str]] | str | None,
+                      chosen: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """``"auto"``: the ``NAME@...`` columns among the markers; None: none; else checked."""
+    from .families import group_families
+
+    if families is None:
+        return {}
+    if isinstance(families, str):
+        if families != "auto":
+            raise ConfigError(f"families={families!r}: pass 'auto', None or a mapping "
+                              "family -> marker columns")
+        try:
+            return group_families(chosen)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    out: dict[str, tuple[str, ...]] = {}
+    seen: set[str] = set()
+    for f, members in families.items():
+        members = (members,) if isinstance(members, str) else tuple(members)
+        for m in members:
+            if m not in chosen:
+                raise ConfigError(f"family {f!r} names {m!r}, which is not an analysed marker; "
+                                  f"the markers are {list(chosen)}")
+            if m in seen:
+                raise ConfigError(f"marker {m!r} is in two families; give each marker one")
+            seen.add(m)
+        out[str(f)] = members
+    return out
 
 
 def marker_analysis(
@@ -538,6 +586,7 @@ def marker_analysis(
     coverage_note: str | None = None,
     covariate_coding: Mapping[str, str] | None = None,
     spline_df: int = 4,
+    families: Mapping[str, Sequence[str]] | str | None = "auto",
 ) -> MarkerAnalysis:
     """Marginal, partial and out-of-sample association of each marker with ``outcome``.
 
@@ -579,6 +628,10 @@ def marker_analysis(
             coded by what they are (:meth:`~probekit.diagnosis.table.MarkerTable.design`: text,
             the seed and <= 10 repeated values as factors, other numbers as natural splines).
         spline_df: columns of each spline term.
+        families: family -> member columns (one marker read at several layers), tested as one
+            family that counts once across markers (:mod:`.families`); ``"auto"``: the
+            ``NAME@L<k>`` / ``NAME@<site>`` columns grouped by ``NAME``; None: no families
+            (plain Holm over every column).
 
     Returns:
         A :class:`MarkerAnalysis`.
@@ -605,6 +658,7 @@ def marker_analysis(
                           "effects are in the design already (pass groups=None to treat it as "
                           "a covariate)")
     chosen = _select_markers(t, outcome, markers, covariates, groups)
+    fams = _resolve_families(families, chosen)
     y = t.numeric(outcome, "outcome")
     C, terms = t.design(covariates, coding=covariate_coding, spline_df=spline_df, groups=groups)
     strata_codes = None if strata is None else t.codes(strata, "strata")[0]
@@ -689,8 +743,10 @@ def marker_analysis(
         run(index, plan)
     while True:  # adaptive permutations: p near a deciding Holm threshold -> double B
         again = []
-        deciding = _holm_thresholds({nm: r["partial_p"] for nm, r in raw.items()
-                                     if math.isfinite(r.get("partial_p", math.nan))}, alpha)
+        deciding = weighted_holm({nm: r["partial_p"] for nm in chosen if nm in raw
+                                  for r in (raw[nm],)
+                                  if math.isfinite(r.get("partial_p", math.nan))},
+                                 fams, alpha)[1]
         for index, plan in enumerate(plans.values()):
             if plan.rs.enumerated or plan.n_resamples >= max_permutations:
                 continue
@@ -713,11 +769,18 @@ def marker_analysis(
                 for plan in plans.values() for nm in plan.names}
     unreachable = {nm: p for nm, p in smallest.items() if K * p > alpha}
 
+    for nm in [nm for nm in chosen if nm in raw and "p" not in raw[nm]]:
+        na[nm] = raw.pop(nm).get("reason", "no test")  # e.g. constant within every group
     ok = [nm for nm in chosen if nm in raw]
     p_holm = dict(zip(ok, holm([raw[nm]["p"] for nm in ok]), strict=True)) if ok else {}
     ok_partial = [nm for nm in ok if "partial_p" in raw[nm]]
-    pp_holm = (dict(zip(ok_partial, holm([raw[nm]["partial_p"] for nm in ok_partial]),
-                        strict=True)) if ok_partial else {})
+    pp_holm = weighted_holm({nm: raw[nm]["partial_p"] for nm in ok_partial}, fams, alpha)[0]
+    family_of = {m: f for f, ms in fams.items() for m in ms}
+    pp_family = {nm: raw[nm]["partial_p"] for nm in ok_partial}
+    for members in fams.values():
+        tested = [m for m in members if m in pp_family]
+        if tested:
+            pp_family.update(zip(tested, holm([pp_family[m] for m in tested]), strict=True))
     results = []
     fields = MarkerStats.__dataclass_fields__
     for name in chosen:
@@ -732,6 +795,7 @@ def marker_analysis(
                       "pearson": float(np.corrcoef(mk, yk)[0, 1])}
                      if mk.size >= 3 and np.ptp(mk) > 0 and np.ptp(yk) > 0 else {})
             results.append(MarkerStats(marker=name, verdict=NOT_APPLICABLE, reason=na[name],
+                                       family=family_of.get(name, ""),
                                        flags=tuple(flags + extra), **base[name], **sizes))
             continue
         if degenerate:
@@ -739,6 +803,7 @@ def marker_analysis(
             rho = float(sps.spearmanr(mk, yk).statistic) if np.ptp(yk) > 0 else math.nan
             results.append(MarkerStats(
                 marker=name, verdict=INCONCLUSIVE, flags=tuple(flags + extra),
+                family=family_of.get(name, ""),
                 reason="degenerate outcome: no test", spearman=rho,
                 rows=tuple(np.flatnonzero(keep).tolist()), **base[name]))
             continue
@@ -768,6 +833,8 @@ def marker_analysis(
                    + (f" over {K} markers (Holm)" if K > 1 else "") + "; add models")
             reason = "; ".join(x for x in (reason, why) if x)
         results.append(MarkerStats(marker=name, verdict=verdict, p_holm=ph, partial_p_holm=pph,
+                                   family=family_of.get(name, ""),
+                                   partial_p_family=float(pp_family.get(name, math.nan)),
                                    flags=tuple(flags + extra), reason=reason,
                                    rows=tuple(np.flatnonzero(keep).tolist()),
                                    **base[name], **stats))
@@ -792,5 +859,5 @@ def marker_analysis(
                   "equivalence_margin": equivalence_margin, "seed": seed, "strata": strata,
                   "inference": mode, "groups_source": groups_source, "unit": unit,
                   "n_markers_tested": K},
-        markers=tuple(results), warnings=tuple(warnings),
+        markers=tuple(results), warnings=tuple(warnings), families=fams,
     )

@@ -95,6 +95,7 @@ def diagnosis_blocks(
     blocks = list(analysis_blocks(analysis))
     if levels is not None:  # beside the per-model numbers, before the plots
         blocks.append(levels_table([levels] if isinstance(levels, LevelMeanR2) else list(levels)))
+    blocks.extend(_family_blocks(analysis))  # marker families: partial r per layer
     blocks.extend(_scatters(analysis, t, color_by))
     if granulated is not None:
         items = [granulated] if isinstance(granulated, (GranulatedTau, CMIResult)) else granulated
@@ -103,3 +104,9 @@ def diagnosis_blocks(
         blocks.extend(early_blocks(early))
     return tuple(blocks)
 
+
+def _family_blocks(analysis: MarkerAnalysis) -> tuple[Block, ...]:
+    """The per-layer curves and sentences of the marker families (:mod:`.families`)."""
+    from .families import family_blocks
+
+    return family_blocks(analysis) if getattr(analysis, "families", None) else ()

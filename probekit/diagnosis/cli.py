@@ -1,4 +1,4 @@
-"""``probekit diagnose FILE.toml [--out DIR] [--check] [--executor NAME] [--ray-address ADDR]``.
+"""``probekit diagnose FILE.toml [FILE_B.toml] [--out DIR] [--check] [--executor NAME] [--ray-address ADDR]``.
 
 Exit status: 0 when the diagnosis ran (or ``--check`` found the file valid), 2 on a spec or
 data error (one line, from the top-level CLI).
@@ -28,6 +28,7 @@ examples:
   probekit diagnose probes/diagnose_modadd.toml --out out/modadd --executor ray --ray-address auto
   probekit diagnose probes/diagnose_modadd.toml --table out/modadd/markers.csv --out out/re
   probekit diagnose probes/diagnose_he_study.toml --out docs/diagnosis/he_noise   # [population] table = ...
+  probekit diagnose A.toml B.toml --out out/a_vs_b     # two populations: marker x population test
 """
 
 
@@ -40,6 +41,14 @@ def _run(args: argparse.Namespace) -> int:
     from .spec import load_diagnosis
     from .table_diagnosis import is_table_diagnosis, run_table_cli
 
+    if len(args.file) != 1:  # two populations side by side
+        from .compare_cli import run_compare_cli
+
+        if args.out is not None and not args.check:
+            check_out_dir(args.out, command="diagnose", name="compare", inputs=list(args.file),
+                          force=args.force, legacy=_legacy_diagnosis)
+        return run_compare_cli(args)
+    args.file = args.file[0]
     inputs = [args.file] + ([args.table] if args.table is not None else [])
     owner = {"command": "diagnose", "name": Path(args.file).stem, "inputs": inputs,
              "force": args.force, "legacy": _legacy_diagnosis}
@@ -96,7 +105,9 @@ def add_diagnose_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argpars
         help="which markers predict a population's OOD outcome beyond the design (diagnose_*.toml)",
         description=_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("file", help="diagnosis TOML file (probes/diagnose_*.toml)")
+    parser.add_argument("file", nargs="+",
+                        help="diagnosis TOML file (probes/diagnose_*.toml); two files: both "
+                        "populations side by side, with a test of each marker's difference")
     parser.add_argument("--out", help="output directory for markers.csv and report.html/json")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--check", action="store_true",

@@ -26,6 +26,19 @@ A diagnosis file is a suite's fixed sections (``[suite]``, ``[data]``, ``[captur
 file's folder) that define measurement kinds (:mod:`probekit.hypotheses.plugins`), imported
 before the markers are checked.
 
+A ``[[marker]]`` read at several layers is a **family** (:mod:`probekit.diagnosis.families`)::
+
+    [[marker]]
+    name = "probe_primitive"
+    measure = "probe_accuracy"
+    site = "resid_post@3"        # the layer is replaced by each of the family's layers
+    layers = [0, 1, 2, 3]        # or "all" (every block of a trained population's model)
+    # sites = ["resid_post@1", "attn_out@1"]   # or explicit sites
+
+expands into the markers ``probe_primitive@L0`` .. ``probe_primitive@L3`` (``NAME@<site>`` for
+``sites``): one column each in ``markers.csv``, tested as one family that counts once across
+markers. ``layers`` sets a kind's ``layer`` key when it has one, else the layer of its ``site``.
+
 Every key is validated like suite sections (``FILE:LINE: [section] key`` errors); a marker's
 keys by its kind's spec class (an unknown ``measure`` lists the registered kinds).
 """
@@ -427,6 +440,103 @@ def _population(raw: Any, path: Path, text: str) -> PopulationSpec:
     return pop
 
 
+#: the [[marker]] keys that make a family (one marker per layer or site)
+FAMILY_KEYS = ("layers", "sites")
+
+
+def model_layers(pop: PopulationSpec, where: str) -> int:
+    """The number of blocks of a trained population's models (``layers = "all"``).
+
+    Raises:
+        SuiteError: a population of existing checkpoints, or a grid that varies
+            ``model.n_layers`` (give the layers as a list then).
+    """
+    if not pop.trained or any(k.endswith("n_layers") for k in pop.grid):
+        raise SuiteError(f"{where} = \"all\": the layer count is known only for a trained "
+                         "population with one architecture; give the layers as a list, e.g. "
+                         "layers = [0, 1, 2, 3]")
+    from ..train.build import build_run
+
+    try:
+        return int(build_run(str(pop.preset), sets=list(pop.sets))[1].n_layers)
+    except (ValueError, TypeError, KeyError) as err:
+        raise SuiteError(f"{where} = \"all\": cannot build the preset's model config ({err}); "
+                         "give the layers as a list") from None
+
+
+def _family(table: dict[str, Any], i: int, path: Path, text: str,
+            pop: PopulationSpec | None) -> list[dict[str, Any]]:
+    """A ``[[marker]]`` with ``layers`` / ``sites``: one marker table per member.
+
+    Member names ``NAME@L<k>`` (layers) or ``NAME@<site>`` (sites); the member's ``layer``
+    key (when its kind has one) or the layer of its ``site`` is the member's.
+    """
+    from ..hypotheses.registry import registered_kinds
+    from .families import member_name
+
+    given = [k for k in FAMILY_KEYS if k in table]
+    if len(given) == 2:
+        raise SuiteError(f"{location(path, text, 'marker', 'sites', i)}: give layers or sites, "
+                         "not both")
+    key = given[0]
+    where = location(path, text, "marker", key, i)
+    value = table[key]
+    kind = registered_kinds().get(str(table.get("measure")))
+    fields = keys_of(kind.spec) if kind is not None else []
+    base = {k: v for k, v in table.items() if k not in FAMILY_KEYS}
+    name = str(table.get("name"))
+    if key == "layers":
+        if value == "all":
+            value = list(range(model_layers(pop, where))) if pop is not None else value
+        if (not isinstance(value, list) or not value or len(set(value)) != len(value)
+                or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in value)):
+            raise SuiteError(f"{where} = {value!r}: expected \"all\" or a list of distinct "
+                             "layer indices >= 0, e.g. [0, 1, 2, 3]")
+        if "layer" not in fields and "site" not in fields:
+            raise SuiteError(f"{where}: measure {table.get('measure')!r} has neither a layer nor "
+                             "a site key; it cannot be read per layer")
+        out = []
+        for layer in value:
+            member = dict(base, name=member_name(name, int(layer)))
+            if "layer" in fields:
+                member["layer"] = int(layer)
+            else:
+                site = str(base.get("site", "resid_post"))
+                member["site"] = f"{site.rpartition('@')[0] or site}@{layer}"
+            out.append(member)
+        return out
+    if (not isinstance(value, list) or not value or len(set(map(str, value))) != len(value)
+            or any(not isinstance(v, str) or not v for v in value)):
+        raise SuiteError(f"{where} = {value!r}: expected a list of distinct site strings, e.g. "
+                         "[\"resid_post@1\", \"resid_post@2\"]")
+    if "site" not in fields:
+        raise SuiteError(f"{where}: measure {table.get('measure')!r} has no site key; use "
+                         "layers, or a measure read at a site")
+    return [dict(base, name=member_name(name, site), site=site) for site in value]
+
+
+def _markers(tables: list[Any], path: Path, text: str,
+             pop: PopulationSpec | None = None) -> tuple[MarkerSpec, ...]:
+    """The ``[[marker]]`` tables, families expanded into one marker per member."""
+    out: list[MarkerSpec] = []
+    for i, table in enumerate(tables):
+        if isinstance(table, dict) and isinstance(table.get("name"), str) and "@" in table["name"]:
+            raise SuiteError(f"{location(path, text, 'marker', 'name', i)} = {table['name']!r}: "
+                             "'@' is reserved for the members of a family (NAME@L<k>); rename "
+                             "the marker, or give layers = [...] to make a family")
+        if isinstance(table, dict) and any(k in table for k in FAMILY_KEYS):
+            out.extend(_marker(m, i, path, text) for m in _family(table, i, path, text, pop))
+        else:
+            out.append(_marker(table, i, path, text))
+    plain = {m.name for m in out if "@" not in m.name}
+    for i, table in enumerate(tables):
+        if (isinstance(table, dict) and any(k in table for k in FAMILY_KEYS)
+                and table.get("name") in plain):
+            raise SuiteError(f"{location(path, text, 'marker', 'name', i)} = {table['name']!r}: "
+                             "a family and a single marker share this name; rename one")
+    return tuple(out)
+
+
 def _marker(table: Any, i: int, path: Path, text: str) -> MarkerSpec:
     from ..hypotheses.registry import registered_kinds
 
@@ -540,7 +650,7 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
         raise SuiteError(f"{path}: no [[marker]]; add at least one (name, measure and its keys)")
     if not isinstance(tables, list):
         raise SuiteError(f"{location(path, text, 'marker')}: write markers as [[marker]] tables")
-    markers = tuple(_marker(t, i, path, text) for i, t in enumerate(tables))
+    markers = _markers(tables, path, text, population)
     names = [m.name for m in markers]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:

@@ -1,0 +1,110 @@
+"""``probekit diagnose A.toml B.toml``: two diagnoses, then :func:`.compare.compare_populations`.
+
+Kept apart from :mod:`.compare` (pure statistics) because it runs the diagnoses (the runner).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ConfigError, DataError
+from .compare import compare_populations
+
+__all__ = ["run_compare_cli"]
+
+
+def _finals(result: Any) -> dict[str, list[Any]]:
+    """The final models' rows of a diagnosis result's table (every row without ``final``)."""
+    table = result.table
+    if "final" not in table:
+        return dict(table)
+    keep = [i for i, f in enumerate(table["final"]) if f]
+    return {c: [v[i] for i in keep] for c, v in table.items()}
+
+
+def run_compare_cli(args: Any) -> int:
+    """``probekit diagnose A.toml B.toml [--out DIR]``: both diagnoses, then the comparison.
+
+    Each file is diagnosed as on its own (a table diagnosis file reads its table; a diagnosis
+    file computes or reads its cached population), its outputs in ``DIR/<file stem>``; then
+    :func:`compare_populations` on the two final tables with the first file's question
+    (outcome, covariates, groups and ``[diagnosis]`` analysis keys; the second must ask the same
+    outcome and covariates), written to ``DIR/report.html``, ``DIR/report.json`` and
+    ``DIR/compare.json``.
+    """
+    from pathlib import Path
+
+    from ..report.blocks import blocks_to_dicts, strict_json
+    from ..report.write import write_report
+    from ..util.io import atomic_write_text
+    from .options import analysis_kwargs
+    from .runner import diagnose
+    from .spec import load_diagnosis
+    from .table_diagnosis import diagnose_table, is_table_diagnosis
+
+    files = [Path(f) for f in args.file]
+    if len(files) != 2:
+        raise ConfigError(f"diagnose takes one file, or two to compare; got {len(files)}")
+    if args.table is not None:
+        raise ConfigError("--table takes one diagnosis file; to compare two tables give two "
+                          "table diagnosis files ([population] table = ...)")
+    if args.check:
+        from .runner import check_diagnosis
+        from .table_diagnosis import check_table_diagnosis, load_table_diagnosis
+
+        for f in files:
+            print("\n".join(check_table_diagnosis(load_table_diagnosis(f))  # noqa: T201
+                            if is_table_diagnosis(f) else check_diagnosis(load_diagnosis(f))))
+        return 0
+    labels = (files[0].stem, files[1].stem)
+    if labels[0] == labels[1]:
+        labels = (str(files[0]), str(files[1]))
+    out = Path(args.out) if args.out is not None else None
+    results = []
+    for f, label in zip(files, labels, strict=True):
+        sub = None if out is None else out / Path(label).name
+        if is_table_diagnosis(f):
+            results.append(diagnose_table(f, out=sub))
+        else:
+            results.append(diagnose(load_diagnosis(f), out=sub, progress=not args.quiet))
+    sa, sb = results[0].settings, results[1].settings
+    if sa.outcome != sb.outcome or tuple(sa.covariates) != tuple(sb.covariates):
+        raise ConfigError(f"{files[1]} asks outcome {sb.outcome!r} given {list(sb.covariates)}, "
+                          f"{files[0]} outcome {sa.outcome!r} given {list(sa.covariates)}: a "
+                          "comparison needs the same question; align their [diagnosis]")
+    if results[0].analysis is None or results[1].analysis is None:
+        raise DataError("a population has no applicable marker: nothing to compare")
+    names_b = {s.marker for s in results[1].analysis.markers}
+    markers = [s.marker for s in results[0].analysis.markers if s.marker in names_b]
+    if not markers:
+        raise ConfigError(f"{files[0]} and {files[1]} share no marker")
+    d = results[0].spec.diagnosis
+    kwargs = {k: v for k, v in analysis_kwargs(d).items()
+              if k in ("inference", "covariate_coding", "spline_df", "equivalence_margin",
+                       "max_permutations")}
+    c = compare_populations(_finals(results[0]), _finals(results[1]), sa.outcome,
+                            markers=markers, covariates=sa.covariates, groups=sa.groups,
+                            labels=labels, n_permutations=d.n_permutations,
+                            n_bootstrap=d.n_bootstrap, alpha=d.alpha, seed=d.seed, **kwargs)
+    print(f"{labels[0]} vs {labels[1]}: outcome {sa.outcome!r}, covariates "  # noqa: T201
+          f"{list(sa.covariates)}, {len(markers)} markers")
+    for m in c.markers:
+        print(f"  {c.sentence(m)}")  # noqa: T201
+    if out is not None:
+        report = results[0].to_dict()
+        report["suite"] = {**report["suite"], "name": f"{labels[0]} vs {labels[1]}",
+                           "description": f"Comparison of two populations: {labels[0]} and "
+                                          f"{labels[1]} ({sa.outcome})"}
+        report["diagnosis"] = {"comparison": c.to_dict()}
+        report.pop("table", None)
+        report["analyses"] = [{"section": "diagnosis", "title": f"Two populations: {labels[0]} "
+                               f"and {labels[1]}", "data": {}, "warnings": [], "hypotheses": [],
+                               "blocks": blocks_to_dicts(list(c.blocks()))}]
+        write_report(report, out)
+        import json
+
+        atomic_write_text(out / "compare.json",
+                          json.dumps(strict_json(c.to_dict()), indent=1, allow_nan=False))
+        print(f"  wrote {out / 'report.html'}, {out / 'compare.json'} and each population "  # noqa: T201
+              f"under {out}/<file stem>")
+    return 0
