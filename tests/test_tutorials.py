@@ -131,6 +131,10 @@ EXPECTED_OUTPUT = {
         "inconclusive",
         "With 80 models in 5 seed groups, given noise and id_accuracy, a null marker's partial "
         "test rejects in",
+        "probe_primitive (4 layers L0-L3): strongest at L0",
+        "L0 inconclusive, L1 inconclusive, L2 inconclusive, L3 inconclusive",
+        "modifier_he: in plain the partial r is -0.02",
+        "no difference shown at alpha 0.05",
     ),
 }
 
