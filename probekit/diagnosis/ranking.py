@@ -150,7 +150,7 @@ def early_blocks(early: EarlyWarning) -> list[Block]:
         out.append(LinePlot(title=f"early warning: {name} with {outcome}, given "
                             f"{given} (per step)", x_labels=labels, series=series,
                             xlabel=early.step, ylabel=name, hlines=((0.0, "0"),)))
-    out.extend(Text(text=f"{early.sentence(m)[:-1]}; p-values and CIs at each step from {unit}.")
+    out.extend(Text(text=f"{early.sentence(m)} p-values and CIs at each step from {unit}.")
                for m in early.markers)
     return out
 

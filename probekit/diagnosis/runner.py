@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError, DataError, ProbekitError
@@ -519,10 +520,12 @@ def point_labels(table: dict[str, list[Any]]) -> list[str] | None:
     return None
 
 
-def cell_cis(cells: list[dict[str, MarkerCell]] | list[dict[str, dict[str, Any]]],
+def cell_cis(cells: Sequence[Mapping[str, Any]],
              markers: list[str]) -> dict[str, list[tuple[float, float] | None]]:
     """Per marker, each row's own CI ``(low, high)`` from its cell (None where it has none)."""
     def ci(c: Any) -> tuple[float, float] | None:
+        if not isinstance(c, (dict, MarkerCell)):
+            return None
         low, high = (c.get("low"), c.get("high")) if isinstance(c, dict) else (c.low, c.high)
         if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
             return None

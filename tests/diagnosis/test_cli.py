@@ -61,7 +61,7 @@ def test_smoke_population_runs_end_to_end(smoke):
 
 def test_report_has_the_ranking_table_and_one_sentence_per_marker(smoke):
     report = json.loads((smoke["out"] / "report.json").read_text())
-    blocks = report["analyses"][0]["blocks"]
+    blocks = report["analyses"][-1]["blocks"]
     ranking = [b for b in blocks if b["block"] == "table" and b["title"].startswith("Markers vs id_accuracy")]
     assert len(ranking) == 1
     assert {r["marker"] for r in ranking[0]["rows"]} == {"fourier_gini", "weight_norm",

@@ -50,7 +50,8 @@ window.addEventListener("load", () => {
   }
   const out = document.createElement("pre");
   out.id = "probekit-render-check";
-  out.textContent = JSON.stringify({images: document.images.length, broken, clipped, tops,
+  const svgs = document.querySelectorAll("svg").length;
+  out.textContent = JSON.stringify({images: document.images.length, svgs, broken, clipped, tops,
                                     height: document.documentElement.scrollHeight});
   out.style.display = "none";
   document.body.appendChild(out);
@@ -93,8 +94,8 @@ def render_report(html: Path, screenshot: Path, *, width: int = 1280,
     warning, not a failure (``"screenshot": None``).
 
     Returns:
-        ``{"images": n, "broken": [...], "clipped": [...], "tops": {id: px}, "height": px,
-        "screenshot": path}``.
+        ``{"images": n, "svgs": n, "broken": [...], "clipped": [...], "tops": {id: px},
+        "height": px, "screenshot": path}``.
     """
     binary = find_chromium()
     if binary is None:
