@@ -21,10 +21,10 @@ import io
 import json
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError, DataError, ProbekitError
