@@ -222,3 +222,25 @@ def test_population_and_verdicts_in_the_first_screen(which, planted, tmp_path):
     tops = result["tops"]
     assert tops["population"] is not None and tops["verdicts"] is not None, tops
     assert tops["population"] < tops["verdicts"] < 1200, tops
+
+
+def test_every_part_of_a_diagnosis_displays_itself(planted):
+    """DiagnosisResult.parts(): ranking, scatters, early warning, ... each with its own HTML."""
+    from tests.diagnosis.test_table_diagnosis import _population
+
+    root = planted.parent / "parts"
+    root.mkdir(exist_ok=True)
+    result = diagnose_table(_planted(root))
+    parts = result.parts()
+    assert list(parts)[:3] == ["ranking", "levels", "scatters"]
+    assert sum(len(p._blocks()) for p in parts.values()) == len(result.blocks)
+    ranking = parts["ranking"]
+    assert [r["marker"] for r in ranking.to_records()] == [
+        r["marker"] for r in result.analysis.to_records()]
+    html = ranking._repr_html_()
+    assert "Markers vs ood" in html and "<svg" not in html
+    scatter_html = parts["scatters"]._repr_html_()
+    assert scatter_html.count('<svg class="scatter"') == 4
+    fig = parts["scatters"].plot()
+    assert fig.axes[0].get_title().startswith("planted vs ood")
+    assert _population  # the planted-table helper stays importable for these checks
