@@ -6,6 +6,7 @@ Everything here turns results of :mod:`.analysis`, :mod:`.granulated`, :mod:`.le
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,7 +40,15 @@ def _level(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _scatters(analysis: MarkerAnalysis, t: Any, color_by: str | None) -> list[Block]:
+def _reordered(values: Sequence[Any] | None, order: list[int] | None) -> tuple | None:
+    if values is None:
+        return None
+    return tuple(values) if order is None else tuple(values[i] for i in order)
+
+
+def _scatters(analysis: MarkerAnalysis, t: Any, color_by: str | None,
+              shape_by: str | None = None, labels: Sequence[str] | None = None,
+              marker_cis: dict[str, Sequence[Any]] | None = None) -> list[Block]:
     y_all = t.numeric(analysis.outcome, "outcome")
     out: list[Block] = []
     code = t.codes(color_by, "color_by")[0] if color_by else None
@@ -49,15 +58,34 @@ def _scatters(analysis: MarkerAnalysis, t: Any, color_by: str | None) -> list[Bl
         rows = list(s.rows)
         m = t.numeric(s.marker, "marker", allow_missing=True)
         cats = _categories(t, color_by, rows)
+        shapes = _categories(t, shape_by, rows)
+        names = None if labels is None else [str(labels[i]) for i in rows]
+        cis = (marker_cis or {}).get(s.marker)
+        low = high = None
+        if cis is not None:
+            pairs = [cis[i] if cis[i] is not None else (None, None) for i in rows]
+            low, high = [p[0] for p in pairs], [p[1] for p in pairs]
         order = sorted(range(len(rows)), key=lambda i: code[rows[i]]) if code is not None else None
         x, y, c = _sorted_by_category([float(m[i]) for i in rows], [float(y_all[i]) for i in rows],
                                       cats, order)
+        extra = {"shapes": _reordered(shapes, order), "shape_label": shape_by or "",
+                 "labels": _reordered(names, order)}
         out.append(Scatter(
             title=f"{s.marker} vs {analysis.outcome} (Spearman {s.spearman:+.2f}, n = {s.n})",
             x=x, y=y, xlabel=s.marker, ylabel=analysis.outcome, categories=c,
-            color_label=color_by or ""))
+            color_label=color_by or "", x_low=_reordered(low, order),
+            x_high=_reordered(high, order), **extra))
         if analysis.covariates and s.marker_residuals:
-            out.append(_partial_scatter(analysis, s, cats, order, color_by))
+            partial = _partial_scatter(analysis, s, cats, order, color_by)
+            shift = None
+            if low is not None:  # the CI moved with the point: residual -/+ the CI's half-widths
+                raw = [float(m[i]) for i in rows]
+                res = list(s.marker_residuals)
+                shift = ([None if lo is None else res[k] - (raw[k] - lo) for k, lo in enumerate(low)],
+                         [None if hi is None else res[k] + (hi - raw[k]) for k, hi in enumerate(high)])
+            out.append(dataclasses.replace(
+                partial, x_low=None if shift is None else _reordered(shift[0], order),
+                x_high=None if shift is None else _reordered(shift[1], order), **extra))
     return out
 
 
@@ -69,6 +97,9 @@ def diagnosis_blocks(
     levels: LevelMeanR2 | Sequence[LevelMeanR2] | None = None,
     granulated: GranulatedTau | CMIResult | Sequence[GranulatedTau | CMIResult] | None = None,
     early: EarlyWarning | None = None,
+    shape_by: str | None = None,
+    labels: Sequence[str] | None = None,
+    marker_cis: dict[str, Sequence[Any]] | None = None,
 ) -> tuple[Block, ...]:
     """The report blocks of a diagnosis, in reading order.
 
@@ -87,6 +118,10 @@ def diagnosis_blocks(
         granulated: :func:`granulated_kendall_tau` / :func:`conditional_mutual_information`
             result(s).
         early: an :func:`early_warning` result.
+        shape_by: a column drawn as the points' marker shape (e.g. the seed).
+        labels: a name per row of ``table`` (the checkpoint): the hover text of each point.
+        marker_cis: marker -> per row of ``table`` its own ``(low, high)`` CI (or None): the
+            points' horizontal error bars.
     """
     t = as_marker_table(table)
     if t.n_rows != analysis.n_models:
@@ -96,7 +131,7 @@ def diagnosis_blocks(
     if levels is not None:  # beside the per-model numbers, before the plots
         blocks.append(levels_table([levels] if isinstance(levels, LevelMeanR2) else list(levels)))
     blocks.extend(_family_blocks(analysis))  # marker families: partial r per layer
-    blocks.extend(_scatters(analysis, t, color_by))
+    blocks.extend(_scatters(analysis, t, color_by, shape_by, labels, marker_cis))
     if granulated is not None:
         items = [granulated] if isinstance(granulated, (GranulatedTau, CMIResult)) else granulated
         blocks.extend(granulated_tables(list(items)))

@@ -370,7 +370,7 @@ def granulated_tables(items: Sequence[GranulatedTau | CMIResult]) -> list[Block]
     taus = [g for g in items if isinstance(g, GranulatedTau)]
     if taus:
         out.append(Table(
-            title="Granulated Kendall tau (Jiang et al. 2020)",
+            title="Granulated Kendall tau (Jiang et al. 2020)", collapsed=True,
             columns=(Column(key="marker", header="marker", fmt="", align="left"),
                      Column(key="knob", header="knob", fmt="", align="left"),
                      Column(key="tau", header="tau", fmt="+.3f"),
@@ -391,7 +391,7 @@ def granulated_tables(items: Sequence[GranulatedTau | CMIResult]) -> list[Block]
     cmis = [g for g in items if isinstance(g, CMIResult)]
     if cmis:
         out.append(Table(
-            title="Conditional mutual information (Jiang et al. 2020)",
+            title="Conditional mutual information (Jiang et al. 2020)", collapsed=True,
             columns=(Column(key="marker", header="marker", fmt="", align="left"),
                      Column(key="score", header="min normalised CMI"),
                      Column(key="ci", header="CI", fmt="ci"),

@@ -83,15 +83,20 @@ class LevelMeanR2(NotebookMixin):
 
 
 def levels_table(levels: Sequence[LevelMeanR2]) -> Table:
-    """The report's level-mean table: one row per (result, degree), labelled with its unit."""
+    """The report's level-mean table: one row per (result, degree), labelled with its unit.
+
+    A degree the knob's levels cannot fit (``degree >= levels``: two levels fit a line only)
+    has no row; the table is a collapsed detail of the report (the ranking is the result).
+    """
     rows = tuple(
         {"marker": r["marker"], "knob": r["knob"], "degree": r["degree"],
          "n_levels": r["n_levels"], "r2_levels": r["r2_level_means"],
          "r2_models": r["r2_models"], "n": r["n_models"], "reason": r["reason"]}
         for lv in levels for r in lv.to_records()
+        if not (isinstance(r["n_levels"], int) and r["degree"] >= r["n_levels"])
     )
     return Table(
-        title=UNIT,
+        title=UNIT, collapsed=True,
         columns=(Column(key="marker", header="marker", fmt="", align="left"),
                  Column(key="knob", header="knob", fmt="", align="left"),
                  Column(key="degree", header="poly degree", fmt="d"),
@@ -104,7 +109,8 @@ def levels_table(levels: Sequence[LevelMeanR2]) -> Table:
         caption="An & Du's unit: outcome and marker averaged over seeds at each level of the knob, "
         "polynomial fit of the means. Shown beside the per-model R^2 of the same fit; averaging "
         "removes the within-level spread, so level means overstate what a marker says about one "
-        "model. The ranking above (per model, given the covariates) is the primary result.",
+        "model. The ranking above (per model, given the covariates) is the primary result. "
+        "Degrees >= the number of levels are not fitted (no row).",
     )
 
 

@@ -51,13 +51,12 @@ def _ranking(analysis: MarkerAnalysis) -> Table:
         for s in stats
     )
     level = f"{analysis.settings['confidence_level']:.0%}"
-    unit = analysis.settings.get("unit") or (f"groups ({analysis.groups})" if analysis.groups
-                                             else "models")
+    unit = _unit(analysis)
     given = ", ".join(analysis.covariates) or "none"
     within = f" (within {analysis.groups})" if analysis.settings.get("inference") == \
         "within_groups" else ""
     return Table(
-        title=f"Markers vs {analysis.outcome} (covariates: {given})",
+        title=f"Markers vs {analysis.outcome} (covariates: {given})", anchor="verdicts",
         columns=(Column(key="marker", header="marker", fmt="", align="left"),
                  Column(key="verdict", header="verdict", fmt="", align="left"),
                  Column(key="spearman", header="Spearman", fmt="+.3f"),
@@ -131,6 +130,10 @@ def early_blocks(early: EarlyWarning) -> list[Block]:
     """
     labels = tuple(str(s) for s in early.steps)
     out: list[Block] = []
+    # the outcome column of a series row is "final_<outcome>": say "the final <outcome>" once
+    outcome = (f"the final {early.outcome[len('final_'):]}" if early.outcome.startswith("final_")
+               else early.outcome)
+    unit = _unit(early.analyses[0]) if early.analyses else "models"
     for key, name in (("partial_r", "partial r"), ("delta_r2", "delta R^2 (LOGO)")):
         # partial r with its test-inversion CI; delta R^2 has a permutation p, no interval
         band = key == "partial_r"
@@ -144,11 +147,18 @@ def early_blocks(early: EarlyWarning) -> list[Block]:
             for marker in early.markers
         )
         given = ", ".join(early.covariates) or "nothing"
-        out.append(LinePlot(title=f"early warning: {name} with the final {early.outcome}, given "
+        out.append(LinePlot(title=f"early warning: {name} with {outcome}, given "
                             f"{given} (per step)", x_labels=labels, series=series,
                             xlabel=early.step, ylabel=name, hlines=((0.0, "0"),)))
-    out.extend(Text(text=early.sentence(m)) for m in early.markers)
+    out.extend(Text(text=f"{early.sentence(m)} p-values and CIs at each step from {unit}.")
+               for m in early.markers)
     return out
+
+
+def _unit(analysis: MarkerAnalysis) -> str:
+    """The resampling unit of an analysis's p-values and CIs, in words."""
+    return analysis.settings.get("unit") or (f"groups ({analysis.groups})" if analysis.groups
+                                             else "models")
 
 
 def _finite(v: float) -> float | None:

@@ -21,6 +21,7 @@ import io
 import json
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,6 +47,7 @@ from .outcomes import (
     outcome_names,
 )
 from .population import Checkpoint, grid_runs, population_dir, resolve_population, varying_knobs
+from .population_section import with_population_section
 from .positions import missing_split, position_column, positioned_examples, reads_capture_positions
 from .spec import DiagnosisFile, MarkerSpec, load_diagnosis
 
@@ -433,7 +435,7 @@ class DiagnosisResult(DiagnosisDisplay):
         n = len(self.table["checkpoint"])
         n_final = sum(bool(f) for f in self.table["final"])
         analysis = self.analysis.to_dict() if self.analysis is not None else None
-        return strict_json({
+        return with_population_section(strict_json({
             "suite": {**self.spec.to_dict(), "name": self.spec.name,
                       "description": self.spec.suite.description},
             "model": {"id": f"population of {n_final} models ({n} checkpoints with the series)",
@@ -456,7 +458,7 @@ class DiagnosisResult(DiagnosisDisplay):
             "analyses": [{"section": "diagnosis", "title": "Diagnosis: which markers predict "
                           f"{self.settings.outcome}", "data": {}, "warnings": [], "hypotheses": [],
                           "blocks": blocks_to_dicts(list(self.blocks))}],
-        })
+        }))
 
 
 def _csv(table: dict[str, list[Any]]) -> str:
@@ -501,8 +503,41 @@ def _subtable(table: dict[str, list[Any]], keep: list[int], columns: list[str]) 
     return {c: [table[c][i] for i in keep] for c in columns}
 
 
+def point_labels(table: dict[str, list[Any]]) -> list[str] | None:
+    """A short name per row: the scatter plots' hover text.
+
+    The checkpoint's run and step (``run-3bff5a75 step_0000500``), else the table's ``name``
+    column, else None.
+    """
+    if "checkpoint" in table:
+        out = []
+        for path in table["checkpoint"]:
+            parts = [p for p in str(path).split("/") if p and p != "checkpoints"]
+            out.append(" ".join(parts[-2:]) if parts else str(path))
+        return out
+    if "name" in table:
+        return [str(v) for v in table["name"]]
+    return None
+
+
+def cell_cis(cells: Sequence[Mapping[str, Any]],
+             markers: list[str]) -> dict[str, list[tuple[float, float] | None]]:
+    """Per marker, each row's own CI ``(low, high)`` from its cell (None where it has none)."""
+    def ci(c: Any) -> tuple[float, float] | None:
+        if not isinstance(c, (dict, MarkerCell)):
+            return None
+        low, high = (c.get("low"), c.get("high")) if isinstance(c, dict) else (c.low, c.high)
+        if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+            return None
+        return (float(low), float(high))
+
+    out = {m: [ci(row[m]) if m in row else None for row in cells] for m in markers}
+    return {m: v for m, v in out.items() if any(x is not None for x in v)}
+
+
 def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
              markers: list[str], facts: dict[str, Any] | None = None,
+             marker_cis: dict[str, list[Any]] | None = None,
              ) -> tuple[Any, dict[str, Any], tuple[Any, ...]]:
     """The statistics of :mod:`probekit.diagnosis` on the table and their report blocks.
 
@@ -512,7 +547,8 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     (:func:`.calibration.calibration_section`). ``marker_analysis`` also gets the
     ``[diagnosis]`` analysis keys the file sets and ``outcome_examples`` (from the table), plus
     ``facts`` (``exclude_rows`` / ``marker_flags`` of :func:`population_facts`, restricted to
-    the analysed markers): :func:`analysis_inputs`.
+    the analysed markers): :func:`analysis_inputs`. ``marker_cis`` (marker -> per row of
+    ``table`` its own CI, :func:`cell_cis`) gives the scatter plots' error bars.
     """
     from . import (
         conditional_mutual_information,
@@ -576,14 +612,22 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
                               f"final_{s.outcome}", step="step", markers=markers,
                               covariates=s.covariates, groups=s.groups, **options, **coding)
         extras["early_warning"] = early.to_dict()
+    labels = point_labels(table)
+    shape_by = s.groups if s.groups and s.groups != s.color_by else None
     blocks = diagnosis_blocks(analysis, final_table, color_by=s.color_by, levels=levels or None,
-                              granulated=granulated or None, early=early)
+                              granulated=granulated or None, early=early, shape_by=shape_by,
+                              labels=None if labels is None else [labels[i] for i in finals],
+                              marker_cis={m: [v[i] for i in finals]
+                                          for m, v in (marker_cis or {}).items()})
     from .causal.arms import causal_section
 
     causal = causal_section(final_table, s.outcome, interventions=spec.population.interventions,
                             mediations=d.mediation, covariates=s.covariates, knobs=s.knobs,
                             groups=s.groups, settings=d, extras=extras)
-    blocks = (*blocks, *causal, *calibration)
+    from .population_section import state_units
+
+    blocks = state_units((*blocks, *causal, *calibration),
+                         analysis.settings.get("unit") or "models")
     return analysis, extras, (*blocks, *notes)
 
 
@@ -631,7 +675,7 @@ def _na_blocks(spec: DiagnosisFile, table: dict[str, list[Any]],
                          "reason": cells[bad[0]][m.name].reason})
     if not rows:
         return []
-    return [Table(title="Markers not applicable", columns=(
+    return [Table(title="Markers not applicable", collapsed=True, columns=(
         Column(key="marker", header="marker", fmt="", align="left"),
         Column(key="measure", header="kind", fmt="", align="left"),
         Column(key="n", header="checkpoints", fmt="", align="left"),
@@ -783,7 +827,8 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
     analysis, extras = None, {}
     if usable:
         facts = population_facts(spec, rows, refs, settings.outcome)
-        analysis, extras, stat_blocks = _analyse(spec, settings, analysed, usable, facts)
+        analysis, extras, stat_blocks = _analyse(spec, settings, analysed, usable, facts,
+                                                 marker_cis=cell_cis(cells, usable))
         blocks += list(stat_blocks)
         if censored is not None and censored.n_censored:
             blocks += _survival(spec, settings, table, censored.censor, usable, extras)

@@ -37,6 +37,7 @@ the outcome, the covariates and the groups.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -92,6 +93,9 @@ class TableDiagnosis:
         markers: marker columns (None: every numeric column not otherwise used).
         diagnosis: the ``[diagnosis]`` settings (outcome, covariates, groups, color_by, ...).
         interventions: ``[population] interventions`` (knob -> target marker arms).
+        origin: ``[population]``, ``[[marker]]`` and ``[data]`` of the diagnosis file whose
+            question this is (``probekit diagnose FILE --table``): the report's Population
+            section shows the grid and the marker definitions from it.
     """
 
     source: Path
@@ -104,6 +108,7 @@ class TableDiagnosis:
     markers: tuple[str, ...] | None = None
     diagnosis: DiagnosisSettings
     interventions: tuple[CausalPair, ...] = ()
+    origin: dict[str, Any] | None = None
 
     def at(self, section: str, key: str | None = None) -> str:
         """``FILE:LINE: [section] key`` of a key of the source file."""
@@ -117,7 +122,8 @@ class TableDiagnosis:
                                "interventions": [p.to_dict("target")
                                                  for p in self.interventions]},
                 "diagnosis": {**_plain(dataclasses.asdict(self.diagnosis)),
-                              "markers": None if self.markers is None else list(self.markers)}}
+                              "markers": None if self.markers is None else list(self.markers)},
+                **({"origin": self.origin} if self.origin else {})}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,7 +203,9 @@ def table_diagnosis_from_file(spec: DiagnosisFile, table: str | Path) -> TableDi
     return TableDiagnosis(source=spec.source, text=spec.text, name=spec.name,
                           description=spec.suite.description, table=Path(table),
                           markers=tuple(m.name for m in spec.markers), diagnosis=spec.diagnosis,
-                          interventions=spec.population.interventions)
+                          interventions=spec.population.interventions,
+                          origin={k: v for k, v in spec.to_dict().items()
+                                  if k in ("population", "marker", "data")})
 
 
 def _select_rows(spec: TableDiagnosis, table: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -329,9 +337,10 @@ class TableDiagnosisResult(DiagnosisDisplay):
     def to_dict(self) -> dict[str, Any]:
         """Strict JSON: the layout of :meth:`probekit.diagnosis.runner.DiagnosisResult.to_dict`."""
         from ..report.blocks import blocks_to_dicts
+        from .population_section import with_population_section
 
         n = len(next(iter(self.table.values())))
-        return strict_json({
+        return with_population_section(strict_json({
             "suite": {**self.spec.to_dict(), "name": self.spec.name,
                       "description": self.spec.description},
             "model": {"id": f"population of {n} models (from the table {self.spec.table.name})",
@@ -353,7 +362,27 @@ class TableDiagnosisResult(DiagnosisDisplay):
             "analyses": [{"section": "diagnosis", "title": "Diagnosis: which markers predict "
                           f"{self.settings.outcome}", "data": {}, "warnings": [],
                           "hypotheses": [], "blocks": blocks_to_dicts(list(self.blocks))}],
-        })
+        }))
+
+
+def _sidecar_cis(table_path: Path, table: dict[str, list[Any]],
+                 markers: list[str]) -> dict[str, list[Any]] | None:
+    """Each row's own marker CIs from the ``markers.json`` beside the table (by checkpoint).
+
+    That file is what :func:`~probekit.diagnosis.runner.write_outputs` writes; None when there
+    is no such file or no ``checkpoint`` column.
+    """
+    from .runner import cell_cis
+
+    path = Path(table_path).with_name("markers.json")
+    if not path.is_file() or "checkpoint" not in table:
+        return None
+    try:
+        cells = {c["checkpoint"]: c for c in json.loads(path.read_text()).get("cells", [])}
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        return None
+    rows = [cells.get(cp, {}) for cp in table["checkpoint"]]
+    return cell_cis(rows, markers) or None
 
 
 def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path | None = None,
@@ -391,7 +420,8 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
         suite=build_suite(spec.source, spec.text, {"model": {"train": {"preset": "(table)"}}, "data": {"label": "(table)"}}),
         population=PopulationSpec(interventions=spec.interventions), markers=(),
         diagnosis=spec.diagnosis, text=spec.text)
-    analysis, extras, blocks = _analyse(host, settings, internal, markers)
+    analysis, extras, blocks = _analyse(host, settings, internal, markers,
+                                        marker_cis=_sidecar_cis(spec.table, internal, markers))
     result = TableDiagnosisResult(
         spec=spec, settings=settings, table=rows, markers=tuple(markers), analysis=analysis,
         extras=extras, blocks=tuple(blocks),

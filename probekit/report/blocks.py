@@ -59,21 +59,33 @@ class Column:
 
 @dataclass(frozen=True, kw_only=True)
 class Table:
-    """A table of rows (dicts keyed by column key); ``highlight`` marks rows (e.g. the selected)."""
+    """A table of rows (dicts keyed by column key); ``highlight`` marks rows (e.g. the selected).
+
+    ``anchor``: an HTML id for the table (linked from the report's contents, e.g.
+    ``"verdicts"``); ``collapsed``: the report shows it inside a closed ``<details>`` (detail a
+    reader opens on demand: level means, granulated tau, not-applicable cells).
+    """
 
     title: str = ""
     columns: tuple[Column, ...]
     rows: tuple[dict[str, Any], ...]
     highlight: tuple[int, ...] = ()
     caption: str = ""
+    anchor: str = ""
+    collapsed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form (``{"block": "table", ...}``)."""
-        return {
+        """JSON form (``{"block": "table", ...}``); ``anchor`` / ``collapsed`` only when set."""
+        out = {
             "block": "table", "title": self.title, "caption": self.caption,
             "columns": [c.to_dict() for c in self.columns],
             "rows": strict_json([dict(r) for r in self.rows]), "highlight": list(self.highlight),
         }
+        if self.anchor:
+            out["anchor"] = self.anchor
+        if self.collapsed:
+            out["collapsed"] = True
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,6 +185,10 @@ class Scatter:
 
     ``categories``: one label per point (e.g. a design knob's value), drawn in order of first
     appearance; ``color_label`` titles the legend. ``None`` coordinates are not drawn.
+    ``shapes``: a second label per point drawn as the marker shape (e.g. the seed), titled
+    ``shape_label``; ``labels``: a name per point (the checkpoint), the hover text of the HTML
+    report's SVG; ``x_low`` / ``x_high``: a per-point interval on x (the marker's own CI), drawn
+    as a horizontal error bar where both ends are finite.
     """
 
     title: str
@@ -182,14 +198,21 @@ class Scatter:
     ylabel: str = ""
     categories: tuple[str, ...] | None = None
     color_label: str = ""
+    shapes: tuple[str, ...] | None = None
+    shape_label: str = ""
+    labels: tuple[str, ...] | None = None
+    x_low: tuple[float | None, ...] | None = None
+    x_high: tuple[float | None, ...] | None = None
 
     def __post_init__(self) -> None:
-        """Check that the coordinate (and category) sequences have one entry per point."""
+        """Check that the coordinate (and per-point label) sequences have one entry per point."""
         n = len(self.x)
-        if len(self.y) != n or (self.categories is not None and len(self.categories) != n):
+        sizes = {"y": self.y, "categories": self.categories, "shapes": self.shapes,
+                 "labels": self.labels, "x_low": self.x_low, "x_high": self.x_high}
+        bad = {k: len(v) for k, v in sizes.items() if v is not None and len(v) != n}
+        if bad:
             raise ConfigError(
-                f"Scatter {self.title!r}: x has {n} points, y {len(self.y)}, categories "
-                f"{None if self.categories is None else len(self.categories)}; pass one per point"
+                f"Scatter {self.title!r}: x has {n} points but {bad}; pass one entry per point"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,6 +222,10 @@ class Scatter:
             "xlabel": self.xlabel, "ylabel": self.ylabel,
             "categories": None if self.categories is None else list(self.categories),
             "color_label": self.color_label,
+            **{k: list(v) for k, v in (("shapes", self.shapes), ("labels", self.labels),
+                                       ("x_low", self.x_low), ("x_high", self.x_high))
+               if v is not None},
+            **({"shape_label": self.shape_label} if self.shape_label else {}),
         })
 
 

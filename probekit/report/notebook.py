@@ -33,7 +33,7 @@ from typing import Any
 from ..errors import ConfigError
 from .blocks import Block, Heatmap, LinePlot, Scatter
 
-__all__ = ["NOTEBOOK_INSTALL_HINT", "NotebookMixin", "require_pandas"]
+__all__ = ["NOTEBOOK_INSTALL_HINT", "BlockView", "NotebookMixin", "require_pandas"]
 
 NOTEBOOK_INSTALL_HINT = "pip install 'probekit-interp[notebook]'"
 _MAX_REPR = 280
@@ -125,3 +125,39 @@ class NotebookMixin:
     def __repr__(self) -> str:
         text = f"{type(self).__name__}({self._summary()})"
         return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 4] + "...)"
+
+
+class BlockView(NotebookMixin):
+    """A titled run of report blocks shown on its own in a notebook (one part of a report).
+
+    ``to_records()`` is the rows of its first table (else one ``{"text": ...}`` per
+    paragraph); ``_repr_html_()`` and ``plot()`` are the mixin's, on these blocks.
+    """
+
+    __slots__ = ("_items", "_name")
+
+    def __init__(self, title: str, blocks: tuple[Block, ...]) -> None:
+        """``title``: the cell's heading; ``blocks``: the report blocks of this part."""
+        self._name = title
+        self._items = tuple(blocks)
+
+    def _blocks(self) -> tuple[Block, ...]:
+        return self._items
+
+    def _title(self) -> str:
+        return self._name
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """Rows of the first table, else one ``{"text": ...}`` per paragraph."""
+        from .blocks import Table, Text
+
+        table = next((b for b in self._items if isinstance(b, Table)), None)
+        if table is not None:
+            return [dict(r) for r in table.rows]
+        return [{"text": b.text} for b in self._items if isinstance(b, Text)]
+
+    def _main_plot(self) -> LinePlot | Heatmap | Scatter | None:
+        return next((b for b in self._items if isinstance(b, (LinePlot, Heatmap, Scatter))), None)
+
+    def _summary(self) -> str:
+        return f"{self._name!r}, {len(self._items)} blocks"

@@ -129,23 +129,47 @@ def scatter(block: dict[str, Any]) -> bytes:
 
 
 def draw_scatter(block: dict[str, Any], ax: Axes) -> None:
-    """Draw a ``scatter`` block on ``ax``: points coloured by category (legend outside), or plain."""
+    """Draw a ``scatter`` block on ``ax``: points coloured by category, shaped by ``shapes``.
+
+    Horizontal error bars where the block has a finite ``x_low`` / ``x_high`` per point; the
+    legends (colour, then shape) go outside the axes so they cover no data.
+    """
     from matplotlib import colormaps
 
     x, y = _arr(block["x"]), _arr(block["y"])
-    cats = block.get("categories")
-    if cats:
-        order = list(dict.fromkeys(cats))
-        cmap = colormaps["viridis"].resampled(max(len(order), 2))
-        for k, c in enumerate(order):
-            sel = np.array([v == c for v in cats])
-            ax.scatter(x[sel], y[sel], s=18, color=cmap(k), label=str(c), alpha=0.85)
-        ax.legend(title=block.get("color_label") or None, fontsize=7, title_fontsize=7,
+    n = len(x)
+    cats = block.get("categories") or ["" for _ in range(n)]
+    shapes = block.get("shapes") or ["" for _ in range(n)]
+    order = list(dict.fromkeys(cats))
+    shape_order = list(dict.fromkeys(shapes))
+    cmap = colormaps["viridis"].resampled(max(len(order), 2))
+    color = {c: (cmap(k) if block.get("categories") else "tab:blue") for k, c in enumerate(order)}
+    marker = {s: "os^Dv*P"[k % 7] for k, s in enumerate(shape_order)}
+    low, high = block.get("x_low"), block.get("x_high")
+    if low is not None and high is not None:
+        lo, hi = _arr(low), _arr(high)
+        ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(x) & np.isfinite(y)
+        for i in np.flatnonzero(ok):
+            ax.plot([lo[i], hi[i]], [y[i], y[i]], color=color[cats[i]], alpha=0.5, lw=1)
+    for c in order:
+        for s in shape_order:
+            sel = np.array([a == c and b == s for a, b in zip(cats, shapes, strict=True)])
+            if sel.any():
+                ax.scatter(x[sel], y[sel], s=18, color=color[c], marker=marker[s], alpha=0.85)
+    handles = []
+    from matplotlib.lines import Line2D
+
+    if block.get("categories"):
+        handles += [Line2D([], [], ls="", marker="o", color=color[c], label=str(c)) for c in order]
+    if block.get("shapes"):
+        handles += [Line2D([], [], ls="", marker=marker[s], color="0.35", label=str(s))
+                    for s in shape_order]
+    if handles:
+        title = " / ".join(t for t in (block.get("color_label"), block.get("shape_label")) if t)
+        ax.legend(handles=handles, title=title or None, fontsize=7, title_fontsize=7,
                   loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    else:
-        ax.scatter(x, y, s=18, color="tab:blue", alpha=0.85)
     ax.locator_params(axis="x", nbins=6)  # long tick labels (residuals: -0.075) must not collide
     ax.set_xlabel(block.get("xlabel", ""))
-    ax.set_ylabel(block.get("ylabel", ""))
-    ax.set_title(block["title"], fontsize=9)
+    ax.set_ylabel(block.get("ylabel", ""), fontsize=8)
+    ax.set_title(block["title"], fontsize=9, wrap=True)
     ax.grid(alpha=0.3)

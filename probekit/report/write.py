@@ -10,15 +10,17 @@ import importlib.metadata
 import json
 import math
 import platform
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from ..util.integrity import CHECKSUM_KEY, read_sealed, seal
 from ..util.io import atomic_write_text
-from . import plots
+from . import plots, svg
 from .blocks import strict_json
 
 _PACKAGES = {"probekit": "probekit-interp", "torch": "torch", "transformer-lens": "transformer-lens",
@@ -54,10 +56,26 @@ def format_cell(value: Any, fmt: str) -> str:
     if fmt == "ci":
         if not isinstance(value, (list, tuple)) or len(value) != 2 or None in value:
             return "-"
-        return f"[{float(value[0]):.3f}, {float(value[1]):.3f}]"
+        low, high = (_unsigned_zero(f"{float(v):.3f}") for v in value)
+        return f"[{low}, {high}]"
     if fmt and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return "-" if isinstance(value, float) and math.isnan(value) else format(value, fmt)
+        if isinstance(value, float) and math.isnan(value):
+            return "-"
+        return _unsigned_zero(format(value, fmt), fmt)
     return str(value)
+
+
+def _unsigned_zero(text: str, fmt: str = "") -> str:
+    """``text`` without the minus of a number that rounds to zero ("-0.000" -> "0.000").
+
+    A signed format (``"+.3f"``) gives ``"+0.000"``; ``"-inf"`` and ``"-0.001"`` are kept.
+    """
+    body = text[1:]
+    mantissa = body.split("e")[0]
+    if (text.startswith("-") and mantissa[:1].isdigit()
+            and not any(ch in "123456789" for ch in mantissa)):
+        return ("+" if "+" in fmt else "") + body
+    return text
 
 
 def class_summary(counts: dict[str, int], limit: int = 8) -> str:
@@ -76,17 +94,33 @@ def class_summary(counts: dict[str, int], limit: int = 8) -> str:
     return f"{len(values)} classes, {min(values)}-{max(values)} each (n={sum(values)})"
 
 
+_NEGATIVE_ZERO = re.compile(r"(?<![\w.])-(0(?:\.0+)?)(?![\d.eE])")
+
+
+def clean_negative_zero(text: str) -> str:
+    """``text`` with every printed negative zero ("-0.000", "-0.00", "-0") written unsigned."""
+    return _NEGATIVE_ZERO.sub(r"\1", text)
+
+
 def render_block(block: dict[str, Any]) -> dict[str, Any]:
-    """Add what the template needs: the PNG of plot blocks, formatted cells of tables."""
+    """Add what the template needs: the PNG/SVG of plot blocks, formatted cells of tables.
+
+    No printed number is a negative zero: table cells, sentences, titles and captions.
+    """
+    block = {k: clean_negative_zero(v) if k in ("text", "title", "caption", "xlabel", "ylabel")
+             and isinstance(v, str) else v for k, v in block.items()}
     out = dict(block)
     kind = block["block"]
     if kind == "lineplot":
         out["png"] = base64.b64encode(plots.line_plot(block)).decode()
     elif kind == "heatmap":
         out["png"] = base64.b64encode(plots.heatmap(block)).decode()
-    elif kind == "scatter":
-        out["png"] = base64.b64encode(plots.scatter(block)).decode()
+    elif kind == "scatter":  # inline SVG: hover labels per point, error bars, no image file
+        out["svg"] = markupsafe.Markup(svg.scatter_svg(block))
     elif kind == "table":
+        legacy = _legacy_table_layout(block.get("title", ""))
+        out.setdefault("anchor", legacy[0])
+        out.setdefault("collapsed", legacy[1])
         out["cells"] = [
             [format_cell(row.get(c["key"]), c["fmt"]) for c in block["columns"]]
             for row in block["rows"]
@@ -97,12 +131,57 @@ def render_block(block: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: report.json written before tables carried ``anchor`` / ``collapsed``: the same layout by title
+_LEGACY_LAYOUT = (("Markers vs ", "verdicts", False), ("level means", "", True),
+                  ("Granulated Kendall tau", "", True), ("Conditional mutual information", "", True),
+                  ("Markers not applicable", "", True))
+
+
+def _legacy_table_layout(title: str) -> tuple[str, bool]:
+    """``(anchor, collapsed)`` of a table block that does not say (an older report.json)."""
+    for prefix, anchor, collapsed in _LEGACY_LAYOUT:
+        if title.startswith(prefix):
+            return anchor, collapsed
+    return "", False
+
+
 def _no_negative_zero(fmt: str, value: float) -> str:
     """``fmt % value`` without a sign on a value that rounds to zero ("-0.000" -> "0.000")."""
     text = fmt % value
     if text.startswith("-") and float(text) == 0:
         return ("+" if "+" in fmt else "") + text[1:]
     return text
+
+
+def group_plots(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rendered blocks with each run of consecutive scatters as one ``plotgrid``.
+
+    A grid of SVGs, two or three a row: the page stays short and each plot stays readable.
+    """
+    out: list[dict[str, Any]] = []
+    for b in blocks:
+        if b["block"] == "scatter":
+            if out and out[-1]["block"] == "plotgrid":
+                out[-1]["items"].append(b)
+                continue
+            out.append({"block": "plotgrid", "items": [b], "anchor": ""})
+        else:
+            out.append(b)
+    return out
+
+
+def _toc_label(title: str) -> str:
+    """A short contents entry of a table title ("Markers vs y (covariates: ...)" -> "Markers vs y")."""
+    return title.split(" (")[0][:48]
+
+
+def _slug(text: str, taken: set[str]) -> str:
+    base = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "section"
+    slug, k = base, 2
+    while slug in taken:
+        slug, k = f"{base}-{k}", k + 1
+    taken.add(slug)
+    return slug
 
 
 def _environment() -> jinja2.Environment:
@@ -122,7 +201,7 @@ def render_blocks_html(blocks: list[dict[str, Any]], *, title: str = "") -> str:
     ``<style>`` scoped to the fragment's ``div``, plots embedded as base64 PNG.
     """
     return _environment().get_template("notebook.html.j2").render(
-        title=title, blocks=[render_block(strict_json(b)) for b in blocks],
+        title=title, blocks=group_plots([render_block(strict_json(b)) for b in blocks]),
     )
 
 
@@ -133,18 +212,35 @@ def render_html(report: dict[str, Any]) -> str:
     heatmap, text); nothing here knows which analysis made them, and nothing runs a model.
     """
     env = _environment()
-    analyses = [
-        {"title": a["title"], "section": a["section"],
-         "blocks": [render_block(b) for b in a["blocks"]]}
-        for a in report["analyses"]
-    ]
+    taken = {"toc", "configuration", "hypothesis-tests"}
+    analyses, toc = [], []
+    for a in report["analyses"]:
+        anchor = _slug(a["section"], taken)
+        blocks = group_plots([render_block(b) for b in a["blocks"]])
+        entries = []
+        for b in blocks:
+            if b["block"] == "table" and (b.get("anchor") or b.get("title")):
+                b["anchor"] = b.get("anchor") or _slug(b["title"], taken)
+                taken.add(b["anchor"])
+                entries.append((b["anchor"], _toc_label(b["title"])))
+            elif b["block"] == "plotgrid":
+                b["anchor"] = _slug(f"plots {a['section']}", taken)
+                entries.append((b["anchor"], f"plots ({len(b['items'])})"))
+            elif b["block"] in ("lineplot", "heatmap") and (not entries
+                                                            or entries[-1][1] != "curves"):
+                b["anchor"] = _slug(f"curves {a['section']}", taken)
+                entries.append((b["anchor"], "curves"))
+        analyses.append({"title": a["title"], "section": a["section"], "anchor": anchor,
+                         "blocks": blocks})
+        toc.append({"anchor": anchor, "title": a["title"], "entries": entries})
     return env.get_template("report.html.j2").render(
         name=report["suite"]["name"], description=report["suite"]["description"],
         model=report["model"], data=report["data"], hypotheses=report["hypotheses"],
         # a hypothesis file's report shows its verdicts in its own "Claims" table
         has_claims="claims" in report,
         class_counts={k: class_summary(v) for k, v in report["data"].get("class_counts", {}).items()},
-        analyses=analyses, versions=report.get("versions", {}),
+        analyses=analyses, toc=toc, is_diagnosis="diagnosis" in report,
+        versions=report.get("versions", {}),
         provenance=report.get("provenance", {}),
         config_json=json.dumps(report["suite"], indent=2),
     )

@@ -61,7 +61,7 @@ def test_smoke_population_runs_end_to_end(smoke):
 
 def test_report_has_the_ranking_table_and_one_sentence_per_marker(smoke):
     report = json.loads((smoke["out"] / "report.json").read_text())
-    blocks = report["analyses"][0]["blocks"]
+    blocks = report["analyses"][-1]["blocks"]
     ranking = [b for b in blocks if b["block"] == "table" and b["title"].startswith("Markers vs id_accuracy")]
     assert len(ranking) == 1
     assert {r["marker"] for r in ranking[0]["rows"]} == {"fourier_gini", "weight_norm",
@@ -73,6 +73,13 @@ def test_report_has_the_ranking_table_and_one_sentence_per_marker(smoke):
     assert report["diagnosis"]["settings"]["groups"] == "seed"
     html = (smoke["out"] / "report.html").read_text()
     assert "Markers vs id_accuracy" in html and "partial r" in html
+    # the header counts models, not "examples"; the Population section comes first, = the grid
+    assert "12 final checkpoints, 12 series checkpoints" in html and "24 examples" not in html
+    assert [a["section"] for a in report["analyses"]] == ["population", "diagnosis"]
+    design = {r["what"]: (r["value"], r["n"]) for r in report["analyses"][0]["blocks"][0]["rows"]}
+    assert design["models analysed (final checkpoints)"] == ("4 knob cells x 3 seeds", 12)
+    assert design["series checkpoints (early warning)"] == ("steps 30", 12)
+    assert design["training"][0].endswith("120 steps")
 
 
 def test_rerun_trains_nothing_and_measures_nothing(smoke):

@@ -157,5 +157,6 @@ def test_committed_report_renders_in_chromium(tmp_path):
     if find_chromium() is None:
         pytest.skip("headless Chromium not installed")
     result = render_report(TABLE.parent / "report.html", tmp_path / "he_noise.png")
-    assert result["images"] == 8 and result["broken"] == [], result  # 4 markers x 2 scatters
+    # 4 markers x 2 scatters, inline SVG (hover labels); no image fails to load
+    assert result["svgs"] == 8 and result["broken"] == [], result
     assert result["clipped"] == [], result

@@ -45,7 +45,7 @@ class Killed(Exception):
 def population(tmp_path, monkeypatch, single_thread):
     """Six run directories (2 train fractions x 3 seeds) with checkpoints at steps 0, 10, 20."""
     monkeypatch.setenv("PROBEKIT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(runner, "_analyse", lambda spec, s, table, markers, facts=None: (None, {}, ()))
+    monkeypatch.setattr(runner, "_analyse", lambda spec, s, table, markers, facts=None, **_: (None, {}, ()))
     for f in (0.4, 0.6):
         for seed in range(3):
             for step in (0, 10, 20):

@@ -39,7 +39,7 @@ def test_table_has_every_marker_finite_and_the_ranking(smoke):
     assert all(0.0 < float(r["modifier_he"]) < 1.0 for r in rows)
     assert all(0.0 <= float(r["probe_primitive_b1"]) <= 1.0 for r in rows)
     report = json.loads((smoke["out"] / "report.json").read_text())
-    ranking = [b for b in report["analyses"][0]["blocks"]
+    ranking = [b for b in report["analyses"][-1]["blocks"]
                if b["block"] == "table" and b["title"].startswith("Markers vs ood:ood_len")]
     assert len(ranking) == 1 and {r["marker"] for r in ranking[0]["rows"]} == set(MARKERS)
     assert set(report["diagnosis"]["analysis"]["sentences"]) == set(MARKERS)

@@ -30,7 +30,7 @@ def test_modadd_fourier_verdicts_and_report(tmp_path, capsys):
     html = (tmp_path / "report.html").read_text()
     assert "INCONCLUSIVE" in html and "Fourier power of the logits" in html
     # one verdict table (Claims), not a second generic "Hypothesis tests" copy of it
-    assert "<h2>Claims</h2>" in html and "Hypothesis tests" not in html
+    assert '<h2 id="claims">Claims</h2>' in html and "Hypothesis tests" not in html
     assert html.count('<table class="data">') == 1
 
 

@@ -43,9 +43,15 @@ window.addEventListener("load", () => {
     if (style.overflowY !== "visible" && e.scrollHeight > e.clientHeight + 1)
       clipped.push("hidden by overflow-y: " + describe(e));
   }
+  const tops = {};
+  for (const id of __IDS__) {
+    const e = document.getElementById(id);
+    tops[id] = e ? e.getBoundingClientRect().top + window.scrollY : null;
+  }
   const out = document.createElement("pre");
   out.id = "probekit-render-check";
-  out.textContent = JSON.stringify({images: document.images.length, broken, clipped,
+  const svgs = document.querySelectorAll("svg").length;
+  out.textContent = JSON.stringify({images: document.images.length, svgs, broken, clipped, tops,
                                     height: document.documentElement.scrollHeight});
   out.style.display = "none";
   document.body.appendChild(out);
@@ -75,22 +81,29 @@ def _run(binary: str, args: list[str], timeout: float = 180) -> str:
     return res.stdout
 
 
-def render_report(html: Path, screenshot: Path, *, width: int = 1280) -> dict:
+def render_report(html: Path, screenshot: Path, *, width: int = 1280,
+                  ids: tuple[str, ...] = ()) -> dict:
     """Check ``html`` in Chromium at ``width`` px and save a full-page screenshot.
+
+    ``ids``: elements whose page position to record: ``result["tops"][id]`` is the distance in
+    px from the top of the page to the element's top (``getBoundingClientRect().top`` plus the
+    scroll offset), None when the page has no such element.
 
     The in-page check (``--dump-dom``) must finish; the screenshot is an artifact for a person
     to look at, cut to :data:`MAX_SCREENSHOT_HEIGHT` px, and a screenshot that times out is a
     warning, not a failure (``"screenshot": None``).
 
     Returns:
-        ``{"images": n, "broken": [...], "clipped": [...], "height": px, "screenshot": path}``.
+        ``{"images": n, "svgs": n, "broken": [...], "clipped": [...], "tops": {id: px},
+        "height": px, "screenshot": path}``.
     """
     binary = find_chromium()
     if binary is None:
         raise FileNotFoundError("no chromium binary on PATH")
     probe = html.with_name(html.stem + ".render-check.html")
     text = html.read_text()
-    probe.write_text(text.replace("</body>", CHECK_SCRIPT + "</body>"))
+    script = CHECK_SCRIPT.replace("__IDS__", json.dumps(list(ids)))
+    probe.write_text(text.replace("</body>", script + "</body>"))
     try:
         dom = _run(binary, [f"--window-size={width},1000", "--dump-dom", probe.as_uri()])
         found = re.search(r'<pre id="probekit-render-check"[^>]*>(.*?)</pre>', dom, re.S)

@@ -62,7 +62,8 @@ def check_display(
 
     records = result.to_records()
     assert isinstance(records, list) and records and all(isinstance(r, dict) for r in records)
-    parsed = parse_html(result._repr_html_())
+    html = result._repr_html_()
+    parsed = parse_html(html)
     assert parsed.tables, "no <table> in _repr_html_()"
     all_headers = {h for t in parsed.tables for h in t["headers"]}
     missing = [h for h in headers if h not in all_headers]
@@ -92,7 +93,9 @@ def check_display(
     assert text.startswith(type(result).__name__ + "(") and len(text) < 300, text
     assert text.count("\n") <= 1, text
     if plot:
-        assert parsed.images and all(s.startswith("data:image/png;base64,") for s in parsed.images)
+        # plots: PNG line plots / heatmaps, inline SVG scatters (hover labels per point)
+        assert parsed.images or "<svg" in html
+        assert all(s.startswith("data:image/png;base64,") for s in parsed.images)
         fig = result.plot()
         assert isinstance(fig, Figure)
         ax = fig.axes[0]

@@ -1,0 +1,277 @@
+"""The "Population" section of a diagnosis report: what was compared, before any statistic.
+
+Built from the ``report.json`` dict alone (its ``table``, ``diagnosis.settings`` and ``suite``),
+so a saved report gains it when re-rendered (:func:`with_population_section`), and the section
+is the same whether the models were trained here or read from a table:
+
+* the design: each varying knob with its levels, the seeds (the resampling groups), the number
+  of models and of series checkpoints, what was held fixed and the training preset and steps;
+* each outcome (the analysed outcome and the outcome-like covariates): its definition, the split
+  it is measured on and its number of evaluation examples (the table's ``COLUMN__n``);
+* each marker in one line: its measurement kind, its site and its other keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from probekit.report.blocks import Block, Column, Table, Text, blocks_to_dicts
+
+__all__ = ["population_blocks", "resampling_unit", "state_units", "with_population_section"]
+
+_NOT_DESIGN = {"checkpoint", "run", "step", "final", "name"}
+_SITE_KEYS = ("site", "sites", "site_a", "site_b", "layer", "layers", "block", "blocks",
+              "position", "positions")
+_SKIP_KEYS = {"name", "measure"}
+
+
+def _outcome_like(column: str) -> bool:
+    return (column.startswith(("ood:", "id_", "train_", "final_")) or column.endswith("__n")
+            or column in ("ood_accuracy", "id_accuracy"))
+
+
+def _level(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def _levels(values: list[Any]) -> list[Any]:
+    distinct = {json.dumps(v, sort_keys=True, default=str): v for v in values if v is not None}
+    try:
+        return sorted(distinct.values())
+    except TypeError:
+        return list(distinct.values())
+
+
+def _final_rows(table: dict[str, list[Any]]) -> list[int]:
+    n = len(next(iter(table.values()), []))
+    if "final" not in table:
+        return list(range(n))
+    return [i for i, f in enumerate(table["final"]) if f]
+
+
+def _design_table(report: dict[str, Any], finals: list[int], markers: list[str]) -> Table:
+    table, settings = report["table"], report["diagnosis"]["settings"]
+    origin = _origin(report)
+    knobs, groups = list(settings.get("knobs") or []), settings.get("groups")
+    n_all = len(next(iter(table.values()), []))
+    rows: list[dict[str, Any]] = []
+    cells = 1
+    for k in knobs:
+        lv = _levels([table[k][i] for i in finals]) if k in table else []
+        cells *= max(len(lv), 1)
+        rows.append({"what": f"knob {k}", "value": ", ".join(_level(v) for v in lv),
+                     "n": len(lv)})
+    group_cols = [c for c in dict.fromkeys(["seed", *([groups] if groups else [])])
+                  if c in table and c not in knobs]
+    for g in group_cols:
+        lv = _levels([table[g][i] for i in finals])
+        role = "resampling groups" if g == groups else "not a resampling unit"
+        rows.append({"what": f"{'seeds' if g == 'seed' else g} ({role})",
+                     "value": ", ".join(_level(v) for v in lv), "n": len(lv)})
+    n_groups = rows[-1]["n"] if group_cols else 1
+    shape = (f"{cells} knob cell{'s' if cells != 1 else ''} x {n_groups} "
+             f"{'seeds' if group_cols and group_cols[-1] == 'seed' else 'groups'}"
+             if knobs and group_cols else "")
+    rows.append({"what": "models analysed (final checkpoints)", "value": shape,
+                 "n": len(finals)})
+    if n_all > len(finals):
+        steps = _levels([table["step"][i] for i in range(n_all) if i not in set(finals)])
+        rows.append({"what": "series checkpoints (early warning)",
+                     "value": "steps " + ", ".join(_level(s) for s in steps),
+                     "n": n_all - len(finals)})
+    used = set(knobs) | set(group_cols) | set(markers) | _NOT_DESIGN
+    fixed = []
+    for c in table:
+        if c in used or _outcome_like(c):
+            continue
+        lv = _levels([table[c][i] for i in finals])
+        if len(lv) == 1:
+            fixed.append(f"{c}={_level(lv[0])}")
+    pop = origin.get("population") or {}
+    fixed += list(pop.get("sets") or [])
+    rows.append({"what": "held fixed", "value": "; ".join(fixed) or "(nothing recorded)",
+                 "n": None})
+    preset = pop.get("preset")
+    steps = pop.get("steps")
+    if steps is None and "step" in table and finals:
+        final_steps = _levels([table["step"][i] for i in finals])
+        steps = ", ".join(_level(s) for s in final_steps) if final_steps else None
+    if preset is None and "preset" in table:
+        presets = _levels([table["preset"][i] for i in finals])
+        preset = ", ".join(presets) if presets else None
+    training = ", ".join(t for t in ((f"preset {preset}" if preset else ""),
+                                     (f"{steps} steps" if steps is not None else "")) if t)
+    rows.append({"what": "training", "value": training or "not recorded in the table "
+                 f"({report['data'].get('source', {}).get('file', 'the table')})", "n": None})
+    covs = list(settings.get("covariates") or [])
+    rows.append({"what": "covariates (held in every partial test)",
+                 "value": ", ".join(covs) or "none", "n": len(covs)})
+    return Table(
+        title="Design", anchor="design",
+        columns=(Column(key="what", header="", fmt="", align="left"),
+                 Column(key="value", header="levels / value", fmt="", align="left"),
+                 Column(key="n", header="n", fmt="d")),
+        rows=tuple(rows),
+        caption="Knob levels and seeds over the final checkpoints (the analysed models); "
+        "held fixed: columns with one value over those models, plus the grid's fixed --set "
+        "overrides.")
+
+
+def _origin(report: dict[str, Any]) -> dict[str, Any]:
+    """The population and marker sections of the diagnosis file behind the report."""
+    suite = report.get("suite", {})
+    return suite.get("origin") or {k: suite[k] for k in ("population", "marker", "data")
+                                   if k in suite}
+
+
+def _examples(table: dict[str, list[Any]], column: str, finals: list[int]) -> str:
+    n_col = f"{column}__n"
+    if n_col not in table:
+        return "not recorded"
+    lv = _levels([table[n_col][i] for i in finals])
+    if not lv:
+        return "not recorded"
+    return _level(lv[0]) if len(lv) == 1 else f"{_level(min(lv))}-{_level(max(lv))}"
+
+
+def _outcome_row(column: str, role: str, table: dict[str, list[Any]], finals: list[int],
+                 source: str) -> dict[str, Any]:
+    metric = "accuracy (exact match, or the task's primary metric)"
+    if column == "id_accuracy":
+        what, split = f"{metric} on the in-distribution held-out split", "test_id"
+    elif column in ("train_accuracy", "train_loss"):
+        what, split = f"{column.split('_')[1]} on the training split", "train"
+    elif column.startswith("id_step_"):
+        what = f"first training step at which held-out accuracy reaches {column[8:]}"
+        split = "test_id"
+    elif column.startswith("ood:"):
+        name = column[4:]
+        parts = sorted(c[4:] for c in table if c.startswith(f"ood:{name}_")
+                       and c[len(name) + 5:].isdigit())
+        if parts:
+            what, split = f"unweighted mean {metric} over the splits {name}_N", ", ".join(parts)
+        else:
+            what, split = f"{metric} on the held-out split {name}", name
+    else:
+        what, split = f"a column of the table {source} (defined where the table was made)", "-"
+    return {"column": column, "role": role, "definition": what, "split": split,
+            "examples": _examples(table, column, finals)}
+
+
+def _outcomes_table(report: dict[str, Any], finals: list[int]) -> Table:
+    table, settings = report["table"], report["diagnosis"]["settings"]
+    source = report["data"].get("source", {}).get("file", "")
+    rows = [_outcome_row(settings["outcome"], "outcome", table, finals, source)]
+    rows += [_outcome_row(c, "covariate", table, finals, source)
+             for c in settings.get("covariates") or [] if _outcome_like(c) and c in table]
+    return Table(
+        title="Outcomes", anchor="outcomes",
+        columns=(Column(key="column", header="column", fmt="", align="left"),
+                 Column(key="role", header="role", fmt="", align="left"),
+                 Column(key="definition", header="definition", fmt="", align="left"),
+                 Column(key="split", header="split", fmt="", align="left"),
+                 Column(key="examples", header="examples per model", fmt="", align="left")),
+        rows=tuple(rows),
+        caption="examples: the evaluation examples behind each model's value (the table's "
+        "COLUMN__n; a range when the models differ).")
+
+
+def _short(v: Any, limit: int = 48) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _markers_table(report: dict[str, Any], markers: list[str]) -> Table | Text:
+    defs = {m.get("name"): m for m in _origin(report).get("marker") or []}
+    if not any(name in defs for name in markers):
+        source = report["data"].get("source", {}).get("file", "the table")
+        return Text(text=f"Markers ({len(markers)}, columns of {source}; their definitions "
+                    f"are where the table was made): {', '.join(markers)}.")
+    rows = []
+    for name in markers:
+        d = defs.get(name)
+        if d is None:
+            rows.append({"marker": name, "kind": "column of the table", "site": "-",
+                         "keys": "defined where the table was made"})
+            continue
+        site = "; ".join(f"{k}={_short(d[k], 40)}" for k in _SITE_KEYS
+                         if d.get(k) not in (None, "", [], {}))
+        keys = ", ".join(f"{k}={_short(v, 28)}" for k, v in d.items()
+                         if k not in _SKIP_KEYS and k not in _SITE_KEYS
+                         and v not in (None, "", [], {}))
+        rows.append({"marker": name, "kind": d.get("measure", "-"), "site": site or "-",
+                     "keys": keys or "-"})
+    return Table(
+        title="Markers", anchor="markers",
+        columns=(Column(key="marker", header="marker", fmt="", align="left"),
+                 Column(key="kind", header="kind", fmt="", align="left"),
+                 Column(key="site", header="site", fmt="", align="left"),
+                 Column(key="keys", header="keys", fmt="", align="left")),
+        rows=tuple(rows))
+
+
+def population_blocks(report: dict[str, Any]) -> list[Block]:
+    """The Population section's blocks of a ``report.json``-shaped diagnosis dict.
+
+    Needs ``table``, ``diagnosis.settings`` (outcome, covariates, groups, knobs) and
+    ``data``; marker definitions and the training preset come from ``suite`` (a diagnosis
+    file's ``[population]`` / ``[[marker]]``, or ``suite.origin`` of a table diagnosis made
+    from one) when present.
+    """
+    table = report["table"]
+    finals = _final_rows(table)
+    markers = list(report["diagnosis"].get("markers") or
+                   [m["name"] for m in _origin(report).get("marker") or []]
+                   or [m.get("marker") for m in (report["diagnosis"].get("analysis") or {})
+                       .get("markers", [])])
+    design = _design_table(report, finals, markers)
+    design = dataclasses.replace(design, caption=design.caption + " The p-values and CIs of "
+                                 f"this report resample {resampling_unit(report)} (delta R^2: "
+                                 "leave one group out) unless a table says otherwise.")
+    return [design, _outcomes_table(report, finals),
+            _markers_table(report, markers)]
+
+
+def resampling_unit(report: dict[str, Any]) -> str:
+    """The analysis's resampling unit in words ("models permuted within seed strata ...")."""
+    analysis = report["diagnosis"].get("analysis") or {}
+    unit = (analysis.get("settings") or {}).get("unit")
+    if unit:
+        return str(unit)
+    groups = report["diagnosis"]["settings"].get("groups")
+    return f"{groups} groups" if groups else "models"
+
+
+_UNIT_WORDS = ("permuted", "bootstrap over", "resampl", "unit", "simulations")
+
+
+def state_units(blocks: Sequence[Block], unit: str) -> tuple[Block, ...]:
+    """``blocks`` with every table that shows a p-value or a CI naming its resampling unit.
+
+    A table whose caption already names one (permutation, bootstrap, resampling, unit,
+    simulations) is kept; any other table with a ``p`` / ``CI`` column gets "p-values and CIs
+    from ``unit``." appended to its caption.
+    """
+    out = []
+    for b in blocks:
+        if isinstance(b, Table) and not any(w in b.caption.lower() for w in _UNIT_WORDS):
+            heads = [c.header for c in b.columns]
+            if any(h.split(" ")[-1] in ("p", "CI") or "CI" in h.split() or "[CI]" in h
+                   for h in heads):
+                b = dataclasses.replace(b, caption=(b.caption + " " if b.caption else "")
+                                        + f"p-values and CIs from {unit}.")
+        out.append(b)
+    return tuple(out)
+
+
+def with_population_section(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` with its Population section first among ``analyses`` (replaced if present)."""
+    rest = [a for a in report.get("analyses", []) if a.get("section") != "population"]
+    section = {"section": "population", "title": "Population", "data": {}, "warnings": [],
+               "hypotheses": [], "blocks": blocks_to_dicts(population_blocks(report))}
+    return {**report, "analyses": [section, *rest]}
