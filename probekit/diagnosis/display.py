@@ -35,6 +35,12 @@ class DiagnosisDisplay(NotebookMixin):
     def _blocks(self) -> tuple[Block, ...]:
         return tuple(self.blocks)
 
+    def population(self) -> BlockView:
+        """The report's Population section (design, outcomes, markers), shown in a notebook."""
+        from .population_section import population_blocks
+
+        return BlockView("Population", tuple(population_blocks(self.to_dict())))
+
     def parts(self) -> dict[str, BlockView]:
         """The report's parts, each displayable on its own in a notebook.
 
