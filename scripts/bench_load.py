@@ -73,21 +73,27 @@ def _load() -> list[float]:
 
 
 def run_suite(name: str, busy: bool, timeout_s: float) -> dict:
-    """``probekit report probes/NAME.toml`` in a fresh process; its wall time and exit status."""
+    """``probekit report probes/NAME.toml`` in a fresh process; its wall time and exit status.
+
+    Each run gets an empty ``PROBEKIT_CACHE`` (a temporary folder): the second run of a pair
+    must not reuse the activations or answers the first one cached.
+    """
     with tempfile.TemporaryDirectory(prefix="pk-load-") as tmp, busy_core(busy):
+        env = {**_child_env(), "PROBEKIT_CACHE": str(Path(tmp) / "cache")}
         load = _load()
         t0 = time.perf_counter()
         try:
             res = subprocess.run(
                 [sys.executable, "-m", "probekit.cli", "report", str(ROOT / "probes" / f"{name}.toml"),
                  "--out", str(Path(tmp) / "out")],
-                cwd=ROOT, env=_child_env(), capture_output=True, text=True, timeout=timeout_s,
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s,
             )
             rc, tail = res.returncode, (res.stderr or res.stdout).strip().splitlines()[-1:]
         except subprocess.TimeoutExpired:
             rc, tail = None, [f"timed out after {timeout_s:.0f} s"]
         seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "rc": rc, "load_before": load, "last_line": tail[0] if rc else ""}
+    return {"seconds": seconds, "rc": rc, "load_before": load,
+            "last_line": tail[0] if rc and tail else ""}
 
 
 def bench_load(suites: str | None = None, timeout_s: float = 3600.0) -> dict:

@@ -82,12 +82,11 @@ def small_work_threads(n: int = 1, work: int | None = None) -> Iterator[int]:
         count = n
     else:
         count = threads_for_work(work)
-    before = torch.get_num_threads()
-    # threadpoolctl records the current BLAS / OpenMP limits before torch changes the OpenMP one,
-    # and restores them after torch has been restored (the inner exit runs first)
+    # threadpoolctl sets the BLAS pools and every OpenMP runtime loaded (torch's libgomp among
+    # them: torch's intra-op pool and its MKL read omp_get_max_threads, so torch.get_num_threads()
+    # is `count` inside) and restores them on exit. Not torch.set_num_threads: with torch 2.13's
+    # MKL, lowering it and raising it back breaks later batched LAPACK calls in the process
+    # (torch.linalg.solve: "Pivots given to lu_solve must all be >= 1", MKL DLASWP errors; seen
+    # as probes/scan_homomorphism.toml failing after a probe fit; tests/util/test_threads.py)
     with threadpool_limits(limits=count, user_api=None):
-        torch.set_num_threads(count)
-        try:
-            yield count
-        finally:
-            torch.set_num_threads(before)
+        yield count

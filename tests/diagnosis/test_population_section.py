@@ -207,17 +207,22 @@ def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+SHIPPED_REPORTS = sorted(p.parent.relative_to(ROOT / "docs" / "diagnosis").as_posix()
+                         for p in (ROOT / "docs" / "diagnosis").rglob("report.html"))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("which", ["planted", "kg_composition", "he_regulariser"])
+@pytest.mark.parametrize("which", ["planted", *SHIPPED_REPORTS])
 def test_population_and_verdicts_in_the_first_screen(which, planted, tmp_path):
-    """Headless Chromium at 1280 px: #population and #verdicts start within the first 1200 px."""
+    """Headless Chromium at 1280 px: #population and #verdicts start within the first 1200 px,
+    on a planted population and on every shipped diagnosis report."""
     from tests.report.chromium import find_chromium, render_report
 
     if find_chromium() is None:
         pytest.skip("headless Chromium not installed")
     html = planted / "report.html" if which == "planted" else (
         ROOT / "docs" / "diagnosis" / which / "report.html")
-    result = render_report(html, tmp_path / f"{which}.png", ids=("population", "verdicts"))
+    result = render_report(html, tmp_path / f"{which.replace('/', '_')}.png", ids=("population", "verdicts"))
     assert result["clipped"] == [] and result["broken"] == [], result
     tops = result["tops"]
     assert tops["population"] is not None and tops["verdicts"] is not None, tops

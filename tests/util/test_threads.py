@@ -131,3 +131,35 @@ def test_inner_loops_run_on_one_thread_and_restore(outside, monkeypatch):
     one = frozenset({1})
     assert seen == {("_residual_cost", 1, one), ("_loss_grad", 1, one), ("mlp_forward", 1, one)}
     assert _counts() == outside
+
+
+_SOLVE_AFTER_SCOPE = """
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+from probekit.util.threads import small_work_threads
+g = torch.Generator().manual_seed(0)
+A = torch.randn(4, 223, 223, dtype=torch.float64, generator=g)
+B = torch.randn(4, 223, 3, dtype=torch.float64, generator=g)
+with small_work_threads(1):
+    inside = torch.get_num_threads()
+    (torch.randn(50, 50) @ torch.randn(50, 50)).sum()
+x = torch.linalg.solve(A, B)
+print(inside, torch.get_num_threads(), float((A @ x - B).abs().max()))
+"""
+
+
+def test_a_batched_solve_after_the_scope_still_works():
+    """Regression: scoping through torch.set_num_threads (1, then back to 2) broke torch 2.13's MKL
+    LAPACK for the rest of the process ("Pivots given to lu_solve must all be >= 1"; the HE ridge
+    of probes/scan_homomorphism.toml after a probe fit). Fresh process: MKL's state is global."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in __import__("os").environ.items() if k != "OMP_NUM_THREADS"}
+    res = subprocess.run([sys.executable, "-c", _SOLVE_AFTER_SCOPE, str(root)], capture_output=True,
+                         text=True, timeout=120, env={**env, "OMP_NUM_THREADS": "2"}, check=False)
+    assert res.returncode == 0, res.stderr[-800:]
+    inside, after, residual = res.stdout.split()
+    assert (int(inside), int(after)) == (1, 2) and float(residual) < 1e-8
