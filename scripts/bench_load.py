@@ -96,8 +96,23 @@ def run_suite(name: str, busy: bool, timeout_s: float) -> dict:
             "last_line": tail[0] if rc and tail else ""}
 
 
-def bench_load(suites: str | None = None, timeout_s: float = 3600.0) -> dict:
-    """Every shipped probe suite quiet and beside a busy core; ratios and the goal (<= 3x)."""
+def _summary(rows: dict) -> dict:
+    return {
+        "cpus": os.cpu_count(),
+        "suites": rows,
+        "all_within_goal": all(r["within_goal"] for r in rows.values()),
+        "goal": f"busy_core / quiet <= {GOAL} for every suite",
+        "env": f"children run with {', '.join(UNSET)} unset (default threads), each run with an "
+               "empty PROBEKIT_CACHE",
+    }
+
+
+def bench_load(suites: str | None = None, timeout_s: float = 3600.0,
+               out: Path | None = None) -> dict:
+    """Every shipped probe suite quiet and beside a busy core; ratios and the goal (<= 3x).
+
+    With ``out``, the JSON is rewritten after every suite (an interrupted run keeps its rows).
+    """
     names = suites.split(",") if suites else shipped_suites()
     rows = {}
     for name in names:
@@ -109,13 +124,10 @@ def bench_load(suites: str | None = None, timeout_s: float = 3600.0) -> dict:
                       "within_goal": ratio is not None and ratio <= GOAL}
         print(f"  {name:28s} quiet {quiet['seconds']:8.1f} s  busy {loaded['seconds']:8.1f} s  "
               f"ratio {ratio if ratio is None else round(ratio, 2)}", flush=True)
-    return {
-        "cpus": os.cpu_count(),
-        "suites": rows,
-        "all_within_goal": all(r["within_goal"] for r in rows.values()),
-        "goal": f"busy_core / quiet <= {GOAL} for every suite",
-        "env": f"children run with {', '.join(UNSET)} unset (default threads)",
-    }
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(_summary(rows), indent=2))
+    return _summary(rows)
 
 
 _K_CHILD = """
@@ -183,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.k_search:
         result = bench_k_search(args.k_search_variants, args.site, args.timeout)
     else:
-        result = bench_load(args.suites, args.timeout)
+        result = bench_load(args.suites, args.timeout, Path(args.out))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(f"wrote {args.out}")
