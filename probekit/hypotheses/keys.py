@@ -201,9 +201,12 @@ def two_hop_rows(ctx: Context, split: str, bridges: Sequence[Any], *, column: st
 def answer_ids(ctx: Context, column: str, rows: Sequence[int] | np.ndarray) -> list[int]:
     """The gold next-token id of each row: an integer column as is, text by its first token.
 
-    Text is tokenised without a BOS (``model.to_tokens(text, prepend_bos=False)``); give the
-    leading space a word needs after the prompt (``" Paris"``).
+    Text goes through :func:`probekit.circuits.answers.answer_token` (``answer_tokens =
+    "first"``): the task vocabulary, else the tokenizer without a BOS; give the leading space a
+    word needs after the prompt (``" Paris"``).
     """
+    from ..circuits.answers import answer_token
+
     values = ctx.examples.column(column)
     out = []
     for i in rows:
@@ -211,7 +214,8 @@ def answer_ids(ctx: Context, column: str, rows: Sequence[int] | np.ndarray) -> l
         if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
             out.append(int(v))
         elif isinstance(v, str) and v:
-            out.append(int(ctx.model.to_tokens(v, prepend_bos=False)[0, 0]))
+            out.append(answer_token(ctx.model, v, ctx.examples.vocab, answer_tokens="first",
+                                    where=f"answer column {column!r} row {int(i)}"))
         else:
             raise DataError(f"answer column {column!r} row {int(i)} holds {v!r}; expected a token id "
                             "(int) or non-empty answer text")

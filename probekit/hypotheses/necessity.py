@@ -151,20 +151,18 @@ def probe_direction_substrate(
 def unit_substrate(
     site: Site, units: Sequence[int], X: Float[np.ndarray, "n d"], *, method: str = "mean"
 ) -> Substrate:
-    """Units ``units`` of ``site``'s last axis, set to their mean over ``X`` (or 0, or resampled)."""
+    """Units ``units`` of ``site``'s last axis, set to their mean over ``X`` (or to 0)."""
     X = np.asarray(X, dtype=np.float64)
     width = X.shape[1]
     units = tuple(int(u) for u in units)
     if not units or len(set(units)) != len(units) or min(units) < 0 or max(units) >= width:
         raise ConfigError(f"units must be distinct indices in 0..{width - 1} of {site.key}, got {list(units)}")
-    mean = torch.as_tensor(X.mean(0))
-    pool = None
     if method == "resample":
         raise ConfigError("resample ablation of units is not supported; use method 'mean' or 'zero'")
+    mean = torch.as_tensor(X.mean(0)) if method == "mean" else None
 
     def ops(chosen: tuple[int, ...]) -> list[Any]:
-        return [Ablate(site=site, features=chosen, method=method,
-                       mean=mean if method == "mean" else None, pool=pool)]
+        return [Ablate(site=site, features=chosen, method=method, mean=mean)]
 
     def random_ops(seed: int) -> list[Any]:
         pick = np.random.default_rng(seed).choice(width, size=len(units), replace=False)

@@ -9,10 +9,11 @@ search of ``probes/modadd_geometry.toml`` on 2 cores with one busy took over 15 
 about a minute (docs/bench/README.md). Limiting BLAS alone is not enough: torch's intra-op
 OpenMP pool spins too.
 
-:func:`small_work_threads` sets, for the duration of a ``with`` block, the intra-op threads of
-torch (``torch.set_num_threads``) and the BLAS and OpenMP pools that threadpoolctl finds
-(numpy/scipy's OpenBLAS, torch's OpenMP runtime), and restores every previous value on exit,
-also when the block raises. Nested blocks restore their enclosing block's values.
+:func:`small_work_threads` sets, for the duration of a ``with`` block, the BLAS and OpenMP pools
+that threadpoolctl finds (numpy/scipy's OpenBLAS, torch's OpenMP runtime, which torch's intra-op
+pool reads), and restores every previous value on exit, also when the block raises. Nested blocks
+restore their enclosing block's values. It never calls ``torch.set_num_threads``: with torch
+2.13's MKL that call breaks later batched LAPACK solves in the process.
 
 The rule for the count (:func:`threads_for_work`): with ``w`` the flops of the largest single
 tensor op of one iteration of the loop and ``T`` the threads configured outside,
@@ -64,7 +65,7 @@ def threads_for_work(work: int, max_threads: int | None = None) -> int:
 def small_work_threads(n: int = 1, work: int | None = None) -> Iterator[int]:
     """Run the ``with`` block on ``n`` threads, or on :func:`threads_for_work` ``(work)``.
 
-    Sets torch's intra-op threads and threadpoolctl's BLAS and OpenMP limits; restores the
+    Sets threadpoolctl's BLAS and OpenMP limits (torch's intra-op pool among them); restores the
     previous values on exit, also on an exception.
 
     Args:
