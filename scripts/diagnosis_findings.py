@@ -45,6 +45,9 @@ POPULATIONS: tuple[tuple[str, str, str], ...] = (
      "1200 steps"),
     ("modadd_causal", "probes/diagnose_modadd_causal.toml",
      "the modadd population's step-300 markers: mediation weight decay -> marker -> final accuracy"),
+    ("modadd_causal_crossing", "probes/diagnose_modadd_causal_crossing.toml",
+     "the same step-300 markers, the grokking step (censored at 1225) as the outcome: mediation "
+     "weight decay -> marker -> crossing step, with the survival analysis"),
     ("kg_composition", "probes/diagnose_kg_composition.toml",
      "KG two-hop composition: phi {3.6, 5.4, 7.2} x 3 seeds, 500 steps (OOD outcome)"),
     ("kg_composition/id", "probes/diagnose_kg_composition_id.toml",

@@ -45,8 +45,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from ..report.blocks import strict_json
+from ..errors import ConfigError, DataError
+from ..report.blocks import Text, strict_json
 from ..suites.spec import SuiteError, build_suite, build_table, location, read_toml
 from ..util.integrity import write_sidecar
 from ..util.io import atomic_write_text, sha256_bytes
@@ -76,7 +76,7 @@ __all__ = [
 FIXED = ("checkpoint", "run", "step", "final")
 _OUTCOME_PREFIXES = ("train_", "id_", "ood", "final_")
 #: [diagnosis] keys of a computed population only
-_COMPUTED_ONLY = ("max_eval_examples", "crossing", "censor")
+_COMPUTED_ONLY = ("max_eval_examples", "crossing")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,6 +183,16 @@ def load_table_diagnosis(path: str | Path) -> TableDiagnosis:
         raise SuiteError(f"{location(path, text, 'diagnosis', 'markers')} = {markers!r}: expected "
                          "a non-empty list of column names")
     settings = build_settings(d, path, text)
+    if settings.censor is not None:
+        where = location(path, text, "diagnosis", "censor")
+        if settings.censor == "next_eval":
+            raise SuiteError(f"{where} = \"next_eval\": a table holds no training history to "
+                             "find the next evaluation; give the censoring step as a number "
+                             "(e.g. one evaluation past the end of training)")
+        if not settings.outcome.startswith("id_step_"):
+            raise SuiteError(f"{where}: only a crossing-step outcome (outcome = "
+                             f"\"id_step_<crossing>\") is censored, not {settings.outcome!r}; "
+                             "remove censor")
     for column, value in pop.where.items():
         values = value if isinstance(value, list) else [value]
         if not values or not all(isinstance(v, (int, float, str)) for v in values):
@@ -236,6 +246,36 @@ def _outcome_like(name: str) -> bool:
 
 def _varies(values: list[Any]) -> bool:
     return len({repr(v) for v in values}) > 1
+
+
+def _censored(spec: TableDiagnosis, table: dict[str, list[Any]]) -> Any:
+    """The crossing outcome with its empty cells (runs that never cross) set to ``censor``.
+
+    None without ``[diagnosis] censor``. The table's rows are models (``final`` = 1); the raw
+    column stays in markers.csv, the analysis and the survival curve read this one
+    (:func:`probekit.diagnosis.censoring.censor_crossing`).
+    """
+    from .censoring import censor_crossing
+
+    d = spec.diagnosis
+    if d.censor is None:
+        return None
+    if d.outcome not in table:
+        return None  # _settings names the missing column
+    try:
+        return censor_crossing(table, d.outcome, float(d.censor))
+    except DataError as err:
+        raise ConfigError(f"{spec.at('diagnosis', 'censor')}: {err}") from err
+
+
+def _censored_view(spec: TableDiagnosis, rows: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """``rows`` with the outcome censored (for the column checks), else ``rows`` itself."""
+    if spec.diagnosis.censor is None or spec.diagnosis.outcome not in rows:
+        return rows
+    view = dict(rows)
+    view[spec.diagnosis.outcome] = [spec.diagnosis.censor if v in (None, "") else v
+                                    for v in rows[spec.diagnosis.outcome]]
+    return view
 
 
 def _settings(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Any, list[str]]:
@@ -409,19 +449,28 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     full = read_marker_table(spec.table)
     rows = _select_rows(spec, full)
-    settings, markers = _settings(spec, rows)
+    settings, markers = _settings(spec, _censored_view(spec, rows))
     n = len(next(iter(rows.values())))
     internal = dict(rows)
     # a table without final flags, or rows chosen by `where` among which none is a final
     # checkpoint (e.g. where = { step = 300 }: each run's early checkpoint): every row is a model
     if "final" not in internal or not any(_same(f, 1) for f in internal["final"]):
         internal["final"] = [1] * n
+    censored = _censored(spec, internal)
+    raw = internal
+    if censored is not None:
+        internal = censored.table
     host = DiagnosisFile(  # the runner's analysis reads only the [diagnosis] settings
         suite=build_suite(spec.source, spec.text, {"model": {"train": {"preset": "(table)"}}, "data": {"label": "(table)"}}),
         population=PopulationSpec(interventions=spec.interventions), markers=(),
         diagnosis=spec.diagnosis, text=spec.text)
     analysis, extras, blocks = _analyse(host, settings, internal, markers,
                                         marker_cis=_sidecar_cis(spec.table, internal, markers))
+    if censored is not None and censored.n_censored:
+        from .runner import _survival
+
+        blocks = (Text(text=censored.warning(), level="warning"), *blocks,
+                  *_survival(host, settings, raw, censored.censor, markers, extras))
     result = TableDiagnosisResult(
         spec=spec, settings=settings, table=rows, markers=tuple(markers), analysis=analysis,
         extras=extras, blocks=tuple(blocks),

@@ -10,6 +10,7 @@ from probekit.diagnosis import marker_analysis
 from probekit.diagnosis.runner import _csv
 from probekit.diagnosis.table_diagnosis import diagnose_table, load_table_diagnosis
 from probekit.errors import ConfigError
+from probekit.suites.spec import SuiteError
 
 
 def _population(path, seed=0):
@@ -79,7 +80,7 @@ def test_planted_verdicts_from_the_file(tmp_path):
     ('outcome = "ood"\nmarkers = ["planted", "gone"]\n', "", r"marker 'gone' is not a column"),
     ('outcome = "ood"\n', 'where = { arm = "c" }\n', r"\[population\] where: no row"),
     ('outcome = "ood"\ncrossing = 0.9\n', "", r"\[diagnosis\] crossing: only a computed population"),
-    ('outcome = "ood"\ncensor = 1225\n', "", r"\[diagnosis\] censor: only a computed population"),
+    ('outcome = "ood"\ncensor = 1225\n', "", r"\[diagnosis\] censor: only a crossing-step outcome"),
 ])
 def test_bad_columns_name_the_file_line(tmp_path, diagnosis, extra, match):
     _population(tmp_path / "markers.csv")
@@ -118,3 +119,80 @@ def test_where_choosing_early_checkpoints_analyses_them_as_the_models():
     assert set(stats) == {"fourier_gini", "restricted_loss"} and stats["fourier_gini"].n == 27
     causal = res.extras["causal"]
     assert [r["marker"] for r in causal["records"]] == ["fourier_gini", "restricted_loss"]
+
+
+def test_shipped_crossing_mediation_reruns_its_report():
+    """The shipped causal population with the censored grokking step as the outcome
+    (probes/diagnose_modadd_causal_crossing.toml) reproduces docs/diagnosis/modadd_causal_crossing:
+    verdicts, partial r, the mediation, the Cox hazard ratios and the censoring curve."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    res = diagnose_table(root / "probes" / "diagnose_modadd_causal_crossing.toml")
+    shipped = json.loads((root / "docs/diagnosis/modadd_causal_crossing/report.json").read_text())
+    d = shipped["diagnosis"]
+    ref = {r["marker"]: r for r in d["analysis"]["markers"]}
+    for s in res.analysis.markers:
+        assert s.verdict == ref[s.marker]["verdict"]
+        assert s.partial_r == pytest.approx(ref[s.marker]["partial_r"], abs=1e-12)
+    assert res.analysis["fourier_gini"].verdict == "adds_beyond_covariates"
+    assert res.extras["survival"]["n_censored"] == 5
+    for a, b in zip(res.extras["survival"]["cox"], d["survival"]["cox"], strict=True):
+        assert a["hazard_ratio"] == pytest.approx(b["hazard_ratio"], rel=1e-9)
+    assert {c["verdict"] for c in res.extras["survival"]["curve"] if c["marker"] == "fourier_gini"} \
+        == {"adds_beyond_covariates"}  # stable over the censoring values 1225..2450
+    for a, b in zip(res.extras["causal"]["records"], d["causal"]["records"], strict=True):
+        assert a["mediation_indirect"] == pytest.approx(b["mediation_indirect"], rel=1e-9)
+        assert a["mediation_indirect_low"] == pytest.approx(b["mediation_indirect_low"], rel=1e-9)
+
+
+def _crossing_population(path):
+    """24 runs (3 seeds x 8 knob levels), one row each: the crossing step falls with the marker;
+    runs whose step would pass 1000 never cross (empty cell)."""
+    rng = np.random.default_rng(5)
+    knob = np.repeat(np.arange(8.0), 3)
+    seeds = np.tile(np.arange(3), 8)
+    marker = rng.normal(size=24)
+    step = 600 - 40 * knob - 150 * marker + 20 * rng.normal(size=24)
+    table = {"run": [f"r{i}" for i in range(24)], "step": [300] * 24, "final": [0] * 24,
+             "knob": knob.tolist(), "seed": seeds.tolist(), "marker": marker.tolist(),
+             "id_step_0.9": [None if s > 700 else float(round(s / 25) * 25) for s in step]}
+    path.write_text(_csv(table))
+    return table
+
+
+def test_censored_crossing_outcome_of_a_table(tmp_path):
+    """censor = N fills the never-crossing runs with N for the analysis (the raw column stays in
+    markers.csv) and adds the survival analysis over the censoring grid."""
+    from probekit.diagnosis.censoring import censor_crossing
+
+    table = _crossing_population(tmp_path / "markers.csv")
+    never = sum(v is None for v in table["id_step_0.9"])
+    assert 2 <= never <= 12
+    spec = _spec(tmp_path, 'knobs = ["knob"]\n',
+                 'outcome = "id_step_0.9"\ncensor = 1100\nmarkers = ["marker"]\n'
+                 'covariates = ["knob"]\n')
+    res = diagnose_table(spec, out=tmp_path / "out")
+    filled = censor_crossing({**table, "final": [1] * 24}, "id_step_0.9", 1100.0).table
+    ref = marker_analysis({k: filled[k] for k in ("id_step_0.9", "knob", "seed", "marker")},
+                          "id_step_0.9", markers=["marker"], covariates=["knob"], groups="seed",
+                          n_permutations=300)
+    assert res.analysis["marker"].partial_r == pytest.approx(ref["marker"].partial_r, abs=1e-12)
+    assert res.analysis["marker"].partial_r < -0.5  # the planted effect, censored or not
+    assert res.table["id_step_0.9"] == table["id_step_0.9"]  # markers.csv keeps the raw column
+    surv = res.extras["survival"]
+    assert surv["n_censored"] == never and surv["censors"][0] == 1100.0
+    assert surv["cox"][0]["hazard_ratio"] > 1  # a higher marker crosses sooner
+    assert any(f"{never} of 24" in getattr(b, "text", "") for b in res.blocks)
+
+
+@pytest.mark.parametrize("diagnosis, match", [
+    ('outcome = "id_step_0.9"\ncensor = "next_eval"\n', "no training history"),
+    ('outcome = "marker"\ncensor = 1100\n', "only a crossing-step outcome"),
+    ('outcome = "id_step_0.9"\ncensor = 400\nmarkers = ["marker"]\n', "not above the largest observed crossing"),
+])
+def test_censor_of_a_table_refused_with_the_fix(tmp_path, diagnosis, match):
+    _crossing_population(tmp_path / "markers.csv")
+    with pytest.raises((ConfigError, SuiteError), match=match):
+        diagnose_table(_spec(tmp_path, "", diagnosis))
