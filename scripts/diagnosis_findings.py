@@ -48,6 +48,9 @@ POPULATIONS: tuple[tuple[str, str, str], ...] = (
     ("modadd_causal_crossing", "probes/diagnose_modadd_causal_crossing.toml",
      "the same step-300 markers, the grokking step (censored at 1225) as the outcome: mediation "
      "weight decay -> marker -> crossing step, with the survival analysis"),
+    ("modadd_necessity", "probes/diagnose_modadd_necessity.toml",
+     "the modadd population (its 27 runs), each checkpoint's accuracy lost when its embedding's 3 "
+     "key Fourier frequencies are removed, minus 3 other frequencies' loss (at step 300 and 1200)"),
     ("kg_composition", "probes/diagnose_kg_composition.toml",
      "KG two-hop composition: phi {3.6, 5.4, 7.2} x 3 seeds, 500 steps (OOD outcome)"),
     ("kg_composition/id", "probes/diagnose_kg_composition_id.toml",

@@ -24,6 +24,7 @@ want kg_composition && run kg_composition probes/diagnose_kg_composition.toml --
 want kg_composition && run kg_composition/id probes/diagnose_kg_composition_id.toml --table docs/diagnosis/kg_composition/id/markers.csv
 want modadd && run modadd probes/diagnose_modadd.toml --table docs/diagnosis/modadd/markers.csv
 want modadd_causal && run modadd_causal probes/diagnose_modadd_causal.toml
+want modadd_necessity && run modadd_necessity probes/diagnose_modadd_necessity.toml --table docs/diagnosis/modadd_necessity/markers.csv
 want modadd_causal_crossing && run modadd_causal_crossing probes/diagnose_modadd_causal_crossing.toml
 want scan_coverage && run scan_coverage probes/diagnose_scan_coverage.toml --table docs/diagnosis/scan_coverage/markers.csv
 want scan_depth && run scan_depth probes/diagnose_scan_depth.toml --table docs/diagnosis/scan_depth/markers.csv
