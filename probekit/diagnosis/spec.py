@@ -189,6 +189,10 @@ class PopulationSpec:
         device: training device override of the grid's runs.
         interventions: knobs that intervene on a marker during training, each with its target
             marker (:class:`CausalPair`; the report's "Causal evidence" section).
+        models: model entries as written (:mod:`probekit.diagnosis.real_models`): named
+            offline LMs, Hugging Face directories, probekit checkpoints.
+        model_sources: each entry resolved (the name, or the absolute directory).
+        design: entry -> its design columns (``[population.design]`` or ``design = "x.csv"``).
     """
 
     checkpoints: str | tuple[str, ...] | None = None
@@ -201,6 +205,9 @@ class PopulationSpec:
     out: str | None = None
     device: str | None = None
     interventions: tuple[CausalPair, ...] = ()
+    models: tuple[str, ...] | None = None
+    model_sources: tuple[str, ...] = ()
+    design: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def trained(self) -> bool:
@@ -326,6 +333,8 @@ class DiagnosisFile:
         markers: the ``[[marker]]`` tables, in file order.
         diagnosis: ``[diagnosis]``.
         text: the file's text (for ``FILE:LINE`` messages of later checks).
+        outcome: ``[outcome]``, the user's evaluation file and scoring rules
+            (:class:`~probekit.diagnosis.eval_outcome.EvalOutcomeSpec`), or ``None``.
     """
 
     suite: Suite
@@ -333,6 +342,7 @@ class DiagnosisFile:
     markers: tuple[MarkerSpec, ...]
     diagnosis: DiagnosisSettings
     plugins: tuple[str, ...] = ()
+    outcome: Any = None
     text: str = field(default="", repr=False, compare=False)
 
     @property
@@ -360,6 +370,9 @@ class DiagnosisFile:
         out["diagnosis"] = _plain(dataclasses.asdict(self.diagnosis))
         if self.plugins:
             out["plugins"] = {"modules": list(self.plugins)}
+        if self.outcome is not None:
+            out["outcome"] = {k: v for k, v in _plain(dataclasses.asdict(self.outcome)).items()
+                              if k != "base"}
         return out
 
     def population_key(self) -> str:
@@ -367,6 +380,7 @@ class DiagnosisFile:
         pop = dataclasses.asdict(self.population)
         pop.pop("out")
         pop.pop("interventions")  # which knob is an intervention does not change the models
+        pop.pop("design")  # nor do the design columns the user states for model entries
         if not self.population.trained:  # the same globs from another file are other models
             pop["base"] = str(self.source.parent.resolve())
         return sha256_bytes(json.dumps(_plain(pop), sort_keys=True).encode())[:12]
@@ -388,12 +402,25 @@ def _population(raw: Any, path: Path, text: str) -> PopulationSpec:
     table = dict(raw["population"]) if isinstance(raw["population"], dict) else raw["population"]
     interventions = (parse_causal_pairs(table, "interventions", path, text, "population")
                      if isinstance(table, dict) else ())
+    from .real_models import parse_models
+
+    models, sources, design = (parse_models(table, path, text) if isinstance(table, dict)
+                               else (None, (), {}))
     pop = build_table(PopulationSpec, table, path, text, "population")
-    pop = dataclasses.replace(pop, interventions=interventions)
+    pop = dataclasses.replace(pop, interventions=interventions, models=models,
+                              model_sources=sources, design=design)
     where = location(path, text, "population")
-    if (pop.checkpoints is None) == (pop.preset is None):
-        raise SuiteError(f"{where}: give exactly one of checkpoints (existing models) or preset "
+    if sum(x is not None for x in (pop.checkpoints, pop.preset, pop.models)) != 1:
+        raise SuiteError(f"{where}: give exactly one of checkpoints (existing testbed checkpoints), "
+                         "models (named LMs, Hugging Face directories, checkpoints) or preset "
                          "(+ grid: a population trained on demand)")
+    if pop.models is not None:
+        given = [k for k in ("grid", "sets", "steps", "device", "series", "every", "interventions")
+                 if getattr(pop, k) not in ({}, (), None)]
+        if given:
+            raise SuiteError(f"{location(path, text, 'population', given[0])}: a population of "
+                             f"model entries takes no {given[0]} (it trains nothing and has no "
+                             "series); remove it")
     if pop.checkpoints is not None:
         given = [k for k in ("grid", "sets", "steps", "device") if getattr(pop, k) not in ({}, (), None)]
         if given:
@@ -635,7 +662,7 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
     from ..hypotheses.plugins import PLUGINS_SECTION, load_plugins, parse_plugins
 
     path, text, raw = read_toml(path, what="diagnosis")
-    valid = [*SUITE_SECTIONS, "population", "marker", "diagnosis", PLUGINS_SECTION]
+    valid = [*SUITE_SECTIONS, "population", "marker", "diagnosis", "outcome", PLUGINS_SECTION]
     unknown = sorted(set(raw) - set(valid))
     if unknown:
         extra = (" (a diagnosis file has no [model]: [population] gives the models)"
@@ -670,5 +697,11 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
         raise SuiteError(str(err)) from None
     fixed = {k: v for k, v in raw.items() if k in SUITE_SECTIONS}
     suite = build_suite(path, text, {**fixed, "model": _PLACEHOLDER_MODEL})
+    from .eval_outcome import parse_outcome
+    from .real_models import check_marker_kinds, check_real_data
+
+    outcome = parse_outcome(raw.get("outcome"), path, text)
+    check_marker_kinds(markers, population, path, text)
+    check_real_data(population, suite, settings, path, text)
     return DiagnosisFile(suite=suite, population=population, markers=markers,
-                         diagnosis=settings, plugins=plugins, text=text)
+                         diagnosis=settings, plugins=plugins, text=text, outcome=outcome)
