@@ -165,6 +165,7 @@ SLOWEST_FILES = (
     "tests/circuits/test_circuits_display.py",
     "tests/probes/test_logistic_tol.py",
     "tests/diagnosis/test_kg_composition.py",
+    "tests/diagnosis/test_real_models.py",
     "tests/homomorphism/test_study.py",
     "tests/probes/test_correctness_controls.py",
 )

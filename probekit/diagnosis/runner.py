@@ -55,6 +55,8 @@ __all__ = ["CheckpointTask", "DiagnosisResult", "Settings", "analysis_inputs", "
            "checkpoint_cells", "diagnose", "population_facts", "reference_checkpoints"]
 
 FIXED = ("checkpoint", "run", "step", "final")
+#: the fewest models of a population the statistics analyse (leave-one-out)
+MIN_MODELS = 3
 #: train-time columns measured at each checkpoint's own step (covariates "so far")
 STEP_COLUMNS = ("train_accuracy", "train_loss")
 
@@ -928,7 +930,13 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
     if censored is not None and censored.n_censored:
         blocks.append(Text(text=censored.warning(), level="warning"))
     analysis, extras = None, {}
-    if usable:
+    few = spec.population.models is not None and len(finals) < MIN_MODELS
+    if few:  # a couple of pretrained LMs: their table and outcomes, no statistics
+        blocks.append(Text(text=f"{len(finals)} model(s): the statistics need at least "
+                           f"{MIN_MODELS} (leave-one-out); markers.csv holds the markers and "
+                           "outcomes, nothing is tested. Add models to the population.",
+                           level="warning"))
+    elif usable:
         facts = population_facts(spec, rows, refs, settings.outcome)
         analysis, extras, stat_blocks = _analyse(spec, settings, analysed, usable, facts,
                                                  marker_cis=cell_cis(cells, usable))

