@@ -54,6 +54,7 @@ TESTBED_KINDS: dict[str, str] = {
     "homomorphism_error": "a SCAN-style composition task (primitive/modifier token structure)",
     "bridge_entity_rank": "a kg_composition task's entity tokens (<e{}> of its vocabulary)",
     "bridge_entity_probe": "a kg_composition task's two-hop query columns",
+    "excluded_loss": "the modular-addition logit grid of a probekit checkpoint",
 }
 
 EntryKind = Literal["named", "hf", "checkpoint"]

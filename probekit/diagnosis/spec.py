@@ -501,7 +501,7 @@ def _family(table: dict[str, Any], i: int, path: Path, text: str,
     from ..hypotheses.registry import registered_kinds
     from .families import member_name
 
-    given = [k for k in FAMILY_KEYS if k in table]
+    given = _family_keys(table)
     if len(given) == 2:
         raise SuiteError(f"{location(path, text, 'marker', 'sites', i)}: give layers or sites, "
                          "not both")
@@ -510,7 +510,7 @@ def _family(table: dict[str, Any], i: int, path: Path, text: str,
     value = table[key]
     kind = registered_kinds().get(str(table.get("measure")))
     fields = keys_of(kind.spec) if kind is not None else []
-    base = {k: v for k, v in table.items() if k not in FAMILY_KEYS}
+    base = {k: v for k, v in table.items() if k not in given}
     name = str(table.get("name"))
     if key == "layers":
         if value == "all":
@@ -542,6 +542,19 @@ def _family(table: dict[str, Any], i: int, path: Path, text: str,
     return [dict(base, name=member_name(name, site), site=site) for site in value]
 
 
+def _family_keys(table: dict[str, Any]) -> list[str]:
+    """The family keys (``layers`` / ``sites``) a ``[[marker]]`` table gives.
+
+    ``sites`` of a kind that has its own ``sites`` key (``neuron_deactivation``) is that kind's
+    key, not a family.
+    """
+    from ..hypotheses.registry import registered_kinds
+
+    kind = registered_kinds().get(str(table.get("measure")))
+    own = keys_of(kind.spec) if kind is not None else []
+    return [k for k in FAMILY_KEYS if k in table and k not in own]
+
+
 def _markers(tables: list[Any], path: Path, text: str,
              pop: PopulationSpec | None = None) -> tuple[MarkerSpec, ...]:
     """The ``[[marker]]`` tables, families expanded into one marker per member."""
@@ -551,13 +564,13 @@ def _markers(tables: list[Any], path: Path, text: str,
             raise SuiteError(f"{location(path, text, 'marker', 'name', i)} = {table['name']!r}: "
                              "'@' is reserved for the members of a family (NAME@L<k>); rename "
                              "the marker, or give layers = [...] to make a family")
-        if isinstance(table, dict) and any(k in table for k in FAMILY_KEYS):
+        if isinstance(table, dict) and _family_keys(table):
             out.extend(_marker(m, i, path, text) for m in _family(table, i, path, text, pop))
         else:
             out.append(_marker(table, i, path, text))
     plain = {m.name for m in out if "@" not in m.name}
     for i, table in enumerate(tables):
-        if (isinstance(table, dict) and any(k in table for k in FAMILY_KEYS)
+        if (isinstance(table, dict) and _family_keys(table)
                 and table.get("name") in plain):
             raise SuiteError(f"{location(path, text, 'marker', 'name', i)} = {table['name']!r}: "
                              "a family and a single marker share this name; rename one")

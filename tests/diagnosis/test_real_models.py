@@ -377,3 +377,46 @@ def test_shipped_real_lm_population_is_valid():
     spec = load_diagnosis(path)
     assert spec.outcome.scores == ("exact_match", "first_token", "logprob")
     assert spec.population.design == {"smollm2-135m": {"params_m": 135}}
+
+
+@pytest.mark.slow
+def test_data_driven_kinds_apply_to_hf_models(population, cache):
+    """Answer-token, neuron, necessity and reference-CKA markers read the user's JSONL on HF models."""
+    rng = random.Random(1)
+    with open(population / "facts.jsonl", "w") as fh:
+        for split, n in (("train", 40), ("test_id", 24)):
+            for _ in range(n):
+                rel = rng.choice(["r0", "r1"])
+                words = TINY_HF_WORDS[:10] if rel == "r0" else TINY_HF_WORDS[10:]
+                fh.write(json.dumps({"text": " ".join(rng.choice(words) for _ in range(3)),
+                                     "relation": rel, "answer": rng.choice(TINY_HF_WORDS),
+                                     "split": split}) + "\n")
+    markers = {
+        "necessity": 'measure = "necessity"\nsite = "resid_post@1"\nanswer_column = "answer"',
+        "lens": 'measure = "logit_lens_rank"\nlayer = 1\nanswer_column = "answer"\ntop_k = 5',
+        "deact": 'measure = "neuron_deactivation"\nrelation = "r0"\nsites = ["mlp_post@1"]\nk = 8\n'
+                 'n_random = 2',
+        "cka": 'measure = "representational_similarity"\nsite_a = "resid_post@1"\n'
+               'site_b = "resid_post@1"\nreference = { seed = 0 }',
+        "rot": 'measure = "layer_rotation"',
+    }
+    path = _file(population, "kinds", data='[data]\nfile = "facts.jsonl"\nlabel = "relation"',
+                 markers="\n\n".join(f'[[marker]]\nname = "{k}"\n{v}' for k, v in markers.items()),
+                 outcome='[outcome]\nfile = "eval.jsonl"\nscore = "logprob"\nprepend_bos = false')
+    result = diagnose(path)
+    t = result.table
+    assert t["cka"][0] == pytest.approx(1.0) and all(0 < v < 0.999 for v in t["cka"][1:])
+    assert all(v is not None and 0 <= v <= 1 for v in t["lens"])
+    assert all(v is not None and -1 <= v <= 1 for k in ("deact", "necessity") for v in t[k])
+    reasons = {c["rot"].reason for c in result.cells}
+    assert t["rot"] == [None] * 4 and len(reasons) == 1
+    assert "needs the model's initial weights" in reasons.pop()
+
+
+def test_a_kind_with_its_own_sites_key_is_no_family(population):
+    """``neuron_deactivation``'s ``sites`` is its own key (not the family key ``sites``)."""
+    spec = load_diagnosis(_file(population, "ownsites", markers=(
+        '[[marker]]\nname = "deact"\nmeasure = "neuron_deactivation"\nrelation = "r0"\n'
+        'sites = ["mlp_post@1", "mlp_post@2"]')))
+    assert [m.name for m in spec.markers] == ["deact"]
+    assert spec.markers[0].spec.sites == ("mlp_post@1", "mlp_post@2")
