@@ -162,6 +162,9 @@ def test_population_of_hf_dirs_end_to_end(population, cache, tmp_path):
     assert report["diagnosis"]["analysis_inputs"]["passed"]["outcome_examples"] == 8
     assert report["suite"]["outcome"]["score"] == ["exact_match", "first_token", "logprob"]
     assert (out / "report.html").stat().st_size > 1000
+    text = (out / "report.json").read_text()  # the Population section names what was compared
+    assert "mean the answer's log-probability (nats, summed over its tokens)" in text
+    assert "model entries (not trained here): gpt-a, gpt-b, llama-a, llama-b" in text
 
 
 def test_design_from_csv_and_seed_groups(population):
