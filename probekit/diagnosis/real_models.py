@@ -143,6 +143,7 @@ def parse_models(table: dict[str, Any], path: Path, text: str
         if not isinstance(m, str) or not m.strip():
             raise SuiteError(f"{where}: entry {m!r} is not a model name or directory (a non-empty "
                              f"string), e.g. {example}")
+    models = _expand_globs(models, path.parent, where)
     dup = [m for m in models if models.count(m) > 1]
     if dup:
         raise SuiteError(f"{where}: entry {dup[0]!r} is given twice; list each model once")
@@ -160,6 +161,33 @@ def parse_models(table: dict[str, Any], path: Path, text: str
             seen[s] = m
     designs = _designs(design, list(models), path, text) if design is not None else {}
     return tuple(models), tuple(sources[m] for m in models), designs
+
+
+def _expand_globs(models: list[str], base: Path, where: str) -> list[str]:
+    """Entries with glob characters replaced by the model directories they match, sorted.
+
+    Each match is named by its path relative to the file's folder (absolute outside it): the
+    name a design row uses. A pattern matching no model directory is an error.
+    """
+    import glob as globmod
+
+    out: list[str] = []
+    for m in models:
+        if not globmod.has_magic(m):
+            out.append(m)
+            continue
+        full = Path(m).expanduser()
+        full = full if full.is_absolute() else base / full
+        hits = [Path(h) for h in sorted(globmod.glob(str(full))) if entry_kind(h) is not None]
+        if not hits:
+            raise SuiteError(f"{where}: {m!r} matches no model directory ({full}); check the "
+                             "pattern (relative to the diagnosis file)")
+        for h in hits:
+            try:
+                out.append(h.relative_to(base).as_posix())
+            except ValueError:
+                out.append(str(h))
+    return out
 
 
 def _design_where(path: Path, text: str, entry: str | None = None) -> str:

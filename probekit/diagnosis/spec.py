@@ -22,6 +22,19 @@ A diagnosis file is a suite's fixed sections (``[suite]``, ``[data]``, ``[captur
     outcome = "id_accuracy"      # a column of the table (see probekit.diagnosis.outcomes)
     covariates = ["train.weight_decay", "task.train_fraction", "train_loss"]
 
+The population may instead be pretrained LMs, Hugging Face directories (a glob expands to every
+model directory it matches) or probekit checkpoints with the design columns the user states
+(:mod:`probekit.diagnosis.real_models`), scored on the user's own evaluation file
+(:mod:`probekit.diagnosis.eval_outcome`)::
+
+    [population]
+    models = ["smollm2-135m", "runs/ft-a", "runs/ft-b"]
+    design = "design.csv"        # or [population.design] "runs/ft-a" = { lr = 1e-4, seed = 0 }
+
+    [outcome]
+    file = "data/eval.jsonl"     # prompt / answer / split rows
+    score = ["exact_match", "logprob"]
+
 ``[plugins] modules = ["my_markers"]`` names modules of the user's own code (relative to the
 file's folder) that define measurement kinds (:mod:`probekit.hypotheses.plugins`), imported
 before the markers are checked.

@@ -176,6 +176,12 @@ def test_design_from_csv_and_seed_groups(population):
     assert "groups 'seed'" in check_diagnosis(path)[3]
 
 
+def test_a_glob_entry_expands_to_the_model_directories(population):
+    spec = load_diagnosis(_file(population, "globbed", models='["gpt-*", "llama-a", "llama-b"]'))
+    assert spec.population.models == tuple(MODELS)
+    assert spec.population.model_sources[0] == str((population / "gpt-a").resolve())
+
+
 def test_named_column_prefix_and_one_rule(population):
     spec = load_diagnosis(_file(population, "named", outcome='[outcome]\nfile = "eval.jsonl"\n'
                                 'score = "first_token"\nname = "qa"',
@@ -248,6 +254,8 @@ def test_killed_run_resumes_without_recomputing_finished_models(population, cach
     (dict(models='["gpt-a", "nowhere"]'), r"resume2\.toml:\d+: \[population\] models: model entry "
      r"'nowhere' is neither a registered model name"),
     (dict(models='["gpt-a", "gpt-a"]'), r"entry 'gpt-a' is given twice"),
+    (dict(models='["gpt-a", "nomatch-*"]'), r"\[population\] models: 'nomatch-\*' matches no model "
+     r"directory"),
     (dict(design='[population.design]\n"gpt-a" = { size = 1 }\n"gpt-x" = { size = 2 }'),
      r"resume2\.toml:\d+: \[population\.design\] \"gpt-x\": 'gpt-x' is not a model entry"),
     (dict(design='[population.design]\n"gpt-a" = { size = 1 }'),
