@@ -12,6 +12,7 @@ import dataclasses
 import importlib.util
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -431,3 +432,17 @@ def test_a_kind_with_its_own_sites_key_is_no_family(population):
         'sites = ["mlp_post@1", "mlp_post@2"]')))
     assert [m.name for m in spec.markers] == ["deact"]
     assert spec.markers[0].spec.sites == ("mlp_post@1", "mlp_post@2")
+
+
+@pytest.mark.slow
+def test_model_entries_and_a_callable_outcome_under_the_processes_executor(population, cache):
+    """Worker processes load HF entries by path and import the callable outcome by name."""
+    path = _file(population, "procs", diagnosis='outcome = "logit4"\ngroups = ""',
+                 markers='[[marker]]\nname = "wnorm"\nmeasure = "weight_norm"')
+    here = diagnose(path, outcome=_wu_score).table
+    for d in (cache / "cache", population / "procs-pop"):  # nothing cached: the workers compute
+        shutil.rmtree(d, ignore_errors=True)
+    there = diagnose(path, outcome=_wu_score, executor="processes").table
+    assert there["logit4"] == pytest.approx(here["logit4"], abs=1e-5)
+    assert there["wnorm"] == pytest.approx(here["wnorm"], rel=1e-9)
+    assert there["logprob_ood"] == pytest.approx(here["logprob_ood"], abs=1e-6)
