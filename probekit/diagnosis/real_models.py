@@ -37,7 +37,7 @@ from ..util.config import close_match_hint
 from ..util.io import sha256_bytes, sha256_file
 
 __all__ = ["DESIGN_KEY", "TESTBED_KINDS", "check_marker_kinds", "check_real_data", "entry_fingerprint", "entry_kind",
-           "entry_model_spec", "parse_models", "real_entries"]
+           "entry_model_spec", "model_config", "parse_models", "real_entries"]
 
 #: the CSV column naming each design row's model entry
 DESIGN_KEY = "model"
@@ -60,7 +60,8 @@ TESTBED_KINDS: dict[str, str] = {
 EntryKind = Literal["named", "hf", "checkpoint"]
 
 
-def _config(directory: Path) -> dict[str, Any] | None:
+def model_config(directory: Path) -> dict[str, Any] | None:
+    """A model directory's parsed ``config.json`` (``None``: none, or not a JSON object)."""
     path = directory / "config.json"
     if not path.is_file():
         return None
@@ -79,7 +80,7 @@ def entry_kind(source: str) -> EntryKind | None:
     if source in REGISTRY:
         return "named"
     directory = Path(source)
-    config = _config(directory) if directory.is_dir() else None
+    config = model_config(directory) if directory.is_dir() else None
     if config is None:
         return None
     if config.get("format") == FORMAT:
@@ -107,7 +108,7 @@ def _why_not(entry: str, source: str) -> str:
         what = f"is neither a registered model name {registered_names()} nor an existing path ({source})"
     elif not directory.is_dir():
         what = "is a file, not a model directory"
-    elif _config(directory) is None:
+    elif model_config(directory) is None:
         what = f"is a directory without a readable config.json ({source})"
     else:
         what = "has a config.json that is neither a probekit checkpoint nor a Hugging Face config (no 'model_type')"

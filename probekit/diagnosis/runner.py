@@ -232,7 +232,7 @@ def _fingerprint(spec: DiagnosisFile, path: str) -> str:
 
 def _model_shape(path: str) -> tuple[int, int]:
     """``(n_layers, d_model)`` of a row's model from its config file (``(0, 0)``: unknown)."""
-    from .real_models import _config, entry_kind
+    from .real_models import entry_kind, model_config
 
     kind = entry_kind(path)
     if kind == "checkpoint":
@@ -240,7 +240,7 @@ def _model_shape(path: str) -> tuple[int, int]:
 
         model = read_checkpoint_meta(path)["model"]
         return int(model.get("n_layers", 0)), int(model.get("d_model", 0))
-    config = _config(Path(path)) if kind == "hf" else None
+    config = model_config(Path(path)) if kind == "hf" else None
     if config is None:
         return 0, 0
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
