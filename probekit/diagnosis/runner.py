@@ -287,6 +287,15 @@ def _expected_columns(spec: DiagnosisFile, rows: list[Checkpoint],
     """
     from ..models.checkpoint import read_checkpoint_meta
 
+    if spec.outcome is not None:
+        from .real_models import entry_kind
+
+        bare = [r.path for r in rows if r.final and entry_kind(r.path) == "checkpoint"]
+        if bare:
+            raise ConfigError(f"{spec.where('outcome', 'file')}: {bare[0]} is a probekit testbed "
+                              "checkpoint, which has no tokenizer for the evaluation file's text "
+                              "prompts; remove [outcome] (its task's own evaluation gives the "
+                              "outcomes) or diagnose it apart from the language models")
     if spec.outcome is not None or fn is not None:
         from .eval_outcome import eval_outcome_names
 

@@ -446,3 +446,28 @@ def test_model_entries_and_a_callable_outcome_under_the_processes_executor(popul
     assert there["logit4"] == pytest.approx(here["logit4"], abs=1e-5)
     assert there["wnorm"] == pytest.approx(here["wnorm"], rel=1e-9)
     assert there["logprob_ood"] == pytest.approx(here["logprob_ood"], abs=1e-6)
+
+
+def test_probekit_checkpoints_as_model_entries(tmp_path, cache):
+    """Checkpoint entries keep the testbed evaluation and testbed kinds; [outcome] text needs a tokenizer."""
+    from .population_helpers import write_checkpoint
+
+    for seed in range(3):
+        write_checkpoint(tmp_path / f"ck{seed}", seed=seed, step=20)
+    (tmp_path / "ck.toml").write_text(
+        '[suite]\nname = "ck"\n\n[data]\nlabel = "answer"\n\n[population]\n'
+        'models = ["ck0", "ck1", "ck2"]\nout = "ckpop"\n[population.design]\n'
+        + "\n".join(f'ck{s} = {{ wd = {s / 10} }}' for s in range(3))
+        + '\n\n[[marker]]\nname = "gini"\nmeasure = "fourier_gini"\nsource = "embed"\n\n'
+        '[diagnosis]\noutcome = "id_accuracy"\ngroups = ""\nn_permutations = 99\n')
+    result = diagnose(tmp_path / "ck.toml")
+    t = result.table
+    assert t["step"] == [20, 20, 20] and t["wd"] == [0.0, 0.1, 0.2]
+    assert all(0 <= v <= 1 for v in t["id_accuracy"]) and t["id_accuracy__n"][0] > 0
+    assert all(v is not None for v in t["gini"])
+    (tmp_path / "eval.jsonl").write_text('{"prompt": "1 + 2", "answer": "3", "split": "id"}\n')
+    text = (tmp_path / "ck.toml").read_text() + '\n[outcome]\nfile = "eval.jsonl"\n'
+    (tmp_path / "ck.toml").write_text(text)
+    with pytest.raises(ConfigError, match=r"ck\.toml:\d+: \[outcome\] file: .*ck0 is a probekit "
+                       r"testbed checkpoint, which has no tokenizer"):
+        check_diagnosis(tmp_path / "ck.toml")
