@@ -43,9 +43,10 @@ def small_model():
 TINY_HF_WORDS = [f"w{i}" for i in range(20)]
 
 
-def build_tiny_hf(directory: Path, arch: str, **load_options):
+def build_tiny_hf(directory: Path, arch: str, *, seed: int = 0, load: bool = True, **load_options):
     """A 3-layer Hugging Face model (``llama``: rotary, grouped KV heads; ``gpt2``: learned
-    positions) with a word-level tokenizer over :data:`TINY_HF_WORDS`, saved and loaded back."""
+    positions) with a word-level tokenizer over :data:`TINY_HF_WORDS`, saved and loaded back
+    (``load=False``: only saved; ``seed``: the weights' initialisation)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import (
         GPT2Config,
@@ -62,7 +63,7 @@ def build_tiny_hf(directory: Path, arch: str, **load_options):
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
                             pad_token="<pad>").save_pretrained(directory)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     special = dict(bos_token_id=vocab["<s>"], eos_token_id=vocab["</s>"], pad_token_id=vocab["<pad>"])
     if arch == "llama":  # rotary positions, grouped KV heads
         config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=3,
@@ -73,7 +74,7 @@ def build_tiny_hf(directory: Path, arch: str, **load_options):
         config = GPT2Config(vocab_size=len(vocab), n_embd=32, n_inner=64, n_layer=3, n_head=4, n_positions=32,
                             initializer_range=0.3, architectures=["GPT2LMHeadModel"], **special)
         GPT2LMHeadModel(config).eval().save_pretrained(directory)
-    return load_model(str(directory), **load_options)
+    return load_model(str(directory), **load_options) if load else None
 
 
 @pytest.fixture(scope="session", params=["llama", "gpt2"])
@@ -164,6 +165,7 @@ SLOWEST_FILES = (
     "tests/circuits/test_circuits_display.py",
     "tests/probes/test_logistic_tol.py",
     "tests/diagnosis/test_kg_composition.py",
+    "tests/diagnosis/test_real_models.py",
     "tests/homomorphism/test_study.py",
     "tests/probes/test_correctness_controls.py",
 )

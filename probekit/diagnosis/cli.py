@@ -15,8 +15,9 @@ _HELP = """\
 Diagnose a population of models: which internal markers predict the outcome (e.g. OOD
 accuracy), and whether they add anything beyond the design knobs and ID accuracy.
 
-The file names the population (existing checkpoints, or a grid of a training preset trained on
-demand and cached), the [[marker]]s (registered measurement kinds, as in `probekit test`) and
+The file names the population (existing checkpoints, a grid of a training preset trained on
+demand and cached, or model entries: named offline LMs and Hugging Face directories with their
+design columns, scored on your own [outcome] evaluation file), the [[marker]]s (registered measurement kinds, as in `probekit test`) and
 the [diagnosis] question. One task per checkpoint computes its outcomes and markers; finished
 cells are cached, so a killed run resumes and a new [[marker]] computes only itself.
 Writes markers.csv (checkpoint x design, outcomes, markers), markers.json (CIs, not-applicable
@@ -28,6 +29,7 @@ examples:
   probekit diagnose probes/diagnose_modadd.toml --out out/modadd --executor ray --ray-address auto
   probekit diagnose probes/diagnose_modadd.toml --table out/modadd/markers.csv --out out/re
   probekit diagnose probes/diagnose_he_study.toml --out docs/diagnosis/he_noise   # [population] table = ...
+  probekit diagnose probes/diagnose_real_lms.toml --out out/real_lms   # [population] models = [...]
   probekit diagnose A.toml B.toml --out out/a_vs_b     # two populations: marker x population test
 """
 

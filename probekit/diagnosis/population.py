@@ -37,6 +37,7 @@ __all__ = [
     "design_columns",
     "grid_runs",
     "list_lengths",
+    "model_rows",
     "population_dir",
     "resolve_population",
     "train_grid",
@@ -301,6 +302,8 @@ def resolve_population(
 
     pop = spec.population
     rows: list[Checkpoint] = []
+    if pop.models is not None:
+        return model_rows(spec)
     if pop.trained:
         runs = grid_runs(spec, out)
         if train:
@@ -330,6 +333,42 @@ def resolve_population(
         return rows
     metas = [read_checkpoint_meta(c.path) for c in rows if c.final]
     check_agreement([Path(c.path) for c in rows if c.final], metas)
+    return rows
+
+
+def model_rows(spec: DiagnosisFile) -> list[Checkpoint]:
+    """One final row per ``[population] models`` entry, with its design columns.
+
+    ``path`` is the entry resolved (a registered name, or the absolute directory), ``run`` the
+    entry as written; a probekit checkpoint keeps its step. Nothing is loaded or downloaded: a
+    named model's GGUF package is only looked up (its digest is the cache identity).
+
+    Raises:
+        ConfigError: ``FILE:LINE: [population] models`` naming an entry that is no longer a
+            model directory, or a named model whose package is missing (with its install command).
+    """
+    from ..models.checkpoint import read_checkpoint_meta
+    from ..models.named import REGISTRY, MissingExtraError
+    from .real_models import entry_kind
+
+    pop = spec.population
+    where = spec.where("population", "models")
+    rows = []
+    for entry, source in zip(pop.models or (), pop.model_sources, strict=True):
+        kind = entry_kind(source)
+        if kind is None:
+            raise ConfigError(f"{where}: model entry {entry!r} ({source}) is no longer a model "
+                              "directory (config.json + weights); check the path")
+        step = None
+        if kind == "named":
+            try:
+                REGISTRY[source].sha256()
+            except MissingExtraError as err:
+                raise ConfigError(f"{where}: {err}") from None
+        elif kind == "checkpoint":
+            step = _step_of(Path(source), read_checkpoint_meta(source))
+        rows.append(Checkpoint(path=source, run=entry, step=step, final=True,
+                               design=dict(pop.design.get(entry, {}))))
     return rows
 
 

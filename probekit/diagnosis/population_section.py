@@ -87,7 +87,7 @@ def _design_table(report: dict[str, Any], finals: list[int], markers: list[str])
     used = set(knobs) | set(group_cols) | set(markers) | _NOT_DESIGN
     fixed = []
     for c in table:
-        if c in used or _outcome_like(c):
+        if c in used or _outcome_like(c) or f"{c}__n" in table:  # an outcome has its count
             continue
         lv = _levels([table[c][i] for i in finals])
         if len(lv) == 1:
@@ -106,6 +106,8 @@ def _design_table(report: dict[str, Any], finals: list[int], markers: list[str])
         preset = ", ".join(presets) if presets else None
     training = ", ".join(t for t in ((f"preset {preset}" if preset else ""),
                                      (f"{steps} steps" if steps is not None else "")) if t)
+    if pop.get("models"):
+        training = f"model entries (not trained here): {', '.join(map(str, pop['models']))}"
     rows.append({"what": "training", "value": training or "not recorded in the table "
                  f"({report['data'].get('source', {}).get('file', 'the table')})", "n": None})
     covs = list(settings.get("covariates") or [])
@@ -139,10 +141,35 @@ def _examples(table: dict[str, list[Any]], column: str, finals: list[int]) -> st
     return _level(lv[0]) if len(lv) == 1 else f"{_level(min(lv))}-{_level(max(lv))}"
 
 
+#: the scoring rules of an ``[outcome]`` evaluation file, in words (:mod:`.eval_outcome`)
+_RULES = {"exact_match": "greedy exact match of the answer's tokens",
+          "first_token": "greedy first token = the answer's first token",
+          "logprob": "the answer's log-probability (nats, summed over its tokens)"}
+
+
+def _eval_rule(column: str, outcome: dict[str, Any] | None) -> tuple[str, str] | None:
+    """``(definition, split)`` of a column of the ``[outcome]`` evaluation file, else None."""
+    if not outcome:
+        return None
+    scores = outcome.get("score")
+    scores = [scores] if isinstance(scores, str) else list(scores or [])
+    name = outcome.get("name")
+    for score in scores:
+        prefix = (f"{score}_" if name is None else
+                  f"{name}_" if len(scores) == 1 else f"{name}_{score}_")
+        if column.startswith(prefix) and len(column) > len(prefix):
+            return (f"mean {_RULES.get(score, score)} over the examples of "
+                    f"{outcome.get('file')}", column[len(prefix):])
+    return None
+
+
 def _outcome_row(column: str, role: str, table: dict[str, list[Any]], finals: list[int],
-                 source: str) -> dict[str, Any]:
+                 source: str, outcome: dict[str, Any] | None = None) -> dict[str, Any]:
     metric = "accuracy (exact match, or the task's primary metric)"
-    if column == "id_accuracy":
+    rule = _eval_rule(column, outcome)
+    if rule is not None:
+        what, split = rule
+    elif column == "id_accuracy":
         what, split = f"{metric} on the in-distribution held-out split", "test_id"
     elif column in ("train_accuracy", "train_loss"):
         what, split = f"{column.split('_')[1]} on the training split", "train"
@@ -166,9 +193,11 @@ def _outcome_row(column: str, role: str, table: dict[str, list[Any]], finals: li
 def _outcomes_table(report: dict[str, Any], finals: list[int]) -> Table:
     table, settings = report["table"], report["diagnosis"]["settings"]
     source = report["data"].get("source", {}).get("file", "")
-    rows = [_outcome_row(settings["outcome"], "outcome", table, finals, source)]
-    rows += [_outcome_row(c, "covariate", table, finals, source)
-             for c in settings.get("covariates") or [] if _outcome_like(c) and c in table]
+    outcome = report.get("suite", {}).get("outcome")
+    rows = [_outcome_row(settings["outcome"], "outcome", table, finals, source, outcome)]
+    rows += [_outcome_row(c, "covariate", table, finals, source, outcome)
+             for c in settings.get("covariates") or []
+             if (_outcome_like(c) or f"{c}__n" in table) and c in table]
     return Table(
         title="Outcomes", anchor="outcomes",
         columns=(Column(key="column", header="column", fmt="", align="left"),

@@ -55,6 +55,8 @@ __all__ = ["CheckpointTask", "DiagnosisResult", "Settings", "analysis_inputs", "
            "checkpoint_cells", "diagnose", "population_facts", "reference_checkpoints"]
 
 FIXED = ("checkpoint", "run", "step", "final")
+#: the fewest models of a population the statistics analyse (leave-one-out)
+MIN_MODELS = 3
 #: train-time columns measured at each checkpoint's own step (covariates "so far")
 STEP_COLUMNS = ("train_accuracy", "train_loss")
 
@@ -74,6 +76,9 @@ class CheckpointTask:
         cache_dir: activation cache root (``None``: the default).
         references: ``(marker name, checkpoint path)`` of the markers with a ``reference``
             (:func:`reference_checkpoints`).
+        eval_outcome: ``[outcome]`` (:mod:`probekit.diagnosis.eval_outcome`): the outcome
+            columns come from the user's evaluation file instead of the testbed's evaluation.
+        outcome_fn: a Python callable outcome (``fn(model) -> {column: value}``), merged in.
     """
 
     checkpoint: Checkpoint
@@ -86,6 +91,8 @@ class CheckpointTask:
     cells: str
     cache_dir: str | None = None
     references: tuple[tuple[str, str], ...] = ()
+    eval_outcome: Any = None
+    outcome_fn: Any = None
 
 
 def reference_checkpoints(spec: DiagnosisFile, rows: list[Checkpoint]) -> dict[str, list[str]]:
@@ -127,7 +134,7 @@ def _reference_context(task: CheckpointTask, ctx: Any, path: str) -> Any:
     from ..executor import InProcessExecutor
     from ..suites.context import AnalysisContext
 
-    suite = dataclasses.replace(task.suite, model=ModelSpec(checkpoint=path))
+    suite = dataclasses.replace(task.suite, model=_model_spec(path))
     return AnalysisContext(suite, progress=False, executor=InProcessExecutor(progress=False),
                            cache_dir=task.cache_dir, examples=ctx.examples)
 
@@ -146,9 +153,13 @@ def checkpoint_cells(task: CheckpointTask) -> dict[str, Any]:
     store = CellStore(task.cells)
     outcomes = None
     if task.outcome_key is not None:
-        meta = read_checkpoint_meta(task.checkpoint.path)
-        outcomes = outcome_columns(ctx.model, checkpoint_task(task.suite.data, meta),
-                                   max_examples=task.max_eval_examples, seed=task.eval_seed)
+        if task.eval_outcome is not None or task.outcome_fn is not None:
+            outcomes = user_outcomes(ctx.model, task.eval_outcome, task.outcome_fn,
+                                     seed=task.eval_seed)
+        else:
+            meta = read_checkpoint_meta(task.checkpoint.path)
+            outcomes = outcome_columns(ctx.model, checkpoint_task(task.suite.data, meta),
+                                       max_examples=task.max_eval_examples, seed=task.eval_seed)
         store.put(task.fingerprint, task.outcome_key, outcomes)
     cells = {}
     where = f"{Path(task.checkpoint.run).name} step {task.checkpoint.step}"
@@ -182,6 +193,62 @@ def checkpoint_cells(task: CheckpointTask) -> dict[str, Any]:
     return {"outcomes": outcomes, "cells": cells}
 
 
+def user_outcomes(model: Any, eval_outcome: Any, fn: Any, *, seed: int = 0) -> dict[str, Any]:
+    """The ``[outcome]`` file's columns and a callable's, merged (a column given twice refused).
+
+    Raises:
+        DataError: the callable returns a column the evaluation file already gives.
+    """
+    from .eval_outcome import callable_outcomes, eval_outcome_columns
+
+    out: dict[str, Any] = {}
+    if eval_outcome is not None:
+        out.update(eval_outcome_columns(model, eval_outcome, seed=seed))
+    if fn is not None:
+        extra = callable_outcomes(fn, model)
+        clash = [k for k in extra if k in out]
+        if clash:
+            raise DataError(f"outcome function {getattr(fn, '__qualname__', fn)!r} returns column "
+                            f"{clash[0]!r}, which [outcome] already gives; rename it")
+        out.update(extra)
+    return out
+
+
+def _model_spec(path: str) -> ModelSpec:
+    """How a row's model is loaded: a probekit checkpoint, else a named LM or HF directory."""
+    from .real_models import entry_model_spec
+
+    return entry_model_spec(path)
+
+
+def _fingerprint(spec: DiagnosisFile, path: str) -> str:
+    """A row's cache identity: checkpoint config + weights; a model entry's own digest."""
+    from .real_models import entry_fingerprint, entry_kind
+
+    if spec.population.models is not None and entry_kind(path) != "checkpoint":
+        return entry_fingerprint(path)
+    return checkpoint_fingerprint(path)
+
+
+def _model_shape(path: str) -> tuple[int, int]:
+    """``(n_layers, d_model)`` of a row's model from its config file (``(0, 0)``: unknown)."""
+    from .real_models import entry_kind, model_config
+
+    kind = entry_kind(path)
+    if kind == "checkpoint":
+        from ..models.checkpoint import read_checkpoint_meta
+
+        model = read_checkpoint_meta(path)["model"]
+        return int(model.get("n_layers", 0)), int(model.get("d_model", 0))
+    config = model_config(Path(path)) if kind == "hf" else None
+    if config is None:
+        return 0, 0
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    layers = text.get("num_hidden_layers", text.get("n_layer", 0))
+    width = text.get("hidden_size", text.get("n_embd", 0))
+    return int(layers or 0), int(width or 0)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     """The resolved ``[diagnosis]`` question: outcome, covariates, groups, knobs."""
@@ -193,10 +260,12 @@ class Settings:
     knobs: tuple[str, ...]
 
 
-def _outcome_key(spec: DiagnosisFile) -> str:
+def _outcome_key(spec: DiagnosisFile, fn: Any = None) -> str:
+    from .eval_outcome import outcome_fingerprint
+
     d = spec.diagnosis
     payload = {"data": dataclasses.asdict(spec.suite.data), "max": d.max_eval_examples,
-               "seed": d.seed, "version": 1}
+               "seed": d.seed, "version": 1, **outcome_fingerprint(spec.outcome, fn)}
     return "outcomes-" + sha256_bytes(json.dumps(payload, sort_keys=True, default=str).encode())[:16]
 
 
@@ -206,9 +275,42 @@ def _task_signature(name: Any, config: dict[str, Any]) -> str:
     return json.dumps([name, rest], sort_keys=True, default=str)
 
 
-def _expected_columns(spec: DiagnosisFile, rows: list[Checkpoint]) -> dict[str, set[str]]:
-    """Outcome columns each final checkpoint will have (from its task's split names)."""
+def _expected_columns(spec: DiagnosisFile, rows: list[Checkpoint],
+                      fn: Any = None) -> dict[str, set[str]]:
+    """Outcome columns each final checkpoint will have (from its task's split names).
+
+    With ``[outcome]`` the evaluation file's columns; a callable outcome's columns are known
+    only once it ran, so the file's outcome and covariates are taken on trust until then.
+
+    Raises:
+        ConfigError: a population of real LMs with no ``[outcome]`` (nor callable).
+    """
     from ..models.checkpoint import read_checkpoint_meta
+
+    if spec.outcome is not None:
+        from .real_models import entry_kind
+
+        bare = [r.path for r in rows if r.final and entry_kind(r.path) == "checkpoint"]
+        if bare:
+            raise ConfigError(f"{spec.where('outcome', 'file')}: {bare[0]} is a probekit testbed "
+                              "checkpoint, which has no tokenizer for the evaluation file's text "
+                              "prompts; remove [outcome] (its task's own evaluation gives the "
+                              "outcomes) or diagnose it apart from the language models")
+    if spec.outcome is not None or fn is not None:
+        from .eval_outcome import eval_outcome_names
+
+        names = eval_outcome_names(spec.outcome) if spec.outcome is not None else set()
+        if fn is not None:
+            names |= {spec.diagnosis.outcome, *(spec.diagnosis.covariates or ())}
+        return {r.path: set(names) for r in rows if r.final}
+    from .real_models import real_entries
+
+    real = real_entries(spec.population)
+    if real:
+        raise ConfigError(f"{spec.where('population', 'models')}: model {real[0]!r} is a "
+                          "pretrained LM with no testbed evaluation; name its outcome: an "
+                          "[outcome] section (file = \"eval.jsonl\", score = \"exact_match\") or, "
+                          "from Python, diagnose(..., outcome=fn)")
 
     cache: dict[str, set[str]] = {}
     out = {}
@@ -328,7 +430,7 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
     if d.covariates is not None:
         covariates = tuple(d.covariates)
     else:
-        covariates = knobs + tuple(c for c in ("id_accuracy",) if c != d.outcome)
+        covariates = knobs + tuple(c for c in ("id_accuracy",) if c != d.outcome and c in columns)
     for c in covariates:
         if c not in columns:
             raise ConfigError(f"{spec.where('diagnosis', 'covariates')}: covariate {c!r} is not a "
@@ -363,12 +465,14 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
                     knobs=knobs)
 
 
-def check_diagnosis(spec_or_path: str | Path | DiagnosisFile) -> list[str]:
+def check_diagnosis(spec_or_path: str | Path | DiagnosisFile, *, outcome: Any = None) -> list[str]:
     """Validate everything knowable without training or forward passes; one line per finding.
 
     The file, a grid's keys and values against its preset, the marker specs, that the
     checkpoints exist and agree (task, vocabulary), the outcome split on every checkpoint, the
     covariates and the number of groups.
+
+    ``outcome``: a Python callable outcome (:func:`diagnose`); its columns are checked when it ran.
 
     Raises:
         ConfigError: the first problem (``FILE:LINE`` where it comes from the file).
@@ -376,12 +480,17 @@ def check_diagnosis(spec_or_path: str | Path | DiagnosisFile) -> list[str]:
     spec = spec_or_path if isinstance(spec_or_path, DiagnosisFile) else load_diagnosis(spec_or_path)
     from ..models.checkpoint import read_checkpoint_meta
 
-    if spec.population.trained:
+    if spec.population.models is not None:
+        rows = resolve_population(spec, train=False)
+        expected = _expected_columns(spec, rows, outcome)
+        depths = [_model_shape(r.path)[0] for r in rows]
+        what = f"{len(rows)} model entries"
+    elif spec.population.trained:
         rows, expected, depths = _grid_expected(spec)
         what = f"grid of {len(rows)} runs of preset {spec.population.preset!r} (not trained by --check)"
     else:
         rows = resolve_population(spec, train=False)
-        expected = _expected_columns(spec, rows)
+        expected = _expected_columns(spec, rows, outcome)
         depths = [int(read_checkpoint_meta(r.path)["model"].get("n_layers", 0))
                   for r in rows if r.final]
         what = f"{sum(r.final for r in rows)} checkpoints ({len(rows)} rows with the series)"
@@ -761,18 +870,18 @@ def _survival(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]], cen
 
 
 def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str | Path | None,
-                     start: float, stamp: str, progress: bool = False) -> DiagnosisResult:
+                     start: float, stamp: str, progress: bool = False,
+                     outcome_fn: Any = None) -> DiagnosisResult:
     """The body of :func:`diagnose` run while ``pop_dir`` is locked."""
     from ..executor import check_worker_paths
-    from ..models.checkpoint import read_checkpoint_meta
 
     rows = resolve_population(spec, train=True, executor=ex)
-    settings = resolve_settings(spec, rows, _expected_columns(spec, rows))
+    settings = resolve_settings(spec, rows, _expected_columns(spec, rows, outcome_fn))
     store = CellStore(pop_dir / "cells")
-    okey = _outcome_key(spec)
-    fps = [checkpoint_fingerprint(r.path) for r in rows]
+    okey = _outcome_key(spec, outcome_fn)
+    fps = [_fingerprint(spec, r.path) for r in rows]
     refs = reference_checkpoints(spec, rows)
-    ref_fps = {p: checkpoint_fingerprint(p) for paths in refs.values() for p in paths}
+    ref_fps = {p: _fingerprint(spec, p) for paths in refs.values() for p in paths}
     base_keys = {m.name: marker_key(m, spec.suite) for m in spec.markers}
     # a marker read against another checkpoint is keyed by that checkpoint's identity too
     mkeys = [{m.name: base_keys[m.name] if m.name not in refs else
@@ -784,17 +893,19 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
                      if store.get(fp, mkeys[i][m.name]) is None)
         need_outcomes = store.get(fp, okey) is None
         if todo or need_outcomes:
-            suite = dataclasses.replace(spec.suite, model=ModelSpec(checkpoint=r.path))
+            suite = dataclasses.replace(spec.suite, model=_model_spec(r.path))
             tasks.append(CheckpointTask(
                 checkpoint=r, fingerprint=fp, suite=suite, markers=todo,
                 outcome_key=okey if need_outcomes else None,
                 max_eval_examples=spec.diagnosis.max_eval_examples, eval_seed=spec.diagnosis.seed,
                 cells=str(store.root), cache_dir=None if cache_dir is None else str(cache_dir),
-                references=tuple((name, paths[i]) for name, paths in refs.items())))
+                references=tuple((name, paths[i]) for name, paths in refs.items()),
+                eval_outcome=spec.outcome, outcome_fn=outcome_fn))
             where.append(i)
     if tasks:
         store.root.mkdir(parents=True, exist_ok=True)
-        check_worker_paths(ex, read=[r.path for r in rows[:1]], write=[store.root])
+        check_worker_paths(ex, read=[r.path for r in rows if Path(r.path).is_dir()][:1],
+                           write=[store.root])
         with progress_settings(enabled=progress):
             results = ex.map(checkpoint_cells, tasks, desc="checkpoints")
         for task, res in zip(tasks, results):
@@ -803,6 +914,9 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
             for key, cell in res["cells"].items():
                 store.put(task.fingerprint, key, cell)
     outcomes = [store.get(fp, okey) for fp in fps]
+    if outcome_fn is not None:  # its columns are known now: check the question against them
+        settings = resolve_settings(spec, rows, {r.path: set(o) for r, o in zip(rows, outcomes)
+                                                 if r.final})
     cells = [{m.name: MarkerCell.from_dict(store.get(fp, mkeys[i][m.name])) for m in spec.markers}
              for i, fp in enumerate(fps)]
     final_cols = [c for c in dict.fromkeys(k for o in outcomes for k in o)
@@ -825,7 +939,13 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
     if censored is not None and censored.n_censored:
         blocks.append(Text(text=censored.warning(), level="warning"))
     analysis, extras = None, {}
-    if usable:
+    few = spec.population.models is not None and len(finals) < MIN_MODELS
+    if few:  # a couple of pretrained LMs: their table and outcomes, no statistics
+        blocks.append(Text(text=f"{len(finals)} model(s): the statistics need at least "
+                           f"{MIN_MODELS} (leave-one-out); markers.csv holds the markers and "
+                           "outcomes, nothing is tested. Add models to the population.",
+                           level="warning"))
+    elif usable:
         facts = population_facts(spec, rows, refs, settings.outcome)
         analysis, extras, stat_blocks = _analyse(spec, settings, analysed, usable, facts,
                                                  marker_cis=cell_cis(cells, usable))
@@ -836,22 +956,21 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
         blocks.append(Text(text="No marker is applicable to every final model: nothing to "
                            "analyse (see the table below).", level="warning"))
     blocks += _na_blocks(spec, table, cells)
-    meta = read_checkpoint_meta(rows[0].path)
+    n_layers, d_model = _model_shape(rows[0].path)
     return DiagnosisResult(
         spec=spec, settings=settings, table=table, cells=tuple(cells), analysis=analysis,
         extras=extras, blocks=tuple(blocks),
         provenance={"timestamp": stamp, "run_seconds": round(time.perf_counter() - start, 2),
                     "checkpoint_tasks": len(tasks), "population_dir": str(pop_dir),
                     "population_key": spec.population_key(),
-                    "n_layers": int(meta["model"].get("n_layers", 0)),
-                    "d_model": int(meta["model"].get("d_model", 0))},
+                    "n_layers": n_layers, "d_model": d_model},
     )
 
 
 def diagnose(
     spec_or_path: str | Path | DiagnosisFile, *, out: str | Path | None = None,
     executor: Any = None, check: bool = False, progress: bool = False,
-    cache_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None, outcome: Any = None,
 ) -> DiagnosisResult | None:
     """Run a diagnosis file; with ``out``, write markers.csv/json and report.html/json there.
 
@@ -863,12 +982,20 @@ def diagnose(
         check: only validate (:func:`check_diagnosis`; nothing trained, no forward pass); returns None.
         progress: progress bars.
         cache_dir: activation cache root of the markers (default ``PROBEKIT_CACHE``).
+        outcome: a Python callable outcome, ``fn(model) -> {column: value}`` (a module-level
+            function, so that process / Ray workers can import it); a ``COLUMN__n`` key gives
+            the number of examples behind ``COLUMN``. Its columns join ``[outcome]``'s (or
+            replace the testbed evaluation) and are cached per model under the function's name
+            and source text (:mod:`probekit.diagnosis.eval_outcome`).
     """
     from ..executor import get_executor
 
     spec = spec_or_path if isinstance(spec_or_path, DiagnosisFile) else load_diagnosis(spec_or_path)
+    if outcome is not None and not callable(outcome):
+        raise ConfigError(f"outcome = {outcome!r}: pass a function fn(model) -> {{column: value}}, "
+                          "or name the evaluation file in the diagnosis file's [outcome]")
     if check:
-        check_diagnosis(spec)
+        check_diagnosis(spec, outcome=outcome)
         return None
     start = time.perf_counter()
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
@@ -879,7 +1006,7 @@ def diagnose(
     lock = DirectoryLock(pop_dir, what="population directory")
     lock.acquire()
     try:
-        result = _diagnose_locked(spec, ex, pop_dir, cache_dir, start, stamp, progress)
+        result = _diagnose_locked(spec, ex, pop_dir, cache_dir, start, stamp, progress, outcome)
     finally:
         lock.release()
     if out is not None:

@@ -22,6 +22,19 @@ A diagnosis file is a suite's fixed sections (``[suite]``, ``[data]``, ``[captur
     outcome = "id_accuracy"      # a column of the table (see probekit.diagnosis.outcomes)
     covariates = ["train.weight_decay", "task.train_fraction", "train_loss"]
 
+The population may instead be pretrained LMs, Hugging Face directories (a glob expands to every
+model directory it matches) or probekit checkpoints with the design columns the user states
+(:mod:`probekit.diagnosis.real_models`), scored on the user's own evaluation file
+(:mod:`probekit.diagnosis.eval_outcome`)::
+
+    [population]
+    models = ["smollm2-135m", "runs/ft-a", "runs/ft-b"]
+    design = "design.csv"        # or [population.design] "runs/ft-a" = { lr = 1e-4, seed = 0 }
+
+    [outcome]
+    file = "data/eval.jsonl"     # prompt / answer / split rows
+    score = ["exact_match", "logprob"]
+
 ``[plugins] modules = ["my_markers"]`` names modules of the user's own code (relative to the
 file's folder) that define measurement kinds (:mod:`probekit.hypotheses.plugins`), imported
 before the markers are checked.
@@ -189,6 +202,10 @@ class PopulationSpec:
         device: training device override of the grid's runs.
         interventions: knobs that intervene on a marker during training, each with its target
             marker (:class:`CausalPair`; the report's "Causal evidence" section).
+        models: model entries as written (:mod:`probekit.diagnosis.real_models`): named
+            offline LMs, Hugging Face directories, probekit checkpoints.
+        model_sources: each entry resolved (the name, or the absolute directory).
+        design: entry -> its design columns (``[population.design]`` or ``design = "x.csv"``).
     """
 
     checkpoints: str | tuple[str, ...] | None = None
@@ -201,6 +218,9 @@ class PopulationSpec:
     out: str | None = None
     device: str | None = None
     interventions: tuple[CausalPair, ...] = ()
+    models: tuple[str, ...] | None = None
+    model_sources: tuple[str, ...] = ()
+    design: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def trained(self) -> bool:
@@ -326,6 +346,8 @@ class DiagnosisFile:
         markers: the ``[[marker]]`` tables, in file order.
         diagnosis: ``[diagnosis]``.
         text: the file's text (for ``FILE:LINE`` messages of later checks).
+        outcome: ``[outcome]``, the user's evaluation file and scoring rules
+            (:class:`~probekit.diagnosis.eval_outcome.EvalOutcomeSpec`), or ``None``.
     """
 
     suite: Suite
@@ -333,6 +355,7 @@ class DiagnosisFile:
     markers: tuple[MarkerSpec, ...]
     diagnosis: DiagnosisSettings
     plugins: tuple[str, ...] = ()
+    outcome: Any = None
     text: str = field(default="", repr=False, compare=False)
 
     @property
@@ -360,6 +383,9 @@ class DiagnosisFile:
         out["diagnosis"] = _plain(dataclasses.asdict(self.diagnosis))
         if self.plugins:
             out["plugins"] = {"modules": list(self.plugins)}
+        if self.outcome is not None:
+            out["outcome"] = {k: v for k, v in _plain(dataclasses.asdict(self.outcome)).items()
+                              if k != "base"}
         return out
 
     def population_key(self) -> str:
@@ -367,6 +393,7 @@ class DiagnosisFile:
         pop = dataclasses.asdict(self.population)
         pop.pop("out")
         pop.pop("interventions")  # which knob is an intervention does not change the models
+        pop.pop("design")  # nor do the design columns the user states for model entries
         if not self.population.trained:  # the same globs from another file are other models
             pop["base"] = str(self.source.parent.resolve())
         return sha256_bytes(json.dumps(_plain(pop), sort_keys=True).encode())[:12]
@@ -388,12 +415,25 @@ def _population(raw: Any, path: Path, text: str) -> PopulationSpec:
     table = dict(raw["population"]) if isinstance(raw["population"], dict) else raw["population"]
     interventions = (parse_causal_pairs(table, "interventions", path, text, "population")
                      if isinstance(table, dict) else ())
+    from .real_models import parse_models
+
+    models, sources, design = (parse_models(table, path, text) if isinstance(table, dict)
+                               else (None, (), {}))
     pop = build_table(PopulationSpec, table, path, text, "population")
-    pop = dataclasses.replace(pop, interventions=interventions)
+    pop = dataclasses.replace(pop, interventions=interventions, models=models,
+                              model_sources=sources, design=design)
     where = location(path, text, "population")
-    if (pop.checkpoints is None) == (pop.preset is None):
-        raise SuiteError(f"{where}: give exactly one of checkpoints (existing models) or preset "
+    if sum(x is not None for x in (pop.checkpoints, pop.preset, pop.models)) != 1:
+        raise SuiteError(f"{where}: give exactly one of checkpoints (existing testbed checkpoints), "
+                         "models (named LMs, Hugging Face directories, checkpoints) or preset "
                          "(+ grid: a population trained on demand)")
+    if pop.models is not None:
+        given = [k for k in ("grid", "sets", "steps", "device", "series", "every", "interventions")
+                 if getattr(pop, k) not in ({}, (), None)]
+        if given:
+            raise SuiteError(f"{location(path, text, 'population', given[0])}: a population of "
+                             f"model entries takes no {given[0]} (it trains nothing and has no "
+                             "series); remove it")
     if pop.checkpoints is not None:
         given = [k for k in ("grid", "sets", "steps", "device") if getattr(pop, k) not in ({}, (), None)]
         if given:
@@ -474,7 +514,7 @@ def _family(table: dict[str, Any], i: int, path: Path, text: str,
     from ..hypotheses.registry import registered_kinds
     from .families import member_name
 
-    given = [k for k in FAMILY_KEYS if k in table]
+    given = _family_keys(table)
     if len(given) == 2:
         raise SuiteError(f"{location(path, text, 'marker', 'sites', i)}: give layers or sites, "
                          "not both")
@@ -483,7 +523,7 @@ def _family(table: dict[str, Any], i: int, path: Path, text: str,
     value = table[key]
     kind = registered_kinds().get(str(table.get("measure")))
     fields = keys_of(kind.spec) if kind is not None else []
-    base = {k: v for k, v in table.items() if k not in FAMILY_KEYS}
+    base = {k: v for k, v in table.items() if k not in given}
     name = str(table.get("name"))
     if key == "layers":
         if value == "all":
@@ -515,6 +555,19 @@ def _family(table: dict[str, Any], i: int, path: Path, text: str,
     return [dict(base, name=member_name(name, site), site=site) for site in value]
 
 
+def _family_keys(table: dict[str, Any]) -> list[str]:
+    """The family keys (``layers`` / ``sites``) a ``[[marker]]`` table gives.
+
+    ``sites`` of a kind that has its own ``sites`` key (``neuron_deactivation``) is that kind's
+    key, not a family.
+    """
+    from ..hypotheses.registry import registered_kinds
+
+    kind = registered_kinds().get(str(table.get("measure")))
+    own = keys_of(kind.spec) if kind is not None else []
+    return [k for k in FAMILY_KEYS if k in table and k not in own]
+
+
 def _markers(tables: list[Any], path: Path, text: str,
              pop: PopulationSpec | None = None) -> tuple[MarkerSpec, ...]:
     """The ``[[marker]]`` tables, families expanded into one marker per member."""
@@ -524,13 +577,13 @@ def _markers(tables: list[Any], path: Path, text: str,
             raise SuiteError(f"{location(path, text, 'marker', 'name', i)} = {table['name']!r}: "
                              "'@' is reserved for the members of a family (NAME@L<k>); rename "
                              "the marker, or give layers = [...] to make a family")
-        if isinstance(table, dict) and any(k in table for k in FAMILY_KEYS):
+        if isinstance(table, dict) and _family_keys(table):
             out.extend(_marker(m, i, path, text) for m in _family(table, i, path, text, pop))
         else:
             out.append(_marker(table, i, path, text))
     plain = {m.name for m in out if "@" not in m.name}
     for i, table in enumerate(tables):
-        if (isinstance(table, dict) and any(k in table for k in FAMILY_KEYS)
+        if (isinstance(table, dict) and _family_keys(table)
                 and table.get("name") in plain):
             raise SuiteError(f"{location(path, text, 'marker', 'name', i)} = {table['name']!r}: "
                              "a family and a single marker share this name; rename one")
@@ -635,7 +688,7 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
     from ..hypotheses.plugins import PLUGINS_SECTION, load_plugins, parse_plugins
 
     path, text, raw = read_toml(path, what="diagnosis")
-    valid = [*SUITE_SECTIONS, "population", "marker", "diagnosis", PLUGINS_SECTION]
+    valid = [*SUITE_SECTIONS, "population", "marker", "diagnosis", "outcome", PLUGINS_SECTION]
     unknown = sorted(set(raw) - set(valid))
     if unknown:
         extra = (" (a diagnosis file has no [model]: [population] gives the models)"
@@ -670,5 +723,11 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
         raise SuiteError(str(err)) from None
     fixed = {k: v for k, v in raw.items() if k in SUITE_SECTIONS}
     suite = build_suite(path, text, {**fixed, "model": _PLACEHOLDER_MODEL})
+    from .eval_outcome import parse_outcome
+    from .real_models import check_marker_kinds, check_real_data
+
+    outcome = parse_outcome(raw.get("outcome"), path, text)
+    check_marker_kinds(markers, population, path, text)
+    check_real_data(population, suite, settings, path, text)
     return DiagnosisFile(suite=suite, population=population, markers=markers,
-                         diagnosis=settings, plugins=plugins, text=text)
+                         diagnosis=settings, plugins=plugins, text=text, outcome=outcome)
