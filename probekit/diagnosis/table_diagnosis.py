@@ -528,7 +528,9 @@ def run_table_cli(args: Any) -> int:
     out = Path(args.out) if args.out is not None else None
     result = diagnose_table(spec, out=out)
     n = len(next(iter(result.table.values())))
-    print(f"{args.file}: {n} models from {_shown(spec.table)}, outcome {result.settings.outcome!r}, "  # noqa: T201
+    finals = sum(_same(f, 1) for f in result.table.get("final", []))
+    rows = (f"{n} rows ({finals} final models)" if 0 < finals < n else f"{n} models")
+    print(f"{args.file}: {rows} from {_shown(spec.table)}, outcome {result.settings.outcome!r}, "  # noqa: T201
           f"covariates {list(result.settings.covariates)}")
     levels = {r["marker"]: r for r in result.extras.get("level_mean_r2", []) if r["degree"] == 1}
     for stats in result.analysis.markers:
