@@ -96,6 +96,9 @@ class TableDiagnosis:
         origin: ``[population]``, ``[[marker]]`` and ``[data]`` of the diagnosis file whose
             question this is (``probekit diagnose FILE --table``): the report's Population
             section shows the grid and the marker definitions from it.
+        marker_flags: marker -> flags known from the diagnosis file's marker definitions
+            (``measured_on_outcome_examples``: the marker reads the outcome's split), kept
+            when its question is asked of a saved table.
     """
 
     source: Path
@@ -109,6 +112,7 @@ class TableDiagnosis:
     diagnosis: DiagnosisSettings
     interventions: tuple[CausalPair, ...] = ()
     origin: dict[str, Any] | None = None
+    marker_flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def at(self, section: str, key: str | None = None) -> str:
         """``FILE:LINE: [section] key`` of a key of the source file."""
@@ -210,12 +214,16 @@ def load_table_diagnosis(path: str | Path) -> TableDiagnosis:
 
 def table_diagnosis_from_file(spec: DiagnosisFile, table: str | Path) -> TableDiagnosis:
     """A regular diagnosis file's question (its marker names, ``[diagnosis]``) on ``table``."""
+    from .options import marker_flags
+
     return TableDiagnosis(source=spec.source, text=spec.text, name=spec.name,
                           description=spec.suite.description, table=Path(table),
                           markers=tuple(m.name for m in spec.markers), diagnosis=spec.diagnosis,
                           interventions=spec.population.interventions,
                           origin={k: v for k, v in spec.to_dict().items()
-                                  if k in ("population", "marker", "data")})
+                                  if k in ("population", "marker", "data")},
+                          marker_flags=marker_flags(spec.markers, spec.diagnosis.outcome,
+                                                    spec.suite.data))
 
 
 def _select_rows(spec: TableDiagnosis, table: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -464,7 +472,9 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
         suite=build_suite(spec.source, spec.text, {"model": {"train": {"preset": "(table)"}}, "data": {"label": "(table)"}}),
         population=PopulationSpec(interventions=spec.interventions), markers=(),
         diagnosis=spec.diagnosis, text=spec.text)
-    analysis, extras, blocks = _analyse(host, settings, internal, markers,
+    facts = ({"marker_flags": {m: f for m, f in spec.marker_flags.items() if m in markers}}
+             if spec.marker_flags else None)
+    analysis, extras, blocks = _analyse(host, settings, internal, markers, facts,
                                         marker_cis=_sidecar_cis(spec.table, internal, markers))
     if censored is not None and censored.n_censored:
         from .runner import _survival

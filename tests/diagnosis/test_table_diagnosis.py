@@ -147,6 +147,31 @@ def test_shipped_crossing_mediation_reruns_its_report():
         assert a["mediation_indirect_low"] == pytest.approx(b["mediation_indirect_low"], rel=1e-9)
 
 
+def test_shipped_necessity_population_reruns_its_report():
+    """probes/diagnose_modadd_necessity.toml on its saved table reproduces the shipped verdicts:
+    key-frequency necessity on the training pairs adds beyond the knobs at the end."""
+    import json
+    from pathlib import Path
+
+    from probekit.diagnosis.spec import load_diagnosis
+    from probekit.diagnosis.table_diagnosis import table_diagnosis_from_file
+
+    root = Path(__file__).resolve().parents[2]
+    folder = root / "docs/diagnosis/modadd_necessity"
+    spec = table_diagnosis_from_file(load_diagnosis(root / "probes/diagnose_modadd_necessity.toml"),
+                                     folder / "markers.csv")
+    res = diagnose_table(spec)
+    shipped = json.loads((folder / "report.json").read_text())["diagnosis"]
+    ref = {r["marker"]: r for r in shipped["analysis"]["markers"]}
+    assert {s.marker for s in res.analysis.markers} == set(ref)
+    for s in res.analysis.markers:
+        assert s.verdict == ref[s.marker]["verdict"]
+        assert s.partial_r == pytest.approx(ref[s.marker]["partial_r"], abs=1e-12)
+    train = res.analysis["key_freq_necessity_train"]
+    assert train.verdict == "adds_beyond_covariates" and 0.6 < train.partial_r < 0.75
+    assert "measured_on_outcome_examples" in res.analysis["key_freq_necessity"].flags
+
+
 def _crossing_population(path):
     """24 runs (3 seeds x 8 knob levels), one row each: the crossing step falls with the marker;
     runs whose step would pass 1000 never cross (empty cell)."""
