@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from probekit.circuits.fourier import (
+from probekit.errors import ConfigError
+from probekit.grokking.fourier import (
     fourier_basis,
     frequency_power,
     key_frequencies,
     key_frequency_share,
 )
-from probekit.errors import ConfigError
 from probekit.hypotheses.kinds.fourier_key_share import FourierKeyShareSpec, fourier_key_share
 from tests.hypotheses.helpers import FakeContext
 

@@ -120,8 +120,10 @@ def test_mixin_repr_is_not_replaced_by_dataclass_repr():
     import probekit.circuits.grid
     import probekit.circuits.lens
     import probekit.geometry
+    import probekit.grokking.progress_measures
     import probekit.homomorphism
     import probekit.hypotheses.runner
+    import probekit.kg.bridge
     import probekit.neurons
     import probekit.probes
     import probekit.similarity

@@ -36,13 +36,13 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..capture.batching import PaddingSide
+from ..circuits.lens import logit_lens
+from ..circuits.metrics import logit_diff
+from ..circuits.patching import PatchingResult, activation_patching, as_token_lists
 from ..errors import ConfigError, DataError
 from ..models.protocol import HookedModel
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
-from .lens import logit_lens
-from .metrics import logit_diff
-from .patching import PatchingResult, activation_patching, as_token_lists
 
 __all__ = [
     "BridgeEntityAnalysis",

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from probekit.circuits import (
+from probekit.errors import DataError
+from probekit.kg import (
     bridge_entity_analysis,
     bridge_entity_lens,
     bridge_entity_probe,
     bridge_entity_tracing,
     counterfactual_queries,
 )
-from probekit.errors import DataError
 from probekit.models import ModelConfig, build_model
 from probekit.testbeds.knowledge import KGCompositionConfig, KnowledgeComposition
 from tests.conftest import random_sequences
