@@ -21,9 +21,6 @@ from .eap import edge_graph as edge_graph
 from .eap import edge_patched_metric as edge_patched_metric
 from .eap import faithfulness_curve as faithfulness_curve
 from .eap import top_k_edges as top_k_edges
-from .grid import PatchOptions as PatchOptions
-from .grids import PatchingGrids as PatchingGrids
-from .grids import patching_grids as patching_grids
 from .lens import DirectLogitAttribution as DirectLogitAttribution
 from .lens import LogitLensResult as LogitLensResult
 from .lens import direct_logit_attribution as direct_logit_attribution
@@ -32,8 +29,11 @@ from .lens import weight_processing as weight_processing
 from .metrics import answer_logprob as answer_logprob
 from .metrics import last_token_logits as last_token_logits
 from .metrics import logit_diff as logit_diff
+from .patch_grid import PatchOptions as PatchOptions
 from .patching import PatchingResult as PatchingResult
 from .patching import activation_patching as activation_patching
+from .patching_report import PatchingGrids as PatchingGrids
+from .patching_report import patching_grids as patching_grids
 from .prompt_pairs import patch_pairs as patch_pairs
 from .sweep import patching_sweep as patching_sweep
 from .tracing import causal_tracing as causal_tracing

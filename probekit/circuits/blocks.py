@@ -18,7 +18,7 @@ from ..report.blocks import Column, Heatmap, LinePlot, Series, Table
 
 if TYPE_CHECKING:
     from .eap import EdgeScores, FaithfulnessCurve
-    from .grid import PatchingResult
+    from .patch_grid import PatchingResult
 
 __all__ = [
     "PatchingView", "dla_blocks", "dla_records", "edge_table", "faithfulness_plot",
