@@ -19,7 +19,7 @@ import torch
 
 def main() -> None:
     """Run the analysis and print one table per measurement."""
-    from probekit.circuits import bridge_entity_analysis, bridge_entity_probe
+    from probekit.kg import bridge_entity_analysis, bridge_entity_probe
     from probekit.models import load_checkpoint
     from probekit.models.checkpoint import read_checkpoint_meta
     from probekit.testbeds import task_from_dict
@@ -77,7 +77,7 @@ def main() -> None:
           f"unseen (h, r1) prefixes), accuracy by block: "
           + ", ".join(f"{g} {np.round(v, 3).tolist()}" for g, v in probe.accuracy.items()))
     if args.pairs_out:
-        from probekit.circuits import counterfactual_queries
+        from probekit.kg import counterfactual_queries
 
         cf = counterfactual_queries(q["id"], facts, seed=0)
         lines = []

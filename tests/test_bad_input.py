@@ -1451,7 +1451,9 @@ def _method_cases():
 
     import probekit.circuits as C
     import probekit.geometry as G
+    import probekit.grokking as GK
     import probekit.homomorphism as H
+    import probekit.kg as KG
     import probekit.neurons as N
     import probekit.similarity as S
     import probekit.stats as ST
@@ -1521,12 +1523,12 @@ def _method_cases():
          "clean_tokens[0] has 13 tokens but the model's context is 12"),
         ("eap-top-k", lambda m: C.top_k_edges(C.edge_attribution(m, [[1, 2]], [[2, 3]], ld), -1), ConfigError,
          "k=-1 out of range; the graph has"),
-        ("bridge-position", lambda m: C.bridge_entity_lens(m, [[1, 2, 3]], [4], [1], position=7), DataError,
+        ("bridge-position", lambda m: KG.bridge_entity_lens(m, [[1, 2, 3]], [4], [1], position=7), DataError,
          "position 7 is not inside query 0 (length 3)"),
-        ("fourier-p", lambda m: C.fourier_basis(0), ConfigError, "p=0: the Fourier basis here needs an odd modulus >= 3"),
-        ("fourier-keys", lambda m: C.key_frequency_share(np.ones(3), np.array([7])), ConfigError,
+        ("fourier-p", lambda m: GK.fourier_basis(0), ConfigError, "p=0: the Fourier basis here needs an odd modulus >= 3"),
+        ("fourier-keys", lambda m: GK.key_frequency_share(np.ones(3), np.array([7])), ConfigError,
          "key frequency 7 out of range; power has 3 frequencies"),
-        ("progress-gini", lambda m: C.gini(torch.tensor([-1.0, 2.0])), DataError, "gini needs finite non-negative values"),
+        ("progress-gini", lambda m: GK.gini(torch.tensor([-1.0, 2.0])), DataError, "gini needs finite non-negative values"),
         # neurons
         ("neurons-auc-shape", lambda m: N.roc_auc(np.array([0.1, 0.2]), np.array([1, 0])), DataError,
          "expected scores of shape (n_prompts, n_units), got (2,)"),

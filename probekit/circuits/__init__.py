@@ -1,6 +1,8 @@
 """Circuits: batched activation patching, attribution patching, edge attribution (EAP, EAP-IG), logit lens, DLA.
 
-Built only on :mod:`probekit.interventions` (no hooks of its own). Guide and papers:
+Generic: any model, any task. Built only on :mod:`probekit.interventions` (no hooks of its own);
+names no testbed (contract ``circuits-generic``): analyses of one testbed live in their own
+packages above it (:mod:`probekit.grokking`, :mod:`probekit.kg`). Guide and papers:
 ``docs/circuits.md``; reference implementation: ``transformer_lens.patching``.
 """
 
@@ -11,14 +13,6 @@ from .answers import answer_token_ids as answer_token_ids
 from .answers import reduction_warning as reduction_warning
 from .attribution import attribution_patching as attribution_patching
 from .attribution import patching_correlation as patching_correlation
-from .bridge import BridgeEntityAnalysis as BridgeEntityAnalysis
-from .bridge import BridgeEntityLens as BridgeEntityLens
-from .bridge import BridgeProbeResult as BridgeProbeResult
-from .bridge import bridge_entity_analysis as bridge_entity_analysis
-from .bridge import bridge_entity_lens as bridge_entity_lens
-from .bridge import bridge_entity_probe as bridge_entity_probe
-from .bridge import bridge_entity_tracing as bridge_entity_tracing
-from .bridge import counterfactual_queries as counterfactual_queries
 from .eap import EdgeGraph as EdgeGraph
 from .eap import EdgeScores as EdgeScores
 from .eap import FaithfulnessCurve as FaithfulnessCurve
@@ -27,15 +21,6 @@ from .eap import edge_graph as edge_graph
 from .eap import edge_patched_metric as edge_patched_metric
 from .eap import faithfulness_curve as faithfulness_curve
 from .eap import top_k_edges as top_k_edges
-from .entities import entity_token_lookup as entity_token_lookup
-from .entities import kg_column as kg_column
-from .fourier import fourier_basis as fourier_basis
-from .fourier import frequency_power as frequency_power
-from .fourier import key_frequencies as key_frequencies
-from .fourier import key_frequency_share as key_frequency_share
-from .grid import PatchOptions as PatchOptions
-from .grids import PatchingGrids as PatchingGrids
-from .grids import patching_grids as patching_grids
 from .lens import DirectLogitAttribution as DirectLogitAttribution
 from .lens import LogitLensResult as LogitLensResult
 from .lens import direct_logit_attribution as direct_logit_attribution
@@ -44,16 +29,11 @@ from .lens import weight_processing as weight_processing
 from .metrics import answer_logprob as answer_logprob
 from .metrics import last_token_logits as last_token_logits
 from .metrics import logit_diff as logit_diff
+from .patch_grid import PatchOptions as PatchOptions
 from .patching import PatchingResult as PatchingResult
 from .patching import activation_patching as activation_patching
-from .progress_measures import ProgressSeries as ProgressSeries
-from .progress_measures import excluded_logits as excluded_logits
-from .progress_measures import gini as gini
-from .progress_measures import neuron_excluded_logits as neuron_excluded_logits
-from .progress_measures import neuron_path as neuron_path
-from .progress_measures import neuron_restricted_logits as neuron_restricted_logits
-from .progress_measures import progress_measures as progress_measures
-from .progress_measures import restricted_logits as restricted_logits
+from .patching_report import PatchingGrids as PatchingGrids
+from .patching_report import patching_grids as patching_grids
 from .prompt_pairs import patch_pairs as patch_pairs
 from .sweep import patching_sweep as patching_sweep
 from .tracing import causal_tracing as causal_tracing

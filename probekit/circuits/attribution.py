@@ -19,8 +19,8 @@ from ..errors import ConfigError
 from ..interventions import Grad, Read, run_with_interventions
 from ..models.protocol import HookedModel
 from ..sites import Site
-from .grid import Metric, PatchingResult, PatchOptions, grid_result, prepare_grid, run_metric
 from .metrics import as_pair_metric
+from .patch_grid import Metric, PatchingResult, PatchOptions, grid_result, prepare_grid, run_metric
 
 
 def attribution_patching(

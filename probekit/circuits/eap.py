@@ -44,8 +44,8 @@ from ..progress import track
 from ..report.blocks import Block, Column, Table, Text
 from ..report.notebook import NotebookMixin
 from ..sites import Site
-from .grid import check_token_limits
 from .metrics import as_pair_metric
+from .patch_grid import check_token_limits
 from .patching import Metric, as_token_lists, check_pairs, run_metric
 
 

@@ -32,7 +32,7 @@ from ..models.protocol import HookedModel
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
 from ..sites import Site
-from .grid import as_token_lists, check_token_limits
+from .patch_grid import as_token_lists, check_token_limits
 
 
 def weight_processing(model: HookedModel) -> dict[str, object]:

@@ -44,7 +44,7 @@ from ..interventions import Op, Read, Replace, run_with_interventions
 from ..models.protocol import HookedModel
 from ..progress import track
 from ..sites import HEAD_KINDS, Site
-from .grid import (
+from .patch_grid import (
     BY_KINDS,
     HEAD_PATCH_KINDS,
     RESID_KINDS,

@@ -25,8 +25,8 @@ from torch import Tensor
 from ..errors import ConfigError
 from ..executor import Executor, check_worker_paths, get_executor, map_resumable
 from ..models.cached import load_model_cached, model_paths
-from .grid import Metric, PatchingResult, PatchOptions, grid_result, grid_shape, prepare_grid
 from .metrics import as_pair_metric
+from .patch_grid import Metric, PatchingResult, PatchOptions, grid_result, grid_shape, prepare_grid
 from .patching import activation_patching
 
 __all__ = ["PatchBatch", "patch_batch", "patching_sweep"]

@@ -20,7 +20,7 @@ from ..errors import ConfigError, DataError
 from ..interventions import Add
 from ..models.protocol import HookedModel
 from ..sites import Site
-from .grid import RESID_KINDS, Grid, Metric, PatchingResult, as_token_lists, check_layers
+from .patch_grid import RESID_KINDS, Grid, Metric, PatchingResult, as_token_lists, check_layers
 from .patching import patch_grid
 
 

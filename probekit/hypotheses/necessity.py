@@ -176,9 +176,9 @@ def key_frequency_substrate(model: Any, p: int, *, k: int = 5) -> Substrate:
     """The ``k`` key frequencies of ``model.W_E``'s residue rows ``0..p-1``, removed at ``embed``.
 
     Keys: the frequencies of largest power summed over embedding dimensions
-    (:func:`probekit.circuits.fourier.key_frequencies`); see the module docstring.
+    (:func:`probekit.grokking.fourier.key_frequencies`); see the module docstring.
     """
-    from ..circuits.fourier import fourier_basis, frequency_power, key_frequencies
+    from ..grokking.fourier import fourier_basis, frequency_power, key_frequencies
 
     w = model.W_E.detach().double().cpu().numpy()
     if not 3 <= p <= w.shape[0]:

@@ -369,7 +369,7 @@ def run_three_models(**_):
 def run_claim_p(monkeypatch, **_):
     from types import SimpleNamespace
 
-    from probekit.circuits.modadd_checkpoints import check_modadd_model
+    from probekit.grokking.modadd_checkpoints import check_modadd_model
 
     meta = {"extra": {"task": "modular_addition", "task_config": {"p": 53}}}
     monkeypatch.setattr("probekit.models.checkpoint.read_checkpoint_meta", lambda path: meta)

@@ -49,7 +49,7 @@ def test_kg_population_has_every_outcome_and_marker(kg):
 
 def test_outcomes_and_bridge_marker_equal_their_direct_computation(kg):
     from probekit import load_checkpoint
-    from probekit.circuits import bridge_entity_lens
+    from probekit.kg import bridge_entity_lens
     from probekit.models.checkpoint import read_checkpoint_meta
     from probekit.testbeds import task_from_dict
     from probekit.train.trainer import evaluate

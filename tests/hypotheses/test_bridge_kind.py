@@ -7,8 +7,8 @@ from probekit.errors import ConfigError
 from probekit.hypotheses.kinds.bridge_entity_rank import BridgeEntityRankSpec, bridge_entity_rank
 from probekit.hypotheses.verdict import judge_all
 from probekit.suites.data import Examples
-from tests.circuits.test_bridge import kg_task, planted_model
 from tests.hypotheses.helpers import FakeContext, claim
+from tests.kg.test_bridge import kg_task, planted_model
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +55,11 @@ def test_bad_claims(planted_ctx):
 
 
 def test_probe_kind_equals_the_api(planted_ctx):
-    from probekit.circuits import bridge_entity_probe as api
     from probekit.hypotheses.kinds.bridge_entity_probe import (
         BridgeEntityProbeSpec,
         bridge_entity_probe,
     )
+    from probekit.kg import bridge_entity_probe as api
 
     ctx = planted_ctx
     ex = ctx.examples

@@ -173,7 +173,7 @@ def test_key_frequencies_of_the_grokked_checkpoint_are_necessary_and_random_ones
     from pathlib import Path
 
     import probekit
-    from probekit.circuits.fourier import frequency_power
+    from probekit.grokking.fourier import frequency_power
     from probekit.hypotheses.necessity import key_frequency_substrate
 
     model = probekit.load_checkpoint(Path(__file__).resolve().parents[2] / "probes" / "checkpoints" / "modadd-p53")

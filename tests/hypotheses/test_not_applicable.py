@@ -108,7 +108,7 @@ def test_homomorphism_error_on_kg_data_is_not_applicable():
         HomomorphismErrorSpec,
         homomorphism_error,
     )
-    from tests.circuits.test_bridge import kg_task
+    from tests.kg.test_bridge import kg_task
 
     ds = kg_task().splits()["train"]
     ex = examples([ds.prompt(i) for i in range(len(ds))], dict(ds.metadata),

@@ -1,12 +1,13 @@
-"""Modular-addition progress kinds against probekit.circuits.progress_measures on the shipped series."""
+"""Modular-addition progress kinds against probekit.grokking.progress_measures on the shipped series."""
 
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from probekit.circuits.modadd_checkpoints import train_mask
-from probekit.circuits.progress_measures import (
+from probekit.errors import DataError
+from probekit.grokking.modadd_checkpoints import train_mask
+from probekit.grokking.progress_measures import (
     crossing_step,
     fourier_component_norms,
     gini,
@@ -18,7 +19,6 @@ from probekit.circuits.progress_measures import (
     progress_measures,
     restricted_logits,
 )
-from probekit.errors import DataError
 from probekit.hypotheses.kinds.circuit_efficiency import CircuitEfficiencySpec, circuit_efficiency
 from probekit.hypotheses.kinds.fourier_gini import FourierGiniSpec, fourier_gini
 from probekit.hypotheses.kinds.restricted_loss import (

@@ -74,6 +74,8 @@ def test_kg_bridge_verdicts(tmp_path, capsys):
     assert abs(claims[0]["effect"] - 112 / 180) < 1e-9  # ID bridge top-1 after block 1
     assert abs(claims[6]["effect"] - 1 / 99) < 1e-9  # OOD bridge top-1 after block 1
     assert claims[4]["effect"] > 0.9 and claims[5]["ci"][1] < 0.2  # linear probe: ID vs OOD
+    # the probe (probes.LogisticProbe since issue 43.3) scores exactly as the sklearn pipeline did
+    assert abs(claims[4]["effect"] - 173 / 180) < 1e-9 and abs(claims[5]["effect"] - 4 / 99) < 1e-9
     ood, ident = claims[6]["details"], claims[0]["details"]
     assert ident["bridge_top_k_by_layer"][1] > 0.5 > ood["bridge_top_k_by_layer"][1] + 0.4
     assert ood["bridge_top_k_by_layer"][3] > 0.7  # the first hop itself is known at the top

@@ -117,11 +117,13 @@ def test_importing_stats_loads_no_renderer():
 def test_mixin_repr_is_not_replaced_by_dataclass_repr():
     """Every result class using the mixin is declared repr=False (else a field dump prints)."""
     import probekit.circuits.eap
-    import probekit.circuits.grid
     import probekit.circuits.lens
+    import probekit.circuits.patch_grid
     import probekit.geometry
+    import probekit.grokking.progress_measures
     import probekit.homomorphism
     import probekit.hypotheses.runner
+    import probekit.kg.bridge
     import probekit.neurons
     import probekit.probes
     import probekit.similarity

@@ -3,7 +3,7 @@
 A multinomial logistic probe for the bridge entity, trained on block ``layer``'s output at the r1
 position of the suite's training two-hop queries (those sharing an ``(h, r1)`` prefix with an
 evaluated query dropped: their r1 state is identical), scored per query of ``split``
-(:func:`probekit.circuits.bridge_entity_probe`).
+(:func:`probekit.kg.bridge_entity_probe`).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def bridge_entity_probe(spec: BridgeEntityProbeSpec, ctx: Context) -> Measuremen
     """Share of ``split`` queries whose bridge a linear probe at (``layer``, r1) predicts."""
     import numpy as np
 
-    from ...circuits import bridge_entity_probe as fit_probe
-    from ...circuits import entity_token_lookup, kg_column
+    from ...kg import bridge_entity_probe as fit_probe
+    from ...kg import entity_token_lookup, kg_column
 
     ex = ctx.examples
     bridges = kg_column(ex, spec.bridge_column, kind="bridge_entity_probe")

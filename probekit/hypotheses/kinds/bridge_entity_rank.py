@@ -1,7 +1,7 @@
 """``measure = "bridge_entity_rank"``: is the bridge entity decodable at r1? (Wang et al. 2024).
 
 Two-hop queries ``(h, r1, r2) -> t``, bridge ``b = r1(h)`` (``kg_composition`` columns ``bridge``,
-``t``): :func:`probekit.circuits.bridge_entity_lens`, the share of queries whose target ranks in
+``t``): :func:`probekit.kg.bridge_entity_lens`, the share of queries whose target ranks in
 the top ``top_k`` after block ``layer``.
 """
 
@@ -40,8 +40,8 @@ class BridgeEntityRankSpec:
 @register_measurement("bridge_entity_rank", spec=BridgeEntityRankSpec)
 def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx: Context) -> Measurement:
     """Share of queries whose bridge (at r1) or answer (last token) is top-``k`` after ``layer``."""
-    from ...circuits import bridge_entity_lens, entity_token_lookup, kg_column
-    from ...circuits.blocks import bridge_lens_plot
+    from ...kg import bridge_entity_lens, entity_token_lookup, kg_column
+    from ...kg.blocks import bridge_lens_plot
 
     check_layer(ctx.model, spec.layer, spec.top_k, kind="bridge_entity_rank")
     ex = ctx.examples

@@ -1,6 +1,6 @@
 """``circuit_efficiency``: parameter norm per logit margin (Varma et al. 2023).
 
-:func:`probekit.circuits.progress_stats.circuit_efficiency` on a modular-addition checkpoint (the
+:func:`probekit.grokking.progress_stats.circuit_efficiency` on a modular-addition checkpoint (the
 ``[model]`` one, or ``checkpoint = "DIR"``), the margin bootstrapped over ``split`` pairs.
 """
 
@@ -26,9 +26,9 @@ class CircuitEfficiencySpec:
 @register_measurement("circuit_efficiency", spec=CircuitEfficiencySpec)
 def circuit_efficiency(spec: CircuitEfficiencySpec, ctx: Context) -> Measurement:
     """``||theta||_2 / mean logit margin`` (Varma et al. 2023; lower = more efficient)."""
-    from ...circuits.modadd_checkpoints import train_mask
-    from ...circuits.progress_measures import modular_logit_grid
-    from ...circuits.progress_stats import circuit_efficiency as efficiency
+    from ...grokking.modadd_checkpoints import train_mask
+    from ...grokking.progress_measures import modular_logit_grid
+    from ...grokking.progress_stats import circuit_efficiency as efficiency
 
     model, path = checkpoint_model(ctx, spec.checkpoint)
     mask = train_mask(path)

@@ -1,6 +1,6 @@
 """``fourier_gini``: sparsity of the Fourier components of the weights (Nanda et al. 2023, §5.1).
 
-:func:`probekit.circuits.progress_stats.fourier_gini_resamples` on a modular-addition checkpoint
+:func:`probekit.grokking.progress_stats.fourier_gini_resamples` on a modular-addition checkpoint
 (the ``[model]`` one, or ``checkpoint = "DIR"``).
 """
 
@@ -26,8 +26,8 @@ class FourierGiniSpec:
 @register_measurement("fourier_gini", spec=FourierGiniSpec)
 def fourier_gini(spec: FourierGiniSpec, ctx: Context) -> Measurement:
     """Gini of the ``p`` Fourier-component norms; norms recomputed on resampled dimensions."""
-    from ...circuits.modadd_checkpoints import train_mask
-    from ...circuits.progress_stats import fourier_gini_resamples
+    from ...grokking.modadd_checkpoints import train_mask
+    from ...grokking.progress_stats import fourier_gini_resamples
 
     model, path = checkpoint_model(ctx, spec.checkpoint)
     p = train_mask(path).shape[0]

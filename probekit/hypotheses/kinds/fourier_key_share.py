@@ -1,7 +1,7 @@
 """``measure = "fourier_key_share"``: share of Fourier power in the top-k frequencies (Nanda et al. 2023).
 
-:func:`probekit.circuits.fourier_share.key_share_resamples` of the logits' or the embedding's
-Fourier power (:func:`probekit.circuits.fourier.frequency_power`).
+:func:`probekit.grokking.fourier_share.key_share_resamples` of the logits' or the embedding's
+Fourier power (:func:`probekit.grokking.fourier.frequency_power`).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ def fourier_key_share(spec: FourierKeyShareSpec, ctx: Context) -> Measurement:
     The key frequencies are chosen on all units, then the share ``sum_keys P / sum_{f>0} P`` is
     bootstrapped over units (examples or embedding dimensions) with the keys held fixed.
     """
-    from ...circuits.fourier import frequency_power
-    from ...circuits.fourier_share import key_share_plot, key_share_resamples, residue_logits
-    from ...circuits.modadd_checkpoints import check_modadd_model
+    from ...grokking.fourier import frequency_power
+    from ...grokking.fourier_share import key_share_plot, key_share_resamples, residue_logits
+    from ...grokking.modadd_checkpoints import check_modadd_model
 
     check_modadd_model(ctx.model, kind="fourier_key_share", p=spec.p)
     if spec.source == "embedding":

@@ -2,7 +2,7 @@
 
 On a probekit checkpoint of the ``modular_addition`` testbed (the ``[model]`` one, or
 ``checkpoint = "DIR"``; train / held-out pairs from its recorded task config):
-:func:`probekit.circuits.progress_stats.ablation_loss`, one value per pair of ``split``.
+:func:`probekit.grokking.progress_stats.ablation_loss`, one value per pair of ``split``.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ class LogitAblationSpec:
 
 
 def _ablation(spec: LogitAblationSpec, ctx: Context, which: Literal["restricted", "excluded"]) -> Measurement:
-    from ...circuits.modadd_checkpoints import train_mask
-    from ...circuits.progress_measures import modular_logit_grid
-    from ...circuits.progress_stats import ablation_loss
+    from ...grokking.modadd_checkpoints import train_mask
+    from ...grokking.progress_measures import modular_logit_grid
+    from ...grokking.progress_stats import ablation_loss
 
     model, path = checkpoint_model(ctx, spec.checkpoint)
     mask = train_mask(path)

@@ -2,8 +2,8 @@
 
 Over a checkpoint series of one modular-addition run: the step at which the held-out loss falls
 to ``loss_threshold`` minus the step at which the restricted loss does (> 0: the restricted loss
-falls first), :func:`probekit.circuits.progress_stats.restricted_loss_lead` on
-:func:`probekit.circuits.progress_measures.progress_measures` (one executor task per checkpoint).
+falls first), :func:`probekit.grokking.progress_stats.restricted_loss_lead` on
+:func:`probekit.grokking.progress_measures.progress_measures` (one executor task per checkpoint).
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ class RestrictedLeadSpec:
 @register_measurement("restricted_loss_lead", spec=RestrictedLeadSpec)
 def restricted_loss_lead(spec: RestrictedLeadSpec, ctx: Context) -> Measurement:
     """Steps by which the restricted loss reaches ``loss_threshold`` before the held-out loss."""
-    from ...circuits.blocks import progress_plots
-    from ...circuits.modadd_checkpoints import checkpoint_series, run_series_pattern, train_mask
-    from ...circuits.progress_measures import progress_measures
-    from ...circuits.progress_stats import restricted_loss_lead as lead
+    from ...grokking.blocks import progress_plots
+    from ...grokking.modadd_checkpoints import checkpoint_series, run_series_pattern, train_mask
+    from ...grokking.progress_measures import progress_measures
+    from ...grokking.progress_stats import restricted_loss_lead as lead
 
     pattern = (run_series_pattern(checkpoint_dir(ctx, None)) if spec.checkpoints == "run"
                else ctx.suite.resolve(spec.checkpoints))

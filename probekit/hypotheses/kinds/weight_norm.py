@@ -1,6 +1,6 @@
 """``weight_norm``: total sum of squared weights (Nanda et al. 2023, §5.1).
 
-:func:`probekit.circuits.progress_measures.sum_squared_weights` of the ``[model]`` (or
+:func:`probekit.grokking.progress_measures.sum_squared_weights` of the ``[model]`` (or
 ``checkpoint = "DIR"``): exact, so its CI is the point (no sampling unit).
 """
 
@@ -24,7 +24,7 @@ class WeightNormSpec:
 @register_measurement("weight_norm", spec=WeightNormSpec)
 def weight_norm(spec: WeightNormSpec, ctx: Context) -> Measurement:
     """Total sum of squared weights: exact, so its CI is the point (no sampling unit)."""
-    from ...circuits.progress_measures import sum_squared_weights
+    from ...grokking.progress_measures import sum_squared_weights
     from ...models import load_checkpoint
 
     model = ctx.model if spec.checkpoint is None else load_checkpoint(

@@ -2,17 +2,14 @@
 
 import numpy as np
 import pytest
-import torch
 
-from probekit.circuits.fourier import (
+from probekit.errors import ConfigError
+from probekit.grokking.fourier import (
     fourier_basis,
     frequency_power,
     key_frequencies,
     key_frequency_share,
 )
-from probekit.errors import ConfigError
-from probekit.hypotheses.kinds.fourier_key_share import FourierKeyShareSpec, fourier_key_share
-from tests.hypotheses.helpers import FakeContext
 
 P = 53
 
@@ -48,20 +45,3 @@ def test_key_frequencies_and_share_on_a_constructed_embedding():
     assert share2 == pytest.approx(power[[4, 11]].sum() / power[[4, 11, 17]].sum())
     with pytest.raises(ConfigError, match="odd modulus"):
         fourier_basis(52)
-
-
-def test_kind_on_a_constructed_embedding():
-    w = _planted_embedding({4: 3.0, 11: 2.0, 17: 1.0}, d=64, noise=0.05)
-    vocab = np.concatenate([w, np.zeros((1, 64))])  # the '=' row is not a residue
-    ctx = FakeContext(model=type("M", (), {"W_E": torch.tensor(vocab)})())
-    m = fourier_key_share(FourierKeyShareSpec(p=P, k=3, source="embedding"), ctx)
-    power = frequency_power(w).sum(-1)
-    assert m.details["key_frequencies"] == [4, 11, 17]
-    assert m.estimate == pytest.approx(power[[4, 11, 17]].sum() / power[1:].sum())
-    assert 0.95 < m.estimate < 1.0 and m.n == 64
-    low, high = np.percentile(m.resamples, [2.5, 97.5])
-    assert low <= m.estimate <= high
-    # pure noise: 3 of 26 frequencies hold about 3/26 of the power, nowhere near 0.5
-    noise = fourier_key_share(FourierKeyShareSpec(p=P, k=3, source="embedding"), FakeContext(
-        model=type("M", (), {"W_E": torch.tensor(_planted_embedding({}, d=64, noise=1.0))})()))
-    assert noise.estimate < 0.25

@@ -1,6 +1,6 @@
 """Progress measures of modular addition with their sampling units and bootstrap replicates.
 
-:mod:`probekit.circuits.progress_measures` defines the measures of Nanda et al. (2023, arXiv
+:mod:`probekit.grokking.progress_measures` defines the measures of Nanda et al. (2023, arXiv
 2301.05217, §5.1) on one checkpoint's logit grid; this module gives each the unit it varies
 over and resamples those units (Efron & Tibshirani 1993), for a claim's confidence interval:
 
@@ -115,7 +115,7 @@ def ablation_loss(
 
     ``keys`` default to :func:`top_key_frequencies` of ``logits``; ``path``: the neuron path
     (Nanda et al.; read from ``model``) or the full logits
-    (:func:`~probekit.circuits.progress_measures.ablated_logits`).
+    (:func:`~probekit.grokking.progress_measures.ablated_logits`).
     """
     p = train_mask.shape[0]
     keys = top_key_frequencies(logits, keys, n_keys)
@@ -152,7 +152,7 @@ def circuit_efficiency(
 ) -> Efficiency:
     """``||theta||_2 / mean_split margin`` (Varma et al. 2023; lower = more efficient).
 
-    The margin is :func:`~probekit.circuits.progress_measures.logit_margin`; resamples recompute
+    The margin is :func:`~probekit.grokking.progress_measures.logit_margin`; resamples recompute
     the mean margin over resampled pairs (the norm is exact). NotApplicableError when the mean
     margin is ``<= 0`` (the model does not fit these pairs: norm per margin is undefined).
     """

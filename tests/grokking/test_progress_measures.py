@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from probekit.circuits.fourier import fourier_basis
-from probekit.circuits.progress_measures import (
+from probekit.errors import ConfigError, DataError, NonFiniteError
+from probekit.executor import InProcessExecutor
+from probekit.grokking.fourier import fourier_basis
+from probekit.grokking.progress_measures import (
     NeuronPath,
     ablated_logits,
     crossing_step,
@@ -27,8 +29,6 @@ from probekit.circuits.progress_measures import (
     sum_directions,
     sum_squared_weights,
 )
-from probekit.errors import ConfigError, DataError, NonFiniteError
-from probekit.executor import InProcessExecutor
 
 P = 11
 SERIES = Path(__file__).resolve().parents[2] / "probes" / "checkpoints" / "modadd-p53-series"

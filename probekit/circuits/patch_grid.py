@@ -1,4 +1,6 @@
-"""The patching grid shared by exact and attribution patching: arguments, axes and result.
+"""One patching grid: the arguments, axes and result shared by exact and attribution patching.
+
+(The grids of a whole patching run, one per site kind, for the report: :mod:`.patching_report`.)
 
 :func:`~probekit.circuits.activation_patching` and
 :func:`~probekit.circuits.attribution_patching` take the same arguments (clean/corrupt prompts,

@@ -4,13 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from probekit.circuits.modadd_checkpoints import (
+from probekit.errors import ConfigError
+from probekit.grokking.modadd_checkpoints import (
     check_modadd_model,
     checkpoint_series,
     run_series_pattern,
     train_mask,
 )
-from probekit.errors import ConfigError
 
 SERIES = Path(__file__).resolve().parents[2] / "probes" / "checkpoints" / "modadd-p53-series"
 

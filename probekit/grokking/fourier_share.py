@@ -3,7 +3,7 @@
 A modular-addition model represents residues by a few key frequencies (Nanda et al., "Progress
 measures for grokking via mechanistic interpretability", ICLR 2023). Given the Fourier power
 ``P[u, f]`` of each unit ``u`` (an example's logits over the answers ``0..p-1``, or an embedding
-dimension over the residue tokens; :func:`~probekit.circuits.fourier.frequency_power`), the keys
+dimension over the residue tokens; :func:`~probekit.grokking.fourier.frequency_power`), the keys
 ``S`` are the ``k`` strongest non-constant frequencies of ``sum_u P[u]`` and the share is
 ``sum_{f in S} sum_u P[u, f] / sum_{f > 0} sum_u P[u, f]``; its bootstrap resamples the units
 with ``S`` held fixed.

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from probekit.circuits.fourier import frequency_power
-from probekit.circuits.fourier_share import key_share_plot, key_share_resamples, residue_logits
+from probekit.grokking.fourier import frequency_power
+from probekit.grokking.fourier_share import key_share_plot, key_share_resamples, residue_logits
 from probekit.stats.bootstrap import bootstrap_indices
 
 CHECKPOINT = Path(__file__).resolve().parents[2] / "probes" / "checkpoints" / "modadd-p53"

@@ -1,4 +1,7 @@
-"""Patching grids of a ``[[patching]]`` section: every site kind over a set of prompt pairs.
+"""The patching report: one grid per site kind over a set of prompt pairs, with its blocks.
+
+Backs the ``[[patching]]`` suite section and ``probekit patch``; each grid is one
+:mod:`.patch_grid` (:class:`~.patch_grid.PatchingResult`).
 
 For each site kind, one grid over the clean / corrupt prompt pairs: residual-width kinds by
 layer x position, head kinds by layer x head (or layer x position x head); exact activation
@@ -7,7 +10,7 @@ Nanda 2023; Syed et al. 2023) or both with their correlation; optionally edge at
 the residual graph (EAP / EAP-IG, :func:`edge_attribution`; Syed et al. 2023, Hanna et al. 2024)
 with the faithfulness curve of the top-k circuits. Metric: ``logit(clean answer) -
 logit(corrupt answer)`` at the last token (Wang et al. 2022) or the clean answer's
-log-probability. Backs the ``[[patching]]`` suite section and ``probekit patch``.
+log-probability.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from torch import Tensor
 
 from ..errors import ConfigError, DataError
 from ..report.blocks import Block, Text
-from .grid import HEAD_PATCH_KINDS, PatchingResult, PatchOptions
+from .patch_grid import HEAD_PATCH_KINDS, PatchingResult, PatchOptions
 
 __all__ = ["PatchingGrids", "check_gap", "contrast_problems", "edge_circuits", "grid_record",
            "patching_grids", "position_labels"]

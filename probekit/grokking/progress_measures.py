@@ -316,7 +316,7 @@ def fourier_component_norms(w: Float[np.ndarray, "p d"]) -> Float[np.ndarray, " 
     """L2 norm (over ``d``) of each of the ``p`` real Fourier components of ``w`` along residues.
 
     Order: the constant, then ``cos(w_k a)``, ``sin(w_k a)`` for ``k = 1..(p-1)/2``
-    (:func:`probekit.circuits.fourier.fourier_basis`); ``sum norms^2 = ||w||_F^2`` (Parseval).
+    (:func:`probekit.grokking.fourier.fourier_basis`); ``sum norms^2 = ||w||_F^2`` (Parseval).
     """
     w = np.asarray(w, dtype=np.float64)
     if w.ndim != 2:

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from probekit.circuits.fourier import fourier_basis
-from probekit.circuits.progress_measures import (
+from probekit.errors import DataError, NotApplicableError
+from probekit.grokking.fourier import fourier_basis
+from probekit.grokking.progress_measures import (
     ProgressPoint,
     ProgressSeries,
     crossing_step,
@@ -17,7 +18,7 @@ from probekit.circuits.progress_measures import (
     restricted_logits,
     sum_direction_power,
 )
-from probekit.circuits.progress_stats import (
+from probekit.grokking.progress_stats import (
     ablation_loss,
     circuit_efficiency,
     fourier_gini_resamples,
@@ -25,7 +26,6 @@ from probekit.circuits.progress_stats import (
     restricted_loss_lead,
     top_key_frequencies,
 )
-from probekit.errors import DataError, NotApplicableError
 from probekit.stats.bootstrap import bootstrap_indices
 
 P = 11
