@@ -20,6 +20,11 @@ from tests.diagnosis.population_helpers import WEIGHT_NORM, write_file
 from tests.train.test_finetune import _data, _tiny_llama
 
 
+@pytest.fixture(autouse=True)
+def _one_thread(single_thread):
+    """Tiny GEMMs on a shared 2-core box: one torch thread is fastest (tests/conftest.py)."""
+
+
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
     return _tiny_llama(tmp_path_factory.mktemp("tiny-base"))
@@ -98,7 +103,8 @@ def test_smollm2_biography_population_smoke(tmp_path, monkeypatch):
     Measured: ~40 s CPU on a quiet 2-core machine (4 runs x 2 steps; a run's time is
     mostly its model load and the 540 MB save).
     """
-    text = SMOKE.read_text().replace("steps = 6", f'steps = 2\nout = "{tmp_path / "pop"}"')
+    text = SMOKE.read_text().replace("steps = 6", f'steps = 1\nout = "{tmp_path / "pop"}"')
+    text = text.replace('"data/', f'"{SMOKE.parent}/data/')
     path = tmp_path / "diagnose_bio_smoke.toml"
     path.write_text(text)
     spec = load_diagnosis(path)

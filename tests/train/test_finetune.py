@@ -37,6 +37,11 @@ def _tiny_llama(directory: Path) -> Path:
     return directory
 
 
+@pytest.fixture(autouse=True)
+def _one_thread(single_thread):
+    """Tiny GEMMs on a shared 2-core box: one torch thread is fastest (tests/conftest.py)."""
+
+
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
     return _tiny_llama(tmp_path_factory.mktemp("tiny-base"))
