@@ -43,6 +43,7 @@ import json
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -341,33 +342,24 @@ def _save(model: Any, tokenizer: Any, out: Path, step: int, meta: dict[str, Any]
     return final
 
 
-def finetune(
-    config: FinetuneConfig, out_dir: str | Path, *, extra: dict[str, Any] | None = None,
-) -> History:
-    """Fine-tune ``config.base_model`` on ``config.data`` into ``out_dir``; returns the history.
+@dataclass(frozen=True, kw_only=True)
+class _Setup:
+    """What the training loop needs: the model (adapters added), tokenizer, encoded rows, meta."""
 
-    Args:
-        config: the fine-tune.
-        out_dir: the run directory (see the module docstring for its layout).
-        extra: JSON recorded with the run and part of its identity (e.g. the testbed config
-            that generated the data).
+    model: Any
+    tokenizer: Any
+    encoded: list[tuple[list[int], list[int]]]
+    pad_id: int
+    meta: dict[str, Any]
 
-    Returns:
-        One record per step: ``step``, ``elapsed_s``, ``lr``, ``batch_loss`` (mean answer-token
-        cross-entropy of the step's batch, before the update).
-    """
-    import numpy as np
+
+def _setup(config: FinetuneConfig, rows: list[dict[str, Any]], out: Path, key: str,
+           extra: dict[str, Any]) -> _Setup:
+    """Load the base model and tokenizer, encode the rows, add adapters, record the run."""
     import torch
-    import torch.nn.functional as F  # noqa: N812
 
     from ..models.hf import set_offline_env
 
-    out = Path(out_dir)
-    rows = read_rows(config.data, config.train_split)
-    key = config_key(config, extra)
-    cached = _check_dir(out, key)
-    if cached is not None:
-        return cached
     base = base_model_dir(config.base_model)
     set_offline_env()
     from transformers import AutoTokenizer
@@ -377,30 +369,38 @@ def finetune(
                           answer_only=config.answer_only, add_eos=config.add_eos)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     torch.manual_seed(config.seed)
-    model = _load_base(base, config.device)
-    model, targets = _prepare(model, config)
+    model, targets = _prepare(_load_base(base, config.device), config)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / RUN_META, {"format": FORMAT, "config_key": key,
-                                       "config": config.to_dict(), "extra": extra or {}})
-    meta = {"format": FORMAT, "config_key": key, "config": config.to_dict(), "extra": extra or {},
+                                       "config": config.to_dict(), "extra": extra})
+    meta = {"format": FORMAT, "config_key": key, "config": config.to_dict(), "extra": extra,
             "base_model": config.base_model, "base_dir": str(base), "targets": targets,
             "n_train_rows": len(rows)}
-    params = [p for p in model.parameters() if p.requires_grad]
+    return _Setup(model=model, tokenizer=tokenizer, encoded=encoded, pad_id=int(pad_id), meta=meta)
+
+
+def _train_loop(config: FinetuneConfig, s: _Setup, out: Path) -> History:
+    """AdamW over seeded per-epoch permutations; saves at ``checkpoint_steps`` and the end."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    params = [p for p in s.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     history, saves = History(), set(config.checkpoint_steps or ()) | {config.steps}
     order: list[int] = []
     epoch, start = 0, time.perf_counter()
-    model.train()
+    s.model.train()
     for step in range(1, config.steps + 1):
         while len(order) < config.batch_size:
-            order += np.random.default_rng([config.seed, epoch]).permutation(len(encoded)).tolist()
+            order += np.random.default_rng([config.seed, epoch]).permutation(len(s.encoded)).tolist()
             epoch += 1
         take, order = order[: config.batch_size], order[config.batch_size:]
-        ids, labels, mask = (t.to(config.device) for t in _batch([encoded[i] for i in take], pad_id))
+        ids, labels, mask = (t.to(config.device) for t in _batch([s.encoded[i] for i in take], s.pad_id))
         lr = config.lr * min(1.0, step / config.warmup_steps) if config.warmup_steps else config.lr
         for group in opt.param_groups:
             group["lr"] = lr
-        logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
+        logits = s.model(input_ids=ids, attention_mask=mask).logits[:, :-1]
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
                                labels[:, 1:].reshape(-1), ignore_index=_IGNORE)
         if not torch.isfinite(loss):
@@ -414,8 +414,33 @@ def finetune(
         history.append({"step": step, "elapsed_s": round(time.perf_counter() - start, 3),
                         "lr": lr, "batch_loss": float(loss.item())})
         if step in saves:
-            model.eval()
-            _save(model, tokenizer, out, step, {**meta, "history": history.records},
+            s.model.eval()
+            _save(s.model, s.tokenizer, out, step, {**s.meta, "history": history.records},
                   lora=config.method == "lora", last=step == config.steps)
-            model.train()
+            s.model.train()
     return history
+
+
+def finetune(
+    config: FinetuneConfig, out_dir: str | Path, *, extra: dict[str, Any] | None = None,
+) -> History:
+    """Fine-tune ``config.base_model`` on ``config.data`` into ``out_dir``; returns the history.
+
+    Args:
+        config: the fine-tune.
+        out_dir: the run directory (see the module docstring for its layout).
+        extra: JSON recorded with the run and part of its identity (e.g. the testbed config
+            that generated the data).
+
+    Returns:
+        One record per step: ``step``, ``elapsed_s``, ``lr``, ``batch_loss`` (mean answer-token
+        cross-entropy of the step's batch, before the update). A finished run returns its
+        recorded history and trains nothing.
+    """
+    out = Path(out_dir)
+    rows = read_rows(config.data, config.train_split)
+    key = config_key(config, extra)
+    cached = _check_dir(out, key)
+    if cached is not None:
+        return cached
+    return _train_loop(config, _setup(config, rows, out, key, extra or {}), out)
