@@ -48,10 +48,7 @@ def _no_training(*a, **k):
 
 def test_grid_of_finetunes_trains_resumes_and_loads(tiny_dir, tmp_path, monkeypatch):
     data = _data(tmp_path / "d.jsonl")
-    pop = (f'preset = "smollm2_finetune"\nsteps = 3\ngrid = {{ "train.rank" = [2, 4], seed = [0, 1] }}\n'
-           f'sets = ["train.base_model={tiny_dir}", "train.data={data}", '
-           '"train.target_modules=[\\"q_proj\\"]", "train.trainable_layers=[-1]", '
-           '"train.batch_size=2", "train.max_length=8"]\nout = "pop"')
+    pop = _tiny_pop(tiny_dir, data, 'grid = { "train.rank" = [2, 4], seed = [0, 1] }')
     spec = load_diagnosis(write_file(tmp_path, pop, WEIGHT_NORM, 'outcome = "id_accuracy"'))
     runs = grid_runs(spec)
     assert [r.design for r in runs] == [
@@ -137,3 +134,40 @@ def test_smollm2_biography_population_smoke(tmp_path, monkeypatch):
     monkeypatch.setattr(train_population_module, "train_population", _no_training)
     assert [r.path for r in resolve_population(spec)] == [r.path for r in rows]
     json.dumps({"smoke_seconds": elapsed})
+
+
+def _tiny_pop(tiny_dir: Path, data: Path, extra: str) -> str:
+    return (f'preset = "smollm2_finetune"\nsteps = 3\n{extra}\n'
+            f'sets = ["train.base_model={tiny_dir}", "train.data={data}", '
+            '"train.target_modules=[\\"q_proj\\"]", "train.trainable_layers=[-1]", '
+            '"train.batch_size=2", "train.max_length=8"]\nout = "pop"')
+
+
+def test_a_series_saves_intermediate_finetune_checkpoints(tiny_dir, tmp_path):
+    data = _data(tmp_path / "d.jsonl")
+    spec = load_diagnosis(write_file(tmp_path, _tiny_pop(tiny_dir, data, "series = [2]"),
+                                     WEIGHT_NORM, 'outcome = "id_accuracy"'))
+    (run,) = grid_runs(spec)
+    assert run.run.sets[-1] == "train.checkpoint_steps=[2]"
+    rows = resolve_population(spec)
+    assert [(r.step, r.final) for r in rows] == [(2, False), (3, True)]
+    assert [len(ft.read_finetune_meta(r.path)["history"]) for r in rows] == [2, 3]
+
+
+@pytest.mark.slow
+def test_processes_executor_trains_the_same_models(tiny_dir, tmp_path):
+    """~15 s: two worker processes each import transformers and peft."""
+    from probekit.diagnosis.population import train_grid
+
+    data = _data(tmp_path / "d.jsonl")
+    pop = _tiny_pop(tiny_dir, data, "grid = { seed = [0, 1] }")
+    histories = {}
+    for name, executor in (("inproc", None), ("procs", "processes")):
+        root = tmp_path / name
+        root.mkdir()
+        spec = load_diagnosis(write_file(root, pop, WEIGHT_NORM, 'outcome = "id_accuracy"'))
+        runs = grid_runs(spec)
+        assert train_grid(runs, executor) == 2
+        histories[name] = [[r["batch_loss"] for r in ft.read_finetune_meta(
+            ft.list_finetune_checkpoints(g.run.out_dir)[-1][1])["history"]] for g in runs]
+    assert histories["inproc"] == histories["procs"]
