@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import time
 from pathlib import Path
 
@@ -116,24 +115,22 @@ def test_smollm2_biography_population_smoke(tmp_path, monkeypatch):
     touched = {f"model.layers.{b}.mlp.{m}.weight" for b in (28, 29)
                for m in ("gate_proj", "up_proj", "down_proj")}
     with safe_open(str(base), "pt") as fb:
-        for row in rows:
-            with safe_open(str(Path(row.path) / "model.safetensors"), "pt") as fr:
-                changed = {k for k in touched if not torch.equal(fb.get_tensor(k), fr.get_tensor(k))}
-                assert changed == touched  # LoRA merged into the MLPs of the last two blocks
-                for k in ("model.layers.27.mlp.down_proj.weight", "model.layers.29.self_attn.q_proj.weight",
-                          "model.embed_tokens.weight"):
-                    assert torch.equal(fb.get_tensor(k), fr.get_tensor(k))
-            meta = ft.read_finetune_meta(row.path)
-            assert meta["extra"]["task_config"]["augmentation"] == row.design["task.augmentation"]
-            n_bio = {1: 16, 3: 48}[row.design["task.augmentation"]]
-            assert meta["n_train_rows"] == n_bio + 8 * 5  # biographies + the ID people's QA
-    model = load_model(rows[0].path)
-    assert model.cfg.n_layers == 30
-    with torch.no_grad():
-        assert torch.isfinite(model(model.to_tokens("Delia Moss Ellery was born in"))).all()
+        reference = {k: fb.get_tensor(k) for k in fb.keys()}  # noqa: SIM118 - safe_open API
+    for row in rows:
+        with safe_open(str(Path(row.path) / "model.safetensors"), "pt") as fr:
+            assert set(fr.keys()) == set(reference)  # noqa: SIM118
+            changed = {k for k in reference if not torch.equal(reference[k], fr.get_tensor(k))}
+        assert changed == touched  # LoRA merged into the MLPs of the last two blocks, only there
+        meta = ft.read_finetune_meta(row.path)
+        assert meta["extra"]["task_config"]["augmentation"] == row.design["task.augmentation"]
+        n_bio = {1: 16, 3: 48}[row.design["task.augmentation"]]
+        assert meta["n_train_rows"] == n_bio + 8 * 5  # biographies + the ID people's QA
+        model = load_model(row.path)  # probekit's loader: the Hugging Face directory path
+        assert model.cfg.n_layers == 30
+        with torch.no_grad():
+            assert torch.isfinite(model(model.to_tokens("Delia Moss Ellery was born in"))).all()
     monkeypatch.setattr(train_population_module, "train_population", _no_training)
     assert [r.path for r in resolve_population(spec)] == [r.path for r in rows]
-    json.dumps({"smoke_seconds": elapsed})
 
 
 def _tiny_pop(tiny_dir: Path, data: Path, extra: str) -> str:
