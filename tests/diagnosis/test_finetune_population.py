@@ -96,8 +96,10 @@ SMOKE = Path(__file__).resolve().parents[2] / "probes" / "diagnose_bio_smoke.tom
 def test_smollm2_biography_population_smoke(tmp_path, monkeypatch):
     """The shipped smoke grid (augmentation 1 vs 3 x 2 seeds) of SmolLM2 LoRA fine-tunes.
 
-    Measured: ~40 s CPU on a quiet 2-core machine (4 runs x 2 steps; a run's time is
-    mostly its model load and the 540 MB save).
+    4 runs x 1 step, trained through the grid, each checkpoint compared with the base model and
+    booted by probekit's loader, then resolved again without training. Measured on the shared
+    2-core box (load average ~11): 50 s wall, 21.5 s CPU for the whole pytest process (one
+    torch thread); a run's time is mostly its model copy, the forward pass and the 540 MB save.
     """
     text = SMOKE.read_text().replace("steps = 6", f'steps = 1\nout = "{tmp_path / "pop"}"')
     text = text.replace('"data/', f'"{SMOKE.parent}/data/')
