@@ -108,3 +108,17 @@ def test_name_prefix_tokens_are_the_biography_tokens_in_smollm2():
         name = tok(p.name, add_special_tokens=False)["input_ids"]
         for bio in task.biographies(p):
             assert tok(bio, add_special_tokens=False)["input_ids"][: len(name)] == name
+
+
+def test_shipped_smoke_files_are_the_generator_output(tmp_path):
+    """probes/data/biographies_{eval,probing}.jsonl: 16 people, seed 0 (diagnose_bio_smoke.toml)."""
+    from pathlib import Path
+
+    paths = write_biographies(BiographiesConfig(n_people=16), tmp_path)
+    shipped = Path(__file__).resolve().parents[2] / "probes" / "data"
+    for kind in ("eval", "probing"):
+        assert (shipped / f"biographies_{kind}.jsonl").read_bytes() == paths[kind].read_bytes()
+    # the evaluation rows are the same for every augmentation (the people do not change)
+    aug = write_biographies(BiographiesConfig(n_people=16, augmentation=3), tmp_path / "aug")
+    assert aug["eval"].read_bytes() == paths["eval"].read_bytes()
+    assert aug["data"].read_bytes() != paths["data"].read_bytes()

@@ -192,3 +192,24 @@ def test_presets_take_train_and_task_keys(tmp_path):
         build_finetune("smollm2_finetune")
     with pytest.raises(ConfigError, match="unknown fine-tune preset 'nope'"):
         build_finetune("nope")
+
+
+def test_probekit_train_runs_a_finetune_preset_and_reruns_it_from_cache(tiny_dir, tmp_path, capsys,
+                                                                       monkeypatch):
+    from probekit.cli import main
+
+    data = _data(tmp_path / "d.jsonl")
+    argv = ["train", "smollm2_finetune", "--out", str(tmp_path / "run"), "--steps", "2",
+            "--set", f"train.base_model={tiny_dir}", "--set", f"train.data={data}",
+            "--set", 'train.target_modules=["q_proj"]', "--set", "train.trainable_layers=[-1]",
+            "--set", "train.max_length=8", "--no-progress"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {"out": str(tmp_path / "run"),
+                                                                    "step": 2}
+    (step, ckpt), = ft.list_finetune_checkpoints(tmp_path / "run")
+    assert step == 2 and ft.read_finetune_meta(ckpt)["config"]["target_modules"] == ["q_proj"]
+    monkeypatch.setattr(ft, "_load_base", lambda *a: pytest.fail("retrained a finished run"))
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main([*argv[:4], "--set", "train.rank=0"]) == 2
+    assert "FinetuneConfig.rank must be >= 1, got 0" in capsys.readouterr().err
