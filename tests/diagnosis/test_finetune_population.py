@@ -16,7 +16,8 @@ from probekit.models import load_model
 from probekit.train import finetune as ft
 from probekit.train import population as train_population_module
 from tests.diagnosis.population_helpers import WEIGHT_NORM, write_file
-from tests.train.test_finetune import _data, _tiny_llama
+from tests.train.finetune_helpers import data_file as _data
+from tests.train.finetune_helpers import tiny_llama as _tiny_llama
 
 
 @pytest.fixture(autouse=True)
