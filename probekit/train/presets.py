@@ -179,11 +179,5 @@ PRESETS: dict[str, Preset] = {
 def get_preset(name: str) -> Preset:
     """The :class:`Preset` called ``name``; unknown names list the valid ones."""
     if name not in PRESETS:
-        from .finetune_presets import FINETUNE_PRESETS
-
-        if name in FINETUNE_PRESETS:  # no task or model config: probekit.train.finetune_presets
-            raise ConfigError(f"{name!r} is a fine-tune preset of a pretrained LM, not a testbed "
-                              "preset: it has no task or model config to build (train it with "
-                              "`probekit train` or a [population] grid)")
         raise ConfigError(f"unknown task or preset {name!r}; valid names are {sorted(PRESETS)}")
     return PRESETS[name]
