@@ -437,10 +437,13 @@ def finetune(
         cross-entropy of the step's batch, before the update). A finished run returns its
         recorded history and trains nothing.
     """
+    from ..util.device import resolve_device
+
     out = Path(out_dir)
     rows = read_rows(config.data, config.train_split)
     key = config_key(config, extra)
     cached = _check_dir(out, key)
     if cached is not None:
         return cached
+    resolve_device(config.device)  # one line (e.g. no CUDA here) before the model loads
     return _train_loop(config, _setup(config, rows, out, key, extra or {}), out)

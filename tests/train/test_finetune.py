@@ -137,6 +137,12 @@ def test_bad_configs_and_data_are_named(tiny_dir, tmp_path):
         ft.finetune(_config(tiny_dir, data, trainable_layers=(3,)), tmp_path / "a")
     with pytest.raises(ConfigError, match=r"no such linear layer.*'gate_proj'"):
         ft.finetune(_config(tiny_dir, data, target_modules=("c_attn",)), tmp_path / "b")
+    if not torch.cuda.is_available():
+        from probekit.errors import DeviceError
+
+        with pytest.raises(DeviceError):
+            ft.finetune(_config(tiny_dir, data, device="cuda"), tmp_path / "d")
+        assert not (tmp_path / "d").exists()
     with pytest.raises(ConfigError, match="neither a registered model"):
         ft.finetune(_config(tmp_path, data), tmp_path / "c")
     bad = tmp_path / "bad.jsonl"
