@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 from probekit.errors import ConfigError, DataError
 from probekit.train import finetune as ft
 from probekit.train.finetune_config import FinetuneConfig
+from probekit.train.finetune_data import batch_rows
 from probekit.train.finetune_presets import build_finetune
 from tests.train.finetune_helpers import data_file as _data
 from tests.train.finetune_helpers import tiny_llama as _tiny_llama
@@ -73,7 +74,7 @@ def test_lora_learns_and_merged_weights_differ_only_in_targeted_modules(tiny_dir
 
     tok = AutoTokenizer.from_pretrained(str(ckpts[-1][1]))
     rows = ft.read_rows(cfg.data, "train")
-    ids, labels, mask = ft._batch(ft.encode_rows(tok, rows, max_length=8, answer_only=True,
+    ids, labels, mask = batch_rows(ft.encode_rows(tok, rows, max_length=8, answer_only=True,
                                                  add_eos=True), 23)
 
     def loss(path: Path) -> float:
