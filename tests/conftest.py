@@ -159,6 +159,7 @@ SLOWEST_FILES = (
     "tests/test_tutorials.py",
     "tests/diagnosis/test_cli.py",
     "tests/diagnosis/test_scan_smoke.py",
+    "tests/diagnosis/test_finetune_population.py",  # 4 SmolLM2 fine-tunes (~45 s on a busy box)
     "tests/test_docs.py",
     "tests/neurons/test_generation_cache.py",
     "tests/capture/test_capture_smollm2.py",

@@ -114,8 +114,7 @@ def grid_runs(spec: DiagnosisFile, out: Path | None = None) -> list[GridRun]:
         SuiteError: a grid key unknown to the preset's configs, or a value they refuse
             (``FILE:LINE: [population] grid``).
     """
-    from ..train.build import build_run
-    from ..train.population import TrainRun
+    from ..train.population import TrainRun, planned_steps
 
     pop = spec.population
     if not pop.trained:
@@ -130,12 +129,12 @@ def grid_runs(spec: DiagnosisFile, out: Path | None = None) -> list[GridRun]:
         sets = list(pop.sets) + [_set_text(k, v) for k, v in design.items()
                                  if k in keys and k != "seed"]
         try:
-            _, _, tcfg = build_run(pop.preset, steps=pop.steps, seed=seed, sets=sets,
-                                   device=pop.device)
+            final = planned_steps(pop.preset, steps=pop.steps, seed=seed, sets=sets,
+                                  device=pop.device)
         except (ConfigError, ValueError, TypeError) as err:
             where = spec.where("population", "grid" if keys else "sets")
             raise SuiteError(f"{where}: run {design}: {err}") from None
-        steps = pop.series_steps(tcfg.steps)
+        steps = pop.series_steps(final)
         if steps:
             sets.append(_set_text("train.checkpoint_steps", list(steps)))
         key = sha256_bytes(json.dumps(
@@ -143,7 +142,7 @@ def grid_runs(spec: DiagnosisFile, out: Path | None = None) -> list[GridRun]:
             sort_keys=True).encode())[:12]
         run = TrainRun(preset=pop.preset, out_dir=str(root / f"run-{key}"), seed=seed,
                        steps=pop.steps, sets=tuple(sets), device=pop.device)
-        runs.append(GridRun(run=run, design=design, final_step=tcfg.steps))
+        runs.append(GridRun(run=run, design=design, final_step=final))
     return runs
 
 
@@ -235,9 +234,10 @@ def _expand(spec: DiagnosisFile) -> list[Path]:
 
 
 def _series_of(run_dir: Path, spec: DiagnosisFile) -> list[tuple[int, Path]]:
+    from ..train.finetune import list_finetune_checkpoints
     from ..train.trainer import list_checkpoints
 
-    ckpts = [(s, d) for s, d in list_checkpoints(run_dir)]
+    ckpts = list_checkpoints(run_dir) or list_finetune_checkpoints(run_dir)  # HF dirs of a fine-tune
     if not ckpts:
         raise SuiteError(f"{spec.where('population')}: run directory {run_dir} holds no complete "
                          "checkpoint")
@@ -329,7 +329,9 @@ def resolve_population(
                      for s, p in series]
             rows.append(Checkpoint(path=str(path), run=run, step=_step_of(path, meta), final=True,
                                    design=dict(design)))
-    if not pop.trained:
+    from ..train.finetune_presets import is_finetune_preset
+
+    if not pop.trained or is_finetune_preset(pop.preset):  # fine-tunes: HF dirs, no probekit meta
         return rows
     metas = [read_checkpoint_meta(c.path) for c in rows if c.final]
     check_agreement([Path(c.path) for c in rows if c.final], metas)

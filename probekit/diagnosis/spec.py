@@ -442,12 +442,14 @@ def _population(raw: Any, path: Path, text: str) -> PopulationSpec:
         if isinstance(pop.checkpoints, tuple) and not pop.checkpoints:
             raise SuiteError(f"{location(path, text, 'population', 'checkpoints')}: empty list")
     if pop.preset is not None:
+        from ..train.finetune_presets import FINETUNE_PRESETS
         from ..train.presets import PRESETS
 
-        if pop.preset not in PRESETS:
+        known = {**PRESETS, **FINETUNE_PRESETS}  # testbed and fine-tune presets
+        if pop.preset not in known:
             raise SuiteError(f"{location(path, text, 'population', 'preset')} = {pop.preset!r}: "
-                             f"unknown preset{close_match_hint(pop.preset, PRESETS)}; valid "
-                             f"presets are {sorted(PRESETS)}")
+                             f"unknown preset{close_match_hint(pop.preset, known)}; valid "
+                             f"presets are {sorted(known)}")
         for pair in pop.interventions:
             values = pop.grid.get(pair.knob)
             if pair.knob == "seed" or not isinstance(values, list) or len(values) < 2 or any(

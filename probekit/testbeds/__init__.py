@@ -1,5 +1,8 @@
 """Built-in testbeds: modular addition, SCAN-like language, knowledge-graph reasoning, relation facts.
 
+Plus the text testbed of synthetic biographies for fine-tuning pretrained LMs
+(:mod:`probekit.testbeds.biographies`, written as JSONL, not a token :class:`Task`).
+
 Every task exposes ``vocab`` (:class:`Vocab`), ``splits() -> dict[str, TaskDataset]`` and
 ``model_config()``; see :mod:`probekit.testbeds.base` for the token/target alignment.
 """
@@ -10,6 +13,9 @@ from .base import Task as Task
 from .base import TaskDataset as TaskDataset
 from .base import Vocab as Vocab
 from .base import pad_examples as pad_examples
+from .biographies import Biographies as Biographies
+from .biographies import BiographiesConfig as BiographiesConfig
+from .biographies import write_biographies as write_biographies
 from .knowledge import KGComparisonConfig as KGComparisonConfig
 from .knowledge import KGCompositionConfig as KGCompositionConfig
 from .knowledge import KnowledgeComparison as KnowledgeComparison

@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..executor_cli import add_executor_arguments, executor_choice
 from ..util.outdir import check_out_dir, write_marker
+from .finetune_presets import FINETUNE_PRESETS
 from .presets import PRESETS
 
 _HELP = """\
@@ -48,7 +49,8 @@ def add_train_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.A
         description=_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("name", help=f"task or preset: {', '.join(PRESETS)}")
+    p.add_argument("name", help=f"task or preset: {', '.join(PRESETS)}; or a fine-tune preset "
+                   f"of a pretrained LM: {', '.join(FINETUNE_PRESETS)} (docs/finetune.md)")
     p.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
     p.add_argument("--steps", type=int, default=None, help="override train.steps")
     p.add_argument("--seed", type=int, default=None, help="task, model and train seed")
@@ -78,8 +80,10 @@ def run_train_command(args: argparse.Namespace) -> int:
         resolve_device(args.device)  # one line, before anything is created
     _check_seeds(args)
     check_out_dir(args.out, command="train", force=args.force, legacy=_legacy_run)
-    if args.seeds is not None or executor_choice(args) is not None:
-        return _train_population(args)
+    from .finetune_presets import is_finetune_preset
+
+    if args.seeds is not None or executor_choice(args) is not None or is_finetune_preset(args.name):
+        return _train_population(args)  # a fine-tune runs as a one-run population
     task, mcfg, tcfg = build_run(
         args.name, steps=args.steps, seed=args.seed, sets=args.sets, device=args.device
     )
@@ -118,15 +122,14 @@ def _train_population(args: argparse.Namespace) -> int:
     """``--seeds`` / ``--executor``: one :class:`~.population.TrainRun` per seed on the executor."""
     from ..executor import check_worker_paths
     from ..executor_cli import executor_from_args
-    from .build import build_run
-    from .population import TrainRun, train_population
+    from .population import TrainRun, planned_steps, train_population
 
     if args.seeds is not None and args.seed is not None:
         raise ConfigError("give --seed (one run) or --seeds (a population), not both")
     seeds = args.seeds if args.seeds is not None else [args.seed]
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds {seeds}: a seed is repeated; give each seed once")
-    build_run(args.name, steps=args.steps, seed=seeds[0], sets=args.sets, device=args.device)
+    planned_steps(args.name, steps=args.steps, seed=seeds[0], sets=args.sets, device=args.device)
     executor = executor_from_args(args, progress=not args.no_progress)
     out = args.out.expanduser().resolve()
     population = args.seeds is not None

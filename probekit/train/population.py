@@ -18,7 +18,7 @@ from ..errors import ConfigError
 from ..executor import Executor, get_executor
 from .history import History
 
-__all__ = ["TrainRun", "train_population", "train_run"]
+__all__ = ["TrainRun", "planned_steps", "train_population", "train_run"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,13 +54,33 @@ def train_run(run: TrainRun) -> History:
     """
     from ..util.lock import DirectoryLock
     from .build import build_run, loss_terms
+    from .finetune_presets import finetune_run, is_finetune_preset
     from .trainer import train
 
+    if is_finetune_preset(run.preset):  # a pretrained LM fine-tuned (probekit.train.finetune)
+        return finetune_run(run)
     task, mcfg, tcfg = build_run(run.preset, steps=run.steps, seed=run.seed,
                                  sets=list(run.sets), device=run.device)
     with DirectoryLock(run.out_dir, what="training run"):
         return train(task, mcfg, tcfg, run.out_dir, progress=False, resume=run.resume,
                      plot=False, loss_terms=loss_terms(task, tcfg))
+
+
+def planned_steps(
+    preset: str, *, steps: int | None = None, seed: int | None = None,
+    sets: list[str] | None = None, device: str | None = None,
+) -> int:
+    """The final step of a run of ``preset`` with these overrides (validated; nothing trains).
+
+    Raises:
+        ConfigError: an unknown key or a refused value (from the preset's configs).
+    """
+    from .build import build_run
+    from .finetune_presets import build_finetune, is_finetune_preset
+
+    if is_finetune_preset(preset):
+        return build_finetune(preset, steps=steps, seed=seed, sets=sets, device=device).config.steps
+    return build_run(preset, steps=steps, seed=seed, sets=sets, device=device)[2].steps
 
 
 def train_population(

@@ -1,0 +1,191 @@
+"""Fine-tune presets: a :class:`FinetuneConfig` plus, optionally, the text testbed making its data.
+
+A fine-tune preset is a training preset of a diagnosis grid like the testbed presets of
+:mod:`probekit.train.presets` (``[population] preset = "smollm2_bio_smoke"``, ``grid = {...}``):
+:func:`build_finetune` resolves it with ``--set``-style overrides (``train.X`` for the
+:class:`~probekit.train.finetune_config.FinetuneConfig`, ``task.X`` for the testbed's config,
+e.g. ``task.augmentation``) and :func:`finetune_run` trains one
+:class:`~probekit.train.population.TrainRun` of it (the executor task).
+
+Unlike the testbed presets, the ``seed`` of a run seeds the fine-tune only (adapter
+initialisation, batch order), not the testbed: every model of a population is taught the same
+fictional people, so one evaluation file serves them all (``task.seed`` changes the people).
+A preset with a testbed writes its data into ``<run>/data/`` (deterministic in the testbed config,
+which is part of the run's identity); one without reads ``train.data``, a JSONL path (relative
+paths resolve against the working directory).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import ConfigError, ProbekitError
+from .finetune_config import FinetuneConfig
+from .history import History
+
+__all__ = [
+    "FINETUNE_PRESETS",
+    "FinetunePreset",
+    "FinetuneSetup",
+    "build_finetune",
+    "finetune_run",
+    "is_finetune_preset",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinetunePreset:
+    """A named fine-tune: its config, and the text testbed that writes its data (or none)."""
+
+    train: FinetuneConfig
+    testbed: Literal["biographies"] | None = None
+    testbed_overrides: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+
+#: smoke settings measured on 2 CPU cores (docs/finetune.md): LoRA r=4 on the MLPs of the
+#: last two of SmolLM2's 30 blocks, 16 people, rows <= 48 tokens
+_SMOKE = FinetuneConfig(
+    base_model="smollm2-135m", method="lora", rank=4, alpha=8.0,
+    target_modules=("gate_proj", "up_proj", "down_proj"), trainable_layers=(-2, -1), steps=6,
+    lr=3e-3, batch_size=4, max_length=48,
+)
+
+FINETUNE_PRESETS: dict[str, FinetunePreset] = {
+    "smollm2_finetune": FinetunePreset(
+        train=FinetuneConfig(base_model="smollm2-135m", method="lora", rank=8, alpha=16.0,
+                             steps=200, lr=1e-3, batch_size=8, max_length=128),
+        description="SmolLM2-135M, LoRA r=8 on every linear layer of every block, 200 steps of "
+                    "8 rows on train.data = \"your.jsonl\" (prompt/answer/split rows)",
+    ),
+    "smollm2_bio_smoke": FinetunePreset(
+        train=_SMOKE, testbed="biographies",
+        testbed_overrides=dict(n_people=16, augmentation=1),
+        description="CPU smoke of the knowledge-storage testbed (Allen-Zhu & Li 2023): 16 "
+                    "people, LoRA r=4 on the MLPs of the last 2 blocks, 6 steps of 4 rows "
+                    "(pipeline check only: nothing is learnt)",
+    ),
+    "smollm2_bio": FinetunePreset(
+        train=FinetuneConfig(base_model="smollm2-135m", method="lora", rank=16, alpha=32.0,
+                             steps=3000, lr=1e-3, warmup_steps=100, batch_size=16, max_length=96,
+                             device="cuda"),
+        testbed="biographies", testbed_overrides=dict(n_people=200, augmentation=1),
+        description="The knowledge-storage population on a GPU: 200 people, LoRA r=16 on every "
+                    "linear layer, 3000 steps of 16 rows (grid task.augmentation = [1, 5])",
+    ),
+}
+
+
+def is_finetune_preset(name: str | None) -> bool:
+    """True when ``name`` is a fine-tune preset (:data:`FINETUNE_PRESETS`)."""
+    return name in FINETUNE_PRESETS
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinetuneSetup:
+    """A resolved fine-tune: its config and the testbed config generating its data (or None)."""
+
+    config: FinetuneConfig
+    testbed: str | None
+    testbed_config: Any = None
+
+    def extra(self) -> dict[str, Any]:
+        """The testbed part of the run's identity (recorded with it)."""
+        if self.testbed is None:
+            return {}
+        return {"testbed": self.testbed, "task_config": dataclasses.asdict(self.testbed_config)}
+
+
+def _testbed_class(name: str) -> type:
+    from ..testbeds.biographies import BiographiesConfig
+
+    return {"biographies": BiographiesConfig}[name]
+
+
+def _parse_sets(sets: list[str], preset: FinetunePreset) -> dict[str, dict[str, Any]]:
+    """``["train.lr=1e-3", "task.augmentation=3"]`` -> ``{"train": {...}, "task": {...}}``."""
+    from .build import _as_float, _conforms, _type_words, parse_value
+
+    classes: dict[str, type] = {"train": FinetuneConfig}
+    if preset.testbed is not None:
+        classes["task"] = _testbed_class(preset.testbed)
+    out: dict[str, dict[str, Any]] = {s: {} for s in classes}
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        scope, dot, name = key.partition(".")
+        if not dot:
+            scope, name = "", key
+        owners = [s for s, c in classes.items() if name in {f.name for f in dataclasses.fields(c)}]
+        if not sep or not name or (dot and scope not in classes) or (dot and scope not in owners) \
+                or (not dot and len(owners) != 1):
+            valid = {s: sorted(f.name for f in dataclasses.fields(c)) for s, c in classes.items()}
+            raise ConfigError(f"--set {item!r}: not a key of this fine-tune preset; valid keys are "
+                              f"{', '.join(f'{s}.<{k}>' for s in valid for k in [' | '.join(valid[s])])}")
+        scope = scope if dot else owners[0]
+        try:
+            value = parse_value(raw)
+        except ConfigError as err:
+            raise ConfigError(f"--set {item!r}: {err}") from None
+        expected = typing.get_type_hints(classes[scope])[name]
+        if not _conforms(value, expected):
+            raise ConfigError(f"--set {item}: {classes[scope].__name__}.{name} must be "
+                              f"{_type_words(expected)}, got {value!r}")
+        out[scope][name] = _as_float(value, expected)
+    return out
+
+
+def build_finetune(
+    name: str, *, steps: int | None = None, seed: int | None = None,
+    sets: list[str] | None = None, device: str | None = None,
+) -> FinetuneSetup:
+    """Resolve fine-tune preset ``name`` with overrides (no model loads, no data is written).
+
+    Raises:
+        ConfigError: an unknown preset or key, or a value a config refuses (named).
+    """
+    if name not in FINETUNE_PRESETS:
+        raise ConfigError(f"unknown fine-tune preset {name!r}; valid names are "
+                          f"{sorted(FINETUNE_PRESETS)}")
+    preset = FINETUNE_PRESETS[name]
+    over = _parse_sets(list(sets or []), preset)
+    train = {**preset.train.to_dict(), **over["train"]}
+    for key, value in (("seed", seed), ("steps", steps), ("device", device)):
+        if value is not None:
+            train[key] = value
+    try:
+        config = FinetuneConfig.from_dict(train)
+        testbed = None
+        if preset.testbed is not None:
+            testbed = _testbed_class(preset.testbed)(**{**preset.testbed_overrides, **over["task"]})
+        elif not config.data:
+            raise ConfigError(f"fine-tune preset {name!r} reads train.data: give the JSONL with "
+                              "--set train.data=PATH (sets = [\"train.data=...\"] in a grid)")
+    except ProbekitError as err:
+        raise ConfigError(f"fine-tune preset {name!r}: {err}") from None
+    return FinetuneSetup(config=config, testbed=preset.testbed, testbed_config=testbed)
+
+
+def finetune_run(run: Any) -> History:
+    """Train one :class:`~probekit.train.population.TrainRun` of a fine-tune preset.
+
+    The run directory is locked while it trains (:class:`~probekit.util.lock.DirectoryLock`);
+    a testbed preset writes its data into ``<run>/data/`` first.
+    """
+    from ..util.lock import DirectoryLock
+    from .finetune import finetune
+
+    setup = build_finetune(run.preset, steps=run.steps, seed=run.seed, sets=list(run.sets),
+                           device=run.device)
+    out = Path(run.out_dir)
+    with DirectoryLock(out, what="fine-tune run"):
+        config = setup.config
+        if setup.testbed is not None:
+            from ..testbeds.biographies import write_biographies
+
+            paths = write_biographies(setup.testbed_config, out / "data")
+            config = dataclasses.replace(config, data=str(paths["data"]))
+        return finetune(config, out, extra=setup.extra())
