@@ -182,9 +182,23 @@ def ckpt(tmp_path_factory, small_model_module):
     return save_checkpoint(small_model_module, TINY_CONFIGS["ln_mha"], tmp_path_factory.mktemp("m") / "ckpt")
 
 
+#: sha256 of every input file a case wrote (path -> digest); the test checks them after the call
+_INPUTS: dict[Path, str] = {}
+
+
+def _input(*paths: Path) -> None:
+    """Record the input files' sha256: the case's call must leave them byte for byte."""
+    import hashlib
+
+    for path in paths:
+        for f in ([path] if path.is_file() else sorted(q for q in path.rglob("*") if q.is_file())):
+            _INPUTS[f] = hashlib.sha256(f.read_bytes()).hexdigest()
+
+
 def _suite(tmp_path: Path, ckpt: Path, rows: list[dict], extra: str = "") -> Path:
     (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     (tmp_path / "s.toml").write_text(SUITE.format(ckpt=ckpt, extra=extra))
+    _input(tmp_path / "data.jsonl", tmp_path / "s.toml", Path(ckpt))
     return tmp_path / "s.toml"
 
 
@@ -498,6 +512,7 @@ def run_latin1(tmp_path, **_):
 
     path = tmp_path / "t.csv"
     path.write_bytes("arch,y\ncafé,0.5\nthé,0.25\n".encode("latin-1"))
+    _input(path)
     with pytest.warns(UserWarning) as rec:
         table = read_marker_table(path)
     assert table == {"arch": ["café", "thé"], "y": [0.5, 0.25]}
@@ -509,6 +524,7 @@ def run_utf16(tmp_path, **_):
 
     path = tmp_path / "t.csv"
     path.write_bytes("arch,y\ncafé,0.5\nthé,0.25\n".encode("utf-16"))  # with its BOM
+    _input(path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert read_marker_table(path) == {"arch": ["café", "thé"], "y": [0.5, 0.25]}
@@ -662,7 +678,19 @@ def test_every_case_has_a_run_and_the_agreed_shape():
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_round3_case(case, tmp_path, ckpt, caplog, monkeypatch, small_model_module, single_thread):
+    import hashlib
+
     run, outcome = RUNS[case["id"]]
+    _INPUTS.clear()
+    try:
+        _run_case(case, run, outcome, tmp_path, ckpt, caplog, monkeypatch, small_model_module)
+    finally:  # no input file changed (sha256 before and after the call)
+        changed = [str(f) for f, digest in _INPUTS.items()
+                   if not f.is_file() or hashlib.sha256(f.read_bytes()).hexdigest() != digest]
+        assert not changed, f"input files changed: {changed}"
+
+
+def _run_case(case, run, outcome, tmp_path, ckpt, caplog, monkeypatch, small_model_module):
     kw = dict(tmp_path=tmp_path, ckpt=ckpt, caplog=caplog, monkeypatch=monkeypatch,
               small_model_module=small_model_module)
     if outcome is None:  # accepted: a correct result, nothing to say
