@@ -97,11 +97,13 @@ def run_train_command(args: argparse.Namespace) -> int:
 
 
 def _check_seeds(args: argparse.Namespace) -> None:
-    """``--seed`` / ``--seeds`` are seeds of numpy and torch generators: ints in [0, 2**32)."""
+    """``--seed`` / ``--seeds`` are seeds of numpy and torch generators: the configs' ``SEED`` rule."""
+    from ..util.constraints import SEED
+
     for seed in ([args.seed] if args.seed is not None else []) + list(args.seeds or []):
-        if not 0 <= seed < 2**32:
+        if not SEED.ok(seed):
             flag = "--seed" if args.seeds is None else "--seeds"
-            raise ConfigError(f"{flag} {seed}: a seed must be an int in [0, 2**32); e.g. {flag} 0")
+            raise ConfigError(f"{flag} {seed}: a seed must be {SEED.rule}; e.g. {flag} 0")
 
 
 def _train_population(args: argparse.Namespace) -> int:

@@ -276,7 +276,7 @@ CASES: list[dict[str, Any]] = [
      "setup": lambda r: ["train", "modular_addition", "--out", str(r / "run"),
                          "--set", "train_fraction=1.5"]},
     {"id": "train-seed-negative", "surface": "probekit train", "input": "--seed -1",
-     "message": "--seed -1: a seed must be an int in [0, 2**32)",
+     "message": "--seed -1: a seed must be in [0, 4294967296); e.g. --seed 0",
      "setup": lambda r: ["train", "modular_addition", "--out", str(r / "run"), "--seed", "-1"]},
     {"id": "train-set-lr-inf", "surface": "probekit train", "input": "--set train.lr=1e400 (inf)",
      "message": "--set train.lr=1e400: TrainConfig.lr must be a finite number, got inf",
