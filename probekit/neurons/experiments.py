@@ -410,76 +410,126 @@ def _relation_row(
 ) -> _RelationRow:
     """Phase 3: relation ``i``'s row of every matrix (read back from the resume cache when there)."""
     cfg, rels, n_random, n_spread = plan.config, plan.relations, plan.n_random, plan.n_spread
-    n_rel = len(rels)
     if (done := cache.load(f"relation-{i:03d}")) is not None:
         scorer.bar.update(plan.n_facts * (2 + n_spread + cfg.post) + plan.rows_per_fact * plan.n_test[i])
         return _RelationRow(**{k: done[k] for k in _RelationRow._fields})
-    r, base, base_acc, gen_base = rels[i], baseline.first, baseline.accuracy, baseline.generation
-    score = scorer.score
+    own = plan.sets[rels[i]]
+    randoms = [random_like(own, plan.widths, seed=cfg.seed * 1000 + j) for j in range(n_random)]
+    change, change_ok, low, rand = _all_facts_cells(i, stats, facts, plan, scorer, baseline, randoms)
+    rand_own, cum, single = _own_facts_cells(i, facts, plan, scorer, baseline, randoms, rand)
+    change_post, rand_post = _post_cells(i, model, facts, plan, scorer, baseline)
+    gen_change, rand_gen = _generation_cells(i, model, facts, plan, scorer, baseline, randoms)
+    row = _RelationRow(change, change_ok, rand, rand_own, low, cum, single, gen_change,
+                       change_post, rand_post, rand_gen)
+    cache.save(f"relation-{i:03d}", row._asdict())
+    return row
 
-    def acc(correct: np.ndarray) -> Tensor:
-        return accuracy_by_relation(correct, facts, rels)
 
+def _all_facts_cells(
+    i: int, stats: NeuronStatistics, facts: FactSet, plan: _Plan, scorer: _Scorer,
+    baseline: _Baseline, randoms: Sequence[NeuronSet],
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Relation ``i``'s set, its lowest-AP units and the spread random sets on every fact.
+
+    Returns the accuracy changes per relation ``(change, change_ok, low, rand)``: on all facts,
+    on the facts the unablated model gets right, for the lowest-AP units, for each of the first
+    ``n_spread`` random sets (``(n_spread, relation)``).
+    """
+    rels, n_spread = plan.relations, plan.n_spread
+    n_rel, base_acc = len(rels), baseline.accuracy
     change = torch.zeros(n_rel, dtype=torch.float64)
     change_ok = torch.zeros_like(change)
-    rand = torch.zeros(n_spread, n_rel, dtype=torch.float64)
-    rand_own = torch.zeros(n_random, dtype=torch.float64)
     low = torch.zeros_like(change)
+    rand = torch.zeros(n_spread, n_rel, dtype=torch.float64)
+    own = plan.sets[rels[i]]
+    lowest = select_neurons(stats, rels[i], k=len(own), lowest=True)
+    full = scorer.score([own, lowest, *randoms[:n_spread]], facts)
+    off = full[0]
+    change[:] = accuracy_by_relation(off, facts, rels) - base_acc
+    change_ok[:] = accuracy_by_relation(off[baseline.right], baseline.right_facts, rels) - 1.0
+    low[:] = accuracy_by_relation(full[1], facts, rels) - base_acc
+    for j in range(n_spread):
+        rand[j] = accuracy_by_relation(full[2 + j], facts, rels) - base_acc
+    return change, change_ok, low, rand
+
+
+def _own_facts_cells(
+    i: int, facts: FactSet, plan: _Plan, scorer: _Scorer, baseline: _Baseline,
+    randoms: Sequence[NeuronSet], rand: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Drops on relation ``i``'s own facts: every random set, the top shares, single top units.
+
+    Returns ``(rand_own, cum, single)``: the random sets' changes on r (the spread sets' taken
+    from ``rand``), the drops of ``cfg.shares`` of r's set and of its first ``n_single`` units.
+    """
+    cfg, n_random, n_spread = plan.config, plan.n_random, plan.n_spread
+    rand_own = torch.zeros(n_random, dtype=torch.float64)
     cum = torch.zeros(len(cfg.shares), dtype=torch.float64)
     single = torch.zeros(cfg.n_single, dtype=torch.float64)
-    gen_change = torch.full((n_rel,), float("nan"), dtype=torch.float64)
-    change_post = torch.full((n_rel,), float("nan"), dtype=torch.float64)
-    rand_post = torch.zeros(n_random, dtype=torch.float64)
-    rand_gen = torch.full((n_random,), float("nan"), dtype=torch.float64)
-
-    facts_ok, right = baseline.right, baseline.right_facts
-    own = plan.sets[r]
-    randoms = [random_like(own, plan.widths, seed=cfg.seed * 1000 + j) for j in range(n_random)]
-    lowest = select_neurons(stats, r, k=len(own), lowest=True)
-    full = score([own, lowest, *randoms[:n_spread]], facts)
-    off = full[0]
-    change[:] = acc(off) - base_acc
-    change_ok[:] = accuracy_by_relation(off[facts_ok], right, rels) - 1.0
-    low[:] = acc(full[1]) - base_acc
-    for j in range(n_spread):
-        rand[j] = acc(full[2 + j]) - base_acc
-    # everything below needs only r's own facts
-    mine = facts.relation_mask(r)
-    on_r = facts.subset(mine)
+    own = plan.sets[plan.relations[i]]
+    mine = facts.relation_mask(plan.relations[i])
     tops = [own.top(max(1, int(round(share * len(own))))) for share in cfg.shares]
     singles = [own.nth(s) for s in range(min(cfg.n_single, len(own)))]
     own_sets = [*randoms[n_spread:], *tops, *singles]
-    base_r = float(base[mine].mean())
-    acc_r = score(own_sets, on_r).mean(1) if own_sets else np.zeros(0)
+    base_r = float(baseline.first[mine].mean())
+    acc_r = scorer.score(own_sets, facts.subset(mine)).mean(1) if own_sets else np.zeros(0)
     rand_own[:n_spread] = rand[:, i]
     rand_own[n_spread:] = torch.from_numpy(acc_r[: n_random - n_spread] - base_r)
     rest = acc_r[n_random - n_spread :]
     cum[:] = torch.from_numpy(base_r - rest[: len(tops)])
     single[: len(singles)] = torch.from_numpy(base_r - rest[len(tops) :])
-    if cfg.post:
-        post = own.at_mlp_post()
-        d_mlp = int(model.cfg.d_mlp)  # type: ignore[attr-defined]
-        change_post[:] = acc(score([post], facts)[0]) - base_acc
-        post_widths = dict.fromkeys(post.units, d_mlp)
-        post_rand = [random_like(post, post_widths, seed=cfg.seed * 1000 + j)
-                     for j in range(n_random)]
-        rand_post[:] = torch.from_numpy(score(post_rand, on_r).mean(1) - base_r)
-    if cfg.generation:
-        ops = deactivation_ops(own, method=cfg.method, means=plan.means)
-        _, ok = generation_correct(
-            model, facts, ops, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size
-        )
-        gen_change[:] = acc(ok) - gen_base
-        rand_ops = [deactivation_ops(n, method=cfg.method, means=plan.means) for n in randoms]
-        rand_ok = generation_correct_sets(model, on_r, rand_ops,
-                                          max_new_tokens=cfg.max_new_tokens,
-                                          batch_size=cfg.batch_size)
-        scorer.bar.update(rand_ok.size)
-        rand_gen[:] = torch.from_numpy(rand_ok.mean(1) - float(gen_base[i]))
-    row = _RelationRow(change, change_ok, rand, rand_own, low, cum, single, gen_change,
-                       change_post, rand_post, rand_gen)
-    cache.save(f"relation-{i:03d}", row._asdict())
-    return row
+    return rand_own, cum, single
+
+
+def _post_cells(
+    i: int, model: object, facts: FactSet, plan: _Plan, scorer: _Scorer, baseline: _Baseline
+) -> tuple[Tensor, Tensor]:
+    """The same units off at ``mlp_post`` (``cfg.post``): ``(change_post, rand_post)``.
+
+    Without ``post``: NaN changes and zero random drops (what the result has always held).
+    """
+    cfg, rels, n_random = plan.config, plan.relations, plan.n_random
+    change_post = torch.full((len(rels),), float("nan"), dtype=torch.float64)
+    rand_post = torch.zeros(n_random, dtype=torch.float64)
+    if not cfg.post:
+        return change_post, rand_post
+    mine = facts.relation_mask(rels[i])
+    base_r = float(baseline.first[mine].mean())
+    post = plan.sets[rels[i]].at_mlp_post()
+    d_mlp = int(model.cfg.d_mlp)  # type: ignore[attr-defined]
+    change_post[:] = accuracy_by_relation(scorer.score([post], facts)[0], facts, rels) - baseline.accuracy
+    post_widths = dict.fromkeys(post.units, d_mlp)
+    post_rand = [random_like(post, post_widths, seed=cfg.seed * 1000 + j) for j in range(n_random)]
+    rand_post[:] = torch.from_numpy(scorer.score(post_rand, facts.subset(mine)).mean(1) - base_r)
+    return change_post, rand_post
+
+
+def _generation_cells(
+    i: int, model: object, facts: FactSet, plan: _Plan, scorer: _Scorer, baseline: _Baseline,
+    randoms: Sequence[NeuronSet],
+) -> tuple[Tensor, Tensor]:
+    """Greedy generation (``cfg.generation``): ``(gen_change, rand_gen)``, NaN without it.
+
+    ``gen_change``: accuracy change per relation with r's set off; ``rand_gen``: each random
+    set's change on r's facts.
+    """
+    cfg, rels, n_random = plan.config, plan.relations, plan.n_random
+    gen_change = torch.full((len(rels),), float("nan"), dtype=torch.float64)
+    rand_gen = torch.full((n_random,), float("nan"), dtype=torch.float64)
+    if not cfg.generation:
+        return gen_change, rand_gen
+    gen_base = baseline.generation
+    ops = deactivation_ops(plan.sets[rels[i]], method=cfg.method, means=plan.means)
+    _, ok = generation_correct(
+        model, facts, ops, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size
+    )
+    gen_change[:] = accuracy_by_relation(ok, facts, rels) - gen_base
+    rand_ops = [deactivation_ops(n, method=cfg.method, means=plan.means) for n in randoms]
+    rand_ok = generation_correct_sets(model, facts.subset(facts.relation_mask(rels[i])), rand_ops,
+                                      max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)
+    scorer.bar.update(rand_ok.size)
+    rand_gen[:] = torch.from_numpy(rand_ok.mean(1) - float(gen_base[i]))
+    return gen_change, rand_gen
 
 
 def _permutation_tests(plan: _Plan, table: _RelationRow) -> _Tests:
