@@ -68,7 +68,7 @@ def bench_probe_sweep(
     from sklearn.model_selection import StratifiedKFold
     from threadpoolctl import threadpool_limits
 
-    from probekit.probes import sweep_layers
+    from probekit.probes import SweepConfig, sweep_layers
     from probekit.util.numeric import standardization, standardize
 
     if threads is not None:
@@ -84,13 +84,11 @@ def bench_probe_sweep(
             y[:2000],
             train_idx=tr[:1500],
             test_idx=np.arange(1500, 2000),
-            Cs=2,
-            cv=2,
-            device=device,
+            config=SweepConfig(Cs=2, cv=2, device=device),
         )
     t0 = time.perf_counter()
     res = sweep_layers(
-        torch.from_numpy(acts), y, train_idx=tr, test_idx=te, Cs=Cs, cv=cv, device=device
+        torch.from_numpy(acts), y, train_idx=tr, test_idx=te, config=SweepConfig(Cs=Cs, cv=cv, device=device)
     )
     t_sweep = time.perf_counter() - t0
 

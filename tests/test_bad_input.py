@@ -1088,7 +1088,7 @@ def _api_cases():
     import numpy as np
 
     from probekit.circuits import activation_patching, attribution_patching, logit_diff
-    from probekit.probes import probe_permutation_test, sweep_layers
+    from probekit.probes import SweepConfig, probe_permutation_test, sweep_layers
 
     def met(n=1):
         from functools import partial
@@ -1141,11 +1141,11 @@ def _api_cases():
          "train and test splits share 5 examples"),
         ("sweep-empty", lambda m: sweep_layers(T, y, train_idx=tr, test_idx=np.arange(0)), DataError,
          "split 'test' is empty"),
-        ("sweep-cv", lambda m: sweep_layers(T, y, train_idx=tr, test_idx=te, cv=1), ConfigError,
+        ("sweep-cv", lambda m: sweep_layers(T, y, train_idx=tr, test_idx=te, config=SweepConfig(cv=1)), ConfigError,
          "cv = 1: cross-validation needs an integer >= 2 folds"),
-        ("sweep-probe", lambda m: sweep_layers(T, y, train_idx=tr, test_idx=te, probe="svm"), ConfigError,
+        ("sweep-probe", lambda m: sweep_layers(T, y, train_idx=tr, test_idx=te, config=SweepConfig(probe="svm")), ConfigError,
          "unknown probe kind 'svm'; registered probe kinds are ['diffmeans', 'logistic', 'ridge']"),
-        ("sweep-ridge-text", lambda m: sweep_layers(T, np.array(["a", "b"] * 10), probe="ridge", train_idx=tr,
+        ("sweep-ridge-text", lambda m: sweep_layers(T, np.array(["a", "b"] * 10), config=SweepConfig(probe="ridge"), train_idx=tr,
                                                      test_idx=te), DataError, "probe='ridge' regresses numeric targets"),
         ("sweep-nan-label", lambda m: sweep_layers(T, np.where(np.arange(20) == 3, np.nan, y), train_idx=tr,
                                                     test_idx=te), DataError, "labels are missing (None/NaN/inf) at 1 row(s) (3)"),

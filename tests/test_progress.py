@@ -15,7 +15,7 @@ import torch
 from probekit.capture import collect_activations
 from probekit.circuits import activation_patching, logit_diff
 from probekit.circuits.eap import edge_attribution
-from probekit.probes import sweep_layers
+from probekit.probes import SweepConfig, sweep_layers
 from probekit.probes.permutation import probe_permutation_test
 from probekit.progress import (
     ProgressSettings,
@@ -66,7 +66,7 @@ def test_probe_sweep_counts_cells_and_keeps_numbers(shown, capsys):
     acts, y, tr, te = _sweep_problem()
     # two sites of different width are two batched groups: 3 + 2 cells
     sites = {"a": acts.float(), "b": acts[:2, :, :3].float()}
-    res = sweep_layers(sites, y, train_idx=tr, test_idx=te, Cs=3, cv=3, n_bootstrap=1000)
+    res = sweep_layers(sites, y, train_idx=tr, test_idx=te, config=SweepConfig(Cs=3, cv=3, n_bootstrap=1000))
     out, err = capsys.readouterr()
     assert out == ""  # progress never on stdout
     assert "\r" not in err and "\x1b" not in err
@@ -74,7 +74,7 @@ def test_probe_sweep_counts_cells_and_keeps_numbers(shown, capsys):
     assert [int(m["n"]) for m in lines_of(err, "probe sweep")] == [0, 3, 5]  # group by group
 
     with progress_settings(enabled=False):
-        quiet = sweep_layers(sites, y, train_idx=tr, test_idx=te, Cs=3, cv=3, n_bootstrap=1000)
+        quiet = sweep_layers(sites, y, train_idx=tr, test_idx=te, config=SweepConfig(Cs=3, cv=3, n_bootstrap=1000))
     assert capsys.readouterr().err == ""
     for field in ("train", "val", "test", "test_ci_low", "test_ci_high", "hyperparameter", "test_predictions"):
         np.testing.assert_array_equal(getattr(res, field), getattr(quiet, field))
@@ -135,7 +135,7 @@ def test_capture_counts_examples_not_batches(shown, capsys, small_model):
 
 def test_every_switch_silences(capsys, monkeypatch, small_model):
     acts, y, tr, te = _sweep_problem()
-    run = partial(sweep_layers, acts.float(), y, train_idx=tr, test_idx=te, Cs=2, cv=3, n_bootstrap=1000)
+    run = partial(sweep_layers, acts.float(), y, train_idx=tr, test_idx=te, config=SweepConfig(Cs=2, cv=3, n_bootstrap=1000))
     with progress_settings(delay=0, log_interval=0):
         monkeypatch.setenv("PROBEKIT_PROGRESS", "0")
         run()

@@ -39,7 +39,7 @@ import numpy as np
 
 import probekit
 from probekit.capture import LastToken, Site, collect_activations
-from probekit.probes import probe_permutation_test, sweep_layers
+from probekit.probes import SweepConfig, probe_permutation_test, sweep_layers
 
 FAST = os.environ.get("PROBEKIT_TUTORIAL_FAST") == "1"
 # the repository root: the folder above this notebook holding probes/checkpoints
@@ -93,7 +93,7 @@ captured = collect_activations(model, tokens, sites, positions=LastToken(), batc
 
 # %%
 sweep = sweep_layers(captured.acts, answer, train_idx=train_idx, test_idx=test_idx,
-                     Cs=3, cv=3)
+                     config=SweepConfig(Cs=3, cv=3))
 sweep
 
 # %% [markdown]

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import stats as sps
@@ -649,6 +649,117 @@ def marker_analysis(
     _check_args(n_permutations, n_bootstrap, alpha, confidence_level, equivalence_margin,
                 max_permutations, inference)
     check_seed(seed)
+    opts = _Options(n_permutations=n_permutations, n_bootstrap=n_bootstrap,
+                    max_permutations=max_permutations, alpha=alpha, seed=seed,
+                    confidence_level=confidence_level, equivalence_margin=equivalence_margin)
+    design = _build_design(table, outcome, markers, covariates, groups, inference, strata,
+                           covariate_coding, spline_df, families)
+    exclusions = _check_marker_options(design, exclude_rows, marker_flags)
+    context = _outcome_context(design, outcome, outcome_examples, coverage_note)
+    values = _marker_values(design, exclusions)
+    tests = _plan_tests(design, values, context.degenerate, opts)
+    raw = _run_tests(design, values, tests, opts)
+    adjusted = _adjust(design, tests, raw, opts.alpha)
+    results = tuple(
+        _marker_result(name, design, context, values, tests, raw, adjusted, exclusions,
+                       (marker_flags or {}).get(name, ()), opts)
+        for name in design.chosen
+    )
+    warnings = _closing_warnings(context, results, adjusted, tests.n_tested, opts, design.mode)
+    return MarkerAnalysis(
+        outcome=outcome, covariates=design.covariates, covariate_terms=design.terms,
+        groups=design.groups, n_models=design.t.n_rows, n_groups=design.n_groups,
+        settings={"n_permutations": n_permutations, "n_bootstrap": n_bootstrap,
+                  "max_permutations": max_permutations, "alpha": alpha,
+                  "confidence_level": confidence_level,
+                  "equivalence_margin": equivalence_margin, "seed": seed, "strata": strata,
+                  "inference": design.mode, "groups_source": design.groups_source,
+                  "unit": design.unit, "n_markers_tested": tests.n_tested},
+        markers=results, warnings=warnings, families=design.families,
+    )
+
+
+class _Options(NamedTuple):
+    """The resampling and decision options of one analysis (checked by :func:`_check_args`)."""
+
+    n_permutations: int
+    n_bootstrap: int
+    max_permutations: int
+    alpha: float
+    seed: int
+    confidence_level: float
+    equivalence_margin: float
+
+
+@dataclass(frozen=True)
+class _Design:
+    """Phase 1: the table, the roles of its columns and the coded design.
+
+    ``y`` the outcome; ``C`` the coded covariates (``terms`` their names); ``g`` the group code
+    of each row (each row its own group without groups); ``mode`` ``"models"`` without groups,
+    else the inference; ``unit`` what p-values and CIs are over, in words.
+    """
+
+    t: MarkerTable
+    outcome: str
+    covariates: tuple[str, ...]
+    groups: str | None
+    groups_source: str
+    chosen: tuple[str, ...]
+    families: dict[str, tuple[str, ...]]
+    y: np.ndarray
+    C: np.ndarray
+    terms: Any
+    strata: str | None
+    strata_codes: np.ndarray | None
+    g: np.ndarray
+    n_groups: int
+    mode: str
+    unit: str
+
+
+class _Context(NamedTuple):
+    """Phase 3: flags every marker carries, the warnings so far, the degenerate-outcome flag."""
+
+    common: list[str]
+    warnings: list[str]
+    degenerate: str | None
+
+
+class _MarkerValues(NamedTuple):
+    """Phase 4: each marker standardised (NaN: missing or excluded), raw, and its scale."""
+
+    values: dict[str, np.ndarray]
+    raw: dict[str, np.ndarray]
+    scales: dict[str, float]
+
+
+class _Tests(NamedTuple):
+    """Phase 5: the row sets to resample, why a marker is not applicable, its row counts."""
+
+    plans: dict[bytes, _Plan]
+    not_applicable: dict[str, str]
+    base: dict[str, dict[str, int]]
+    n_tested: int  # K, the number of markers Holm adjusts over (>= 1)
+
+
+class _Adjusted(NamedTuple):
+    """Phase 7: Holm-adjusted p-values, families and the markers no p-value can decide."""
+
+    p_holm: dict[str, float]
+    partial_p_holm: dict[str, float]
+    partial_p_family: dict[str, float]
+    family_of: dict[str, str]
+    unreachable: dict[str, float]  # marker -> smallest attainable p (K p > alpha)
+
+
+def _build_design(
+    table: Mapping[str, Sequence[Any]] | Any, outcome: str, markers: Sequence[str] | None,
+    covariates: Sequence[str] | str, groups: str | None, inference: str, strata: str | None,
+    covariate_coding: Mapping[str, str] | None, spline_df: int,
+    families: Mapping[str, Sequence[str]] | str | None,
+) -> _Design:
+    """Phase 1: check the column roles and code the outcome, covariates, groups and strata."""
     t = as_marker_table(table)
     t.check_distinct_rows()
     covariates = (covariates,) if isinstance(covariates, str) else tuple(covariates)
@@ -679,18 +790,37 @@ def marker_analysis(
     if mode == "cluster" and strata is not None:
         raise ConfigError("strata restrict permutations; inference='cluster' uses a wild "
                           "bootstrap: drop strata or use inference='within_groups'")
-    exclusions = _check_exclusions(exclude_rows or {}, chosen, t.n_rows)
-    for name in marker_flags or {}:
-        if name not in chosen:
-            raise ConfigError(f"marker_flags names {name!r}, which is not an analysed marker")
     unit = {"within_groups": f"models permuted within {groups} strata (group fixed effects)",
             "cluster": f"{groups} groups (cluster-robust, wild cluster bootstrap)",
             "models": "models"}[mode]
     if mode == "models" and strata is not None:
         unit = f"models permuted within {strata} strata"
+    return _Design(t=t, outcome=outcome, covariates=covariates, groups=groups,
+                   groups_source=groups_source, chosen=chosen, families=fams, y=y, C=C,
+                   terms=terms, strata=strata, strata_codes=strata_codes, g=g,
+                   n_groups=n_groups, mode=mode, unit=unit)
 
+
+def _check_marker_options(
+    design: _Design, exclude_rows: Mapping[str, Sequence[int]] | None,
+    marker_flags: Mapping[str, Sequence[str]] | None,
+) -> dict[str, np.ndarray]:
+    """Phase 2: the rows left out of each marker (checked); ``marker_flags`` name markers."""
+    exclusions = _check_exclusions(exclude_rows or {}, design.chosen, design.t.n_rows)
+    for name in marker_flags or {}:
+        if name not in design.chosen:
+            raise ConfigError(f"marker_flags names {name!r}, which is not an analysed marker")
+    return exclusions
+
+
+def _outcome_context(
+    design: _Design, outcome: str, outcome_examples: int | None, coverage_note: str | None
+) -> _Context:
+    """Phase 3: the flags and warnings of the groups and the outcome (few, degenerate)."""
+    groups, n_groups, y = design.groups, design.n_groups, design.y
     common: list[str] = []
-    warnings = [f"groups: {groups or 'none'} ({groups_source}); p-values and CIs from {unit}"]
+    warnings = [f"groups: {groups or 'none'} ({design.groups_source}); p-values and CIs from "
+                f"{design.unit}"]
     if groups is not None and n_groups < 10:
         common.append(f"few_groups(G={n_groups}" + (f"; {coverage_note}" if coverage_note else "")
                       + ")")
@@ -705,59 +835,86 @@ def marker_analysis(
     if degenerate:
         common.append(degenerate)
         warnings.append(f"the outcome {outcome!r} is degenerate: every marker is inconclusive")
+    return _Context(common, warnings, degenerate)
 
-    values: dict[str, np.ndarray] = {}  # standardised: the statistics are scale-free
+
+def _marker_values(design: _Design, exclusions: Mapping[str, np.ndarray]) -> _MarkerValues:
+    """Phase 4: each marker with its excluded rows NaN, standardised (the statistics are scale-free)."""
+    values: dict[str, np.ndarray] = {}
     raw_values: dict[str, np.ndarray] = {}
     scales: dict[str, float] = {}
-    for name in chosen:
-        m = t.numeric(name, "marker", allow_missing=True)
+    for name in design.chosen:
+        m = design.t.numeric(name, "marker", allow_missing=True)
         if name in exclusions:
             m = m.copy()
             m[exclusions[name]] = np.nan
         raw_values[name] = m
         values[name], scales[name] = standardised(m)
-    q_full = int(np.linalg.matrix_rank(np.column_stack([np.ones(t.n_rows), C]))) + (
-        n_groups - 1 if mode == "within_groups" else 0)
+    return _MarkerValues(values, raw_values, scales)
+
+
+def _plan_tests(
+    design: _Design, values: _MarkerValues, degenerate: str | None, opts: _Options
+) -> _Tests:
+    """Phase 5: applicability of each marker; testable markers grouped by their row set."""
+    t, g, mode = design.t, design.g, design.mode
+    q_full = int(np.linalg.matrix_rank(np.column_stack([np.ones(t.n_rows), design.C]))) + (
+        design.n_groups - 1 if mode == "within_groups" else 0)
     na: dict[str, str] = {}
     base: dict[str, dict[str, int]] = {}
     plans: dict[bytes, _Plan] = {}
-    for name in chosen:
-        why, base[name] = _applicability(raw_values[name], g, q_full)
+    for name in design.chosen:
+        why, base[name] = _applicability(values.raw[name], g, q_full)
         if why:
             na[name] = why
         elif not degenerate:
-            keep = ~np.isnan(values[name])
-            plans.setdefault(keep.tobytes(), _Plan(keep, [], n_permutations if mode != "cluster"
-                                                   else n_bootstrap)).names.append(name)
+            keep = ~np.isnan(values.values[name])
+            plans.setdefault(keep.tobytes(), _Plan(keep, [], opts.n_permutations
+                                                   if mode != "cluster"
+                                                   else opts.n_bootstrap)).names.append(name)
     K = max(sum(len(p.names) for p in plans.values()), 1)
+    return _Tests(plans, na, base, K)
+
+
+def _run_tests(
+    design: _Design, values: _MarkerValues, tests: _Tests, opts: _Options
+) -> dict[str, dict[str, Any]]:
+    """Phase 6: partial p-values with adaptive permutations, then every statistic once.
+
+    A p-value near a deciding Holm threshold (within 3 Monte-Carlo SE) doubles its row set's
+    resamples (up to ``max_permutations``); the final statistics use the last resamples.
+    """
+    y, C, g, mode = design.y, design.C, design.g, design.mode
+    K, fams, alpha = tests.n_tested, design.families, opts.alpha
     raw: dict[str, dict[str, Any]] = {}
 
     def run(index: int, plan: _Plan, final: bool = False) -> None:
         """A round of the partial p-values on fresh resamples, or (final) every statistic."""
         if not final:
-            rng = np.random.default_rng([seed, index, plan.round])
-            plan.rs = row_set(plan.keep, y, C, g, strata_codes, mode=mode,
+            rng = np.random.default_rng([opts.seed, index, plan.round])
+            plan.rs = row_set(plan.keep, y, C, g, design.strata_codes, mode=mode,
                               n_resamples=plan.n_resamples, rng=rng)
         for name in plan.names:
-            raw[name] = (marker_stats(values[name][plan.keep], plan.rs,
-                                      confidence_level=confidence_level, mde_alpha=alpha / K)
-                         if final else partial_p(values[name][plan.keep], plan.rs))
+            raw[name] = (marker_stats(values.values[name][plan.keep], plan.rs,
+                                      confidence_level=opts.confidence_level, mde_alpha=alpha / K)
+                         if final else partial_p(values.values[name][plan.keep], plan.rs))
 
+    plans = tests.plans
     for index, plan in enumerate(plans.values()):
         run(index, plan)
     while True:  # adaptive permutations: p near a deciding Holm threshold -> double B
         again = []
-        deciding = weighted_holm({nm: r["partial_p"] for nm in chosen if nm in raw
+        deciding = weighted_holm({nm: r["partial_p"] for nm in design.chosen if nm in raw
                                   for r in (raw[nm],)
                                   if math.isfinite(r.get("partial_p", math.nan))},
                                  fams, alpha)[1]
         for index, plan in enumerate(plans.values()):
-            if plan.rs.enumerated or plan.n_resamples >= max_permutations:
+            if plan.rs.enumerated or plan.n_resamples >= opts.max_permutations:
                 continue
             near = any(abs(raw[nm]["partial_p"] - deciding[nm]) <= 3 * raw[nm]["partial_p_mcse"]
                        for nm in plan.names if nm in deciding)
             if near:
-                plan.n_resamples = min(2 * plan.n_resamples, max_permutations)
+                plan.n_resamples = min(2 * plan.n_resamples, opts.max_permutations)
                 plan.round += 1
                 again.append((index, plan))
         if not again:
@@ -768,11 +925,23 @@ def marker_analysis(
         run(index, plan, final=True)
     for name, r in raw.items():  # the partial-residual plot keeps the marker's own unit
         if r.get("marker_residuals"):
-            r["marker_residuals"] = tuple(float(v) * scales[name] for v in r["marker_residuals"])
-    smallest = {nm: smallest_p(plan.keep, g, strata_codes, mode)
-                for plan in plans.values() for nm in plan.names}
-    unreachable = {nm: p for nm, p in smallest.items() if K * p > alpha}
+            r["marker_residuals"] = tuple(float(v) * values.scales[name]
+                                          for v in r["marker_residuals"])
+    return raw
 
+
+def _adjust(
+    design: _Design, tests: _Tests, raw: dict[str, dict[str, Any]], alpha: float
+) -> _Adjusted:
+    """Phase 7: Holm over markers and within families; markers no p-value can decide.
+
+    A marker whose statistics hold no p-value moves from ``raw`` to ``tests.not_applicable``
+    with its reason (e.g. constant within every group).
+    """
+    g, mode, chosen, fams, na = design.g, design.mode, design.chosen, design.families, tests.not_applicable
+    smallest = {nm: smallest_p(plan.keep, g, design.strata_codes, mode)
+                for plan in tests.plans.values() for nm in plan.names}
+    unreachable = {nm: p for nm, p in smallest.items() if tests.n_tested * p > alpha}
     for nm in [nm for nm in chosen if nm in raw and "p" not in raw[nm]]:
         na[nm] = raw.pop(nm).get("reason", "no test")  # e.g. constant within every group
     ok = [nm for nm in chosen if nm in raw]
@@ -785,63 +954,76 @@ def marker_analysis(
         tested = [m for m in members if m in pp_family]
         if tested:
             pp_family.update(zip(tested, holm([pp_family[m] for m in tested]), strict=True))
-    results = []
-    fields = MarkerStats.__dataclass_fields__
-    for name in chosen:
-        flags = list(common)
-        if name in exclusions and exclusions[name].size:
-            flags.append(f"self_reference_excluded({int(np.unique(exclusions[name]).size)} rows)")
-        extra = list((marker_flags or {}).get(name, ()))
-        keep = ~np.isnan(values[name])
-        if name in na:  # the plain effect sizes still, where they are defined
-            mk, yk = values[name][keep], y[keep]
-            sizes = ({"spearman": float(sps.spearmanr(mk, yk).statistic),
-                      "pearson": float(np.corrcoef(mk, yk)[0, 1])}
-                     if mk.size >= 3 and np.ptp(mk) > 0 and np.ptp(yk) > 0 else {})
-            results.append(MarkerStats(marker=name, verdict=NOT_APPLICABLE, reason=na[name],
-                                       family=family_of.get(name, ""),
-                                       flags=tuple(flags + extra), **base[name], **sizes))
-            continue
-        if degenerate:
-            mk, yk = values[name][keep], y[keep]
-            rho = float(sps.spearmanr(mk, yk).statistic) if np.ptp(yk) > 0 else math.nan
-            results.append(MarkerStats(
-                marker=name, verdict=INCONCLUSIVE, flags=tuple(flags + extra),
-                family=family_of.get(name, ""),
-                reason="degenerate outcome: no test", spearman=rho,
-                rows=tuple(np.flatnonzero(keep).tolist()), **base[name]))
-            continue
-        r = raw[name]
-        if name in unreachable:
-            flags.append(f"insufficient_permutations(smallest attainable p "
-                         f"{unreachable[name]:.3g} > alpha {alpha:g}"
-                         + (f" / {K} markers" if K > 1 else "") + ")")
-        near = abs(r["spearman"]) >= NEAR_IDENTICAL
-        if near:
-            flags.append(f"near_identical(|Spearman| {abs(r['spearman']):.3f} >= "
-                         f"{NEAR_IDENTICAL}: the marker nearly is the outcome; no adds/partial "
-                         "verdict)")
-        ph, pph = float(p_holm[name]), float(pp_holm.get(name, math.nan))
-        verdict = decide(
-            p_holm=ph, partial_p_holm=pph, oos_p=r.get("oos_p", math.nan),
-            partial_ci=(r.get("partial_low", math.nan), r.get("partial_high", math.nan)),
-            marginal_ci=(r.get("marginal_low", math.nan), r.get("marginal_high", math.nan)),
-            alpha=alpha, delta=equivalence_margin, near_identical=near,
-            partial_undefined=bool(r.get("partial_undefined")))
-        stats = {k: v for k, v in r.items() if k in fields}
-        reason = str(stats.pop("reason", "") or "")
-        if name in unreachable:
-            verdict = INCONCLUSIVE
-            why = (f"no p-value can reach alpha: the smallest attainable p is "
-                   f"{unreachable[name]:.3g} with {base[name]['n']} models"
-                   + (f" over {K} markers (Holm)" if K > 1 else "") + "; add models")
-            reason = "; ".join(x for x in (reason, why) if x)
-        results.append(MarkerStats(marker=name, verdict=verdict, p_holm=ph, partial_p_holm=pph,
-                                   family=family_of.get(name, ""),
-                                   partial_p_family=float(pp_family.get(name, math.nan)),
-                                   flags=tuple(flags + extra), reason=reason,
-                                   rows=tuple(np.flatnonzero(keep).tolist()),
-                                   **base[name], **stats))
+    return _Adjusted(p_holm, pp_holm, pp_family, family_of, unreachable)
+
+
+def _marker_result(
+    name: str, design: _Design, context: _Context, values: _MarkerValues, tests: _Tests,
+    raw: Mapping[str, dict[str, Any]], adjusted: _Adjusted,
+    exclusions: Mapping[str, np.ndarray], extra_flags: Sequence[str], opts: _Options,
+) -> MarkerStats:
+    """Phase 8: one marker's flags, statistics and verdict."""
+    y, K, alpha = design.y, tests.n_tested, opts.alpha
+    base, na, unreachable = tests.base, tests.not_applicable, adjusted.unreachable
+    family = adjusted.family_of.get(name, "")
+    flags = list(context.common)
+    if name in exclusions and exclusions[name].size:
+        flags.append(f"self_reference_excluded({int(np.unique(exclusions[name]).size)} rows)")
+    extra = list(extra_flags)
+    keep = ~np.isnan(values.values[name])
+    if name in na:  # the plain effect sizes still, where they are defined
+        mk, yk = values.values[name][keep], y[keep]
+        sizes = ({"spearman": float(sps.spearmanr(mk, yk).statistic),
+                  "pearson": float(np.corrcoef(mk, yk)[0, 1])}
+                 if mk.size >= 3 and np.ptp(mk) > 0 and np.ptp(yk) > 0 else {})
+        return MarkerStats(marker=name, verdict=NOT_APPLICABLE, reason=na[name], family=family,
+                           flags=tuple(flags + extra), **base[name], **sizes)
+    if context.degenerate:
+        mk, yk = values.values[name][keep], y[keep]
+        rho = float(sps.spearmanr(mk, yk).statistic) if np.ptp(yk) > 0 else math.nan
+        return MarkerStats(
+            marker=name, verdict=INCONCLUSIVE, flags=tuple(flags + extra), family=family,
+            reason="degenerate outcome: no test", spearman=rho,
+            rows=tuple(np.flatnonzero(keep).tolist()), **base[name])
+    r = raw[name]
+    if name in unreachable:
+        flags.append(f"insufficient_permutations(smallest attainable p "
+                     f"{unreachable[name]:.3g} > alpha {alpha:g}"
+                     + (f" / {K} markers" if K > 1 else "") + ")")
+    near = abs(r["spearman"]) >= NEAR_IDENTICAL
+    if near:
+        flags.append(f"near_identical(|Spearman| {abs(r['spearman']):.3f} >= "
+                     f"{NEAR_IDENTICAL}: the marker nearly is the outcome; no adds/partial "
+                     "verdict)")
+    ph, pph = float(adjusted.p_holm[name]), float(adjusted.partial_p_holm.get(name, math.nan))
+    verdict = decide(
+        p_holm=ph, partial_p_holm=pph, oos_p=r.get("oos_p", math.nan),
+        partial_ci=(r.get("partial_low", math.nan), r.get("partial_high", math.nan)),
+        marginal_ci=(r.get("marginal_low", math.nan), r.get("marginal_high", math.nan)),
+        alpha=alpha, delta=opts.equivalence_margin, near_identical=near,
+        partial_undefined=bool(r.get("partial_undefined")))
+    stats = {k: v for k, v in r.items() if k in MarkerStats.__dataclass_fields__}
+    reason = str(stats.pop("reason", "") or "")
+    if name in unreachable:
+        verdict = INCONCLUSIVE
+        why = (f"no p-value can reach alpha: the smallest attainable p is "
+               f"{unreachable[name]:.3g} with {base[name]['n']} models"
+               + (f" over {K} markers (Holm)" if K > 1 else "") + "; add models")
+        reason = "; ".join(x for x in (reason, why) if x)
+    return MarkerStats(marker=name, verdict=verdict, p_holm=ph, partial_p_holm=pph,
+                       family=family,
+                       partial_p_family=float(adjusted.partial_p_family.get(name, math.nan)),
+                       flags=tuple(flags + extra), reason=reason,
+                       rows=tuple(np.flatnonzero(keep).tolist()), **base[name], **stats)
+
+
+def _closing_warnings(
+    context: _Context, results: Sequence[MarkerStats], adjusted: _Adjusted, K: int,
+    opts: _Options, mode: str,
+) -> tuple[str, ...]:
+    """Phase 9: the analysis warnings (unreachable alpha, too few permutations, not applicable)."""
+    warnings = list(context.warnings)
+    alpha, n_permutations, unreachable = opts.alpha, opts.n_permutations, adjusted.unreachable
     if unreachable:
         worst = min(unreachable.values())
         warnings.append(f"too few models for a test at alpha {alpha:g}: the smallest attainable "
@@ -854,14 +1036,4 @@ def marker_analysis(
     nas = [s.marker for s in results if not s.applicable]
     if nas:
         warnings.append(f"not applicable: {', '.join(nas)} (see the reason column)")
-    return MarkerAnalysis(
-        outcome=outcome, covariates=covariates, covariate_terms=terms, groups=groups,
-        n_models=t.n_rows, n_groups=n_groups,
-        settings={"n_permutations": n_permutations, "n_bootstrap": n_bootstrap,
-                  "max_permutations": max_permutations, "alpha": alpha,
-                  "confidence_level": confidence_level,
-                  "equivalence_margin": equivalence_margin, "seed": seed, "strata": strata,
-                  "inference": mode, "groups_source": groups_source, "unit": unit,
-                  "n_markers_tested": K},
-        markers=tuple(results), warnings=tuple(warnings), families=fams,
-    )
+    return tuple(warnings)

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -247,6 +247,114 @@ def relation_neuron_experiments(
     experiment (:mod:`.resume`; the caller keys the directory by the model).
     """
     cfg = config or DeactivationConfig()
+    plan = _plan(stats, facts, cfg, relations)
+    bar = progress_bar(total=plan.total_rows, desc="deactivation", unit="row", enabled=progress)
+    scorer = _Scorer(model, cfg, plan.means, bar)
+    cache = RelationRowCache(resume_dir, experiment_key(cfg, plan.relations, facts, plan.sets))
+    baseline = _baseline(model, facts, plan, scorer, cache)
+    rows = [_relation_row(i, model, stats, facts, plan, scorer, baseline, cache)
+            for i in range(len(plan.relations))]
+    bar.close()
+    table = _RelationRow.stacked(rows)
+    tests = _permutation_tests(plan, table)
+    return _result(plan, baseline, table, tests)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Phase 1: the relations, their test-fact counts and neuron sets, the null's sizes.
+
+    ``n_random`` random sets per relation (the first ``n_spread`` scored on every relation's
+    facts, the rest on r's only); ``means``: the units' mean responses (mean ablation) or None;
+    ``widths``: site -> units (random sets match r's set site by site); ``rows_per_fact``: sets
+    scored on each of r's own facts; ``total_rows``: every (set, fact) row of the run.
+    """
+
+    config: DeactivationConfig
+    relations: tuple[str, ...]
+    n_test: tuple[int, ...]
+    sets: dict[str, NeuronSet]
+    n_random: int
+    n_spread: int
+    means: dict | None
+    widths: dict[Any, int]
+    n_facts: int
+    rows_per_fact: int
+    total_rows: int
+
+
+class _Baseline(NamedTuple):
+    """Phase 2: the unablated model: per-fact first-token correctness, accuracy per relation."""
+
+    first: np.ndarray  # (fact,) 1 if the first answer token is right
+    accuracy: Tensor  # (relation,)
+    generation: Tensor  # (relation,) greedy-generation accuracy (NaN without generation)
+    right: np.ndarray  # (fact,) bool: the facts the unablated model gets right
+    right_facts: FactSet  # those facts
+
+
+class _RelationRow(NamedTuple):
+    """Phase 3: one relation's row of every matrix (the resume cache's block, by these names).
+
+    ``change``: accuracy change on every relation when r's set is off; ``change_ok``: the same
+    on the facts the unablated model gets right; ``rand``: the first ``n_spread`` random sets'
+    changes on every relation; ``rand_own``: every random set's change on r; ``low``: r's
+    lowest-AP units; ``cum``: drops of the top shares; ``single``: drops of single top units;
+    ``gen_change``, ``rand_gen``: greedy generation (NaN without it); ``change_post``,
+    ``rand_post``: at ``mlp_post`` (NaN / 0 without ``post``).
+    """
+
+    change: Tensor
+    change_ok: Tensor
+    rand: Tensor
+    rand_own: Tensor
+    low: Tensor
+    cum: Tensor
+    single: Tensor
+    gen_change: Tensor
+    change_post: Tensor
+    rand_post: Tensor
+    rand_gen: Tensor
+
+    @classmethod
+    def stacked(cls, rows: Sequence[_RelationRow]) -> _RelationRow:
+        """The full matrices: each field stacked over relations (float64)."""
+        return cls(*(torch.stack([r[k] for r in rows]) for k in range(len(cls._fields))))
+
+
+class _Tests(NamedTuple):
+    """Phase 4: the permutation tests (first token, generation, mlp_post) and Holm p-values."""
+
+    first: tuple[StatTestResult, ...]
+    p_holm: tuple[float, ...]
+    generation: tuple[StatTestResult, ...]
+    p_holm_generation: tuple[float, ...]
+    post: tuple[StatTestResult, ...]
+    p_holm_post: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class _Scorer:
+    """First-token correctness of many neuron sets per forward, counted on the progress bar."""
+
+    model: object
+    config: DeactivationConfig
+    means: dict | None
+    bar: Any
+
+    def score(self, sets: Sequence[NeuronSet | None], on: FactSet) -> np.ndarray:
+        """``(set, fact)`` first-token correctness, many sets per forward."""
+        op_sets = [deactivation_ops(n, method=self.config.method, means=self.means) for n in sets]
+        out = first_token_correct_sets(self.model, on, op_sets, batch_size=self.config.batch_size)
+        self.bar.update(out.size)
+        return out
+
+
+def _plan(
+    stats: NeuronStatistics, facts: FactSet, cfg: DeactivationConfig,
+    relations: Sequence[str] | None,
+) -> _Plan:
+    """Phase 1: check every relation has test facts; select the sets; count the work."""
     rels = tuple(relations or stats.relations)
     for r in rels:
         stats.relation_index(r)
@@ -265,103 +373,168 @@ def relation_neuron_experiments(
         cfg.post * n_random)  # sets scored on r's facts only
     if cfg.generation:
         per_r += n_random  # the test's random sets, decoded on r's facts
-    bar = progress_bar(total=n_facts * (1 + n_rel * (2 + n_spread + cfg.post)) + per_r * sum(n_test),
-                       desc="deactivation", unit="row", enabled=progress)
+    total = n_facts * (1 + n_rel * (2 + n_spread + cfg.post)) + per_r * sum(n_test)
+    return _Plan(config=cfg, relations=rels, n_test=n_test, sets=sets, n_random=n_random,
+                 n_spread=n_spread, means=means, widths=widths, n_facts=n_facts,
+                 rows_per_fact=per_r, total_rows=total)
 
-    def score(sets: Sequence[NeuronSet | None], on: FactSet) -> np.ndarray:
-        """``(set, fact)`` first-token correctness, many sets per forward."""
-        op_sets = [deactivation_ops(n, method=cfg.method, means=means) for n in sets]
-        out = first_token_correct_sets(model, on, op_sets, batch_size=cfg.batch_size)
-        bar.update(out.size)
-        return out
 
-    def acc(correct: np.ndarray) -> Tensor:
-        return accuracy_by_relation(correct, facts, rels)
-
-    cache = RelationRowCache(resume_dir, experiment_key(cfg, rels, facts, sets))
+def _baseline(
+    model: object, facts: FactSet, plan: _Plan, scorer: _Scorer, cache: RelationRowCache
+) -> _Baseline:
+    """Phase 2: the unablated model's scores (read back from the resume cache when there)."""
+    cfg, rels = plan.config, plan.relations
     if (saved := cache.load("baseline")) is not None:
         base = saved["first"].numpy()
-        bar.update(n_facts)
+        scorer.bar.update(plan.n_facts)
     else:
-        base = score([None], facts)[0]
-    base_acc = acc(base)
-    change = torch.zeros(n_rel, n_rel, dtype=torch.float64)
-    change_ok = torch.zeros_like(change)
-    rand = torch.zeros(n_rel, n_spread, n_rel, dtype=torch.float64)
-    rand_own = torch.zeros(n_rel, n_random, dtype=torch.float64)
-    low = torch.zeros_like(change)
-    cum = torch.zeros(n_rel, len(cfg.shares), dtype=torch.float64)
-    single = torch.zeros(n_rel, cfg.n_single, dtype=torch.float64)
-    gen_base = torch.full((n_rel,), float("nan"), dtype=torch.float64)
-    gen_change = torch.full((n_rel, n_rel), float("nan"), dtype=torch.float64)
-    change_post = torch.full((n_rel, n_rel), float("nan"), dtype=torch.float64)
-    rand_post = torch.zeros(n_rel, n_random, dtype=torch.float64)
-    rand_gen = torch.full((n_rel, n_random), float("nan"), dtype=torch.float64)
+        base = scorer.score([None], facts)[0]
+    base_acc = accuracy_by_relation(base, facts, rels)
+    gen_base = torch.full((len(rels),), float("nan"), dtype=torch.float64)
     if saved is not None:
         gen_base = saved["generation"]
     elif cfg.generation:
         _, ok = generation_correct(
             model, facts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size
         )
-        gen_base = acc(ok)
+        gen_base = accuracy_by_relation(ok, facts, rels)
     if saved is None:
         cache.save("baseline", {"first": torch.from_numpy(np.asarray(base)), "generation": gen_base})
     facts_ok = base.astype(bool)
-    right = facts.subset(facts_ok)  # the facts the unablated model gets right
-    rows = {"change": change, "change_ok": change_ok, "rand": rand, "rand_own": rand_own,
-            "low": low, "cum": cum, "single": single, "gen_change": gen_change,
-            "change_post": change_post, "rand_post": rand_post, "rand_gen": rand_gen}
-    for i, r in enumerate(rels):
-        if (done := cache.load(f"relation-{i:03d}")) is not None:
-            for name, t in rows.items():
-                t[i] = done[name]
-            bar.update(n_facts * (2 + n_spread + cfg.post) + per_r * n_test[i])
-            continue
-        own = sets[r]
-        randoms = [random_like(own, widths, seed=cfg.seed * 1000 + j) for j in range(n_random)]
-        lowest = select_neurons(stats, r, k=len(own), lowest=True)
-        full = score([own, lowest, *randoms[:n_spread]], facts)
-        off = full[0]
-        change[i] = acc(off) - base_acc
-        change_ok[i] = accuracy_by_relation(off[facts_ok], right, rels) - 1.0
-        low[i] = acc(full[1]) - base_acc
-        for j in range(n_spread):
-            rand[i, j] = acc(full[2 + j]) - base_acc
-        # everything below needs only r's own facts
-        mine = facts.relation_mask(r)
-        on_r = facts.subset(mine)
-        tops = [own.top(max(1, int(round(share * len(own))))) for share in cfg.shares]
-        singles = [own.nth(s) for s in range(min(cfg.n_single, len(own)))]
-        own_sets = [*randoms[n_spread:], *tops, *singles]
-        base_r = float(base[mine].mean())
-        acc_r = score(own_sets, on_r).mean(1) if own_sets else np.zeros(0)
-        rand_own[i, :n_spread] = rand[i, :, i]
-        rand_own[i, n_spread:] = torch.from_numpy(acc_r[: n_random - n_spread] - base_r)
-        rest = acc_r[n_random - n_spread :]
-        cum[i] = torch.from_numpy(base_r - rest[: len(tops)])
-        single[i, : len(singles)] = torch.from_numpy(base_r - rest[len(tops) :])
-        if cfg.post:
-            post = own.at_mlp_post()
-            d_mlp = int(model.cfg.d_mlp)  # type: ignore[attr-defined]
-            change_post[i] = acc(score([post], facts)[0]) - base_acc
-            post_widths = dict.fromkeys(post.units, d_mlp)
-            post_rand = [random_like(post, post_widths, seed=cfg.seed * 1000 + j)
-                         for j in range(n_random)]
-            rand_post[i] = torch.from_numpy(score(post_rand, on_r).mean(1) - base_r)
-        if cfg.generation:
-            ops = deactivation_ops(own, method=cfg.method, means=means)
-            _, ok = generation_correct(
-                model, facts, ops, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size
-            )
-            gen_change[i] = acc(ok) - gen_base
-            rand_ops = [deactivation_ops(n, method=cfg.method, means=means) for n in randoms]
-            rand_ok = generation_correct_sets(model, on_r, rand_ops,
-                                              max_new_tokens=cfg.max_new_tokens,
-                                              batch_size=cfg.batch_size)
-            bar.update(rand_ok.size)
-            rand_gen[i] = torch.from_numpy(rand_ok.mean(1) - float(gen_base[i]))
-        cache.save(f"relation-{i:03d}", {name: t[i] for name, t in rows.items()})
-    bar.close()
+    return _Baseline(base, base_acc, gen_base, facts_ok, facts.subset(facts_ok))
+
+
+def _relation_row(
+    i: int, model: object, stats: NeuronStatistics, facts: FactSet, plan: _Plan,
+    scorer: _Scorer, baseline: _Baseline, cache: RelationRowCache,
+) -> _RelationRow:
+    """Phase 3: relation ``i``'s row of every matrix (read back from the resume cache when there)."""
+    cfg, rels, n_random, n_spread = plan.config, plan.relations, plan.n_random, plan.n_spread
+    if (done := cache.load(f"relation-{i:03d}")) is not None:
+        scorer.bar.update(plan.n_facts * (2 + n_spread + cfg.post) + plan.rows_per_fact * plan.n_test[i])
+        return _RelationRow(**{k: done[k] for k in _RelationRow._fields})
+    own = plan.sets[rels[i]]
+    randoms = [random_like(own, plan.widths, seed=cfg.seed * 1000 + j) for j in range(n_random)]
+    change, change_ok, low, rand = _all_facts_cells(i, stats, facts, plan, scorer, baseline, randoms)
+    rand_own, cum, single = _own_facts_cells(i, facts, plan, scorer, baseline, randoms, rand)
+    change_post, rand_post = _post_cells(i, model, facts, plan, scorer, baseline)
+    gen_change, rand_gen = _generation_cells(i, model, facts, plan, scorer, baseline, randoms)
+    row = _RelationRow(change, change_ok, rand, rand_own, low, cum, single, gen_change,
+                       change_post, rand_post, rand_gen)
+    cache.save(f"relation-{i:03d}", row._asdict())
+    return row
+
+
+def _all_facts_cells(
+    i: int, stats: NeuronStatistics, facts: FactSet, plan: _Plan, scorer: _Scorer,
+    baseline: _Baseline, randoms: Sequence[NeuronSet],
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Relation ``i``'s set, its lowest-AP units and the spread random sets on every fact.
+
+    Returns the accuracy changes per relation ``(change, change_ok, low, rand)``: on all facts,
+    on the facts the unablated model gets right, for the lowest-AP units, for each of the first
+    ``n_spread`` random sets (``(n_spread, relation)``).
+    """
+    rels, n_spread = plan.relations, plan.n_spread
+    n_rel, base_acc = len(rels), baseline.accuracy
+    change = torch.zeros(n_rel, dtype=torch.float64)
+    change_ok = torch.zeros_like(change)
+    low = torch.zeros_like(change)
+    rand = torch.zeros(n_spread, n_rel, dtype=torch.float64)
+    own = plan.sets[rels[i]]
+    lowest = select_neurons(stats, rels[i], k=len(own), lowest=True)
+    full = scorer.score([own, lowest, *randoms[:n_spread]], facts)
+    off = full[0]
+    change[:] = accuracy_by_relation(off, facts, rels) - base_acc
+    change_ok[:] = accuracy_by_relation(off[baseline.right], baseline.right_facts, rels) - 1.0
+    low[:] = accuracy_by_relation(full[1], facts, rels) - base_acc
+    for j in range(n_spread):
+        rand[j] = accuracy_by_relation(full[2 + j], facts, rels) - base_acc
+    return change, change_ok, low, rand
+
+
+def _own_facts_cells(
+    i: int, facts: FactSet, plan: _Plan, scorer: _Scorer, baseline: _Baseline,
+    randoms: Sequence[NeuronSet], rand: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Drops on relation ``i``'s own facts: every random set, the top shares, single top units.
+
+    Returns ``(rand_own, cum, single)``: the random sets' changes on r (the spread sets' taken
+    from ``rand``), the drops of ``cfg.shares`` of r's set and of its first ``n_single`` units.
+    """
+    cfg, n_random, n_spread = plan.config, plan.n_random, plan.n_spread
+    rand_own = torch.zeros(n_random, dtype=torch.float64)
+    cum = torch.zeros(len(cfg.shares), dtype=torch.float64)
+    single = torch.zeros(cfg.n_single, dtype=torch.float64)
+    own = plan.sets[plan.relations[i]]
+    mine = facts.relation_mask(plan.relations[i])
+    tops = [own.top(max(1, int(round(share * len(own))))) for share in cfg.shares]
+    singles = [own.nth(s) for s in range(min(cfg.n_single, len(own)))]
+    own_sets = [*randoms[n_spread:], *tops, *singles]
+    base_r = float(baseline.first[mine].mean())
+    acc_r = scorer.score(own_sets, facts.subset(mine)).mean(1) if own_sets else np.zeros(0)
+    rand_own[:n_spread] = rand[:, i]
+    rand_own[n_spread:] = torch.from_numpy(acc_r[: n_random - n_spread] - base_r)
+    rest = acc_r[n_random - n_spread :]
+    cum[:] = torch.from_numpy(base_r - rest[: len(tops)])
+    single[: len(singles)] = torch.from_numpy(base_r - rest[len(tops) :])
+    return rand_own, cum, single
+
+
+def _post_cells(
+    i: int, model: object, facts: FactSet, plan: _Plan, scorer: _Scorer, baseline: _Baseline
+) -> tuple[Tensor, Tensor]:
+    """The same units off at ``mlp_post`` (``cfg.post``): ``(change_post, rand_post)``.
+
+    Without ``post``: NaN changes and zero random drops (what the result has always held).
+    """
+    cfg, rels, n_random = plan.config, plan.relations, plan.n_random
+    change_post = torch.full((len(rels),), float("nan"), dtype=torch.float64)
+    rand_post = torch.zeros(n_random, dtype=torch.float64)
+    if not cfg.post:
+        return change_post, rand_post
+    mine = facts.relation_mask(rels[i])
+    base_r = float(baseline.first[mine].mean())
+    post = plan.sets[rels[i]].at_mlp_post()
+    d_mlp = int(model.cfg.d_mlp)  # type: ignore[attr-defined]
+    change_post[:] = accuracy_by_relation(scorer.score([post], facts)[0], facts, rels) - baseline.accuracy
+    post_widths = dict.fromkeys(post.units, d_mlp)
+    post_rand = [random_like(post, post_widths, seed=cfg.seed * 1000 + j) for j in range(n_random)]
+    rand_post[:] = torch.from_numpy(scorer.score(post_rand, facts.subset(mine)).mean(1) - base_r)
+    return change_post, rand_post
+
+
+def _generation_cells(
+    i: int, model: object, facts: FactSet, plan: _Plan, scorer: _Scorer, baseline: _Baseline,
+    randoms: Sequence[NeuronSet],
+) -> tuple[Tensor, Tensor]:
+    """Greedy generation (``cfg.generation``): ``(gen_change, rand_gen)``, NaN without it.
+
+    ``gen_change``: accuracy change per relation with r's set off; ``rand_gen``: each random
+    set's change on r's facts.
+    """
+    cfg, rels, n_random = plan.config, plan.relations, plan.n_random
+    gen_change = torch.full((len(rels),), float("nan"), dtype=torch.float64)
+    rand_gen = torch.full((n_random,), float("nan"), dtype=torch.float64)
+    if not cfg.generation:
+        return gen_change, rand_gen
+    gen_base = baseline.generation
+    ops = deactivation_ops(plan.sets[rels[i]], method=cfg.method, means=plan.means)
+    _, ok = generation_correct(
+        model, facts, ops, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size
+    )
+    gen_change[:] = accuracy_by_relation(ok, facts, rels) - gen_base
+    rand_ops = [deactivation_ops(n, method=cfg.method, means=plan.means) for n in randoms]
+    rand_ok = generation_correct_sets(model, facts.subset(facts.relation_mask(rels[i])), rand_ops,
+                                      max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)
+    scorer.bar.update(rand_ok.size)
+    rand_gen[:] = torch.from_numpy(rand_ok.mean(1) - float(gen_base[i]))
+    return gen_change, rand_gen
+
+
+def _permutation_tests(plan: _Plan, table: _RelationRow) -> _Tests:
+    """Phase 4: r's drop against its random sets' drops on r, per metric; Holm over relations."""
+    cfg, rels, n_test, n_random = plan.config, plan.relations, plan.n_test, plan.n_random
 
     def permutation_tests(
         drop: Tensor, null: Tensor, what: str
@@ -372,25 +545,34 @@ def relation_neuron_experiments(
                 method=f"{rels[i]}'s neurons{what} vs {n_random} matched random sets (drop on "
                 f"{rels[i]})",
             )
-            for i in range(n_rel)
+            for i in range(len(rels))
         )
         p = adjust_pvalues([t.p_value for t in tests], method="holm").p_adjusted
         return tests, tuple(float(v) for v in p)
 
-    tests, p_holm = permutation_tests(-torch.diagonal(change), -rand_own, "")
+    tests, p_holm = permutation_tests(-torch.diagonal(table.change), -table.rand_own, "")
     tests_post: tuple[StatTestResult, ...] = ()
     p_holm_post: tuple[float, ...] = ()
     tests_gen: tuple[StatTestResult, ...] = ()
     p_holm_gen: tuple[float, ...] = ()
     if cfg.generation:
         tests_gen, p_holm_gen = permutation_tests(
-            -torch.diagonal(gen_change), -rand_gen, " (greedy generation)"
+            -torch.diagonal(table.gen_change), -table.rand_gen, " (greedy generation)"
         )
     if cfg.post:
         tests_post, p_holm_post = permutation_tests(
-            -torch.diagonal(change_post), -rand_post, " at mlp_post"
+            -torch.diagonal(table.change_post), -table.rand_post, " at mlp_post"
         )
-    hi = rand.amax(1)
+    return _Tests(tests, p_holm, tests_gen, p_holm_gen, tests_post, p_holm_post)
+
+
+def _result(
+    plan: _Plan, baseline: _Baseline, table: _RelationRow, tests: _Tests
+) -> RelationNeuronResult:
+    """Phase 5: the interference cells (beyond every spread random set) and the result."""
+    cfg, rels, sets = plan.config, plan.relations, plan.sets
+    change, n_rel = table.change, len(rels)
+    hi = table.rand.amax(1)
     interference = tuple(
         (rels[i], rels[j], float(change[i, j]))
         for i in range(n_rel)
@@ -399,28 +581,28 @@ def relation_neuron_experiments(
     )
     return RelationNeuronResult(
         relations=rels,
-        n_test=n_test,
+        n_test=plan.n_test,
         sets=sets,
-        baseline_first=base_acc,
-        baseline_generation=gen_base,
+        baseline_first=baseline.accuracy,
+        baseline_generation=baseline.generation,
         change_first=change,
-        change_first_correct=change_ok,
-        change_generation=gen_change,
-        random_change=rand,
-        random_own=rand_own,
-        lowest_change=low,
+        change_first_correct=table.change_ok,
+        change_generation=table.gen_change,
+        random_change=table.rand,
+        random_own=table.rand_own,
+        lowest_change=table.low,
         shares=cfg.shares,
-        cumulative=cum,
-        single=single,
-        tests=tests,
-        p_holm=p_holm,
+        cumulative=table.cum,
+        single=table.single,
+        tests=tests.first,
+        p_holm=tests.p_holm,
         interference=interference,
         jaccard=jaccard_matrix([sets[r] for r in rels]),
-        change_post=change_post,
-        tests_post=tests_post,
-        p_holm_post=p_holm_post,
-        random_own_generation=rand_gen if cfg.generation else None,
-        tests_generation=tests_gen,
-        p_holm_generation=p_holm_gen,
+        change_post=table.change_post,
+        tests_post=tests.post,
+        p_holm_post=tests.p_holm_post,
+        random_own_generation=table.rand_gen if cfg.generation else None,
+        tests_generation=tests.generation,
+        p_holm_generation=tests.p_holm_generation,
         config=cfg,
     )

@@ -30,7 +30,7 @@ _EXPORTS = {
     **dict.fromkeys(["accuracy", "auroc", "r2_score", "within_group_auroc"], ".metrics"),
     "probe_permutation_test": ".permutation",
     **dict.fromkeys(["RidgeProbe", "fit_ridge_batched"], ".ridge"),
-    **dict.fromkeys(["SweepConfig", "SweepResult", "sweep_config", "sweep_layers"], ".sweep"),
+    **dict.fromkeys(["SweepConfig", "SweepResult", "sweep_layers"], ".sweep"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)
@@ -67,5 +67,4 @@ if TYPE_CHECKING:  # static analysers see the eager imports
     from .ridge import fit_ridge_batched as fit_ridge_batched
     from .sweep import SweepConfig as SweepConfig
     from .sweep import SweepResult as SweepResult
-    from .sweep import sweep_config as sweep_config
     from .sweep import sweep_layers as sweep_layers

@@ -25,7 +25,8 @@ from ..models.cached import model_paths
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
 from ..sites import Site, as_sites
-from .sweep import SweepResult, sweep_layers
+from ._validation import IndexLike
+from .sweep import SweepConfig, SweepResult, sweep_layers
 
 __all__ = ["CheckpointProbe", "CheckpointSweepResult", "probe_checkpoint", "sweep_checkpoints"]
 
@@ -41,7 +42,8 @@ class CheckpointProbe:
         labels: one label (or regression target) per example.
         sites: sites to capture and probe.
         capture: :class:`~probekit.capture.CaptureConfig` options (positions, batch_size ...).
-        sweep: :func:`~probekit.probes.sweep_layers` keyword arguments (splits, probe, grids ...).
+        sweep: :func:`~probekit.probes.sweep_layers` keyword arguments: ``train_idx``,
+            ``test_idx``, ``ood_idx`` and ``config`` (a :class:`~probekit.probes.SweepConfig`).
     """
 
     checkpoint: str
@@ -140,7 +142,10 @@ def sweep_checkpoints(
     batch_size: int = 32,
     padding_side: str = "right",
     resume_dir: str | Path | None = None,
-    **sweep_options: Any,
+    train_idx: IndexLike,
+    test_idx: IndexLike,
+    ood_idx: Mapping[str, IndexLike] | None = None,
+    config: SweepConfig | None = None,
 ) -> CheckpointSweepResult:
     """Probe ``sites`` of every checkpoint, one executor task per checkpoint.
 
@@ -156,19 +161,20 @@ def sweep_checkpoints(
         padding_side: capture padding side.
         resume_dir: records of finished checkpoints (:func:`~probekit.executor.map_resumable`):
             the same call after a killed driver runs only the unfinished checkpoints.
-        sweep_options: :func:`~probekit.probes.sweep_layers` arguments, ``train_idx`` and
-            ``test_idx`` required (``probe``, ``Cs``, ``cv``, ``n_bootstrap``, ``ood_idx`` ...).
+        train_idx: example indices of the training split (:func:`~probekit.probes.sweep_layers`).
+        test_idx: example indices of the test split.
+        ood_idx: named OOD splits (optional).
+        config: the sweep's options (:class:`~probekit.probes.SweepConfig`: ``probe``, ``Cs``,
+            ``cv``, ``n_bootstrap`` ...); default ``SweepConfig()``.
     """
     if not checkpoints:
         raise ConfigError("sweep_checkpoints: no checkpoints given")
     if len(labels) != len(tokens):
         raise ConfigError(f"{len(labels)} labels for {len(tokens)} examples; give one per example")
-    missing = [k for k in ("train_idx", "test_idx") if k not in sweep_options]
-    if missing:
-        raise ConfigError(f"sweep_checkpoints needs {missing} (example indices of the splits)")
     capture = {"positions": positions or LastToken(), "batch_size": batch_size,
                "padding_side": padding_side}
-    sweep = {k: _plain(v) for k, v in sweep_options.items()}
+    sweep = {"train_idx": _plain(train_idx), "test_idx": _plain(test_idx),
+             "ood_idx": _plain(ood_idx or {}), "config": config or SweepConfig()}
     items = tuple(tuple(int(t) for t in seq) for seq in tokens)
     tasks = [CheckpointProbe(checkpoint=str(c), device=device, tokens=items,
                              labels=tuple(np.asarray(labels).tolist()), sites=as_sites(sites),

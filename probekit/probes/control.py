@@ -20,7 +20,7 @@ from torch import Tensor
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
 from ._validation import IndexLike, check_n_labels
-from .sweep import SweepConfig, SweepResult, sweep_config, sweep_layers
+from .sweep import SweepConfig, SweepResult, sweep_layers
 
 __all__ = ["SelectivityResult", "control_labels", "selectivity", "selectivity_sweep"]
 
@@ -115,16 +115,14 @@ def selectivity_sweep(
     test_idx: IndexLike,
     ood_idx: Mapping[str, IndexLike] | None = None,
     config: SweepConfig | None = None,
-    **options: Any,
 ) -> SelectivityResult:
     """Run ``sweep_layers`` on the task labels and on control labels; selectivity per row.
 
     The control map is drawn with ``config.random_state`` from the task's label distribution;
-    the same probe family, grid and splits are used for both. ``options`` are
-    :class:`~probekit.probes.sweep.SweepConfig` fields overriding ``config`` (the keyword form
-    of earlier versions, e.g. ``probe="diffmeans", cv=3, random_state=0``).
+    the same probe family, grid and splits are used for both. ``config`` is the
+    :class:`~probekit.probes.sweep.SweepConfig` of both sweeps (default ``SweepConfig()``).
     """
-    cfg = sweep_config(config, **options)
+    cfg = SweepConfig() if config is None else config
     ctrl = control_labels(types, task_labels=labels, random_state=cfg.random_state)
     kw = dict(train_idx=train_idx, test_idx=test_idx, ood_idx=ood_idx, config=cfg)
     task = sweep_layers(acts, labels, **kw)

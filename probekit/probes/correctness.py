@@ -29,8 +29,8 @@ every named OOD set. Capture of the activations is not done here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -102,23 +102,6 @@ class CorrectnessConfig:
         if not 0 < self.confidence_level < 1:
             raise ConfigError(f"confidence_level = {self.confidence_level!r}: must lie in (0, 1), "
                               "e.g. 0.95")
-
-
-def correctness_config(config: CorrectnessConfig | None = None, **options: Any) -> CorrectnessConfig:
-    """``config`` (default :class:`CorrectnessConfig`) with ``options`` (field names) replaced.
-
-    Raises:
-        ConfigError: an option that is not a field (listing the fields), or a bad value.
-    """
-    base = CorrectnessConfig() if config is None else config
-    if not options:
-        return base
-    names = [f.name for f in fields(CorrectnessConfig)]
-    unknown = sorted(set(options) - set(names))
-    if unknown:
-        raise ConfigError(f"unknown correctness option(s) {unknown}; CorrectnessConfig fields "
-                          f"are {names}")
-    return replace(base, **options)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -349,7 +332,6 @@ def correctness_probe(
     texts: Sequence[str] | None = None,
     confidence: Sequence[float] | np.ndarray | None = None,
     config: CorrectnessConfig | None = None,
-    **options: Any,
 ) -> CorrectnessProbeResult:
     """Per-layer diff-of-means correctness probe with grouped evaluation, baselines and max-stat p.
 
@@ -365,17 +347,68 @@ def correctness_probe(
         texts: ``(n,)`` prompt texts for the TF-IDF question-text baseline.
         confidence: ``(n,)`` the model's answer confidence (e.g. max next-token probability).
         config: the options (:class:`CorrectnessConfig`: ``n_folds``, ``group_split``,
-            ``n_permutations``, ``n_bootstrap``, ``confidence_level``, ``random_state``).
-        **options: :class:`CorrectnessConfig` fields overriding ``config`` (the keyword form of
-            earlier versions, e.g. ``n_folds=5, n_permutations=100``).
+            ``n_permutations``, ``n_bootstrap``, ``confidence_level``, ``random_state``); default
+            ``CorrectnessConfig()``. It is the one way to pass them.
 
     Returns:
         CorrectnessProbeResult; when the labels cannot test the probe (every answer correct or
         every answer wrong, fewer correct or incorrect answers than folds, a fold that trains on
         one class) its ``not_testable`` says why and it holds no scores or test.
     """
-    cfg = correctness_config(config, **options)
-    n_folds, group_split, random_state = cfg.n_folds, cfg.group_split, cfg.random_state
+    cfg = CorrectnessConfig() if config is None else config
+    data = _prepare(acts, correct, layers, groups)
+    plan = _plan_folds(data, folds, cfg)
+    if isinstance(plan, CorrectnessProbeResult):  # the labels cannot test the probe
+        return plan
+    ood_sets = _ood_sets(ood, data.X, data.X.shape[0], len(plan.folds), cfg.random_state)
+    scores = _fold_scores(data, plan, ood_sets)
+    selection = _select_nested(data, plan, cfg)
+    baselines = _baselines(data, plan, selection, texts, confidence, cfg)
+    max_test = _max_test(data, plan, cfg)
+    return _assemble(data, plan, scores, selection, baselines, max_test)
+
+
+class _CorrectnessData(NamedTuple):
+    """The checked inputs: activations, labels, row layer labels and the groups (or None)."""
+
+    X: Tensor  # (L, n, d)
+    y: np.ndarray  # (n,) bool
+    layer_ids: tuple[int, ...]
+    groups: np.ndarray | None
+
+
+class _FoldPlan(NamedTuple):
+    """The outer folds, how they were made, the rows they cover and the within-fold strata."""
+
+    folds: Folds
+    evaluation: str
+    covered: np.ndarray  # the test rows of every fold, concatenated
+    strata: np.ndarray | None  # (group, fold) of each row; None without groups
+
+
+class _FoldScores(NamedTuple):
+    """Out-of-fold scores of the per-layer probe and their AUROCs (ID and OOD)."""
+
+    oof: np.ndarray  # (L, n)
+    fold_auc: np.ndarray  # (L, F)
+    pooled: np.ndarray  # (L,)
+    within: np.ndarray | None  # (L,); None without groups
+    ood_auc: dict[str, np.ndarray]  # name -> (L, F)
+
+
+class _Selection(NamedTuple):
+    """The nested-selection probe: inner-CV layer per outer fold, its scores and AUROCs."""
+
+    layers: np.ndarray  # row index chosen in each outer fold
+    scores: np.ndarray  # (n,)
+    pooled: float
+    within: float  # NaN without groups
+
+
+def _prepare(
+    acts: Tensor, correct: object, layers: Sequence[int] | None, groups: object
+) -> _CorrectnessData:
+    """Phase 1: check the activations, labels, layer labels and groups."""
     X = check_layer_acts(as_float_tensor(acts))
     L, n, _ = X.shape
     y = _labels(correct, n, "correctness labels")
@@ -391,6 +424,16 @@ def correctness_probe(
                 f"groups has a single value {np.unique(g)[0]!r}; grouped evaluation needs >= 2 "
                 "groups (or pass groups=None)"
             )
+    return _CorrectnessData(X, y, layer_ids, g)
+
+
+def _plan_folds(
+    data: _CorrectnessData, folds: object, cfg: CorrectnessConfig
+) -> _FoldPlan | CorrectnessProbeResult:
+    """Phase 2: the outer folds, or a not-testable result when the labels cannot test the probe."""
+    X, y, layer_ids, g = data
+    n_folds, group_split, random_state = cfg.n_folds, cfg.group_split, cfg.random_state
+    n = X.shape[1]
     rows = np.arange(n)
     if folds is None and (y.all() or not y.any()):
         return _not_testable(
@@ -418,20 +461,26 @@ def correctness_probe(
                 f"fold {i} trains on rows of one class only ({int(y[tr].sum())} correct of "
                 f"{len(tr)}): a diff-of-means direction needs both; use fewer or larger folds",
                 X, y, layer_ids, evaluation)
-    F = len(fold_list)
-    ood_sets = _ood_sets(ood, X, L, F, random_state)
     # Within-group pairs are taken within a fold too: rows of one group scored by different
     # folds' directions are offset by how that group's labels fell into the training splits
     # (a leave-out bias that pushes pooled within-group AUROC below 0.5 on group-only data).
     strata = None if g is None else _strata(g, fold_list)
+    covered = np.concatenate([te for _, te in fold_list])
+    return _FoldPlan(fold_list, evaluation, covered, strata)
 
-    Y1 = y[None].astype(np.float64)
-    oof = _oof_batch(X, Y1, fold_list)[:, 0]  # (L, n)
+
+def _fold_scores(
+    data: _CorrectnessData, plan: _FoldPlan,
+    ood_sets: Mapping[str, tuple[Tensor, np.ndarray, list[np.ndarray]]],
+) -> _FoldScores:
+    """Phase 3: out-of-fold scores, fold / pooled / within-group AUROC, OOD AUROC per fold."""
+    X, y, _, g = data
+    fold_list, cov, strata = plan.folds, plan.covered, plan.strata
+    L, F = X.shape[0], len(fold_list)
+    oof = _oof_batch(X, y[None].astype(np.float64), fold_list)[:, 0]  # (L, n)
     fold_auc = np.stack([auroc(oof[:, te], y[te]) for _, te in fold_list], 1)
-    cov = np.concatenate([te for _, te in fold_list])
     pooled = auroc(oof[:, cov], y[cov])
     within = within_group_auroc(oof[:, cov], y[cov], strata[cov]) if g is not None else None
-
     ood_auc = {k: np.zeros((L, F)) for k in ood_sets}
     if ood_sets:
         for j, (tr, _) in enumerate(fold_list):
@@ -440,12 +489,30 @@ def correctness_probe(
             for k, (Xo, yo, ofolds) in ood_sets.items():
                 idx = torch.as_tensor(ofolds[j], device=X.device)
                 ood_auc[k][:, j] = auroc(_scores(Xo[:, idx], w, mu), yo[ofolds[j]])
+    return _FoldScores(oof, fold_auc, pooled, within, ood_auc)
 
-    sel_layers, sel_scores = _nested_selection(X, y, g, fold_list, n_folds, group_split, random_state)
+
+def _select_nested(data: _CorrectnessData, plan: _FoldPlan, cfg: CorrectnessConfig) -> _Selection:
+    """Phase 4: the nested-selection probe (layer by inner CV on each outer training split)."""
+    X, y, _, g = data
+    cov, strata = plan.covered, plan.strata
+    sel_layers, sel_scores = _nested_selection(X, y, g, plan.folds, cfg.n_folds, cfg.group_split,
+                                               cfg.random_state)
     sel_pooled = float(auroc(sel_scores[cov], y[cov]))
     sel_within = (
         float(within_group_auroc(sel_scores[cov], y[cov], strata[cov])) if g is not None else np.nan
     )
+    return _Selection(sel_layers, sel_scores, sel_pooled, sel_within)
+
+
+def _baselines(
+    data: _CorrectnessData, plan: _FoldPlan, selection: _Selection,
+    texts: Sequence[str] | None, confidence: object, cfg: CorrectnessConfig,
+) -> dict[str, BaselineComparison]:
+    """Phase 5: each black-box baseline on the same folds, compared with the nested probe."""
+    _, y, _, g = data
+    fold_list, cov, strata = plan.folds, plan.covered, plan.strata
+    n = len(y)
     base_scores: dict[str, np.ndarray] = {}
     if g is not None:
         base_scores["group_base_rate"] = group_base_rate_scores(y, g, fold_list)
@@ -459,49 +526,64 @@ def correctness_probe(
         if not np.isfinite(conf).all():
             raise DataError("confidence has NaN/inf values; pass a finite confidence per row")
         base_scores["confidence"] = conf
-    baselines = {
-        name: _compare(name, sel_scores[cov], s[cov], y[cov], None if g is None else strata[cov],
-                       cfg.n_bootstrap, cfg.confidence_level, random_state)
+    sel = selection.scores
+    return {
+        name: _compare(name, sel[cov], s[cov], y[cov], None if g is None else strata[cov],
+                       cfg.n_bootstrap, cfg.confidence_level, cfg.random_state)
         for name, s in base_scores.items()
     }  # fmt: skip
 
-    max_test = None
-    if cfg.n_permutations > 0:
-        max_test = _max_stat_test(X, y, g, strata, fold_list, cfg.n_permutations, random_state)
 
+def _max_test(data: _CorrectnessData, plan: _FoldPlan, cfg: CorrectnessConfig) -> StatTestResult | None:
+    """Phase 6: the max-over-layers permutation test (None with ``n_permutations = 0``)."""
+    if cfg.n_permutations <= 0:
+        return None
+    X, y, _, g = data
+    return _max_stat_test(X, y, g, plan.strata, plan.folds, cfg.n_permutations, cfg.random_state)
+
+
+def _fold_sd(a: np.ndarray) -> np.ndarray:
+    """NaN-aware standard deviation over folds (ddof=1; 0 where fewer than 2 finite values)."""
+    ok = np.isfinite(a).sum(1) > 1
+    out = np.zeros(a.shape[0])
+    if ok.any():
+        out[ok] = np.nanstd(a[ok], 1, ddof=1)
+    return out
+
+
+def _assemble(
+    data: _CorrectnessData, plan: _FoldPlan, scores: _FoldScores, selection: _Selection,
+    baselines: dict[str, BaselineComparison], max_test: StatTestResult | None,
+) -> CorrectnessProbeResult:
+    """Phase 7: the direction fit on all rows, the best layer and the result."""
+    X, y, layer_ids, _ = data
+    L = X.shape[0]
+    fold_auc, ood_auc, within = scores.fold_auc, scores.ood_auc, scores.within
     w_all, mu_all = _fit(X, torch.as_tensor(y, device=X.device))
     mean = np.nanmean(fold_auc, 1) if np.isfinite(fold_auc).any() else np.full(L, np.nan)
-
-    def sd(a: np.ndarray) -> np.ndarray:
-        ok = np.isfinite(a).sum(1) > 1
-        out = np.zeros(a.shape[0])
-        if ok.any():
-            out[ok] = np.nanstd(a[ok], 1, ddof=1)
-        return out
-
     sel_metric = within if within is not None else mean
     best = int(np.nanargmax(sel_metric)) if np.isfinite(sel_metric).any() else 0
     return CorrectnessProbeResult(
         layers=layer_ids,
         fold_auroc=fold_auc,
         auroc_mean=mean,
-        auroc_std=sd(fold_auc),
+        auroc_std=_fold_sd(fold_auc),
         ood_fold_auroc=ood_auc,
         ood_mean={k: v.mean(1) for k, v in ood_auc.items()},
-        ood_std={k: sd(v) for k, v in ood_auc.items()},
+        ood_std={k: _fold_sd(v) for k, v in ood_auc.items()},
         best_layer=layer_ids[best],
         direction=w_all.double().cpu().numpy(),
         midpoint=mu_all.double().cpu().numpy(),
         n_correct=int(y.sum()),
         n_incorrect=int((~y).sum()),
-        evaluation=evaluation,
-        pooled_auroc=pooled,
+        evaluation=plan.evaluation,
+        pooled_auroc=scores.pooled,
         within_group_auroc=within,
-        oof_scores=oof,
-        selected_layers=tuple(layer_ids[i] for i in sel_layers),
-        selected_pooled_auroc=sel_pooled,
-        selected_within_group_auroc=sel_within,
-        selected_scores=sel_scores,
+        oof_scores=scores.oof,
+        selected_layers=tuple(layer_ids[i] for i in selection.layers),
+        selected_pooled_auroc=selection.pooled,
+        selected_within_group_auroc=selection.within,
+        selected_scores=selection.scores,
         baselines=baselines,
         max_stat_test=max_test,
     )

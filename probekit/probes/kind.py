@@ -74,7 +74,7 @@ class ProbeKind(ABC):
     """Strategy of one probe family (see the module docstring).
 
     Class attributes:
-        name: registry name (``[[probe]] kind``, ``sweep_layers(probe=...)``).
+        name: registry name (``[[probe]] kind``, ``SweepConfig(probe=...)``).
         metric: name of the score (``accuracy``, ``r2``, ``auroc``).
         chance_text: what :meth:`chance` is, in words (the report's reference line).
         is_classifier: labels are classes (class splits are checked; suite labels are strings).

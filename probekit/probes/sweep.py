@@ -21,7 +21,7 @@ names none.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,7 +45,7 @@ from ._validation import (
 )
 from .kind import probe_kind
 
-__all__ = ["SweepConfig", "SweepResult", "sweep_config", "sweep_layers"]
+__all__ = ["SweepConfig", "SweepResult", "sweep_layers"]
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -270,22 +270,6 @@ class SweepConfig:
             raise ConfigError(f"tol = {self.tol!r}: the solver tolerance must be > 0, e.g. 1e-4")
 
 
-def sweep_config(config: SweepConfig | None = None, **options: Any) -> SweepConfig:
-    """``config`` (default :class:`SweepConfig`) with ``options`` (its field names) replaced.
-
-    Raises:
-        ConfigError: an option that is not a field (listing the fields), or a bad value.
-    """
-    base = SweepConfig() if config is None else config
-    if not options:
-        return base
-    names = [f.name for f in fields(SweepConfig)]
-    unknown = sorted(set(options) - set(names))
-    if unknown:
-        raise ConfigError(f"unknown sweep option(s) {unknown}; SweepConfig fields are {names}")
-    return replace(base, **options)
-
-
 def sweep_layers(
     acts: Float[Tensor, "layer n d"] | Float[Tensor, "n d"] | Mapping[Any, Tensor],
     labels: Sequence | np.ndarray | Tensor,
@@ -294,7 +278,6 @@ def sweep_layers(
     test_idx: IndexLike,
     ood_idx: Mapping[str, IndexLike] | None = None,
     config: SweepConfig | None = None,
-    **options: Any,
 ) -> SweepResult:
     """Fit one probe per (site, layer) in one batched pass and evaluate it on every split.
 
@@ -309,14 +292,13 @@ def sweep_layers(
         train_idx: example indices (or a boolean mask) of the ID training split.
         test_idx: example indices (or a boolean mask) of the ID test split.
         ood_idx: named OOD splits, scored with the probe fit on ``train_idx``.
-        config: the options (:class:`SweepConfig`); default ``SweepConfig()``.
-        **options: :class:`SweepConfig` fields overriding ``config`` (``probe="ridge"``,
-            ``Cs=3``, ``cv=3`` ...), the keyword form of earlier versions.
+        config: the options (:class:`SweepConfig`: ``probe``, ``Cs``, ``cv`` ...); default
+            ``SweepConfig()``. It is the one way to pass them.
 
     Returns:
         SweepResult.
     """
-    cfg = sweep_config(config, **options)
+    cfg = SweepConfig() if config is None else config
     kind = probe_kind(cfg.probe)
     rows = _flatten_sites(acts)
     dev = resolve_device(cfg.device)

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -231,6 +231,70 @@ def train(
 
     check_run_dir(out_dir)  # a file, or a folder of the user's own files: refused, nothing written
     out_dir = Path(out_dir)
+    run = _prepare_run(task, model_config, train_config, out_dir)
+    begin = _start_or_resume(run, out_dir, resume)
+    optimisation = _make_optimiser(run, begin, loss_terms)
+    data = _training_data(task, run)
+    _train_steps(task, run, begin, optimisation, data, out_dir, progress)
+    _finish(task, begin, out_dir, plot)
+    return begin.history
+
+
+class _Run(NamedTuple):
+    """Phase 1: the checked configs, the task's splits, the device and the run's metadata."""
+
+    model_config: ModelConfig
+    config: TrainConfig
+    splits: dict[str, Any]
+    device: torch.device
+    meta: dict[str, Any]
+
+
+class _Begin(NamedTuple):
+    """Phase 2: where training starts: the step, its checkpoint (None: fresh), model, history."""
+
+    step: int
+    checkpoint: Path | None
+    model: Any
+    history: History
+
+
+class _Optimisation(NamedTuple):
+    """Phase 3: AdamW over the trainable weights and the loss terms' weights, by name."""
+
+    optimiser: torch.optim.Optimizer
+    names: list[str]
+    params: list[torch.nn.Parameter]
+    weights: dict[str, float]  # loss term -> its weight in the loss
+    terms: list[LossTerm]
+
+
+class _Data(NamedTuple):
+    """Phase 4: the training set (on the device when full-batch), eval sets and schedules."""
+
+    train: PaddedBatch
+    n_train: int
+    full: PaddedBatch | None  # the whole training set on the device (full-batch runs)
+    evals: dict[str, PaddedBatch]  # split -> (at most eval_max_examples) examples
+    eval_steps: set[int]
+    checkpoint_steps: set[int]
+
+
+class _Clock(NamedTuple):
+    """Seconds of the run before this process (``elapsed0``) and this process's start."""
+
+    elapsed0: float
+    t0: float
+
+    def elapsed(self) -> float:
+        """Run time so far, rounded to ms (the history's ``elapsed_s``)."""
+        return round(self.elapsed0 + time.perf_counter() - self.t0, 3)
+
+
+def _prepare_run(
+    task: Task, model_config: ModelConfig | None, train_config: TrainConfig | None, out_dir: Path
+) -> _Run:
+    """Phase 1: check the task against the configs, pick the device, create ``out_dir``."""
     mcfg = model_config or task.model_config()
     cfg = train_config or TrainConfig()
     splits = task.splits()
@@ -249,99 +313,140 @@ def train(
         )
     device = resolve_device(cfg.device)  # an unavailable device fails before out_dir exists
     out_dir.mkdir(parents=True, exist_ok=True)
-    meta = _run_meta(task, mcfg, cfg)
+    return _Run(mcfg, cfg, splits, device, _run_meta(task, mcfg, cfg))
 
+
+def _start_or_resume(run: _Run, out_dir: Path, resume: bool) -> _Begin:
+    """Phase 2: the last complete checkpoint in ``out_dir`` (checked resumable) or a fresh model."""
     ckpts = list_checkpoints(out_dir) if resume else []
     if ckpts:
         saved = read_checkpoint_meta(ckpts[-1][1])["extra"]
-        _check_resumable(meta, saved, out_dir)
+        _check_resumable(run.meta, saved, out_dir)
         start, ck_dir = ckpts[-1]
-        model = load_checkpoint(ck_dir, device=device)
+        model = load_checkpoint(ck_dir, device=run.device)
         try:
             history = History.read(out_dir).truncated(start)
         except FileNotFoundError:
             history = History()
     else:
         start, ck_dir = 0, None
-        model = build_model(mcfg, device=device)
+        model = build_model(run.model_config, device=run.device)
         history = History()
-    write_run_meta(out_dir, meta)  # with its sha256, checked on read
+    write_run_meta(out_dir, run.meta)  # with its sha256, checked on read
+    return _Begin(start, ck_dir, model, history)
 
+
+def _make_optimiser(
+    run: _Run, begin: _Begin, loss_terms: Sequence[LossTermFactory]
+) -> _Optimisation:
+    """Phase 3: the loss terms and AdamW (its state restored from the checkpoint, if any)."""
+    cfg, model = run.config, begin.model
     # frozen weights (e.g. sinusoidal W_pos) stay out of the optimiser
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     params = [p for _, p in model.named_parameters() if p.requires_grad]
     weights = cfg.loss_term_weights()
-    terms = _build_terms(loss_terms, weights, model, device, ck_dir)
+    terms = _build_terms(loss_terms, weights, model, run.device, begin.checkpoint)
     for term in terms:  # a term's parameters learn jointly, in the same optimiser
         names += [f"{term.name}.{n}" for n, _ in term.module.named_parameters()]
         params += list(term.module.parameters())
     opt = torch.optim.AdamW(
         params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay
     )
-    if ck_dir is not None:
-        load_optimizer(opt, names, ck_dir)
+    if begin.checkpoint is not None:
+        load_optimizer(opt, names, begin.checkpoint)
+    return _Optimisation(opt, names, params, weights, terms)
 
-    train_full = splits["train"].to_tensors(task.vocab.pad_id)
+
+def _training_data(task: Task, run: _Run) -> _Data:
+    """Phase 4: training tensors, the eval sets and the eval / checkpoint steps."""
+    cfg = run.config
+    train_full = run.splits["train"].to_tensors(task.vocab.pad_id)
     n_train = len(train_full)
     evals = set(eval_schedule(cfg))
     ckpt_steps = set(checkpoint_schedule(cfg))
     eval_data = _eval_batches(task, cfg)
-    split_names = list(eval_data)
-    elapsed0 = history.records[-1]["elapsed_s"] if history.records else 0.0
-    t0 = time.perf_counter()
+    full = train_full.index(torch.arange(n_train)) if cfg.batch_size is None else None
+    if full is not None:
+        full = PaddedBatch(full.tokens.to(run.device), full.labels.to(run.device))
+    return _Data(train_full, n_train, full, eval_data, evals, ckpt_steps)
+
+
+def _eval_record(
+    step: int, clock: _Clock, batch_loss: float | None, model: Any, data: _Data,
+    cfg: TrainConfig, history: History, out_dir: Path,
+) -> dict[str, Any]:
+    """Evaluate every split at ``step``, append the record to the history and write it."""
+    split_names = list(data.evals)
+    rec: dict[str, Any] = {
+        "step": step,
+        "elapsed_s": clock.elapsed(),
+        "lr": lr_at(max(step, 1), cfg),
+        "batch_loss": batch_loss,
+    }
+    for name in split_names:
+        for k, v in evaluate(model, data.evals[name], batch_size=cfg.eval_batch_size).items():
+            rec[f"{name}/{k}"] = v
+    _group_means(rec, split_names)
+    history.append(rec)
+    history.write(out_dir)
+    return rec
+
+
+def _stop_reached(rec: dict[str, Any], cfg: TrainConfig) -> bool:
+    """Whether ``cfg.stop_metric`` reached ``cfg.stop_threshold`` (never without a stop metric)."""
+    if cfg.stop_metric is None:
+        return False
+    if cfg.stop_metric not in rec:
+        raise ConfigError(
+            f"TrainConfig.stop_metric={cfg.stop_metric!r} is not a history key; keys are "
+            f"{sorted(rec)}"
+        )
+    return rec[cfg.stop_metric] >= cfg.stop_threshold
+
+
+def _step_batch(
+    step: int, data: _Data, cfg: TrainConfig, device: torch.device,
+    perm_cache: tuple[int, np.ndarray] | None,
+) -> tuple[PaddedBatch, tuple[int, np.ndarray] | None]:
+    """The training batch of ``step`` (the epoch's permutation, cached) and the cache."""
+    if data.full is not None:
+        return data.full, perm_cache
+    epoch, sl = batch_position(step, data.n_train, cfg.batch_size)
+    if perm_cache is None or perm_cache[0] != epoch:
+        perm_cache = (epoch, epoch_permutation(data.n_train, cfg.seed, epoch))
+    idx = torch.from_numpy(perm_cache[1][sl])
+    b = data.train.index(idx)
+    return PaddedBatch(b.tokens.to(device), b.labels.to(device)), perm_cache
+
+
+def _train_steps(
+    task: Task, run: _Run, begin: _Begin, optimisation: _Optimisation, data: _Data,
+    out_dir: Path, progress: bool,
+) -> None:
+    """Phase 5: the optimisation steps, with evaluations, checkpoints and the early stop."""
+    cfg, device, meta, mcfg = run.config, run.device, run.meta, run.model_config
+    model, history, start = begin.model, begin.history, begin.step
+    opt, names, params = optimisation.optimiser, optimisation.names, optimisation.params
+    weights, terms = optimisation.weights, optimisation.terms
+    split_names = list(data.evals)
+    clock = _Clock(history.records[-1]["elapsed_s"] if history.records else 0.0,
+                   time.perf_counter())
     last = history.records[-1] if history.records else None
     batch_loss: float | None = None  # no step taken yet
     perm_cache: tuple[int, np.ndarray] | None = None
-    full = train_full.index(torch.arange(n_train)) if cfg.batch_size is None else None
-    if full is not None:
-        full = PaddedBatch(full.tokens.to(device), full.labels.to(device))
-
-    def do_eval(step: int) -> dict[str, Any]:
-        rec: dict[str, Any] = {
-            "step": step,
-            "elapsed_s": round(elapsed0 + time.perf_counter() - t0, 3),
-            "lr": lr_at(max(step, 1), cfg),
-            "batch_loss": batch_loss,
-        }
-        for name in split_names:
-            for k, v in evaluate(model, eval_data[name], batch_size=cfg.eval_batch_size).items():
-                rec[f"{name}/{k}"] = v
-        _group_means(rec, split_names)
-        history.append(rec)
-        history.write(out_dir)
-        return rec
-
-    def stop_reached(rec: dict[str, Any]) -> bool:
-        if cfg.stop_metric is None:
-            return False
-        if cfg.stop_metric not in rec:
-            raise ConfigError(
-                f"TrainConfig.stop_metric={cfg.stop_metric!r} is not a history key; keys are "
-                f"{sorted(rec)}"
-            )
-        return rec[cfg.stop_metric] >= cfg.stop_threshold
-
     dropout_step = _dropout_scope(model, cfg, device)
 
     if start == 0 and not history.records:  # (a run killed after step 0 has its record)
-        last = do_eval(0) if 0 in evals else None
+        last = (_eval_record(0, clock, batch_loss, model, data, cfg, history, out_dir)
+                if 0 in data.eval_steps else None)
         _save(out_dir, 0, model, opt, names, meta, mcfg, last, terms)
-    stopped = last is not None and stop_reached(last)
+    stopped = last is not None and _stop_reached(last, cfg)
     bar = progress_bar(desc=task.name, total=cfg.steps, initial=start, unit="step", enabled=progress)
     model.train()
-    step = start
     for step in range(start + 1, cfg.steps + 1):
         if stopped:
             break
-        if full is not None:
-            batch = full
-        else:
-            epoch, sl = batch_position(step, n_train, cfg.batch_size)
-            if perm_cache is None or perm_cache[0] != epoch:
-                perm_cache = (epoch, epoch_permutation(n_train, cfg.seed, epoch))
-            idx = torch.from_numpy(perm_cache[1][sl])
-            b = train_full.index(idx)
-            batch = PaddedBatch(b.tokens.to(device), b.labels.to(device))
+        batch, perm_cache = _step_batch(step, data, cfg, device, perm_cache)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, cfg)
         with dropout_step(step):  # every training forward pass of the step, terms' included
@@ -355,20 +460,23 @@ def train(
         opt.step()
         batch_loss = float(loss.detach())
         bar.update(1)
-        if step in evals or step == cfg.steps:
-            last = do_eval(step)
+        if step in data.eval_steps or step == cfg.steps:
+            last = _eval_record(step, clock, batch_loss, model, data, cfg, history, out_dir)
             bar.set_postfix(_postfix(last, split_names))
-            stopped = stop_reached(last)
-        if step in ckpt_steps or stopped:
+            stopped = _stop_reached(last, cfg)
+        if step in data.checkpoint_steps or stopped:
             _save(out_dir, step, model, opt, names, meta, mcfg, last, terms)
     bar.close()
-    if plot and len(history) > 1:
+
+
+def _finish(task: Task, begin: _Begin, out_dir: Path, plot: bool) -> None:
+    """Phase 6: the curves plot (``curves.png``) and the model back in eval mode."""
+    if plot and len(begin.history) > 1:
         from .plot import plot_history
 
         metric = getattr(task, "primary_metric", "acc")
-        plot_history(history, out_dir / "curves.png", metric=metric, title=task.name)
-    model.eval()
-    return history
+        plot_history(begin.history, out_dir / "curves.png", metric=metric, title=task.name)
+    begin.model.eval()
 
 
 def _dropout_scope(

@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 
 from probekit.capture import Site, collect_activations
-from probekit.errors import ConfigError
 from probekit.executor import InProcessExecutor
 from probekit.models import load_model
-from probekit.probes import sweep_checkpoints, sweep_layers
+from probekit.probes import SweepConfig, sweep_checkpoints, sweep_layers
 
 SERIES = Path(__file__).resolve().parents[2] / "probes" / "checkpoints" / "modadd-p53-series"
 CHECKPOINTS = [SERIES / "step_0000000", SERIES / "step_0001000"]
@@ -37,8 +36,8 @@ def modadd_data():
     return tokens, labels
 
 
-SPLITS = {"train_idx": np.arange(70), "test_idx": np.arange(70, 106), "n_bootstrap": 1000,
-          "Cs": [0.1, 1.0, 10.0], "cv": 3}
+SPLITS = {"train_idx": np.arange(70), "test_idx": np.arange(70, 106),
+          "config": SweepConfig(n_bootstrap=1000, Cs=[0.1, 1.0, 10.0], cv=3)}
 
 
 def test_checkpoint_sweep_equals_direct_loop():
@@ -54,7 +53,7 @@ def test_checkpoint_sweep_equals_direct_loop():
     print(got.table())
     assert test[1, 2] >= 0.9 and test[0, 2] <= 0.75  # the trained model's answer, not the init's
     assert "| step_0001000 |" in got.table()
-    with pytest.raises(ConfigError, match=r"needs \['test_idx'\]"):
+    with pytest.raises(TypeError, match=r"missing .*required .*argument: 'test_idx'"):
         sweep_checkpoints(CHECKPOINTS, tokens, labels, SITES, train_idx=np.arange(70))
 
 

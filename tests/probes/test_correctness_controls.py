@@ -8,7 +8,7 @@ import torch
 from sklearn.model_selection import StratifiedKFold
 
 from probekit.errors import DataError
-from probekit.probes import correctness_probe
+from probekit.probes import CorrectnessConfig, correctness_probe
 from probekit.probes.metrics import within_group_auroc
 
 
@@ -54,7 +54,7 @@ def test_group_only_signal_vanishes_within_groups_and_never_beats_the_base_rate(
     folds = np.empty(len(y), int)
     for j, (_, te) in enumerate(StratifiedKFold(5, shuffle=True, random_state=0).split(acts[0], y)):
         folds[te] = j
-    res = correctness_probe(acts, y, folds=folds, groups=g, texts=texts, n_permutations=199)
+    res = correctness_probe(acts, y, folds=folds, groups=g, texts=texts, config=CorrectnessConfig(n_permutations=199))
     # Pooled over groups the probe looks predictive (it learns which group a question is from)...
     assert res.pooled_auroc.max() > 0.62
     # ... but within groups it is at chance, no better than the group base rate, and the
@@ -75,7 +75,7 @@ def test_planted_within_group_signal_survives_grouping_and_baselines():
     acts, y, g, texts = _grouped("planted")
     conf = np.random.default_rng(1).random(len(y))  # an uninformative "model confidence"
     res = correctness_probe(
-        acts, y, groups=g, texts=texts, confidence=conf, n_permutations=199, layers=[0, 1, 2, 3]
+        acts, y, groups=g, texts=texts, confidence=conf, config=CorrectnessConfig(n_permutations=199), layers=[0, 1, 2, 3]
     )
     assert res.best_layer == 2 and res.within_group_auroc[2] > 0.8
     assert res.selected_layers == (2,) * 6 and res.selected_within_group_auroc > 0.8
@@ -95,7 +95,7 @@ def _null_pvalues(n_datasets, grouped):
         y = rng.random(60) < (0.3 + 0.15 * g if grouped else 0.5)
         if y.sum() < 3 or (~y).sum() < 3:
             continue
-        res = correctness_probe(acts, y, groups=g, n_permutations=99, random_state=seed)
+        res = correctness_probe(acts, y, groups=g, config=CorrectnessConfig(n_permutations=99, random_state=seed))
         ps.append(res.max_stat_test.p_value)
     return np.array(ps)
 

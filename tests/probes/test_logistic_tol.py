@@ -9,7 +9,13 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
 from sklearn.model_selection import StratifiedKFold
 
-from probekit.probes import LogisticProbe, cv_logistic_batched, fit_logistic_batched, sweep_layers
+from probekit.probes import (
+    LogisticProbe,
+    SweepConfig,
+    cv_logistic_batched,
+    fit_logistic_batched,
+    sweep_layers,
+)
 
 
 def _heavy_tailed_acts(n_layers, n, d, k, seed):
@@ -41,8 +47,7 @@ def test_float32_sweep_selects_converged_sklearn_C_and_coefficients(n, d, Cs, to
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)  # float32 must reach tol
         res = sweep_layers(
-            torch.from_numpy(X), y, train_idx=tr, test_idx=te, Cs=Cs, tol=tol,
-            dtype=torch.float32, max_iter=2000,
+            torch.from_numpy(X), y, train_idx=tr, test_idx=te, config=SweepConfig(Cs=Cs, tol=tol, dtype=torch.float32, max_iter=2000),
         )
     folds = list(StratifiedKFold(5).split(np.zeros(n_tr), y[tr]))
     for ell in range(X.shape[0]):

@@ -3,7 +3,14 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from probekit.probes import control_labels, correctness_probe, selectivity, selectivity_sweep
+from probekit.probes import (
+    CorrectnessConfig,
+    SweepConfig,
+    control_labels,
+    correctness_probe,
+    selectivity,
+    selectivity_sweep,
+)
 
 
 def test_control_labels_consistent_per_type_and_match_distribution():
@@ -45,7 +52,7 @@ def test_selectivity_high_for_property_low_for_type_identity():
     acts = rng.normal(size=(2, n, d)).astype(np.float32)
     acts[1, :, 0] += 3.0 * (2 * y - 1)
     res = selectivity_sweep(
-        torch.from_numpy(acts), y, types, train_idx=np.arange(1000), test_idx=np.arange(1000, 1500), Cs=3, cv=3
+        torch.from_numpy(acts), y, types, train_idx=np.arange(1000), test_idx=np.arange(1000, 1500), config=SweepConfig(Cs=3, cv=3)
     )
     np.testing.assert_allclose(res.selectivity, res.task.test - res.control.test)
     assert res.best_layer == 1
@@ -70,7 +77,7 @@ def test_correctness_probe_recovers_layer_and_matches_manual_auroc():
     ood_acts, ood_correct, _ = correctness_data(n=300, seed=1)
     ood_acts = ood_acts + 0.3  # shifted
     res = correctness_probe(
-        acts, correct, layers=[0, 2, 4, 6, 8, 10], ood={"cities": (ood_acts, ood_correct)}, random_state=0
+        acts, correct, layers=[0, 2, 4, 6, 8, 10], ood={"cities": (ood_acts, ood_correct)}, config=CorrectnessConfig(random_state=0)
     )
     assert res.best_layer == 6  # row 3 -> layer label 6
     assert res.auroc_mean[3] > 0.85 and res.auroc_mean[0] < 0.65

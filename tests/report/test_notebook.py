@@ -13,7 +13,7 @@ from tests.report.notebook_checks import check_display, parse_html
 
 
 def _sweep(ood: bool = True):
-    from probekit.probes import sweep_layers
+    from probekit.probes import SweepConfig, sweep_layers
 
     rng = np.random.default_rng(0)
     n, d = 240, 8
@@ -23,7 +23,7 @@ def _sweep(ood: bool = True):
     split = dict(train_idx=np.arange(120), test_idx=np.arange(120, 180))
     if ood:
         split["ood_idx"] = {"far": np.arange(180, 240)}
-    return sweep_layers(torch.from_numpy(acts), y, Cs=3, cv=3, n_bootstrap=1000, **split)
+    return sweep_layers(torch.from_numpy(acts), y, config=SweepConfig(Cs=3, cv=3, n_bootstrap=1000), **split)
 
 
 def test_sweep_result_displays_its_report_table_and_plot(single_thread):
@@ -143,15 +143,14 @@ def test_mixin_repr_is_not_replaced_by_dataclass_repr():
 
 
 def test_correctness_probe_result_displays(single_thread):
-    from probekit.probes import correctness_probe
+    from probekit.probes import CorrectnessConfig, correctness_probe
     from probekit.probes.blocks import correctness_blocks
     from tests.probes.test_probe_control_correctness import correctness_data
 
     acts, correct, _ = correctness_data(n=300)
     ood_acts, ood_correct, _ = correctness_data(n=150, seed=1)
     res = correctness_probe(acts, correct, layers=[0, 2, 4, 6, 8, 10],
-                            ood={"cities": (ood_acts + 0.3, ood_correct)}, random_state=0,
-                            n_permutations=19)
+                            ood={"cities": (ood_acts + 0.3, ood_correct)}, config=CorrectnessConfig(random_state=0, n_permutations=19))
     parsed = check_display(res, headers=["site", "CV AUROC (ID, 3 folds)", "+-1.96 SE",
                                          "pooled out-of-fold AUROC", "OOD cities AUROC"],
                            numbers={"cv_auroc": ".3f", "pooled_auroc": ".3f", "gap/cities": "+.3f"})
