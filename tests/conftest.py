@@ -148,12 +148,13 @@ def ray_cluster():
     ray.shutdown()
 
 
-# --- scheduling under pytest-xdist (`make test`: -n auto --dist loadfile) -----------------------
+# --- scheduling under pytest-xdist (`make test`: -n auto --dist loadfile --no-loadscope-reorder) --
 # `--dist loadfile` keeps each test file on one worker, so its module-scoped fixtures are built
 # once. (`--dist loadgroup` would spread single tests, but with pytest 9 + xdist 3.8 its groups are
 # ignored: xdist renames `item._nodeid`, which pytest 9 no longer reads, so every module fixture was
 # rebuilt on each worker.) The slowest files are scheduled first, so that no worker starts one of
-# them while the others are nearly done. The numbers are each file's CPU seconds in the default
+# them while the others are nearly done (the Makefile's --no-loadscope-reorder keeps this order;
+# xdist's default hands out the files with the most tests first). The numbers are each file's CPU seconds in the default
 # tier (setup + call + teardown of its tests, subprocesses and notebook kernels included), measured
 # one directory at a time in one process on one thread (CONTRIBUTING.md "Tests"); 2,507 tests,
 # ~540 CPU-s in all, so ~270 s per worker on 2 cores plus ~20 s of collection each. A file
