@@ -7,10 +7,12 @@ export TRANSFORMERS_OFFLINE := 1
 export MPLBACKEND := Agg
 
 # pytest-xdist: one worker per core (at most 4), each test file on one worker (its module
-# fixtures are built once), the slowest files first (tests/conftest.py); PYTEST_WORKERS=0 runs
-# in one process.
+# fixtures are built once), the slowest files first (tests/conftest.py's SLOWEST_FILES; without
+# --no-loadscope-reorder xdist would hand out the files by their number of tests instead, and
+# slow files with few tests, such as the trained smoke populations, came last); PYTEST_WORKERS=0
+# runs in one process.
 PYTEST_WORKERS ?= auto
-XDIST := -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile
+XDIST := -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 
 .PHONY: setup demo test test-all lint bench
 

@@ -149,26 +149,38 @@ def ray_cluster():
     ray.shutdown()
 
 
-# --- scheduling under pytest-xdist (`make test`: -n auto --dist loadfile) -----------------------
+# --- scheduling under pytest-xdist (`make test`: -n auto --dist loadfile --no-loadscope-reorder) --
 # `--dist loadfile` keeps each test file on one worker, so its module-scoped fixtures are built
 # once. (`--dist loadgroup` would spread single tests, but with pytest 9 + xdist 3.8 its groups are
 # ignored: xdist renames `item._nodeid`, which pytest 9 no longer reads, so every module fixture was
-# rebuilt on each worker.) The slowest files (measured with --durations, CONTRIBUTING.md "Tests")
-# are scheduled first, so that no worker starts one of them while the others are nearly done.
+# rebuilt on each worker.) The slowest files are scheduled first, so that no worker starts one of
+# them while the others are nearly done (the Makefile's --no-loadscope-reorder keeps this order;
+# xdist's default hands out the files with the most tests first). The numbers are each file's CPU seconds in the default
+# tier (setup + call + teardown of its tests, subprocesses and notebook kernels included), measured
+# one directory at a time in one process on one thread (CONTRIBUTING.md "Tests"); 2,507 tests,
+# ~540 CPU-s in all, so ~270 s per worker on 2 cores plus ~20 s of collection each. A file
+# missing here would start in collection order: tests/test_bad_input.py (then 92 CPU-s, last in
+# that order) used to leave one worker ~40 s of work after the other had finished.
 SLOWEST_FILES = (
-    "tests/test_tutorials.py",
-    "tests/diagnosis/test_cli.py",
-    "tests/diagnosis/test_scan_smoke.py",
-    "tests/diagnosis/test_finetune_population.py",  # 4 SmolLM2 fine-tunes (~45 s on a busy box)
-    "tests/test_docs.py",
-    "tests/neurons/test_generation_cache.py",
-    "tests/capture/test_capture_smollm2.py",
-    "tests/circuits/test_circuits_display.py",
-    "tests/probes/test_logistic_tol.py",
-    "tests/diagnosis/test_kg_composition.py",
-    "tests/diagnosis/test_real_models.py",
-    "tests/homomorphism/test_study.py",
-    "tests/probes/test_correctness_controls.py",
+    "tests/test_tutorials.py",                       # 63: five notebooks in Jupyter kernels
+    "tests/test_docs.py",                            # 40: every guide's Python blocks
+    "tests/test_bad_input.py",                       # 34
+    "tests/diagnosis/test_cli.py",                   # 28: trains the modadd smoke population
+    "tests/diagnosis/test_scan_smoke.py",            # 21: trains the SCAN smoke population
+    "tests/diagnosis/test_finetune_population.py",   # ~22: 4 SmolLM2 fine-tunes
+    "tests/diagnosis/test_real_models.py",           # ~20: tiny HF models end to end
+    "tests/diagnosis/test_he_study.py",              # 18
+    "tests/geometry/test_capacity.py",               # 11
+    "tests/neurons/test_generation_cache.py",        # 10
+    "tests/circuits/test_patching.py",               # 10
+    "tests/probes/test_correctness_controls.py",     # 10
+    "tests/test_imports.py",                         # 9
+    "tests/executors/test_processes.py",             # 9: three spawned process pools
+    "tests/diagnosis/test_kg_composition.py",        # 9: trains the KG smoke population
+    "tests/diagnosis/test_runner.py",                # 8
+    "tests/models/test_real.py",                     # 8: SmolLM2
+    "tests/homomorphism/test_study.py",              # 7
+    "tests/probes/test_logistic_tol.py",             # 7
 )
 
 

@@ -1246,13 +1246,34 @@ def _corrupt_run_meta(tmp_path, model, name):
     return tmp_path / name, lambda: crossing_step(tmp_path, 0.5)
 
 
-def _corrupt_table(tmp_path, model, name):
-    from probekit.diagnosis import read_marker_table
+def _diagnosed_table(tmp_path):
+    """A planted table diagnosed through the CLI into ``tmp_path / "out"``.
+
+    The diagnosis (~15 CPU-s: its report calibrates at the default 200 simulations) runs once
+    per test session in the session's temporary root (``tmp_path.parent``, one per xdist
+    worker); each test gets its own copy of the files, so that damaging one leaves the others
+    intact.
+    """
+    import shutil
+
     from tests.diagnosis.test_table_diagnosis import _population, _spec
 
-    _population(tmp_path / "markers.csv")
-    assert main(["diagnose", str(_spec(tmp_path, diagnosis='outcome = "ood"\ncovariates = ["knob"]\n')),
-                 "--out", str(tmp_path / "out")]) == 0
+    done = tmp_path.parent / "bad_input_diagnosed_table"
+    if not (done / "out" / "report.json").is_file():
+        work = tmp_path.parent / "bad_input_diagnosed_table.partial"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        _population(work / "markers.csv")
+        assert main(["diagnose", str(_spec(work, diagnosis='outcome = "ood"\ncovariates = ["knob"]\n')),
+                     "--out", str(work / "out")]) == 0
+        work.rename(done)
+    shutil.copytree(done, tmp_path, dirs_exist_ok=True)
+
+
+def _corrupt_table(tmp_path, model, name):
+    from probekit.diagnosis import read_marker_table
+
+    _diagnosed_table(tmp_path)
     return tmp_path / "out" / name, lambda: read_marker_table(tmp_path / "out" / "markers.csv")
 
 
