@@ -252,6 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="out/demo", help="output directory (default out/demo)")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.add_argument("--device", default=None, help="override the suite's device (auto, cpu, cuda)")
+    demo.add_argument("--force", action="store_true",
+                      help="write into a non-empty --out that probekit did not write (default: refused)")
     demo.set_defaults(func=_cmd_demo)
 
     ex = sub.add_parser(
@@ -288,6 +290,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         argv = ["report", str(suite), "--out", str(args.out)]
         argv += ["--quiet"] * bool(args.quiet)
         argv += ["--device", args.device] if args.device is not None else []
+        argv += ["--force"] * bool(args.force)
         report_args = build_parser().parse_args(argv)
         status = int(report_args.func(report_args) or 0)
     print(f"open {Path(args.out) / 'report.html'}")
@@ -308,7 +311,9 @@ def _cmd_examples_list(args: argparse.Namespace) -> int:
 
 def _cmd_examples_copy(args: argparse.Namespace) -> int:
     from .examples import copy_examples
+    from .util.outdir import check_writable
 
+    check_writable(args.dir, flag="examples copy DIR")  # a file or a read-only place: one line
     result = copy_examples(args.names, args.dir)
     kept = f" ({len(result.unchanged)} identical files already there kept)" if result.unchanged else ""
     print(f"wrote {len(result.written)} files into {args.dir}{kept}")

@@ -356,10 +356,14 @@ class MarkerAnalysis(NotebookMixin):
 
 def _check_args(n_permutations: int, n_bootstrap: int, alpha: float, confidence_level: float,
                 equivalence_margin: float, max_permutations: int, inference: str) -> None:
+    from probekit.stats.bootstrap import check_n_resamples
+
     check_n_permutations(n_permutations)
+    check_n_permutations(max_permutations, name="max_permutations")
     if n_bootstrap < 1000:
         raise ConfigError(f"n_bootstrap={n_bootstrap} is below the 1000 the wild cluster "
                           "bootstrap needs; pass n_bootstrap >= 1000")
+    check_n_resamples(n_bootstrap, name="n_bootstrap")
     for name, v in (("alpha", alpha), ("confidence_level", confidence_level)):
         if not 0.0 < v < 1.0:
             raise ConfigError(f"{name} must be in (0, 1), got {v}")

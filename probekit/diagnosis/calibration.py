@@ -450,10 +450,11 @@ def _check(effects: Sequence[float], n_simulations: int, n_permutations: int,
                           "(0) is always simulated, the test is two-sided")
     if len(set(eff)) != len(eff):
         raise ConfigError(f"effects {list(eff)} repeat a value; give each once")
-    if int(n_simulations) != n_simulations or n_simulations < 1:
-        raise ConfigError(f"n_simulations must be an integer >= 1, got {n_simulations!r}")
-    if int(n_permutations) != n_permutations or n_permutations < 1:
-        raise ConfigError(f"n_permutations must be an integer >= 1, got {n_permutations!r}")
+    from probekit.stats.limits import MAX_SIMULATIONS
+    from probekit.stats.permutation import check_n_permutations
+
+    check_n_permutations(n_simulations, name="n_simulations", bound=MAX_SIMULATIONS)
+    check_n_permutations(n_permutations)
     for name in ("alpha", "confidence_level"):
         v = options.get(name, 0.5)
         if not 0.0 < v < 1.0:

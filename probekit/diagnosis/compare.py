@@ -87,6 +87,9 @@ def interaction_test(
     """
     if inference not in ("within_groups", "cluster"):
         raise ConfigError(f"inference must be 'within_groups' or 'cluster', got {inference!r}")
+    from probekit.stats.permutation import check_n_permutations
+
+    check_n_permutations(n_resamples, name="n_resamples")  # permutations or bootstrap draws
     ta = as_marker_table(table_a)
     g_name, _ = _resolve_groups(ta, groups, outcome, tuple(covariates))
     y, m, C, g, b = _stack(table_a, table_b, outcome, marker, covariates, g_name,

@@ -83,6 +83,12 @@ def _check_inference(n_permutations: int, n_bootstrap: int, confidence_level: fl
     if 0 < n_bootstrap < 1000:
         raise ConfigError(f"n_bootstrap={n_bootstrap} is below the 1000 the percentile intervals "
                           "need; pass n_bootstrap >= 1000 (or 0: no interval)")
+    from probekit.stats.bootstrap import check_n_resamples
+    from probekit.stats.permutation import check_n_permutations
+
+    check_n_permutations(n_permutations, minimum=0)  # 0: no p
+    if n_bootstrap:
+        check_n_resamples(n_bootstrap, name="n_bootstrap")
     if not 0.0 < confidence_level < 1.0:
         raise ConfigError(f"confidence_level must be in (0, 1), got {confidence_level}")
 

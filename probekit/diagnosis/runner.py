@@ -1032,7 +1032,10 @@ def diagnose(
             and source text (:mod:`probekit.diagnosis.eval_outcome`).
     """
     from ..executor import get_executor
+    from ..report.write import check_report_dir
 
+    if out is not None and not check:  # the user's own files are refused before any training
+        check_report_dir(out, flag="out", also=OUTPUT_FILES)
     spec = spec_or_path if isinstance(spec_or_path, DiagnosisFile) else load_diagnosis(spec_or_path)
     if outcome is not None and not callable(outcome):
         raise ConfigError(f"outcome = {outcome!r}: pass a function fn(model) -> {{column: value}}, "
@@ -1057,10 +1060,15 @@ def diagnose(
     return result
 
 
+#: what :func:`write_outputs` writes besides the report (never over the user's own files)
+OUTPUT_FILES = ("markers.csv", "markers.json")
+
+
 def write_outputs(result: DiagnosisResult, out: str | Path) -> dict[str, Path]:
     """``markers.csv`` + ``markers.json`` + ``report.html`` / ``report.json`` in ``out``."""
-    from ..report.write import write_report
+    from ..report.write import check_report_dir, write_report
 
+    check_report_dir(out, flag="out", also=OUTPUT_FILES)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "markers.csv", "cells": out / "markers.json"}

@@ -316,7 +316,7 @@ class DiagnosisSettings:
 
     def __post_init__(self) -> None:
         """Refuse sizes the statistics cannot use."""
-        from ..stats.limits import MAX_PERMUTATIONS, MAX_RESAMPLES
+        from ..stats.limits import MAX_PERMUTATIONS, MAX_RESAMPLES, MAX_SIMULATIONS
 
         if self.n_permutations < 1 or self.n_bootstrap < 1:
             raise ValueError("n_permutations and n_bootstrap must be >= 1")
@@ -334,6 +334,13 @@ class DiagnosisSettings:
             raise ValueError(f"censor = {self.censor!r}: a step number or \"next_eval\"")
         if self.max_eval_examples is not None and self.max_eval_examples < 1:
             raise ValueError(f"max_eval_examples = {self.max_eval_examples}: must be >= 1 or unset")
+        if self.max_permutations is not None and not 1 <= self.max_permutations <= MAX_PERMUTATIONS:
+            raise ValueError(f"max_permutations = {self.max_permutations}: must be in 1 .. "
+                             f"{MAX_PERMUTATIONS} or unset (p resolved to 1e-5; more only costs time)")
+        if self.calibration_simulations is not None and not (
+                0 <= self.calibration_simulations <= MAX_SIMULATIONS):
+            raise ValueError(f"calibration_simulations = {self.calibration_simulations}: must be in "
+                             f"0 .. {MAX_SIMULATIONS} or unset (0 leaves the calibration out)")
 
 
 @dataclass(frozen=True, kw_only=True)

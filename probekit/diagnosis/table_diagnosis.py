@@ -447,8 +447,11 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
             covariates / groups.
         ConfigError: a column named in ``[diagnosis]`` / ``[population]`` that the table lacks.
     """
+    from ..report.write import check_report_dir
     from .runner import _analyse, _csv
 
+    if out is not None:  # the user's own files are refused before the table is read
+        check_report_dir(out, flag="out", also=("markers.csv",))
     spec = (spec_or_path if isinstance(spec_or_path, TableDiagnosis)
             else load_table_diagnosis(spec_or_path))
     if table is not None:

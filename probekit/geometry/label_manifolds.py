@@ -89,7 +89,9 @@ def shuffled_label_capacities(
     from dataclasses import replace
 
     from ..executor import get_executor
+    from ..stats.permutation import check_n_permutations
 
+    check_n_permutations(n_shuffles, name="n_shuffles")
     rng = np.random.default_rng(task.seed)
     tasks = [replace(task, labels=rng.permutation(task.labels), seed=task.seed + 1 + i)
              for i in range(n_shuffles)]

@@ -231,8 +231,9 @@ def necessity(
                     tuple(str(a) for a in answer_ids), tuple(int(a) for a in answer_ids))
     sets = [[], substrate.ops]
     if control:
-        if n_random < 1:
-            raise ConfigError(f"n_random must be >= 1 for the random-substrate control, got {n_random}")
+        from ..stats.permutation import check_n_permutations
+
+        check_n_permutations(n_random, name="n_random")  # 1 ... MAX_PERMUTATIONS control sets
         sets += [substrate.random_ops(seed + j) for j in range(n_random)]
     correct = first_token_correct_sets(model, facts, sets, batch_size=batch_size).astype(float)
     base, ablated = correct[0], correct[1]

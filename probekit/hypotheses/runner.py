@@ -116,8 +116,11 @@ def run(
         cache_dir: activation cache root (default ``PROBEKIT_CACHE``).
         out: directory for ``report.html`` + ``report.json`` (nothing written when None).
     """
+    from ..report.write import check_report_dir
     from ..suites.context import AnalysisContext
 
+    if out is not None:  # the user's own report files are refused before any measurement
+        check_report_dir(out, flag="out")
     spec = path_or_spec if isinstance(path_or_spec, HypothesisFile) else load_hypotheses(path_or_spec)
     start = time.perf_counter()
     stamp = datetime.now(UTC).isoformat(timespec="seconds")

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..report.blocks import Block, Column, Table, Text
 from ..report.notebook import NotebookMixin
-from ..stats.bootstrap import bootstrap_indices, percentile_interval
+from ..stats.bootstrap import bootstrap_indices, check_n_resamples, percentile_interval
 from ..stats.multiple import holm
 from ..stats.permutation import permutation_pvalue
 from .measurement import Measurement
@@ -166,6 +166,10 @@ def measurement_test(
     confidence_level: float = 0.95, seed: int = 0,
 ) -> ClaimTest:
     """Effect, CI and one-sided p-value of ``claim`` on ``m`` (before multiplicity correction)."""
+    from ..stats.permutation import check_n_permutations
+
+    check_n_permutations(n_permutations)
+    check_n_resamples(n_bootstrap, name="n_bootstrap")
     t = claim.threshold
     if claim.compare == "greater_than_control":
         if m.control is not None:

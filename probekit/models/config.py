@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from ..errors import ConfigError
 from ..util.config import check_keys
+from ..util.constraints import SEED, Ge, OneOf, validate
 
 NormType = Literal["LN", "LNPre", "RMS", "RMSPre"]
 PosEmbed = Literal["standard", "rotary", "sinusoidal"]
+ActFn = Literal["relu", "gelu", "gelu_new", "silu"]
 
-_ACT_FNS = ("relu", "gelu", "gelu_new", "silu")
+_ACT_FNS = typing.get_args(ActFn)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,42 +26,43 @@ class ModelConfig:
     Nanda et al. 2023). ``n_key_value_heads < n_heads`` gives grouped-query attention.
     ``positional_embedding_type="sinusoidal"``: the fixed positions of Vaswani et al. (2017)
     written into ``W_pos`` and frozen (:func:`probekit.models.native.sinusoidal_positions`).
+
+    Every field declares its type and rules (:mod:`probekit.util.constraints`), so the Python
+    API, ``probekit train --set model.KEY=...`` and a diagnosis grid refuse a bad value with the
+    same line (``ModelConfig.n_layers must be >= 1, got 0``). ``d_model`` need not be a multiple
+    of ``n_heads``: every head has its own ``d_head`` (TransformerLens projects ``d_model`` to
+    ``n_heads * d_head``).
     """
 
-    n_layers: int
-    d_model: int
-    n_heads: int
-    d_head: int
-    d_vocab: int
-    n_ctx: int
-    d_mlp: int | None = None
-    act_fn: str = "relu"
+    #: every field's type is checked too (``d_model=8.0`` is refused), see :func:`validate`
+    check_types: ClassVar[bool] = True
+
+    n_layers: Annotated[int, Ge(1)]
+    d_model: Annotated[int, Ge(1)]
+    n_heads: Annotated[int, Ge(1)]
+    d_head: Annotated[int, Ge(1)]
+    d_vocab: Annotated[int, Ge(1)]
+    n_ctx: Annotated[int, Ge(1)]
+    d_mlp: Annotated[int | None, Ge(1, hint="or None for 4 * d_model")] = None
+    act_fn: Annotated[str, OneOf(_ACT_FNS)] = "relu"
     normalization_type: NormType | None = "LN"
     positional_embedding_type: PosEmbed = "standard"
-    n_key_value_heads: int | None = None
+    n_key_value_heads: Annotated[int | None, Ge(1)] = None
     attn_only: bool = False
-    seed: int = 0
+    seed: Annotated[int, SEED] = 0
 
     def __post_init__(self) -> None:
-        for name in ("n_layers", "d_model", "n_heads", "d_head", "d_vocab", "n_ctx"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"ModelConfig.{name} must be a positive int, got {value!r}")
-        if self.d_mlp is not None and self.d_mlp < 1:
-            raise ConfigError(f"ModelConfig.d_mlp must be positive or None, got {self.d_mlp}")
-        if self.act_fn not in _ACT_FNS:
-            raise ConfigError(f"ModelConfig.act_fn={self.act_fn!r}; choose one of {_ACT_FNS}")
-        if self.positional_embedding_type not in ("standard", "rotary", "sinusoidal"):
-            raise ConfigError(
-                f"ModelConfig.positional_embedding_type={self.positional_embedding_type!r}; "
-                "choose 'standard' (learned), 'rotary' or 'sinusoidal' (fixed)"
-            )
-        if self.n_key_value_heads is not None and (
-            self.n_key_value_heads < 1 or self.n_heads % self.n_key_value_heads
-        ):
+        """The declared rules of every field (:func:`validate`), then the rules across fields."""
+        validate(self)
+        if self.n_key_value_heads is not None and self.n_heads % self.n_key_value_heads:
             raise ConfigError(
                 f"ModelConfig.n_key_value_heads={self.n_key_value_heads} must divide "
                 f"n_heads={self.n_heads}"
+            )
+        if self.positional_embedding_type == "rotary" and self.d_head % 2:
+            raise ConfigError(
+                f"ModelConfig.d_head={self.d_head}: rotary embeddings rotate pairs of dimensions, "
+                "so d_head must be even; choose an even d_head or another positional_embedding_type"
             )
 
     def to_dict(self) -> dict[str, Any]:

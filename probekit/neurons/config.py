@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from ..errors import ConfigError
-from ..util.constraints import Between, Each, Ge, NonEmpty, Validated
+from ..stats.limits import MAX_PERMUTATIONS
+from ..util.constraints import Between, Each, Ge, Le, NonEmpty, Validated
 
 Method = Literal["zero", "mean"]
 METHODS: tuple[str, ...] = typing.get_args(Method)
@@ -45,8 +46,8 @@ class DeactivationConfig(Validated):
     k: Annotated[int | None, Ge(1)] = None
     fraction: Share | None = 0.005
     method: Method = "zero"
-    n_random: Annotated[int | None, Ge(5, hint="19 for p < 0.05")] = None
-    n_spread: Annotated[int, Ge(1)] = 19
+    n_random: Annotated[int | None, Ge(5, hint="19 for p < 0.05"), Le(MAX_PERMUTATIONS)] = None
+    n_spread: Annotated[int, Ge(1), Le(MAX_PERMUTATIONS)] = 19
     alpha: Annotated[float, Between(0, 1)] = 0.05
     shares: Annotated[tuple[float, ...], NonEmpty(), Each(Between(0, 1, closed="right"))] = (
         0.1, 0.25, 0.5, 1.0)

@@ -99,6 +99,9 @@ def relation_deactivation(
     ctl = None
     if control:
         widths = {s: int(stats.ap[s].shape[0]) for s in stats.sites}
+        from ..stats.permutation import check_n_permutations
+
+        check_n_permutations(n_random, name="n_random")
         sets = [random_like(units, widths, seed=seed + j) for j in range(n_random)]
         # all random sets in shared forward passes, each set's ops on its own rows
         rand = first_token_correct_sets(model, facts, [deactivation_ops(u, method="zero") for u in sets],

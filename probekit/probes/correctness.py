@@ -90,9 +90,15 @@ class CorrectnessConfig:
         if not _is_int(self.n_permutations) or self.n_permutations < 0:
             raise ConfigError(f"n_permutations = {self.n_permutations!r}: needs an integer >= 0 "
                               "(0 skips the max-statistic test)")
+        from ..stats.permutation import check_n_permutations
+
+        check_n_permutations(self.n_permutations, minimum=0)  # at most MAX_PERMUTATIONS
         if not _is_int(self.n_bootstrap) or self.n_bootstrap < MIN_RESAMPLES:
             raise ConfigError(f"n_bootstrap = {self.n_bootstrap!r}: percentile intervals need an "
                               f"integer >= {MIN_RESAMPLES} resamples")
+        from ..stats.bootstrap import check_n_resamples
+
+        check_n_resamples(self.n_bootstrap, name="n_bootstrap")  # at most MAX_RESAMPLES
         if not 0 < self.confidence_level < 1:
             raise ConfigError(f"confidence_level = {self.confidence_level!r}: must lie in (0, 1), "
                               "e.g. 0.95")

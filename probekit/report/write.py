@@ -246,14 +246,46 @@ def render_html(report: dict[str, Any]) -> str:
     )
 
 
+#: the files :func:`write_report` writes (and would replace)
+REPORT_FILES = ("report.json", "report.html", "suite.resolved.json")
+
+
+def check_report_dir(out_dir: str | Path, *, flag: str = "out_dir", also: tuple[str, ...] = ()) -> None:
+    """Refuse ``out_dir`` if writing a report there would replace files probekit did not write.
+
+    Probekit's own folders carry the ownership marker (:mod:`probekit.util.outdir`) or an older
+    probekit ``report.json`` (a ``suite`` and ``versions`` key); any other folder may hold other
+    files, but not ones named like the report's (or like ``also``: the caller's other outputs,
+    e.g. a diagnosis' ``markers.csv``).
+    """
+    from ..errors import ConfigError
+    from ..util.outdir import check_writable, read_marker, report_owner
+
+    out = check_writable(out_dir, flag=flag)
+    if not out.is_dir() or read_marker(out) is not None or report_owner("report")(out) is not None:
+        return
+    taken = [n for n in (*REPORT_FILES, *also) if (out / n).exists()]
+    if taken:
+        raise ConfigError(
+            f"{flag} {out_dir} holds {', '.join(taken)} that probekit did not write; write the "
+            "report into a new folder (or move those files away); nothing was written"
+        )
+
+
 def write_report(result: Any, out_dir: str | Path) -> dict[str, Path]:
     """Write report.json, report.html and suite.resolved.json into ``out_dir``.
 
     ``result`` is a suite result (anything with ``to_dict()``) or a ``report.json`` dict; this
     only renders: it never runs a model or an analysis. ``report.json`` is strict JSON (NaN and
     inf are written as null).
+
+    Raises:
+        ConfigError: ``out_dir`` is a file or cannot be written, or it holds files named
+            ``report.json`` / ``report.html`` / ``suite.resolved.json`` that probekit did not
+            write (the user's own files are never replaced); checked before anything is written.
     """
     out = Path(out_dir)
+    check_report_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     report = strict_json(result if isinstance(result, dict) else result.to_dict())
     report.pop(CHECKSUM_KEY, None)  # a re-rendered report.json is sealed afresh

@@ -20,8 +20,10 @@ from scipy import stats as sps
 from torch import Tensor
 
 from probekit import stats
-from probekit.errors import ConfigError, DataError
+from probekit.errors import DataError
 from probekit.stats import StatTestResult
+from probekit.stats.bootstrap import check_n_resamples
+from probekit.stats.permutation import check_n_permutations
 
 from ._validation import as_rep, check_choice, check_finite
 
@@ -171,8 +173,9 @@ def rsa_test(
         ``null_distribution`` and ``effect_size`` = ``(observed - mean null) / sd null``.
     """
     check_choice(method, METHODS, name="method")
-    if n_permutations < 1:
-        raise ConfigError(f"n_permutations={n_permutations} must be >= 1 (1000 is usual)")
+    check_n_permutations(n_permutations)
+    if n_bootstrap:
+        check_n_resamples(n_bootstrap, name="n_bootstrap")
     A, B = _pair(rdm_a, rdm_b)
     n = A.shape[0]
     rng = np.random.default_rng(random_state)

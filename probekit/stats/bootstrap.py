@@ -13,21 +13,36 @@ from probekit.errors import ConfigError, DataError
 from .limits import MAX_RESAMPLES
 from .result import ConfidenceInterval
 
-__all__ = ["MAX_RESAMPLES", "MIN_RESAMPLES", "bootstrap_ci", "bootstrap_indices", "percentile_interval"]
+__all__ = ["MAX_RESAMPLES", "MIN_RESAMPLES", "bootstrap_ci", "bootstrap_indices", "check_n_resamples",
+           "percentile_interval"]
 
 MIN_RESAMPLES = 1000
 
 
-def _check_resamples(n_resamples: int) -> None:
-    if n_resamples < MIN_RESAMPLES:
+def check_n_resamples(n_resamples: int, *, name: str = "n_resamples",
+                      minimum: int = MIN_RESAMPLES) -> None:
+    """Raise ``ConfigError`` unless ``minimum <= n_resamples <= MAX_RESAMPLES`` (any bootstrap's size).
+
+    ``minimum``: 1000 for percentile intervals (the methods contract); a caller whose 0 means
+    "no interval" checks a positive size only.
+    """
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)):
+        raise ConfigError(f"{name} must be a whole number, got {type(n_resamples).__name__} "
+                          f"{n_resamples!r}; pass an int, e.g. {name}=1000")
+    if n_resamples < minimum:
         raise ConfigError(
-            f"n_resamples={n_resamples} is below the {MIN_RESAMPLES} the methods contract "
-            "requires for percentile intervals; pass n_resamples >= 1000"
+            f"{name}={n_resamples} is below the {minimum} the methods contract "
+            f"requires for percentile intervals; pass {name} >= {minimum}"
         )
     if n_resamples > MAX_RESAMPLES:
         raise ConfigError(
-            f"n_resamples={n_resamples} is above the bound {MAX_RESAMPLES}; pass at most that"
+            f"{name}={n_resamples} is above the bound {MAX_RESAMPLES} (more only costs time); "
+            "pass at most that"
         )
+
+
+def _check_resamples(n_resamples: int) -> None:
+    check_n_resamples(n_resamples)
 
 
 def _check_level(confidence_level: float) -> None:

@@ -9,9 +9,19 @@ refits a probe or recomputes a statistic, so 1e9 would run for days: larger requ
 interval (Efron & Tibshirani 1993, ch. 19), 100 000 makes the endpoints' Monte-Carlo error
 negligible; more only costs time and memory.
 
+``MAX_SIMULATIONS``: simulated populations per effect of a power / false-positive calibration
+(:func:`probekit.diagnosis.calibrate`); a rate near 5% from 10 000 simulations has a Monte-Carlo
+error of ``sqrt(0.05 * 0.95 / 1e4) = 0.002``, and each simulation runs a whole permutation
+analysis.
+
+Draws of other null distributions (random control substrates ``n_random``, label shuffles
+``n_shuffles``) and the permutations of every API are bounded by ``MAX_PERMUTATIONS``; every
+bootstrap (``n_bootstrap``, ``n_resamples``, wild cluster draws) by ``MAX_RESAMPLES``.
+
 Used by :mod:`probekit.stats.permutation`, :mod:`probekit.stats.bootstrap`, the suites'
 ``[stats]`` (also the ``[stats]`` of hypothesis files) and the diagnosis files' ``[diagnosis]``.
 """
 
 MAX_PERMUTATIONS = 100_000
 MAX_RESAMPLES = 100_000
+MAX_SIMULATIONS = 10_000

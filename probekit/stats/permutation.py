@@ -100,21 +100,28 @@ def mc_se(p: float, n_permutations: int) -> float:
     return math.sqrt(p * (1.0 - p) / n_permutations)
 
 
-def check_n_permutations(n_permutations: object) -> None:
-    """Raise ``ConfigError`` (a ``ValueError``) unless ``1 <= n_permutations <= MAX_PERMUTATIONS``, an integer."""
+def check_n_permutations(n_permutations: object, *, name: str = "n_permutations",
+                         minimum: int = 1, bound: int = MAX_PERMUTATIONS) -> None:
+    """Raise ``ConfigError`` (a ``ValueError``) unless ``minimum <= n_permutations <= bound``, an integer.
+
+    Also the check of every other count of null draws (``n_random`` control sets, ``n_shuffles``,
+    ``max_permutations``; ``name`` says which), bounded by
+    :data:`~probekit.stats.limits.MAX_PERMUTATIONS` (``bound``: another constant of
+    :mod:`probekit.stats.limits`, e.g. ``MAX_SIMULATIONS``).
+    """
     if isinstance(n_permutations, bool) or not isinstance(n_permutations, (int, np.integer)):
-        whole = (max(1, int(n_permutations)) if isinstance(n_permutations, float)
+        whole = (max(minimum, int(n_permutations)) if isinstance(n_permutations, float)
                  and math.isfinite(n_permutations) else 1000)
-        raise ConfigError(f"n_permutations must be a whole number >= 1, got "
+        raise ConfigError(f"{name} must be a whole number >= {minimum}, got "
                           f"{type(n_permutations).__name__} {n_permutations!r}; pass an int, e.g. "
-                          f"n_permutations={whole}")
-    if n_permutations < 1:
-        raise ConfigError(f"n_permutations must be >= 1, got {n_permutations}")
-    if n_permutations > MAX_PERMUTATIONS:
-        raise ConfigError(
-            f"n_permutations = {n_permutations} is above the bound {MAX_PERMUTATIONS} "
-            "(p resolved to 1e-5; more only costs time); give at most that"
-        )
+                          f"{name}={whole}")
+    if n_permutations < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {n_permutations}")
+    if n_permutations > bound:
+        why = "(p resolved to 1e-5; more only costs time)" if bound == MAX_PERMUTATIONS else \
+            "(more only costs time)"
+        raise ConfigError(f"{name} = {n_permutations} is above the bound {bound} {why}; give at "
+                          "most that")
 
 
 def check_seed(seed: object, *, name: str = "seed", allow_none: bool = False) -> None:

@@ -272,12 +272,20 @@ def add_patch_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.A
     parser.add_argument("--prepend-bos", action="store_true", help="prepend BOS when tokenizing 'text'")
     parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a non-empty --out that probekit did not write, or "
+                        "replace another command's report there (default: refused)")
     parser.set_defaults(func=_quiet_or_not)
     return parser
 
 
 def _quiet_or_not(args: argparse.Namespace) -> int:
     from ..progress import progress_settings
+    from ..util.outdir import claim_out_dir, report_owner
 
-    with progress_settings(enabled=not args.quiet):
+    # --out checked (a file, the data file, read-only, another command's output, the user's own
+    # files) and locked before the data are read or the model loaded; a failed run leaves no folder
+    owner = {"command": "patch", "name": f"patch {Path(args.data).name}", "inputs": [args.data],
+             "force": args.force, "legacy": report_owner("patch")}
+    with progress_settings(enabled=not args.quiet), claim_out_dir(args.out, **owner):
         return _run(args)

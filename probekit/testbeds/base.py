@@ -225,17 +225,3 @@ class Task(Protocol):
 
     def model_config(self, **overrides: Any) -> ModelConfig:
         """The model config this task trains by default, fields replaced by ``overrides``."""
-
-
-def check_fraction(owner: str, name: str, value: float, *, low_open: bool = True) -> None:
-    """Raise ValueError unless ``0 < value < 1`` (or ``0 <= value < 1`` with ``low_open=False``)."""
-    ok = (0 < value < 1) if low_open else (0 <= value < 1)
-    if not ok:
-        bound = "0 < x < 1" if low_open else "0 <= x < 1"
-        raise ValueError(f"{owner}.{name} must satisfy {bound}, got {value!r}")
-
-
-def check_positive_int(owner: str, name: str, value: int, *, minimum: int = 1) -> None:
-    """Raise ValueError unless ``value`` is an int (not bool) ``>= minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{owner}.{name} must be an int >= {minimum}, got {value!r}")

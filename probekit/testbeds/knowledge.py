@@ -37,72 +37,67 @@ train draw stays within 90 % of the pool (checked). ``test_id`` / ``test_ood`` a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 
 from ..models.config import ModelConfig
-from .base import TaskDataset, Vocab, check_fraction, check_positive_int
+from ..util.constraints import SEED, Between, Finite, Ge, validate
+from .base import TaskDataset, Vocab
 
 END = "</a>"
 PAD = "<pad>"
 _LABELS = ("<", "=", ">")
 
 
-def _check_phi(owner: str, phi: float) -> None:
-    if isinstance(phi, bool) or not isinstance(phi, (int, float)) or not phi >= 0:
-        raise ValueError(f"{owner}.phi must be a number >= 0 (paper: 3.6 ... 18.0), got {phi!r}")
+#: the inferred-to-atomic ratio of a knowledge graph (Wang et al. 2024 use 3.6 ... 18.0)
+Phi = Annotated[float, Finite(), Ge(0, hint="paper: 3.6 ... 18.0")]
 
 
 @dataclass(frozen=True, kw_only=True)
 class KGCompositionConfig:
     """Paper scale: 2000 entities, 200 relations, out-degree 20, phi in {3.6 ... 18.0}."""
 
-    n_entities: int = 2000
-    n_relations: int = 200
-    out_degree: int = 20
-    ood_fraction: float = 0.05
-    test_id_fraction: float = 0.005
-    phi: float = 18.0
-    seed: int = 0
+    check_types: ClassVar[bool] = True
+
+    n_entities: Annotated[int, Ge(2)] = 2000
+    n_relations: Annotated[int, Ge(1)] = 200
+    out_degree: Annotated[int, Ge(1)] = 20
+    ood_fraction: Annotated[float, Between(0, 1)] = 0.05
+    test_id_fraction: Annotated[float, Between(0, 1)] = 0.005
+    phi: Phi = 18.0
+    seed: Annotated[int, SEED] = 0
 
     def __post_init__(self) -> None:
+        """The declared rules (:mod:`probekit.util.constraints`), then the rule across fields."""
+        validate(self)
         own = "KGCompositionConfig"
-        check_positive_int(own, "n_entities", self.n_entities, minimum=2)
-        check_positive_int(own, "n_relations", self.n_relations)
-        check_positive_int(own, "out_degree", self.out_degree)
         if self.out_degree > self.n_relations:
             raise ValueError(
                 f"{own}.out_degree={self.out_degree} exceeds n_relations={self.n_relations}: an "
                 "entity's relations are distinct; lower out_degree or add relations"
             )
-        check_fraction(own, "ood_fraction", self.ood_fraction)
-        check_fraction(own, "test_id_fraction", self.test_id_fraction)
-        _check_phi(own, self.phi)
 
 
 @dataclass(frozen=True, kw_only=True)
 class KGComparisonConfig:
     """Paper scale: 1000 entities, 20 attributes, values 0..19, phi in {3.6, 7.2, 9.0, 12.6}."""
 
-    n_entities: int = 1000
-    n_attributes: int = 20
-    n_values: int = 20
-    ood_fraction: float = 0.1
-    test_id_fraction: float = 0.1
-    phi: float = 7.2
-    n_test: int = 3000
-    seed: int = 0
+    check_types: ClassVar[bool] = True
+
+    n_entities: Annotated[int, Ge(4)] = 1000
+    n_attributes: Annotated[int, Ge(1)] = 20
+    n_values: Annotated[int, Ge(2)] = 20
+    ood_fraction: Annotated[float, Between(0, 1)] = 0.1
+    test_id_fraction: Annotated[float, Between(0, 1)] = 0.1
+    phi: Phi = 7.2
+    n_test: Annotated[int, Ge(1)] = 3000
+    seed: Annotated[int, SEED] = 0
 
     def __post_init__(self) -> None:
+        """The declared rules (:mod:`probekit.util.constraints`), then the rule across fields."""
+        validate(self)
         own = "KGComparisonConfig"
-        check_positive_int(own, "n_entities", self.n_entities, minimum=4)
-        check_positive_int(own, "n_attributes", self.n_attributes)
-        check_positive_int(own, "n_values", self.n_values, minimum=2)
-        check_positive_int(own, "n_test", self.n_test)
-        check_fraction(own, "ood_fraction", self.ood_fraction)
-        check_fraction(own, "test_id_fraction", self.test_id_fraction)
-        _check_phi(own, self.phi)
         n_ood = round(self.ood_fraction * self.n_entities)
         if n_ood < 2 or self.n_entities - n_ood < 2:
             raise ValueError(

@@ -14,28 +14,32 @@ it groks in a few hundred full-batch steps on a laptop CPU (see :mod:`probekit.t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..models.config import ModelConfig
-from .base import TaskDataset, Vocab, check_fraction, check_positive_int
+from ..util.constraints import SEED, Between, Ge, validate
+from .base import TaskDataset, Vocab
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModularAdditionConfig:
     """``p``: modulus (>= 2); ``train_fraction``: share of the p^2 pairs used for training."""
 
-    p: int = 113
-    train_fraction: float = 0.3
-    seed: int = 0
+    check_types: ClassVar[bool] = True
+
+    p: Annotated[int, Ge(2)] = 113
+    train_fraction: Annotated[float, Between(0, 1)] = 0.3
+    seed: Annotated[int, SEED] = 0
 
     def __post_init__(self) -> None:
-        check_positive_int("ModularAdditionConfig", "p", self.p, minimum=2)
-        check_fraction("ModularAdditionConfig", "train_fraction", self.train_fraction)
+        """The declared rules (:mod:`probekit.util.constraints`), then the rule across fields."""
+        validate(self)
         n_train = round(self.train_fraction * self.p**2)
         if n_train < 1 or n_train >= self.p**2:
-            raise ValueError(
+            raise ConfigError(
                 f"ModularAdditionConfig.train_fraction={self.train_fraction} leaves {n_train} of "
                 f"{self.p**2} pairs for training; choose a fraction giving at least one train and "
                 "one test pair"

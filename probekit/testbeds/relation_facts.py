@@ -14,12 +14,13 @@ expected at chance). Metadata: ``subject``, ``relation`` (ground-truth relation 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 
 from ..models.config import ModelConfig
-from .base import TaskDataset, Vocab, check_fraction, check_positive_int
+from ..util.constraints import SEED, Between, Ge, validate
+from .base import TaskDataset, Vocab
 from .knowledge import END, PAD, make_atomic_facts
 
 
@@ -27,23 +28,23 @@ from .knowledge import END, PAD, make_atomic_facts
 class RelationFactsConfig:
     """Default: 200 subjects x 8 relations (each subject has all of them) = 1600 facts."""
 
-    n_entities: int = 200
-    n_relations: int = 8
-    out_degree: int = 8
-    test_fraction: float = 0.0
-    seed: int = 0
+    check_types: ClassVar[bool] = True
+
+    n_entities: Annotated[int, Ge(2)] = 200
+    n_relations: Annotated[int, Ge(1)] = 8
+    out_degree: Annotated[int, Ge(1)] = 8
+    test_fraction: Annotated[float, Between(0, 1, closed="left")] = 0.0
+    seed: Annotated[int, SEED] = 0
 
     def __post_init__(self) -> None:
+        """The declared rules (:mod:`probekit.util.constraints`), then the rule across fields."""
+        validate(self)
         own = "RelationFactsConfig"
-        check_positive_int(own, "n_entities", self.n_entities, minimum=2)
-        check_positive_int(own, "n_relations", self.n_relations)
-        check_positive_int(own, "out_degree", self.out_degree)
         if self.out_degree > self.n_relations:
             raise ValueError(
                 f"{own}.out_degree={self.out_degree} exceeds n_relations={self.n_relations}; "
                 "lower out_degree or add relations"
             )
-        check_fraction(own, "test_fraction", self.test_fraction, low_open=False)
 
 
 class RelationFacts:

@@ -45,13 +45,15 @@ Accuracy [C] is token accuracy on scored targets (``token_acc`` in the trainer's
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 
 from ..models.config import ModelConfig
-from .base import TaskDataset, Vocab, check_fraction, check_positive_int
+from ..util.constraints import SEED, Between, Each, Ge, NonEmpty, OneOf, validate
+from .base import TaskDataset, Vocab
 
 Alignment = Literal["pad", "truncate"]
 
@@ -64,24 +66,28 @@ _STREAM = {"train": 1, "ood_prim_mod": 2, "ood_len": 3}
 class ScanConfig:
     """Knobs of the language and its splits (see module docstring)."""
 
+    check_types: ClassVar[bool] = True
+
     primitives: tuple[str, ...] = ("walk", "jump", "look", "turn")
     extra_primitives: tuple[str, ...] = ()
     modifiers: tuple[tuple[str, int], ...] = (("twice", 2), ("thrice", 3))
     connective: str = "then"
     noise_tokens: tuple[str, ...] = ("foo", "bar", "baz")
-    n_noise: int = 0
-    train_clauses: tuple[int, ...] = (2,)
-    max_samples: int = 1000
-    test_id_fraction: float = 0.1
-    ood_lengths: tuple[int, ...] = tuple(range(5, 13))
-    n_ood_per_length: int = 200
-    ood_noise: int = 0
+    n_noise: Annotated[int, Ge(0)] = 0
+    train_clauses: Annotated[tuple[int, ...], NonEmpty(hint="e.g. (2,) or (1, 2, 3)"), Each(Ge(1))] = (2,)
+    max_samples: Annotated[int, Ge(1)] = 1000
+    test_id_fraction: Annotated[float, Between(0, 1)] = 0.1
+    ood_lengths: Annotated[tuple[int, ...], Each(Ge(1))] = tuple(range(5, 13))
+    n_ood_per_length: Annotated[int, Ge(1)] = 200
+    ood_noise: Annotated[int, Ge(0)] = 0
     held_out_combos: tuple[tuple[str, str], ...] = (("jump", "thrice"),)
-    n_ood_combo: int = 200
-    alignment: str = "pad"  # an Alignment; any str is checked in __post_init__ (ValueError)
-    seed: int = 0
+    n_ood_combo: Annotated[int, Ge(1)] = 200
+    alignment: Annotated[str, OneOf(typing.get_args(Alignment))] = "pad"  # an Alignment
+    seed: Annotated[int, SEED] = 0
 
     def __post_init__(self) -> None:
+        """The declared rules (:mod:`probekit.util.constraints`), then the rules across fields."""
+        validate(self)
         own = "ScanConfig"
         prims = self.all_primitives
         if not prims:
@@ -98,32 +104,20 @@ class ScanConfig:
                 f"{own}: tokens {dup} are used twice (primitives, modifiers, connective, noise and "
                 "the upper-cased action tokens must all differ)"
             )
-        for name in ("n_noise", "ood_noise"):
-            check_positive_int(own, name, getattr(self, name), minimum=0)
         if self.n_noise and not self.noise_tokens:
             raise ValueError(f"{own}.n_noise={self.n_noise} needs non-empty noise_tokens")
-        for name in ("max_samples", "n_ood_per_length", "n_ood_combo"):
-            check_positive_int(own, name, getattr(self, name))
-        if not self.train_clauses:
-            raise ValueError(f"{own}.train_clauses must not be empty; e.g. (2,) or (1, 2, 3)")
-        for name in ("train_clauses", "ood_lengths"):
-            for n in getattr(self, name):
-                check_positive_int(own, name, n)
         overlap = sorted(set(self.train_clauses) & set(self.ood_lengths))
         if overlap:
             raise ValueError(
                 f"{own}: clause counts {overlap} are in both train_clauses and ood_lengths; "
                 "OOD-by-length needs lengths never trained"
             )
-        check_fraction(own, "test_id_fraction", self.test_id_fraction)
         for combo in self.held_out_combos:
             if len(combo) != 2 or combo[0] not in prims or combo[1] not in mods:
                 raise ValueError(
                     f"{own}.held_out_combos entry {combo!r} must be (primitive, modifier) with "
                     f"primitive in {list(prims)} and modifier in {mods}"
                 )
-        if self.alignment not in ("pad", "truncate"):
-            raise ValueError(f"{own}.alignment={self.alignment!r}; choose 'pad' or 'truncate'")
 
     @property
     def all_primitives(self) -> tuple[str, ...]:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import types
 import typing
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ProbekitError
 from ..models.config import ModelConfig
+from ..util.constraints import ConstraintError, check_value
 from .config import TrainConfig
 from .loss_term import LossTermFactory
 from .presets import get_preset
@@ -32,18 +32,14 @@ _SCOPES = ("task", "model", "train")
 def parse_value(text: str) -> Any:
     """JSON if it parses (lists become tuples), else the raw string.
 
-    A number that overflows to infinity (``1e400``) or is ``NaN``/``Infinity`` is refused: no
-    config field can use it (an infinite learning rate trains a model of NaN weights).
+    Only parsing: whether the value suits its field (type, bounds, ``1e400`` = inf) is decided by
+    the field's declared constraints when the config is built (:func:`build_run`).
     """
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
         return text
-    value = _tuplify(value)
-    for v in value if isinstance(value, tuple) else (value,):
-        if isinstance(v, float) and not math.isfinite(v):
-            raise ConfigError(f"{text!r} is not a finite number ({v}); give a finite value")
-    return value
+    return _tuplify(value)
 
 
 def _tuplify(v: Any) -> Any:
@@ -82,47 +78,14 @@ def parse_sets(items: list[str], task_name: str) -> dict[str, dict[str, Any]]:
                     f"<scope>.{name}=... with scope in {_SCOPES}"
                 )
             scope = owners[0]
-        try:
-            value = parse_value(raw)
-        except ConfigError as err:
-            raise ConfigError(f"--set {item!r}: {err}") from None
         cls = {"task": config_class(task_name), "model": ModelConfig, "train": TrainConfig}[scope]
-        expected = typing.get_type_hints(cls)[name]
-        if not _conforms(value, expected):
-            raise ConfigError(
-                f"--set {item}: {cls.__name__}.{name} must be {_type_words(expected)}, got {value!r}"
-            )
-        out[scope][name] = _as_float(value, expected)
+        value = _as_float(parse_value(raw), typing.get_type_hints(cls)[name])
+        try:  # the field's declared type and rules, the line the config itself would give
+            check_value(cls, name, value)
+        except ConstraintError as err:
+            raise ConfigError(f"--set {item}: {err}") from None
+        out[scope][name] = value
     return out
-
-
-def _conforms(value: Any, annotation: Any) -> bool:
-    """Whether a parsed ``--set`` value has the field's type (an int is a float, a bool no int)."""
-    origin = typing.get_origin(annotation)
-    if annotation is Any:
-        return True
-    if origin in (typing.Union, types.UnionType):
-        return any(_conforms(value, a) for a in typing.get_args(annotation))
-    if origin is typing.Literal:
-        return value in typing.get_args(annotation)
-    if origin is typing.Annotated:
-        return _conforms(value, typing.get_args(annotation)[0])
-    if origin is tuple:
-        args = typing.get_args(annotation)
-        if not isinstance(value, tuple):
-            return False
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(_conforms(v, args[0]) for v in value)
-        return len(args) == len(value) and all(_conforms(v, a) for v, a in zip(value, args))
-    if origin is not None:  # dict[...] and other generics: left to the config
-        return True
-    if annotation is type(None):
-        return value is None
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, annotation) if isinstance(annotation, type) else True
 
 
 def _as_float(value: Any, annotation: Any) -> Any:
@@ -136,17 +99,6 @@ def _as_float(value: Any, annotation: Any) -> Any:
         inner = [args[0]] * len(value) if len(args) == 2 and args[1] is Ellipsis else list(args)
         return tuple(_as_float(v, a) for v, a in zip(value, inner))
     return value
-
-
-def _type_words(annotation: Any) -> str:
-    """``an int``, ``an int or None``, ``a tuple[int, ...]`` ... for messages."""
-    words = {int: "an int", float: "a number", str: "a string", bool: "true or false",
-             type(None): "None"}
-    if annotation in words:
-        return words[annotation]
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return " or ".join(_type_words(a) for a in typing.get_args(annotation))
-    return "a " + str(annotation).replace("typing.", "").replace("NoneType", "None")
 
 
 def build_run(
@@ -174,18 +126,20 @@ def build_run(
     try:
         task = get_task(preset.task, **task_kw)
         return task, task.model_config(**model_kw), TrainConfig.from_dict(train_kw)
+    except ConstraintError as err:  # a field's declared rule: name the --set item that gave it
+        raise ConfigError(_with_flag(str(err), list(sets or []), err.key)) from None
     except ProbekitError as err:
         raise ConfigError(_with_flag(str(err), list(sets or []))) from None
-    except (ValueError, TypeError) as err:  # a task config's own check (plain ValueError)
+    except (ValueError, TypeError) as err:  # a task config's rule across fields (plain ValueError)
         raise ConfigError(_with_flag(str(err), list(sets or []))) from None
 
 
-def _with_flag(message: str, sets: list[str]) -> str:
-    """``message`` with the ``--set`` item that gave the failing field, when one did."""
+def _with_flag(message: str, sets: list[str], key: str | None = None) -> str:
+    """``message`` with the ``--set`` item that gave the failing field (``key``), when one did."""
     for item in sets:
-        key = item.partition("=")[0]
-        name = key.rpartition(".")[2]
-        if f".{name} " in message or f".{name}=" in message or f"'{name}'" in message:
+        name = item.partition("=")[0].rpartition(".")[2]
+        if (name == key if key is not None else
+                f".{name} " in message or f".{name}=" in message or f"'{name}'" in message):
             return f"--set {item}: {message}"
     return f"{message} (check --set, --seed and --steps)"
 

@@ -17,9 +17,10 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..executor_cli import add_executor_arguments, executor_choice
-from ..util.outdir import check_out_dir, write_marker
+from ..util.outdir import write_marker
 from .finetune_presets import FINETUNE_PRESETS
 from .presets import PRESETS
+from .run_dir import check_run_dir
 
 _HELP = """\
 Train a model on a built-in testbed; an existing --out directory is resumed from its last
@@ -79,7 +80,7 @@ def run_train_command(args: argparse.Namespace) -> int:
     if args.device is not None:
         resolve_device(args.device)  # one line, before anything is created
     _check_seeds(args)
-    check_out_dir(args.out, command="train", force=args.force, legacy=_legacy_run)
+    check_run_dir(args.out, force=args.force, flag="--out", force_flag="--force")
     from .finetune_presets import is_finetune_preset
 
     if args.seeds is not None or executor_choice(args) is not None or is_finetune_preset(args.name):
@@ -100,22 +101,13 @@ def run_train_command(args: argparse.Namespace) -> int:
 
 
 def _check_seeds(args: argparse.Namespace) -> None:
-    """``--seed`` / ``--seeds`` are seeds of numpy and torch generators: ints in [0, 2**32)."""
+    """``--seed`` / ``--seeds`` are seeds of numpy and torch generators: the configs' ``SEED`` rule."""
+    from ..util.constraints import SEED
+
     for seed in ([args.seed] if args.seed is not None else []) + list(args.seeds or []):
-        if not 0 <= seed < 2**32:
+        if not SEED.ok(seed):
             flag = "--seed" if args.seeds is None else "--seeds"
-            raise ConfigError(f"{flag} {seed}: a seed must be an int in [0, 2**32); e.g. {flag} 0")
-
-
-def _legacy_run(out: Path) -> dict[str, Any] | None:
-    """A training run written before the ownership marker: a sealed ``run.json`` with a task."""
-    from ..util.outdir import sealed_json
-
-    if sealed_json(out / "run.json", "task") is not None:
-        return {"command": "train", "name": None}
-    if any(sealed_json(p, "task") is not None for p in out.glob("seed*/run.json")):  # a population
-        return {"command": "train", "name": None}
-    return None
+            raise ConfigError(f"{flag} {seed}: a seed must be {SEED.rule}; e.g. {flag} 0")
 
 
 def _train_population(args: argparse.Namespace) -> int:

@@ -1,14 +1,20 @@
-"""Frozen training configuration; ``__post_init__`` only validates."""
+"""Frozen training configuration; ``__post_init__`` only validates.
+
+Each field declares its rules in the project's constraint vocabulary
+(:mod:`probekit.util.constraints`), so the Python API, ``probekit train --set`` and a diagnosis
+population grid all refuse a bad value with the same line (``TrainConfig.lr must be a finite
+number, got inf``).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 from ..errors import ConfigError
 from ..util.config import check_keys
+from ..util.constraints import SEED, Between, Each, Finite, Ge, Gt, NonEmpty, validate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,86 +59,48 @@ class TrainConfig:
             output, each before its residual add).
     """
 
-    steps: int = 10_000
-    lr: float = 1e-3
-    weight_decay: float = 1.0
-    betas: tuple[float, float] = (0.9, 0.98)
-    eps: float = 1e-8
-    batch_size: int | None = None
-    warmup_steps: int = 0
-    grad_clip: float | None = None
-    seed: int = 0
-    n_evals: int = 60
-    eval_every: int | None = None
+    #: every field's type is checked too (``steps=2.5`` is refused), see :func:`validate`
+    check_types: ClassVar[bool] = True
+
+    steps: Annotated[int, Ge(1)] = 10_000
+    lr: Annotated[float, Finite(), Gt(0)] = 1e-3
+    weight_decay: Annotated[float, Finite(), Ge(0)] = 1.0
+    betas: Annotated[tuple[float, float], Each(Between(0, 1, closed="left"))] = (0.9, 0.98)
+    eps: Annotated[float, Finite(), Gt(0)] = 1e-8
+    batch_size: Annotated[int | None, Ge(1, hint="or None for the full batch")] = None
+    warmup_steps: Annotated[int, Ge(0)] = 0
+    grad_clip: Annotated[float | None, Finite(), Gt(0, hint="or None for no clipping")] = None
+    seed: Annotated[int, SEED] = 0
+    n_evals: Annotated[int, Ge(1)] = 60
+    eval_every: Annotated[int | None, Ge(1)] = None
     eval_steps: tuple[int, ...] | None = None
     eval_at_start: bool = True
-    n_checkpoints: int = 20
+    n_checkpoints: Annotated[int, Ge(1)] = 20
     checkpoint_steps: tuple[int, ...] | None = None
-    eval_max_examples: int | None = None
-    eval_batch_size: int = 4096
+    eval_max_examples: Annotated[int | None, Ge(1)] = None
+    eval_batch_size: Annotated[int, Ge(1)] = 4096
     stop_metric: str | None = None
-    stop_threshold: float = 0.95
-    device: str = "cpu"
-    he_lambda: float = 0.0
-    he_layers: tuple[int, ...] = (2, 4)
-    he_pairs: int = 256
-    he_pool: int = 2048
-    he_hidden: int = 256
-    dropout: float = 0.0
-    dropout_kinds: tuple[str, ...] = ("attn_pattern", "attn_out", "mlp_out")
+    stop_threshold: Annotated[float, Finite()] = 0.95
+    device: Annotated[str, NonEmpty(hint="a torch device such as 'cpu' or 'cuda'")] = "cpu"
+    he_lambda: Annotated[float, Finite(), Ge(0, hint="0 = off")] = 0.0
+    he_layers: Annotated[tuple[int, ...], NonEmpty(), Each(Ge(1, hint="1-indexed blocks"))] = (2, 4)
+    he_pairs: Annotated[int, Ge(1)] = 256
+    he_pool: Annotated[int, Ge(1)] = 2048
+    he_hidden: Annotated[int, Ge(1)] = 256
+    dropout: Annotated[float, Between(0, 1, closed="left", hint="0 = off")] = 0.0
+    dropout_kinds: Annotated[tuple[str, ...], NonEmpty(hint="site kinds such as 'attn_out'")] = (
+        "attn_pattern", "attn_out", "mlp_out")
 
     def __post_init__(self) -> None:
+        """The declared rules of every field (:func:`validate`), then the rules across fields."""
+        validate(self)
         own = "TrainConfig"
-        for name in ("lr", "weight_decay", "eps", "grad_clip", "stop_threshold", "he_lambda", "dropout"):
-            value = getattr(self, name)
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ConfigError(f"{own}.{name} must be a finite number, got {value!r}")
-        for name in ("steps", "n_evals", "n_checkpoints", "eval_batch_size"):
-            _pos_int(own, name, getattr(self, name))
-        for name in ("batch_size", "eval_every", "eval_max_examples"):
-            if getattr(self, name) is not None:
-                _pos_int(own, name, getattr(self, name), hint=" or None")
-        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-            raise ConfigError(f"{own}.warmup_steps must be an int >= 0, got {self.warmup_steps!r}")
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
-            raise ConfigError(f"{own}.lr must be > 0, got {self.lr!r}")
-        if not (isinstance(self.weight_decay, (int, float)) and self.weight_decay >= 0):
-            raise ConfigError(f"{own}.weight_decay must be >= 0, got {self.weight_decay!r}")
-        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
-            raise ConfigError(f"{own}.betas must be two numbers in [0, 1), got {self.betas!r}")
-        if not self.eps > 0:
-            raise ConfigError(f"{own}.eps must be > 0, got {self.eps!r}")
-        if self.grad_clip is not None and not self.grad_clip > 0:
-            raise ConfigError(f"{own}.grad_clip must be > 0 or None, got {self.grad_clip!r}")
         for name in ("eval_steps", "checkpoint_steps"):
             steps = getattr(self, name)
-            if steps is not None and any(
-                isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= self.steps for s in steps
-            ):
+            if steps is not None and any(not 0 <= s <= self.steps for s in steps):
                 raise ConfigError(
                     f"{own}.{name} must hold ints in [0, steps={self.steps}], got {steps!r}"
                 )
-        if not isinstance(self.eval_at_start, bool):
-            raise ConfigError(f"{own}.eval_at_start must be true or false, got {self.eval_at_start!r}")
-        if not (isinstance(self.he_lambda, (int, float)) and self.he_lambda >= 0):
-            raise ValueError(f"{own}.he_lambda must be >= 0 (0 = off), got {self.he_lambda!r}")
-        for name in ("he_pairs", "he_pool", "he_hidden"):
-            _pos_int(own, name, getattr(self, name))
-        if not self.he_layers or any(
-            isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in self.he_layers
-        ):
-            raise ValueError(
-                f"{own}.he_layers must be 1-indexed block numbers >= 1, got {self.he_layers!r}"
-            )
-        if not (isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1):
-            raise ConfigError(f"{own}.dropout must be in [0, 1) (0 = off), got {self.dropout!r}")
-        if not self.dropout_kinds or not all(isinstance(k, str) for k in self.dropout_kinds):
-            raise ConfigError(
-                f"{own}.dropout_kinds must be site kinds such as 'attn_out', got "
-                f"{self.dropout_kinds!r}"
-            )
-        if not isinstance(self.device, str) or not self.device:
-            raise ConfigError(f"{own}.device must be a torch device string, got {self.device!r}")
 
     def loss_term_weights(self) -> dict[str, float]:
         """Weights of the extra loss terms this config asks for, by term name (nonzero only).
@@ -161,7 +129,3 @@ OPTIMISATION_FIELDS = (
     "he_lambda", "he_layers", "he_pairs", "he_pool", "he_hidden", "dropout", "dropout_kinds",
 )
 
-
-def _pos_int(own: str, name: str, value: Any, hint: str = "") -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{own}.{name} must be an int >= 1{hint}, got {value!r}")

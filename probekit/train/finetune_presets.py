@@ -108,7 +108,8 @@ def _testbed_class(name: str) -> type:
 
 def _parse_sets(sets: list[str], preset: FinetunePreset) -> dict[str, dict[str, Any]]:
     """``["train.lr=1e-3", "task.augmentation=3"]`` -> ``{"train": {...}, "task": {...}}``."""
-    from .build import _as_float, _conforms, _type_words, parse_value
+    from ..util.constraints import ConstraintError, check_value
+    from .build import _as_float, parse_value
 
     classes: dict[str, type] = {"train": FinetuneConfig}
     if preset.testbed is not None:
@@ -130,11 +131,12 @@ def _parse_sets(sets: list[str], preset: FinetunePreset) -> dict[str, dict[str, 
             value = parse_value(raw)
         except ConfigError as err:
             raise ConfigError(f"--set {item!r}: {err}") from None
-        expected = typing.get_type_hints(classes[scope])[name]
-        if not _conforms(value, expected):
-            raise ConfigError(f"--set {item}: {classes[scope].__name__}.{name} must be "
-                              f"{_type_words(expected)}, got {value!r}")
-        out[scope][name] = _as_float(value, expected)
+        value = _as_float(value, typing.get_type_hints(classes[scope])[name])
+        try:  # the field's declared type and rules, the line the config itself would give
+            check_value(classes[scope], name, value, types=True)
+        except ConstraintError as err:
+            raise ConfigError(f"--set {item}: {err}") from None
+        out[scope][name] = value
     return out
 
 

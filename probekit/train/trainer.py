@@ -227,6 +227,9 @@ def train(
     """
     if out_dir is None:
         raise ConfigError("train() needs out_dir (a directory for checkpoints and history)")
+    from .run_dir import check_run_dir
+
+    check_run_dir(out_dir)  # a file, or a folder of the user's own files: refused, nothing written
     out_dir = Path(out_dir)
     mcfg = model_config or task.model_config()
     cfg = train_config or TrainConfig()

@@ -44,6 +44,7 @@ from typing import Any, ClassVar, Literal
 from ..errors import ConfigError
 
 __all__ = [
+    "SEED",
     "Between",
     "Constraint",
     "ConstraintError",
@@ -54,10 +55,14 @@ __all__ = [
     "Le",
     "Lt",
     "NonEmpty",
+    "OneOf",
     "Validated",
     "base_config",
+    "check_value",
+    "conforms",
     "constraints_of",
     "keys_of",
+    "type_words",
     "validate",
 ]
 
@@ -96,6 +101,11 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _shown(bound: int | float) -> str:
+    """A bound in a message: an int in full (``4294967296``), a float by ``:g``."""
+    return str(bound) if isinstance(bound, int) else f"{bound:g}"
+
+
 @dataclass(frozen=True)
 class _Compare(Constraint):
     """``value <op> bound`` for the subclass's ``op`` (a NaN fails every comparison)."""
@@ -111,7 +121,7 @@ class _Compare(Constraint):
     @property
     def text(self) -> str:
         """``"<op> bound"``, e.g. ``">= 1"``."""
-        return f"{self.symbol} {self.bound:g}"
+        return f"{self.symbol} {_shown(self.bound)}"
 
 
 class Ge(_Compare):
@@ -159,7 +169,7 @@ class Between(Constraint):
         """``"in (0, 1)"``, ``"in (0, 1]"`` ..."""
         left = "[" if self.closed in ("left", "both") else "("
         right = "]" if self.closed in ("right", "both") else ")"
-        return f"in {left}{self.low:g}, {self.high:g}{right}"
+        return f"in {left}{_shown(self.low)}, {_shown(self.high)}{right}"
 
 
 @dataclass(frozen=True)
@@ -174,6 +184,26 @@ class Finite(Constraint):
     def text(self) -> str:
         """``"a finite number"``."""
         return "a finite number"
+
+
+@dataclass(frozen=True)
+class OneOf(Constraint):
+    """One of the given values, for a field typed ``str``.
+
+    A ``Literal`` field lists its choices itself; ``OneOf`` keeps the plain type for callers that
+    type-check a constructor's arguments (beartype), so the rule's own message is the one seen.
+    """
+
+    choices: tuple[Any, ...]
+
+    def ok(self, value: Any) -> bool:
+        """``value in choices``."""
+        return value in self.choices
+
+    @property
+    def text(self) -> str:
+        """``"one of ['a', 'b']"``."""
+        return f"one of {list(self.choices)}"
 
 
 @dataclass(frozen=True)
@@ -204,6 +234,11 @@ class Each(Constraint):
     def text(self) -> str:
         """``"all in (0, 1]"``."""
         return f"all {self.inner.rule}"
+
+
+#: the rule of a config's ``seed`` (task, model and train configs, like ``probekit train --seed``):
+#: an int in [0, 2**32), which numpy's and torch's generators both take
+SEED = Between(0, 2**32, closed="left")
 
 
 def _strip_optional(annotation: Any) -> tuple[Any, bool]:
@@ -245,28 +280,92 @@ def _choices(annotation: Any) -> tuple[tuple[Any, ...], bool] | None:
     return None
 
 
+def conforms(value: Any, annotation: Any) -> bool:
+    """Whether ``value`` has the declared type (an int is a float, a bool is no int).
+
+    ``Literal`` values, ``X | None``, ``tuple[T, ...]`` and fixed tuples are checked element by
+    element; other generics (``dict[...]``) and ``Any`` pass (left to the owner's own checks).
+    """
+    origin = typing.get_origin(annotation)
+    if annotation is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(conforms(value, a) for a in typing.get_args(annotation))
+    if origin is Literal:
+        return value in typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return conforms(value, typing.get_args(annotation)[0])
+    if origin is tuple:
+        args = typing.get_args(annotation)
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(conforms(v, args[0]) for v in value)
+        return len(args) == len(value) and all(conforms(v, a) for v, a in zip(value, args))
+    if origin is not None:
+        return True
+    if annotation is type(None):
+        return value is None
+    if annotation is float:
+        return _number(value)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, annotation) if isinstance(annotation, type) else True
+
+
+def type_words(annotation: Any) -> str:
+    """``an int``, ``an int or None``, ``a tuple[int, ...]`` ... for messages."""
+    words = {int: "an int", float: "a number", str: "a string", bool: "true or false",
+             type(None): "None"}
+    if annotation in words:
+        return words[annotation]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return " or ".join(type_words(a) for a in typing.get_args(annotation))
+    if typing.get_origin(annotation) is Literal:
+        return "one of " + str(list(typing.get_args(annotation)))
+    return "a " + str(annotation).replace("typing.", "").replace("NoneType", "None")
+
+
+def check_value(cls: type, key: str, value: Any, *, types: bool | None = None) -> None:
+    """Check one value of the field ``key`` of the dataclass ``cls`` against its declared rules.
+
+    The rules :func:`validate` applies to that field, for a value not yet in an instance: a
+    surface that collects values one at a time (``probekit train --set``, a diagnosis grid)
+    refuses the bad one with the line :func:`validate` would give. ``types``: check the type
+    too (default: the class's ``check_types``).
+    """
+    annotation, rules = constraints_of(cls)[key]
+    owner = cls.__name__
+    strict = bool(getattr(cls, "check_types", False)) if types is None else types
+    if strict and not conforms(value, annotation):
+        raise ConstraintError(owner, key, value, type_words(annotation))
+    if value is None:
+        return
+    choices = _choices(annotation)
+    if choices is not None:
+        allowed, per_element = choices
+        values = value if per_element else (value,)
+        if any(v not in allowed for v in values):
+            raise ConstraintError(owner, key, value, f"{'drawn from' if per_element else 'one of'} "
+                                  f"{list(allowed)}")
+    for rule in rules:
+        if not rule.ok(value):
+            raise ConstraintError(owner, key, value, rule.rule)
+
+
 def validate(obj: Any) -> None:
     """Check every field of the dataclass instance ``obj`` against its declared rules.
 
-    ``Literal`` choices (also per element of a ``tuple[Literal[...], ...]``) first, then the
-    ``Annotated`` constraints in order; ``None`` in an optional field passes (it means "the
-    default" or "all"). Raises :class:`ConstraintError` for the first field that breaks one.
+    With ``check_types = True`` on the class (the configs the Python API, ``probekit train
+    --set`` and a diagnosis grid all build: :class:`~probekit.train.TrainConfig`,
+    :class:`~probekit.models.ModelConfig`, the task configs) each value's type first
+    (:func:`conforms`: ``p = 23.0`` for an int field is refused). Then ``Literal`` choices (also
+    per element of a ``tuple[Literal[...], ...]``), then the ``Annotated`` constraints in order;
+    ``None`` in an optional field passes (it means "the default" or "all"). Raises
+    :class:`ConstraintError` for the first field that breaks one (:func:`check_value`).
     """
-    owner = type(obj).__name__
-    for key, (annotation, rules) in constraints_of(type(obj)).items():
-        value = getattr(obj, key)
-        if value is None:
-            continue
-        choices = _choices(annotation)
-        if choices is not None:
-            allowed, per_element = choices
-            values = value if per_element else (value,)
-            if any(v not in allowed for v in values):
-                raise ConstraintError(owner, key, value, f"{'drawn from' if per_element else 'one of'} "
-                                      f"{list(allowed)}")
-        for rule in rules:
-            if not rule.ok(value):
-                raise ConstraintError(owner, key, value, rule.rule)
+    for key in constraints_of(type(obj)):
+        check_value(type(obj), key, getattr(obj, key))
 
 
 class Validated:

@@ -1,8 +1,12 @@
 """Output folders: checked before any work, owned by a marker, locked while written.
 
-Every command that writes a folder (``capture``, ``train``, ``report``, ``test``, ``diagnose``)
-calls :func:`check_out_dir` before it loads a model or reads a large file. It refuses, with one
-:class:`~probekit.errors.ConfigError` naming the path and the fix:
+Every command that writes a folder (``capture``, ``train``, ``report``, ``test``, ``diagnose``,
+``patch``, ``demo``) calls :func:`check_out_dir` before it loads a model or reads a large file;
+the Python entries that write a folder check it too (``train()`` through
+:func:`probekit.train.run_dir.check_run_dir`; ``write_report``, ``hypotheses.run(out=)``,
+``diagnose(out=)`` and ``diagnose_table(out=)`` through
+:func:`probekit.report.write.check_report_dir`, which refuses only files named like their
+outputs). It refuses, with one :class:`~probekit.errors.ConfigError` naming the path and the fix:
 
 * ``--out`` that is an existing regular file (or one of the command's own input files);
 * a folder whose nearest existing ancestor cannot be written (read-only mount, permissions):
@@ -144,25 +148,29 @@ def _describe(info: OwnerInfo) -> str:
 def check_out_dir(
     path: str | Path,
     *,
-    command: str,
+    command: str | None,
     name: str | None = None,
     inputs: Sequence[str | Path] = (),
     force: bool = False,
     legacy: Callable[[Path], OwnerInfo | None] | None = None,
     flag: str = "--out",
+    force_flag: str | None = "--force",
 ) -> Path:
     """Check ``path`` before any work: writable, not an input, empty or probekit's own output.
 
     Args:
         path: the output folder (need not exist).
-        command: the command writing it (``"report"``, ``"train"`` ...).
+        command: the command writing it (``"report"``, ``"train"`` ...); None accepts the
+            output of any probekit command (a Python entry such as ``write_report``).
         name: what it writes (a suite name, a preset); output of the same ``command`` for another
             ``name`` needs ``force``.
         inputs: the command's input files (``--out`` must not be one of them).
         force: write into a foreign or non-empty folder, replace another suite's output.
         legacy: recognises probekit output written before the marker existed (returns the
             ``{"command", "name"}`` record, or None).
-        flag: the option named in messages.
+        flag: the option (or Python argument) named in messages.
+        force_flag: how the caller overrides the check, named in messages (None: the entry
+            has no override; the fix is another folder or moving the files away).
 
     Returns:
         The absolute path (not created).
@@ -180,16 +188,18 @@ def check_out_dir(
     if info is None:
         listed = ", ".join(content[:_LISTED]) + (f" and {len(content) - _LISTED} more"
                                                   if len(content) > _LISTED else "")
+        fix = (f"choose a new folder, or pass {force_flag} to write into it (files of the same "
+               "names are replaced)" if force_flag else
+               "choose a new folder (or move those files away); nothing was written")
         raise ConfigError(
-            f"{flag} {path} is not empty and was not written by probekit (it holds {listed}); "
-            "choose a new folder, or pass --force to write into it (files of the same names "
-            "are replaced)"
+            f"{flag} {path} is not empty and was not written by probekit (it holds {listed}); {fix}"
         )
+    if command is None:
+        return out
     if info.get("command") != command or (name is not None and info.get("name") not in (None, name)):
-        raise ConfigError(
-            f"{flag} {path} holds the output of {_describe(info)}; pass --force to replace it "
-            "or choose another folder"
-        )
+        fix = (f"pass {force_flag} to replace it or choose another folder" if force_flag
+               else "choose another folder")
+        raise ConfigError(f"{flag} {path} holds the output of {_describe(info)}; {fix}")
     return out
 
 

@@ -76,6 +76,53 @@ CASES: list[dict[str, str]] = [
      "message": "beyond the range of a float (about 1.8e308)"},
     {"id": "tl-metric", "surface": "patching metric", "input": "metric(logits, answer_tokens=..., per_prompt=False)",
      "message": "(accepted: each row scored with its pair's answer tokens)"},
+    {"id": "train-api-user-folder", "surface": "train(task, ..., out_dir)",
+     "input": "out_dir holding the user's own run.json and history.csv",
+     "message": "is not empty and was not written by probekit (it holds history.csv, run.json)"},
+    {"id": "train-api-out-file", "surface": "train(task, ..., out_dir)",
+     "input": "out_dir that is a regular file", "message": "is an existing file, not a folder"},
+    {"id": "write-report-user-files", "surface": "write_report(result, out_dir)",
+     "input": "out_dir holding the user's own report.html",
+     "message": "holds report.html that probekit did not write"},
+    {"id": "diagnose-table-user-markers", "surface": "diagnose_table(spec, out=)",
+     "input": "out holding the user's own markers.csv",
+     "message": "holds markers.csv that probekit did not write"},
+    # ------------------------------------------------------------ unbounded requests, every API
+    {"id": "api-permutation-test-1e9", "surface": "probe_permutation_test", "input": "n_permutations = 10**9",
+     "message": "n_permutations = 1000000000 is above the bound 100000"},
+    {"id": "api-bootstrap-1e9", "surface": "bootstrap_ci", "input": "n_resamples = 10**9",
+     "message": "n_resamples=1000000000 is above the bound 100000"},
+    {"id": "api-marker-analysis-bootstrap-1e9", "surface": "marker_analysis", "input": "n_bootstrap = 10**9",
+     "message": "n_bootstrap=1000000000 is above the bound 100000"},
+    {"id": "api-marker-analysis-max-permutations-1e9", "surface": "marker_analysis",
+     "input": "max_permutations = 10**9", "message": "max_permutations = 1000000000 is above the bound 100000"},
+    {"id": "api-calibrate-simulations-1e9", "surface": "calibrate", "input": "n_simulations = 10**9",
+     "message": "n_simulations = 1000000000 is above the bound 10000"},
+    {"id": "api-granulated-permutations-1e9", "surface": "granulated_kendall_tau",
+     "input": "n_permutations = 10**9", "message": "n_permutations = 1000000000 is above the bound 100000"},
+    {"id": "api-interaction-resamples-1e9", "surface": "interaction_test", "input": "n_resamples = 10**9",
+     "message": "n_resamples = 1000000000 is above the bound 100000"},
+    {"id": "api-causal-design-permutations-1e9", "surface": "build_design", "input": "n_permutations = 10**9",
+     "message": "n_permutations = 1000000000 is above the bound 100000"},
+    {"id": "api-rsa-permutations-1e9", "surface": "rsa_test", "input": "n_permutations = 10**9",
+     "message": "n_permutations = 1000000000 is above the bound 100000"},
+    {"id": "api-correctness-permutations-1e9", "surface": "CorrectnessConfig", "input": "n_permutations = 10**9",
+     "message": "n_permutations = 1000000000 is above the bound 100000"},
+    {"id": "claim-necessity-n-random-1e9", "surface": "[[claim]] necessity", "input": "n_random = 10**9",
+     "message": "NecessitySpec.n_random must be <= 100000, got 1000000000"},
+    {"id": "claim-capacity-n-shuffles-1e9", "surface": "[[claim]] manifold_capacity", "input": "n_shuffles = 10**9",
+     "message": "CapacitySpec.n_shuffles must be <= 100000, got 1000000000"},
+    {"id": "neurons-n-random-1e9", "surface": "[[neurons]] / DeactivationConfig", "input": "n_random = 10**9",
+     "message": "DeactivationConfig.n_random must be <= 100000, got 1000000000"},
+    # ------------------------------------------------------------ one rule for the configs' fields
+    {"id": "api-train-config-lr-inf", "surface": "TrainConfig", "input": "TrainConfig(lr=float('inf'))",
+     "message": "TrainConfig.lr must be a finite number, got inf"},
+    {"id": "api-train-config-batch-0", "surface": "TrainConfig", "input": "TrainConfig(batch_size=0)",
+     "message": "TrainConfig.batch_size must be >= 1 (or None for the full batch), got 0"},
+    {"id": "api-model-config-layers-0", "surface": "ModelConfig", "input": "n_layers = 0",
+     "message": "ModelConfig.n_layers must be >= 1, got 0"},
+    {"id": "api-task-config-fraction", "surface": "get_task", "input": 'get_task("modular_addition", train_fraction=1.5)',
+     "message": "ModularAdditionConfig.train_fraction must be in (0, 1), got 1.5"},
     # ------------------------------------------------------------ diagnosis tables
     {"id": "table-duplicate-rows", "surface": "marker_analysis(table)", "input": "one model's row given twice",
      "message": "rows 0, 3 (0-based) are identical in every column"},
@@ -96,6 +143,8 @@ CASES: list[dict[str, str]] = [
      "message": "manifold centres are identical"},
     {"id": "he-states-list", "surface": "composition_he", "input": "a = [[1.0]] (a list)",
      "message": "a is a list; pass a (layer, pair, d) tensor"},
+    {"id": "he-pairs-mismatched", "surface": "composition_he", "input": "a of 5 pairs, b of 4 pairs",
+     "message": "a (2, 5, 3) and b (2, 4, 3) must both be (layer, pair, d)"},
     {"id": "he-pairs-negative", "surface": "PairIndex", "input": "example = [-1]",
      "message": "PairIndex.example holds -1; example indices must be >= 0"},
     {"id": "text-not-a-string", "surface": "suite / capture data", "input": '"text": 5',
@@ -133,9 +182,23 @@ def ckpt(tmp_path_factory, small_model_module):
     return save_checkpoint(small_model_module, TINY_CONFIGS["ln_mha"], tmp_path_factory.mktemp("m") / "ckpt")
 
 
+#: sha256 of every input file a case wrote (path -> digest); the test checks them after the call
+_INPUTS: dict[Path, str] = {}
+
+
+def _input(*paths: Path) -> None:
+    """Record the input files' sha256: the case's call must leave them byte for byte."""
+    import hashlib
+
+    for path in paths:
+        for f in ([path] if path.is_file() else sorted(q for q in path.rglob("*") if q.is_file())):
+            _INPUTS[f] = hashlib.sha256(f.read_bytes()).hexdigest()
+
+
 def _suite(tmp_path: Path, ckpt: Path, rows: list[dict], extra: str = "") -> Path:
     (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     (tmp_path / "s.toml").write_text(SUITE.format(ckpt=ckpt, extra=extra))
+    _input(tmp_path / "data.jsonl", tmp_path / "s.toml", Path(ckpt))
     return tmp_path / "s.toml"
 
 
@@ -297,6 +360,117 @@ def run_tl_metric(**_):
     torch.testing.assert_close(got, want)
 
 
+def _user_files(folder: Path, *names: str) -> dict[str, str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (folder / name).write_text(f"the user's own {name}\n")
+    return {n: (folder / n).read_text() for n in names}
+
+
+def _unchanged(folder: Path, before: dict[str, str]):
+    """Call the guarded function; the user's files keep their bytes, nothing else appears."""
+    assert sorted(p.name for p in folder.iterdir()) == sorted(before)
+    assert {n: (folder / n).read_text() for n in before} == before
+
+
+def run_train_user_folder(tmp_path, **_):
+    from probekit.testbeds import get_task
+    from probekit.train import TrainConfig
+    from probekit.train.trainer import train
+
+    mine = tmp_path / "mine"
+    before = _user_files(mine, "run.json", "history.csv")
+    task = get_task("modular_addition", p=7)
+    try:
+        train(task, task.model_config(d_model=8, d_mlp=8, n_heads=1, d_head=8),
+              TrainConfig(steps=1, n_evals=1), mine, progress=False, plot=False)
+    finally:
+        _unchanged(mine, before)
+
+
+def run_train_out_file(tmp_path, **_):
+    from probekit.testbeds import get_task
+    from probekit.train.trainer import train
+
+    target = tmp_path / "f.txt"
+    target.write_text("keep me\n")
+    try:
+        train(get_task("modular_addition", p=7), out_dir=target, progress=False)
+    finally:
+        assert target.read_text() == "keep me\n"
+
+
+def run_write_report_user(tmp_path, **_):
+    from probekit.report.write import write_report
+
+    mine = tmp_path / "mine"
+    before = _user_files(mine, "report.html")
+    try:
+        write_report({"suite": {"name": "x"}, "analyses": []}, mine)
+    finally:
+        _unchanged(mine, before)
+
+
+def run_diagnose_table_user(tmp_path, **_):
+    from probekit.diagnosis.table_diagnosis import diagnose_table
+
+    mine = tmp_path / "mine"
+    before = _user_files(mine, "markers.csv")
+    try:
+        diagnose_table(tmp_path / "no-such-file.toml", out=mine)  # refused before it is read
+    finally:
+        _unchanged(mine, before)
+
+
+def _small_table(n: int = 12) -> dict:
+    rng = np.random.default_rng(1)
+    return {"y": rng.normal(size=n).tolist(), "m": rng.normal(size=n).tolist(),
+            "k": [0.1, 0.2, 0.3] * (n // 3)}
+
+
+def run_marker_bootstrap(**_):
+    from probekit.diagnosis import marker_analysis
+
+    marker_analysis(_small_table(), "y", groups=None, n_bootstrap=10**9)
+
+
+def run_marker_max_perm(**_):
+    from probekit.diagnosis import marker_analysis
+
+    marker_analysis(_small_table(), "y", groups=None, max_permutations=10**9)
+
+
+def run_calibrate(**_):
+    from probekit.diagnosis.calibration import calibrate
+
+    calibrate(_small_table(), "y", covariates=["k"], groups=None, n_simulations=10**9)
+
+
+def run_granulated(**_):
+    from probekit.diagnosis.granulated import granulated_kendall_tau
+
+    granulated_kendall_tau(_small_table(), "y", "m", ["k"], n_permutations=10**9)
+
+
+def run_interaction(**_):
+    from probekit.diagnosis.compare import interaction_test
+
+    interaction_test(_small_table(), _small_table(), "y", "m", groups=None, n_resamples=10**9)
+
+
+def run_design(**_):
+    from probekit.diagnosis.causal.design import build_design
+
+    build_design(_small_table(), "y", "k", "m", n_permutations=10**9)
+
+
+def run_rsa(**_):
+    from probekit.similarity.rsa import rsa_test
+
+    rdm = np.abs(np.subtract.outer(np.arange(6.0), np.arange(6.0)))
+    rsa_test(rdm, rdm, n_permutations=10**9)
+
+
 def run_duplicate_rows(**_):
     from probekit.diagnosis import marker_analysis
 
@@ -338,6 +512,7 @@ def run_latin1(tmp_path, **_):
 
     path = tmp_path / "t.csv"
     path.write_bytes("arch,y\ncafé,0.5\nthé,0.25\n".encode("latin-1"))
+    _input(path)
     with pytest.warns(UserWarning) as rec:
         table = read_marker_table(path)
     assert table == {"arch": ["café", "thé"], "y": [0.5, 0.25]}
@@ -349,6 +524,7 @@ def run_utf16(tmp_path, **_):
 
     path = tmp_path / "t.csv"
     path.write_bytes("arch,y\ncafé,0.5\nthé,0.25\n".encode("utf-16"))  # with its BOM
+    _input(path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert read_marker_table(path) == {"arch": ["café", "thé"], "y": [0.5, 0.25]}
@@ -392,6 +568,17 @@ def run_he_list(**_):
     _states([[1.0]], "a")
 
 
+def run_he_mismatched(**_):
+    # the check inside composition_he (jaxtyping's shape check of the annotation runs first
+    # under pytest; a user without the hook reaches this one)
+    import inspect
+
+    from probekit.homomorphism.measure import composition_he
+
+    inspect.unwrap(composition_he)(torch.randn(2, 5, 3, dtype=torch.float64),
+                                   torch.randn(2, 4, 3, dtype=torch.float64))
+
+
 def run_he_negative(**_):
     from probekit.homomorphism.pairs import PairIndex
 
@@ -433,6 +620,40 @@ RUNS = {
     "table-complex": (lambda **_: _table(m2=[1 + 2j] + [1.0] * 11), DataError),
     "table-400-digits": (lambda **_: _table(m2=[10 ** 400] + [1] * 11), DataError),
     "tl-metric": (run_tl_metric, None),
+    "train-api-user-folder": (run_train_user_folder, ConfigError),
+    "train-api-out-file": (run_train_out_file, ConfigError),
+    "write-report-user-files": (run_write_report_user, ConfigError),
+    "diagnose-table-user-markers": (run_diagnose_table_user, ConfigError),
+    "api-permutation-test-1e9": (lambda **_: _perm(n_permutations=10**9), ConfigError),
+    "api-bootstrap-1e9": (lambda **_: __import__("probekit.stats", fromlist=["bootstrap_ci"]).bootstrap_ci(
+        np.mean, np.arange(10.0), n_resamples=10**9), ConfigError),
+    "api-marker-analysis-bootstrap-1e9": (run_marker_bootstrap, ConfigError),
+    "api-marker-analysis-max-permutations-1e9": (run_marker_max_perm, ConfigError),
+    "api-calibrate-simulations-1e9": (run_calibrate, ConfigError),
+    "api-granulated-permutations-1e9": (run_granulated, ConfigError),
+    "api-interaction-resamples-1e9": (run_interaction, ConfigError),
+    "api-causal-design-permutations-1e9": (run_design, ConfigError),
+    "api-rsa-permutations-1e9": (run_rsa, ConfigError),
+    "api-correctness-permutations-1e9": (lambda **_: __import__(
+        "probekit.probes.correctness", fromlist=["CorrectnessConfig"]).CorrectnessConfig(
+        n_permutations=10**9), ConfigError),
+    "claim-necessity-n-random-1e9": (lambda **_: __import__(
+        "probekit.hypotheses.kinds.necessity", fromlist=["NecessitySpec"]).NecessitySpec(
+        site="resid_post@0", n_random=10**9), ConfigError),
+    "claim-capacity-n-shuffles-1e9": (lambda **_: __import__(
+        "probekit.hypotheses.kinds.manifold_capacity", fromlist=["CapacitySpec"]).CapacitySpec(
+        site="resid_post@0", n_shuffles=10**9), ConfigError),
+    "neurons-n-random-1e9": (lambda **_: __import__(
+        "probekit.neurons.config", fromlist=["DeactivationConfig"]).DeactivationConfig(
+        n_random=10**9), ConfigError),
+    "api-train-config-lr-inf": (lambda **_: __import__("probekit.train", fromlist=["TrainConfig"]).TrainConfig(
+        lr=float("inf")), ConfigError),
+    "api-train-config-batch-0": (lambda **_: __import__("probekit.train", fromlist=["TrainConfig"]).TrainConfig(
+        batch_size=0), ConfigError),
+    "api-model-config-layers-0": (lambda **_: dataclasses.replace(TINY_CONFIGS["ln_mha"], n_layers=0),
+                                  ConfigError),
+    "api-task-config-fraction": (lambda **_: __import__("probekit.testbeds", fromlist=["get_task"]).get_task(
+        "modular_addition", train_fraction=1.5), ConfigError),
     "table-duplicate-rows": (run_duplicate_rows, DataError),
     "covariate-numbers-as-text": (run_covariate_numbers, "warns"),
     "covariate-mostly-text": (run_covariate_mostly_text, "warns"),
@@ -442,6 +663,7 @@ RUNS = {
     "claim-p-mismatch": (run_claim_p, ConfigError),
     "geometry-singular": (run_geometry, DataError),
     "he-states-list": (run_he_list, DataError),
+    "he-pairs-mismatched": (run_he_mismatched, DataError),
     "he-pairs-negative": (run_he_negative, DataError),
     "text-not-a-string": (run_text, DataError),
 }
@@ -456,7 +678,19 @@ def test_every_case_has_a_run_and_the_agreed_shape():
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_round3_case(case, tmp_path, ckpt, caplog, monkeypatch, small_model_module, single_thread):
+    import hashlib
+
     run, outcome = RUNS[case["id"]]
+    _INPUTS.clear()
+    try:
+        _run_case(case, run, outcome, tmp_path, ckpt, caplog, monkeypatch, small_model_module)
+    finally:  # no input file changed (sha256 before and after the call)
+        changed = [str(f) for f, digest in _INPUTS.items()
+                   if not f.is_file() or hashlib.sha256(f.read_bytes()).hexdigest() != digest]
+        assert not changed, f"input files changed: {changed}"
+
+
+def _run_case(case, run, outcome, tmp_path, ckpt, caplog, monkeypatch, small_model_module):
     kw = dict(tmp_path=tmp_path, ckpt=ckpt, caplog=caplog, monkeypatch=monkeypatch,
               small_model_module=small_model_module)
     if outcome is None:  # accepted: a correct result, nothing to say

@@ -129,7 +129,7 @@ def test_finished_run_is_cached_interrupted_restarts_other_config_refused(tiny_d
 def test_bad_configs_and_data_are_named(tiny_dir, tmp_path):
     with pytest.raises(ConfigError, match=r"FinetuneConfig.rank must be >= 1, got 0"):
         FinetuneConfig(rank=0)
-    with pytest.raises(ConfigError, match=r"FinetuneConfig.method must be a Literal\['lora', 'full'\]"):
+    with pytest.raises(ConfigError, match=r"FinetuneConfig.method must be one of \['lora', 'full'\], got 'qlora'"):
         build_finetune("smollm2_bio_smoke", sets=["train.method=qlora"])
     with pytest.raises(ConfigError, match="checkpoint_steps must be <= steps=5"):
         FinetuneConfig(steps=5, checkpoint_steps=(6,))

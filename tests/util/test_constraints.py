@@ -93,3 +93,68 @@ def test_suite_tables_report_the_rule_at_the_key_line(tmp_path):
     built = build_table(ToySurface, {"extra": "q", "modes": ["y"]}, path, text, "toy")
     assert built.modes == ("y",) and built.n == 3
     assert dataclasses.asdict(built)["extra"] == "q"
+
+
+# ------------------------------------------------ typed configs: one rule for every surface
+
+
+@pytest.mark.parametrize(
+    ("value", "annotation", "ok"),
+    [(3, int, True), (3.0, int, False), (True, int, False), (3, float, True), (None, int | None, True),
+     ((0.9, 0.98), tuple[float, float], True), ((0.9,), tuple[float, float], False),
+     ((1, 2), tuple[int, ...], True), ([1, 2], tuple[int, ...], False), ("a", Literal["a", "b"], True),
+     ("c", Literal["a", "b"], False)],
+)
+def test_conforms(value, annotation, ok):
+    from probekit.util.constraints import conforms
+
+    assert conforms(value, annotation) is ok
+
+
+def test_int_bounds_are_shown_in_full():
+    from probekit.util.constraints import SEED, Le
+
+    assert Le(100_000).text == "<= 100000"
+    assert SEED.text == "in [0, 4294967296)"
+
+
+@pytest.mark.parametrize(
+    ("preset", "item", "cls", "kwargs"),
+    [("modular_addition", "task.p=23.0", "task", {"p": 23.0}),
+     ("modular_addition", "task.train_fraction=1.5", "task", {"train_fraction": 1.5}),
+     ("modular_addition", "train.lr=1e400", "train", {"lr": math.inf}),
+     ("modular_addition", "train.batch_size=0", "train", {"batch_size": 0}),
+     ("modular_addition", "model.n_layers=0", "model", {"n_layers": 0}),
+     ("modular_addition", "model.act_fn=tanh", "model", {"act_fn": "tanh"}),
+     ("scan", "task.alignment=left", "task", {"alignment": "left"})],
+)
+def test_set_and_the_python_api_give_the_same_line(preset, item, cls, kwargs):
+    """``probekit train --set`` (and a diagnosis grid, which goes through it) says exactly what the
+    config says when built in Python, prefixed with the ``--set`` item."""
+    from probekit.models import ModelConfig
+    from probekit.testbeds.registry import config_class
+    from probekit.train import TrainConfig
+    from probekit.train.build import build_run
+    from probekit.train.presets import get_preset
+    from probekit.util.constraints import check_value
+
+    with pytest.raises(ConfigError) as via_set:
+        build_run(preset, sets=[item])
+    owner = {"task": config_class(get_preset(preset).task), "train": TrainConfig,
+             "model": ModelConfig}[cls]
+    (key, value), = kwargs.items()
+    with pytest.raises(ConstraintError) as via_api:  # what validate() raises in __post_init__
+        check_value(owner, key, value)
+    assert str(via_set.value) == f"--set {item}: {via_api.value}"
+
+
+def test_configs_validate_in_python_without_a_type_checker():
+    """The declared rules run in ``__post_init__`` (the type check too: without pytest's
+    jaxtyping hook nothing else would refuse ``p=23.0``)."""
+    from probekit.testbeds.modular import ModularAdditionConfig
+    from probekit.util.constraints import validate
+
+    cfg = ModularAdditionConfig(p=23)
+    object.__setattr__(cfg, "p", 23.0)  # as an unchecked constructor would have stored it
+    with pytest.raises(ConstraintError, match=r"^ModularAdditionConfig\.p must be an int, got 23\.0$"):
+        validate(cfg)

@@ -149,6 +149,11 @@ def build_design(
     """
     if inference not in INFERENCES:
         raise ConfigError(f"inference must be one of {list(INFERENCES)}, got {inference!r}")
+    from probekit.stats.bootstrap import check_n_resamples
+    from probekit.stats.permutation import check_n_permutations
+
+    check_n_permutations(n_permutations)
+    check_n_resamples(n_bootstrap, name="n_bootstrap", minimum=1)
     t = as_marker_table(table)
     t.check_names([outcome, knob, marker], "causal")
     if len({outcome, knob, marker}) < 3:

@@ -197,6 +197,9 @@ def mediation(
         yc, mc, zc = _centre_within(np.column_stack([y, m, z]), g).T
     else:
         yc, mc, zc = y, m, z
+    from probekit.stats.bootstrap import check_n_resamples
+
+    check_n_resamples(n_bootstrap, name="n_bootstrap", minimum=1)
     W = group_bootstrap_counts(g, n_bootstrap, np.random.default_rng([seed, 0xB007]))
     A_m = np.column_stack([base, zc])
     A_y = np.column_stack([base, zc, mc])

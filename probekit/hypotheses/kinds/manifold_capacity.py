@@ -11,7 +11,8 @@ from typing import Annotated
 
 from ...context import Context
 from ...geometry.config import ManifoldConfig
-from ...util.constraints import Ge
+from ...stats.limits import MAX_PERMUTATIONS
+from ...util.constraints import Ge, Le
 from ..keys import bootstrap, labels, site_rows
 from ..measurement import Measurement
 from ..registry import register_measurement
@@ -27,7 +28,7 @@ class CapacitySpec(ManifoldConfig):
     """
 
     site: str
-    n_shuffles: Annotated[int, Ge(1)] = 20
+    n_shuffles: Annotated[int, Ge(1), Le(MAX_PERMUTATIONS)] = 20
 
 
 @register_measurement("manifold_capacity", spec=CapacitySpec, control=True)

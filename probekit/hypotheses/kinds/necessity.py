@@ -8,15 +8,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 from ...context import Context
+from ...stats.limits import MAX_PERMUTATIONS
+from ...util.constraints import Ge, Le, Validated
 from ..measurement import Measurement
 from ..registry import register_measurement
 
 
 @dataclass(frozen=True, kw_only=True)
-class NecessitySpec:
+class NecessitySpec(Validated):
     """Keys of a ``necessity`` claim (or diagnosis marker).
 
     ``substrate``: ``"probe_direction"`` (the span of ``n_directions`` INLP rounds of logistic
@@ -45,7 +47,7 @@ class NecessitySpec:
     select_split: str = "train"
     split: str = "test"
     also_split: str | None = None
-    n_random: int = 10
+    n_random: Annotated[int, Ge(1), Le(MAX_PERMUTATIONS)] = 10
     excess: bool = False
     batch_size: int = 64
 

@@ -6,15 +6,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 from ...context import Context
+from ...stats.limits import MAX_PERMUTATIONS
+from ...util.constraints import Ge, Le, Validated
 from ..measurement import Measurement
 from ..registry import register_measurement
 
 
 @dataclass(frozen=True, kw_only=True)
-class NeuronDeactivationSpec:
+class NeuronDeactivationSpec(Validated):
     """Keys of a ``neuron_deactivation`` claim.
 
     ``relation``: the relation whose top-``k`` units (zeroed at every position, Liu et al.'s
@@ -34,7 +36,7 @@ class NeuronDeactivationSpec:
     select_split: str = "train"
     split: str = "test"
     response: Literal["mean", "last"] = "mean"
-    n_random: int = 10
+    n_random: Annotated[int, Ge(1), Le(MAX_PERMUTATIONS)] = 10
     batch_size: int = 32
 
 
