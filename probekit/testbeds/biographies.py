@@ -44,7 +44,8 @@ model is causal, so the hidden state at the last token of that text *is* the hid
 name's last token inside each of the person's biographies; a probe suite reads it with
 ``[capture] positions = "last"`` and ``[data] label = "birth_city"`` (no position column
 needed). Its ``split`` column splits the people 50/50 (seeded, independent of ID/OOD) into the
-probe's ``train`` and ``test`` people.
+probe's ``train`` and ``test`` people; ``split_<attribute>`` is a split stratified by that
+attribute (``[data] split_column``), under which a probe is testable with few people.
 """
 
 from __future__ import annotations
