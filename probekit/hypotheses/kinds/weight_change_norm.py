@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ...context import Context
 from ...errors import DataError, NotApplicableError
@@ -70,25 +71,21 @@ def weight_change(finetuned: str | Path, base: str | Path) -> tuple[float, float
                         f"and {len(bs)} keys); give the fine-tune's own base model as base = ...")
     delta = base_sq = 0.0
     changed = 0
-    handles: dict[Path, object] = {}
-    try:
-        for key in shared:
-            for file in (ft[key], bs[key]):
-                if file not in handles:
-                    handles[file] = safe_open(str(file), "pt")
-            w = handles[ft[key]].get_tensor(key)  # type: ignore[attr-defined]
-            b = handles[bs[key]].get_tensor(key)  # type: ignore[attr-defined]
-            if w.shape != b.shape:
-                raise DataError(f"tensor {key!r} has shape {tuple(w.shape)} in {finetuned} but "
-                                f"{tuple(b.shape)} in {base}; give the fine-tune's own base model")
-            if torch.equal(w, b):
-                continue
-            changed += 1
-            w, b = w.double(), b.double()
-            delta += float(((w - b) ** 2).sum())
-            base_sq += float((b ** 2).sum())
-    finally:
-        handles.clear()
+    handles: dict[Path, Any] = {}  # one open safetensors file each (memory-mapped)
+    for key in shared:
+        for file in (ft[key], bs[key]):
+            if file not in handles:
+                handles[file] = safe_open(str(file), "pt")
+        w, b = handles[ft[key]].get_tensor(key), handles[bs[key]].get_tensor(key)
+        if w.shape != b.shape:
+            raise DataError(f"tensor {key!r} has shape {tuple(w.shape)} in {finetuned} but "
+                            f"{tuple(b.shape)} in {base}; give the fine-tune's own base model")
+        if torch.equal(w, b):
+            continue
+        changed += 1
+        w, b = w.double(), b.double()
+        delta += float(((w - b) ** 2).sum())
+        base_sq += float((b ** 2).sum())
     return delta, base_sq, changed
 
 
