@@ -381,8 +381,9 @@ def check_real_data(pop: Any, suite: Any, settings: Any, path: Path, text: str) 
 
     A pretrained LM has no training task: the markers' examples come from ``[data] file`` (a
     JSONL of ``text`` rows and their columns, tokenized by each model's own tokenizer); a
-    testbed ``[data] task`` holds token ids of the testbed's vocabulary, meaningless to the LM.
-    Model entries have no training history, so no crossing step.
+    testbed ``[data] task`` holds token ids of the testbed's vocabulary, meaningless to the LM
+    (refused for a fine-tune grid too; its ``[data] file`` is needed only by the markers that
+    read examples). Model entries and fine-tunes have no evaluation history: no crossing step.
 
     Raises:
         SuiteError: ``FILE:LINE: [data] task`` / ``[data]`` / ``[diagnosis] crossing``.
