@@ -20,6 +20,12 @@ The cache identity of an entry (:func:`entry_fingerprint`) is the GGUF digest of
 and the digest of every top-level file of a directory (config, weights, tokenizer), so a
 finished model's cells are reused by a rerun and a changed directory is measured again.
 
+A **fine-tune grid** (``[population] preset`` naming a fine-tune preset of
+:mod:`probekit.train.finetune_presets`, e.g. ``"smollm2_bio_smoke"``) is a population of real
+LMs too: each finished run's checkpoint is a Hugging Face directory, loaded, fingerprinted and
+scored as a model entry (its design columns: the grid's), so it needs the same ``[data] file``
+and ``[outcome]`` (:func:`finetune_grid`, :func:`real_subject`).
+
 Marker kinds defined on a testbed's own structure (:data:`TESTBED_KINDS`: modular-addition
 Fourier keys, SCAN compositions, KG entity tokens) cannot apply to a real LM and are refused
 when the file is loaded, naming the marker's ``measure`` line.
@@ -37,7 +43,8 @@ from ..util.config import close_match_hint
 from ..util.io import sha256_bytes, sha256_file
 
 __all__ = ["DESIGN_KEY", "TESTBED_KINDS", "check_marker_kinds", "check_real_data", "entry_fingerprint", "entry_kind",
-           "entry_model_spec", "model_config", "parse_models", "real_entries"]
+           "entry_model_spec", "finetune_grid", "model_config", "parse_models", "real_entries",
+           "real_subject"]
 
 #: the CSV column naming each design row's model entry
 DESIGN_KEY = "model"
@@ -292,21 +299,42 @@ def real_entries(pop: Any) -> list[str]:
             if entry_kind(s) != "checkpoint"]
 
 
+def finetune_grid(pop: Any) -> bool:
+    """True for a grid of a fine-tune preset (its checkpoints are Hugging Face directories)."""
+    from ..train.finetune_presets import is_finetune_preset
+
+    return bool(getattr(pop, "preset", None)) and is_finetune_preset(pop.preset)
+
+
+def real_subject(pop: Any) -> str | None:
+    """How errors name the population's first real LM (``None``: testbed checkpoints only).
+
+    ``"model 'smollm2-135m', a pretrained LM"`` for a model entry, ``"the fine-tunes of preset
+    'P', pretrained LMs"`` for a fine-tune grid.
+    """
+    real = real_entries(pop)
+    if real:
+        return f"model {real[0]!r}, a pretrained LM"
+    if finetune_grid(pop):
+        return f"the fine-tunes of preset {pop.preset!r}, pretrained LMs"
+    return None
+
+
 def check_marker_kinds(markers: Any, pop: Any, path: Path, text: str) -> None:
     """Refuse a testbed-only marker kind in a population holding a real LM.
 
     Raises:
         SuiteError: ``FILE:LINE: [marker] measure`` naming the kind, what it needs and a model.
     """
-    real = real_entries(pop)
-    if not real:
+    subject = real_subject(pop)
+    if subject is None:
         return
     for m in markers:
         need = TESTBED_KINDS.get(m.measure)
         if need is not None:
             raise SuiteError(
                 f"{_marker_where(path, text, m.name)}: measure {m.measure!r} of marker "
-                f"{m.name!r} needs {need}; model {real[0]!r} is a pretrained LM without it: "
+                f"{m.name!r} needs {need}, absent from {subject}: "
                 "remove the marker, or diagnose the testbed checkpoints in their own file")
 
 
@@ -353,24 +381,26 @@ def check_real_data(pop: Any, suite: Any, settings: Any, path: Path, text: str) 
 
     A pretrained LM has no training task: the markers' examples come from ``[data] file`` (a
     JSONL of ``text`` rows and their columns, tokenized by each model's own tokenizer); a
-    testbed ``[data] task`` holds token ids of the testbed's vocabulary, meaningless to the LM.
-    Model entries have no training history, so no crossing step.
+    testbed ``[data] task`` holds token ids of the testbed's vocabulary, meaningless to the LM
+    (refused for a fine-tune grid too; its ``[data] file`` is needed only by the markers that
+    read examples). Model entries and fine-tunes have no evaluation history: no crossing step.
 
     Raises:
         SuiteError: ``FILE:LINE: [data] task`` / ``[data]`` / ``[diagnosis] crossing``.
     """
-    if pop.models is not None and settings.crossing is not None:
-        raise SuiteError(f"{location(path, text, 'diagnosis', 'crossing')}: model entries have no "
-                         "training history to read a crossing step from; remove crossing")
-    real = real_entries(pop)
-    if not real:
+    if (pop.models is not None or finetune_grid(pop)) and settings.crossing is not None:
+        raise SuiteError(f"{location(path, text, 'diagnosis', 'crossing')}: model entries and "
+                         "fine-tunes have no testbed evaluation history to read a crossing step "
+                         "from; remove crossing")
+    subject = real_subject(pop)
+    if subject is None:
         return
     if suite.data.task is not None:
         raise SuiteError(f"{location(path, text, 'data', 'task')} = {suite.data.task!r}: a testbed "
-                         f"task's token ids are not the tokens of model {real[0]!r} (a pretrained "
-                         "LM); give the markers' examples as [data] file = \"examples.jsonl\" "
+                         f"task's token ids are not the tokens of {subject}; give "
+                         "the markers' examples as [data] file = \"examples.jsonl\" "
                          "(text rows, tokenized by each model's tokenizer)")
-    if suite.data.file is None:
-        raise SuiteError(f"{location(path, text, 'data')}: model {real[0]!r} is a pretrained LM "
-                         "with no training task to take examples from; give [data] file = "
+    if suite.data.file is None and real_entries(pop):  # a fine-tune's markers may need none
+        raise SuiteError(f"{location(path, text, 'data')}: no training task gives examples to "
+                         f"{subject}; give [data] file = "
                          "\"examples.jsonl\" (rows with text, the label column and a split)")

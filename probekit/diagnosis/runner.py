@@ -222,10 +222,11 @@ def _model_spec(path: str) -> ModelSpec:
 
 
 def _fingerprint(spec: DiagnosisFile, path: str) -> str:
-    """A row's cache identity: checkpoint config + weights; a model entry's own digest."""
-    from .real_models import entry_fingerprint, entry_kind
+    """A row's cache identity: checkpoint config + weights; a model entry's or fine-tune's own digest."""
+    from .real_models import entry_fingerprint, entry_kind, finetune_grid
 
-    if spec.population.models is not None and entry_kind(path) != "checkpoint":
+    if (spec.population.models is not None or finetune_grid(spec.population)) \
+            and entry_kind(path) != "checkpoint":
         return entry_fingerprint(path)
     return checkpoint_fingerprint(path)
 
@@ -303,13 +304,15 @@ def _expected_columns(spec: DiagnosisFile, rows: list[Checkpoint],
         if fn is not None:
             names |= {spec.diagnosis.outcome, *(spec.diagnosis.covariates or ())}
         return {r.path: set(names) for r in rows if r.final}
-    from .real_models import real_entries
+    from .real_models import finetune_grid, real_entries
 
     real = real_entries(spec.population)
-    if real:
-        raise ConfigError(f"{spec.where('population', 'models')}: model {real[0]!r} is a "
-                          "pretrained LM with no testbed evaluation; name its outcome: an "
-                          "[outcome] section (file = \"eval.jsonl\", score = \"exact_match\") or, "
+    if real or finetune_grid(spec.population):
+        what = (f"{spec.where('population', 'models')}: model {real[0]!r} is a pretrained LM"
+                if real else f"{spec.where('population', 'preset')}: the fine-tunes of preset "
+                f"{spec.population.preset!r} are pretrained LMs")
+        raise ConfigError(f"{what} with no testbed evaluation; name its outcome: an [outcome] "
+                          "section (file = \"eval.jsonl\", score = \"exact_match\") or, "
                           "from Python, diagnose(..., outcome=fn)")
 
     cache: dict[str, set[str]] = {}
@@ -328,11 +331,14 @@ def _expected_columns(spec: DiagnosisFile, rows: list[Checkpoint],
     return out
 
 
-def _grid_expected(spec: DiagnosisFile) -> tuple[list[Checkpoint], dict[str, set[str]], list[int]]:
+def _grid_expected(spec: DiagnosisFile, fn: Any = None) -> tuple[list[Checkpoint], dict[str, set[str]], list[int]]:
     """Rows (final only, not trained yet), their outcome columns and depths of a grid (``--check``)."""
     from ..testbeds import get_task
     from ..train.build import build_run
+    from .real_models import finetune_grid
 
+    if finetune_grid(spec.population):
+        return _finetune_grid_expected(spec, fn)
     rows, cols, cache, depths = [], {}, {}, []
     for r in grid_runs(spec):
         task, mcfg, _ = build_run(r.run.preset, steps=r.run.steps, seed=r.run.seed,
@@ -347,6 +353,43 @@ def _grid_expected(spec: DiagnosisFile) -> tuple[list[Checkpoint], dict[str, set
                                final=True, design=r.design))
         cols[r.run.out_dir] = cache[sig]
     return rows, cols, depths
+
+
+def _finetune_grid_expected(spec: DiagnosisFile, fn: Any = None
+                            ) -> tuple[list[Checkpoint], dict[str, set[str]], list[int]]:
+    """:func:`_grid_expected` of a fine-tune grid: ``[outcome]``'s columns, the base model's depth.
+
+    The depth is read from the base model's ``config.json`` when it is a directory or an
+    already converted named model (none is converted by ``--check``; 0: unknown).
+    """
+    from ..train.finetune_presets import build_finetune
+
+    rows, depths = [], []
+    for r in grid_runs(spec):
+        rows.append(Checkpoint(path=r.run.out_dir, run=r.run.out_dir, step=r.final_step,
+                               final=True, design=r.design))
+        config = build_finetune(r.run.preset, steps=r.run.steps, seed=r.run.seed,
+                                sets=list(r.run.sets), device=r.run.device).config
+        depths.append(_base_depth(config.base_model))
+    return rows, _expected_columns(spec, rows, fn), depths
+
+
+def _base_depth(base_model: str) -> int:
+    """Blocks of a fine-tune's base model from its config, without converting it (0: unknown)."""
+    from ..models.named import REGISTRY
+    from .real_models import model_config
+
+    if base_model in REGISTRY:
+        from ..models.real import cache_dir_for
+
+        try:
+            directory = cache_dir_for(base_model)
+        except ProbekitError:
+            return 0
+    else:
+        directory = Path(base_model).expanduser()
+    config = model_config(directory) if directory.is_dir() else None
+    return int((config or {}).get("num_hidden_layers", 0) or 0)
 
 
 def check_coded_covariates(d: Any, covariates: tuple[str, ...], where: str) -> None:
@@ -486,7 +529,7 @@ def check_diagnosis(spec_or_path: str | Path | DiagnosisFile, *, outcome: Any = 
         depths = [_model_shape(r.path)[0] for r in rows]
         what = f"{len(rows)} model entries"
     elif spec.population.trained:
-        rows, expected, depths = _grid_expected(spec)
+        rows, expected, depths = _grid_expected(spec, outcome)
         what = f"grid of {len(rows)} runs of preset {spec.population.preset!r} (not trained by --check)"
     else:
         rows = resolve_population(spec, train=False)

@@ -44,7 +44,8 @@ model is causal, so the hidden state at the last token of that text *is* the hid
 name's last token inside each of the person's biographies; a probe suite reads it with
 ``[capture] positions = "last"`` and ``[data] label = "birth_city"`` (no position column
 needed). Its ``split`` column splits the people 50/50 (seeded, independent of ID/OOD) into the
-probe's ``train`` and ``test`` people.
+probe's ``train`` and ``test`` people; ``split_<attribute>`` is a split stratified by that
+attribute (``[data] split_column``), under which a probe is testable with few people.
 """
 
 from __future__ import annotations
@@ -229,14 +230,29 @@ class Biographies:
     def probing_rows(self) -> list[dict[str, Any]]:
         """P-probing inputs: the full name per person, its attributes, a 50/50 probe split.
 
-        The probe split is seeded independently of the ID/OOD split (``[seed, 2]``).
+        The probe split is seeded independently of the ID/OOD split (``[seed, 2]``). Besides
+        ``split``, ``split_<attribute>`` is a split stratified by that attribute (seeded
+        ``[seed, 3]``): of the ``k`` people with a value, ``(k - 1) // 2`` are ``test`` and the
+        rest ``train``, a value held by one person only is ``unused``; so every test value has
+        >= 2 training people and no training value is a singleton (a probe is then testable on
+        few people, where the plain split leaves test values the probe never saw).
         """
         n = self.config.n_people
         rng = np.random.default_rng([self.config.seed, 2])
         is_train = np.zeros(n, dtype=bool)
         is_train[rng.permutation(n)[: n // 2]] = True
+        strat = np.random.default_rng([self.config.seed, 3])
+        split_of: dict[str, dict[int, str]] = {}
+        for attr in ATTRIBUTES:
+            split_of[attr] = {}
+            for value in sorted({p.attributes[attr] for p in self.people}):
+                group = [p.index for p in self.people if p.attributes[attr] == value]
+                test = set(strat.permutation(group)[: (len(group) - 1) // 2].tolist())
+                split_of[attr].update({i: "unused" if len(group) == 1 else
+                                       "test" if i in test else "train" for i in group})
         return [{"text": p.name, "split": "train" if is_train[p.index] else "test",
-                 "person": p.index, "in_distribution": p.in_distribution, **p.attributes}
+                 "person": p.index, "in_distribution": p.in_distribution, **p.attributes,
+                 **{f"split_{a}": split_of[a][p.index] for a in ATTRIBUTES}}
                 for p in self.people]
 
 

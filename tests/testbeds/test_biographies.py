@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from probekit.errors import ConfigError
@@ -122,3 +123,25 @@ def test_shipped_smoke_files_are_the_generator_output(tmp_path):
     aug = write_biographies(BiographiesConfig(n_people=16, augmentation=3), tmp_path / "aug")
     assert aug["eval"].read_bytes() == paths["eval"].read_bytes()
     assert aug["data"].read_bytes() != paths["data"].read_bytes()
+
+
+@pytest.mark.parametrize(("n_people", "testable"), [
+    (16, {"birth_city", "employer", "university"}),  # major, birth_month: one test value
+    (200, set(ATTRIBUTES)),
+])
+def test_stratified_probe_splits_make_attributes_testable(n_people, testable):
+    """``split_<attribute>``: (k - 1) // 2 of a value's k people test, singletons unused."""
+    from probekit.probes.splits import check_class_splits
+
+    rows = Biographies(BiographiesConfig(n_people=n_people)).probing_rows()
+    for attr in ATTRIBUTES:
+        by_value = Counter(r[attr] for r in rows)
+        for value, k in by_value.items():
+            splits = Counter(r[f"split_{attr}"] for r in rows if r[attr] == value)
+            want = {"unused": 1} if k == 1 else {"test": (k - 1) // 2, "train": k - (k - 1) // 2}
+            assert splits == {s: n for s, n in want.items() if n}, (attr, value)
+        labels = [r[attr] for r in rows]
+        train = [i for i, r in enumerate(rows) if r[f"split_{attr}"] == "train"]
+        test = [i for i, r in enumerate(rows) if r[f"split_{attr}"] == "test"]
+        check = check_class_splits(labels, np.array(train), np.array(test), name=attr)
+        assert check.testable == (attr in testable), (attr, check.problems)
