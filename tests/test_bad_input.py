@@ -1513,7 +1513,7 @@ def _method_cases():
         ("sim-gram-1d", lambda m: S.linear_gram(r(10)), DataError, "X has shape (10,); expected a representation (n_stimuli, d)"),
         ("sim-rbf-bandwidth", lambda m: S.rbf_gram(r(10, 3), bandwidth=-1.0), ConfigError, "bandwidth=-1.0 must be > 0"),
         ("sim-rdm-metric", lambda m: S.rdm(r(10, 3), metric="manhattan"), ConfigError, "metric='manhattan' is not supported"),
-        ("sim-rsa-perms", lambda m: S.rsa_test(r(10, 3), r(10, 3), n_permutations=0), ConfigError, "n_permutations=0 must be >= 1"),
+        ("sim-rsa-perms", lambda m: S.rsa_test(r(10, 3), r(10, 3), n_permutations=0), ConfigError, "n_permutations must be >= 1, got 0"),
         ("sim-layers-measure", lambda m: S.SimilarityConfig(measure="kcca"), ConfigError, "unknown similarity measure 'kcca'"),
         ("sim-layers-rows", lambda m: S.layer_similarity([r(10, 3)], [r(9, 3)]), DataError, "different row counts"),
         # circuits

@@ -396,7 +396,10 @@ def _build(
         raise SuiteError(f"{_where(path, text, section, err.key, index)} = {err.value!r}: must be "
                          f"{err.rule}") from None
     except (TypeError, ValueError) as err:
-        raise SuiteError(f"{_where(path, text, section, index=index)}: {err}") from None
+        # a __post_init__ check whose message opens with "KEY = ..." is placed at KEY's line
+        named = str(err).split(" = ", 1)[0] if " = " in str(err) else None
+        key = named if named in kwargs else None
+        raise SuiteError(f"{_where(path, text, section, key, index)}: {err}") from None
 
 
 def read_toml(path: str | Path, what: str = "suite") -> tuple[Path, str, dict[str, Any]]:

@@ -56,9 +56,9 @@ def test_keys_parse_and_only_set_ones_are_passed(tmp_path):
      r"'cluster'\]"),
     ("equivalence_margin = 1.5", r"equivalence_margin = 1.5: a partial correlation margin in "
      r"\(0, 1\)"),
-    ("max_permutations = 0", "max_permutations = 0: must be >= 1"),
-    ("calibration_simulations = -1", r"calibration_simulations = -1: must be >= 0 \(0 leaves the "
-     "calibration section out\)"),
+    ("max_permutations = 0", r"max_permutations = 0: must be in 1 \.\. 100000 or unset"),
+    ("calibration_simulations = -1", r"calibration_simulations = -1: must be in 0 \.\. 10000 or unset "
+     r"\(0 leaves the calibration out\)"),
 ])
 def test_bad_keys_name_file_line(tmp_path, key, message):
     path = write_file(tmp_path, GRID, WEIGHT_NORM, f'outcome = "id_accuracy"\n{key}')

@@ -36,7 +36,7 @@ def test_execution_table_parses_and_defaults_to_in_process(suite_dir, tmp_path):
 
 
 @pytest.mark.parametrize(("table", "match"), [
-    ('executor = "rya"', r"s\.toml:\d+: \[execution\]: executor = 'rya': must be one of \['inprocess', 'processes', 'ray'\]"),
+    ('executor = "rya"', r"s\.toml:\d+: \[execution\] executor: executor = 'rya': must be one of \['inprocess', 'processes', 'ray'\]"),
     ('executor = "inprocess"\naddress = "auto"', r"s\.toml:\d+: \[execution\] address: unknown key"),
     ('executor = "inprocess"\n[execution.options]\naddress = "auto"',
      r"executor 'inprocess' has no option 'address'; its options are \['check_picklable', 'progress'\]"),
