@@ -235,3 +235,27 @@ def test_processes_executor_trains_the_same_models(tiny_dir, tmp_path):
         histories[name] = [[r["batch_loss"] for r in ft.read_finetune_meta(
             ft.list_finetune_checkpoints(g.run.out_dir)[-1][1])["history"]] for g in runs]
     assert histories["inproc"] == histories["procs"]
+
+
+@pytest.mark.slow
+def test_finetune_grid_diagnosed_under_processes_equals_in_process(tiny_dir, tmp_path):
+    """A fine-tune grid through ``diagnose`` with the processes executor (trainings and the
+    per-model outcome / marker tasks in worker processes) gives the in-process table."""
+    from probekit.diagnosis import diagnose
+
+    data = _data(tmp_path / "d.jsonl")
+    tables = {}
+    for name, executor in (("inproc", None), ("procs", "processes")):
+        root = tmp_path / name
+        root.mkdir()
+        pop = _tiny_pop(tiny_dir, data, 'grid = { "train.rank" = [2, 4], seed = [0, 1] }')
+        outcome = f'[outcome]\nfile = "{data}"\nscore = ["first_token", "logprob"]\n'
+        path = write_file(root, pop, WEIGHT_NORM + "\n\n" + outcome,
+                          'outcome = "logprob_test_id"\ngroups = ""')
+        res = diagnose(path, executor=executor, cache_dir=root / "cache")
+        tables[name] = {k: v for k, v in res.table.items() if k not in ("checkpoint", "run")}
+    assert len(tables["inproc"]["logprob_test_id"]) == 4
+    assert tables["procs"].keys() == tables["inproc"].keys()
+    for key, values in tables["inproc"].items():
+        assert tables["procs"][key] == pytest.approx(values, rel=1e-6, nan_ok=True) \
+            if all(isinstance(v, float) for v in values) else tables["procs"][key] == values, key
