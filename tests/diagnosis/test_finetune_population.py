@@ -238,14 +238,18 @@ def test_processes_executor_trains_the_same_models(tiny_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_finetune_grid_diagnosed_under_processes_equals_in_process(tiny_dir, tmp_path):
-    """A fine-tune grid through ``diagnose`` with the processes executor (trainings and the
-    per-model outcome / marker tasks in worker processes) gives the in-process table."""
+@pytest.mark.parametrize("backend", ["processes", "ray"])
+def test_finetune_grid_diagnosed_under_an_executor_equals_in_process(backend, tiny_dir, tmp_path,
+                                                                      request):
+    """A fine-tune grid through ``diagnose`` with the processes or the Ray executor (trainings
+    and the per-model outcome / marker tasks in workers) gives the in-process table."""
     from probekit.diagnosis import diagnose
 
+    if backend == "ray":
+        request.getfixturevalue("ray_cluster")
     data = _data(tmp_path / "d.jsonl")
     tables = {}
-    for name, executor in (("inproc", None), ("procs", "processes")):
+    for name, executor in (("inproc", None), ("procs", backend)):
         root = tmp_path / name
         root.mkdir()
         pop = _tiny_pop(tiny_dir, data, 'grid = { "train.rank" = [2, 4], seed = [0, 1] }')
