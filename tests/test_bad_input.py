@@ -1249,8 +1249,8 @@ def _corrupt_run_meta(tmp_path, model, name):
 def _diagnosed_table(tmp_path):
     """A planted table diagnosed through the CLI into ``tmp_path / "out"``.
 
-    The diagnosis (~15 CPU-s: its report calibrates at the default 200 simulations) runs once
-    per test session in the session's temporary root (``tmp_path.parent``, one per xdist
+    The diagnosis (its report calibrates at 20 simulations: the tests damage its files, they
+    read no calibration figure) runs once per test session in the session's temporary root (``tmp_path.parent``, one per xdist
     worker); each test gets its own copy of the files, so that damaging one leaves the others
     intact.
     """
@@ -1264,7 +1264,8 @@ def _diagnosed_table(tmp_path):
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
         _population(work / "markers.csv")
-        assert main(["diagnose", str(_spec(work, diagnosis='outcome = "ood"\ncovariates = ["knob"]\n')),
+        assert main(["diagnose", str(_spec(work, diagnosis='outcome = "ood"\ncovariates = ["knob"]\n'
+                                           'calibration_simulations = 20\n')),
                      "--out", str(work / "out")]) == 0
         work.rename(done)
     shutil.copytree(done, tmp_path, dirs_exist_ok=True)
