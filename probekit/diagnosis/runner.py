@@ -49,7 +49,7 @@ from .outcomes import (
 from .population import Checkpoint, grid_runs, population_dir, resolve_population, varying_knobs
 from .population_section import with_population_section
 from .positions import missing_split, position_column, positioned_examples, reads_capture_positions
-from .spec import DiagnosisFile, MarkerSpec, load_diagnosis
+from .spec import DiagnosisFile, MarkerSpec, check_censored_outcome, load_diagnosis
 
 __all__ = ["CheckpointTask", "DiagnosisResult", "Settings", "analysis_inputs", "check_diagnosis",
            "checkpoint_cells", "diagnose", "population_facts", "reference_checkpoints"]
@@ -446,10 +446,7 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
         raise ConfigError(f"{spec.where('diagnosis', 'outcome')} = {d.outcome!r}: a crossing-step "
                           f"outcome needs [diagnosis] crossing = {d.outcome[len('id_step_'):]} "
                           f"(now {d.crossing}), which records that column")
-    if d.censor is not None and not d.outcome.startswith("id_step_"):
-        raise ConfigError(f"{spec.where('diagnosis', 'censor')}: only a crossing-step outcome "
-                          f"(outcome = \"id_step_<crossing>\") is censored, not {d.outcome!r}; "
-                          "remove censor")
+    check_censored_outcome(d, spec.where("diagnosis", "censor"))
     if d.crossing is not None:
         expected = {k: v | {crossing_column(d.crossing)} for k, v in expected.items()}
     finals = [r for r in rows if r.final]

@@ -677,6 +677,17 @@ def check_analysis_keys(settings: DiagnosisSettings, path: Path, text: str) -> N
                          "or unset")
 
 
+def check_censored_outcome(settings: DiagnosisSettings, where: str) -> None:
+    """``censor`` is given only with a crossing-step outcome (``id_step_<crossing>``).
+
+    Raises:
+        SuiteError: ``where`` (the ``censor`` key's ``FILE:LINE``) + the outcome and the fix.
+    """
+    if settings.censor is not None and not settings.outcome.startswith("id_step_"):
+        raise SuiteError(f"{where}: only a crossing-step outcome (outcome = \"id_step_<crossing>\") "
+                         f"is censored, not {settings.outcome!r}; remove censor")
+
+
 def build_settings(raw: Any, path: Path, text: str) -> DiagnosisSettings:
     """``[diagnosis]`` validated: its keys (``FILE:LINE``), ``mediation`` and the analysis keys."""
     table = dict(raw) if isinstance(raw, dict) else raw

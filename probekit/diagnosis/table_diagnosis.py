@@ -60,6 +60,7 @@ from .spec import (
     build_settings,
     causal_lines,
     check_causal_pairs,
+    check_censored_outcome,
     parse_causal_pairs,
 )
 from .table_io import read_marker_table
@@ -193,10 +194,7 @@ def load_table_diagnosis(path: str | Path) -> TableDiagnosis:
             raise SuiteError(f"{where} = \"next_eval\": a table holds no training history to "
                              "find the next evaluation; give the censoring step as a number "
                              "(e.g. one evaluation past the end of training)")
-        if not settings.outcome.startswith("id_step_"):
-            raise SuiteError(f"{where}: only a crossing-step outcome (outcome = "
-                             f"\"id_step_<crossing>\") is censored, not {settings.outcome!r}; "
-                             "remove censor")
+        check_censored_outcome(settings, where)
     for column, value in pop.where.items():
         values = value if isinstance(value, list) else [value]
         if not values or not all(isinstance(v, (int, float, str)) for v in values):
@@ -274,16 +272,6 @@ def _censored(spec: TableDiagnosis, table: dict[str, list[Any]]) -> Any:
         return censor_crossing(table, d.outcome, float(d.censor))
     except DataError as err:
         raise ConfigError(f"{spec.at('diagnosis', 'censor')}: {err}") from err
-
-
-def _censored_view(spec: TableDiagnosis, rows: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    """``rows`` with the outcome censored (for the column checks), else ``rows`` itself."""
-    if spec.diagnosis.censor is None or spec.diagnosis.outcome not in rows:
-        return rows
-    view = dict(rows)
-    view[spec.diagnosis.outcome] = [spec.diagnosis.censor if v in (None, "") else v
-                                    for v in rows[spec.diagnosis.outcome]]
-    return view
 
 
 def _settings(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Any, list[str]]:
@@ -460,7 +448,6 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     full = read_marker_table(spec.table)
     rows = _select_rows(spec, full)
-    settings, markers = _settings(spec, _censored_view(spec, rows))
     n = len(next(iter(rows.values())))
     internal = dict(rows)
     # a table without final flags, or rows chosen by `where` among which none is a final
@@ -471,6 +458,9 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
     raw = internal
     if censored is not None:
         internal = censored.table
+    outcome = spec.diagnosis.outcome  # the column checks see the outcome as analysed
+    settings, markers = _settings(spec, rows if censored is None
+                                  else {**rows, outcome: internal[outcome]})
     host = DiagnosisFile(  # the runner's analysis reads only the [diagnosis] settings
         suite=build_suite(spec.source, spec.text, {"model": {"train": {"preset": "(table)"}}, "data": {"label": "(table)"}}),
         population=PopulationSpec(interventions=spec.interventions), markers=(),
