@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import probekit.interventions.run as run_module
+from probekit.capture import count_hooks
 from probekit.errors import ConfigError
 from probekit.hypotheses.necessity import (
     Substrate,
@@ -85,9 +86,38 @@ def test_steering_op_adds_alpha_sigma_u_through_the_hooks_and_leaves_nothing_beh
     np.testing.assert_allclose(out.reads[SITE][:, 0].double().numpy(), X + 2.5 * 1.0 * u, atol=1e-5)
     assert (out.output[:, 0, 0] > 0).all()  # every prompt now answers A
     monkeypatch.undo()
-    assert all(len(p._forward_hooks) == 0 for p in model.hook_dict.values())  # hooks removed
+    assert count_hooks(model) == 0  # hooks removed
     after = run_with_interventions(model, tokens, []).output
     assert torch.equal(before, after)
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_steering_ops_equal_a_hand_written_hook_on_a_tiny_model(side):
+    """Both ops vs ``act + a * s * u / ||u||`` (and ``+ a * sigma_i`` on units) in a TL hook."""
+    from probekit.models import build_model
+    from tests.conftest import TINY_CONFIGS, random_sequences
+
+    model = build_model(TINY_CONFIGS["ln_mha"])
+    d = model.cfg.d_model
+    toks = torch.randint(0, model.cfg.d_vocab, (3, 6), generator=torch.Generator().manual_seed(0))
+    u = np.random.default_rng(0).normal(size=d)
+    sigma = np.abs(np.random.default_rng(1).normal(size=d))
+    site = Site(1, "resid_pre")
+    step = torch.as_tensor(-1.7 * 0.6 * u / np.linalg.norm(u), dtype=torch.float32)
+    on_units = torch.zeros(d)
+    on_units[[2, 5]] = 2.0 * torch.as_tensor(sigma[[2, 5]], dtype=torch.float32)
+    for op, add in [(direction_steering(site, u, strength=-1.7, sigma=0.6), step),
+                    (unit_steering(site, [2, 5], sigma, strength=2.0), on_units)]:
+        with model.hooks(fwd_hooks=[(site.name, lambda act, hook, add=add: act + add)]):
+            want = model(toks)
+        got = run_with_interventions(model, toks, [op], padding_side=side).output
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+        seqs = random_sequences(4, model.cfg.d_vocab, seed=2)  # unequal lengths: padding invariance
+        other = run_with_interventions(model, seqs, [op], padding_side="right").output
+        mine = run_with_interventions(model, seqs, [op], padding_side=side).output
+        for i, seq in enumerate(seqs):
+            torch.testing.assert_close(mine[i, :len(seq)], other[i, :len(seq)], atol=1e-5, rtol=1e-5)
+        assert count_hooks(model) == 0
 
 
 def test_strength_zero_is_the_identity():
