@@ -195,6 +195,9 @@ def test_bad_steering_inputs_name_the_value_and_the_fix():
         direction_steering(SITE, u, strength=float("nan"))
     with pytest.raises(ConfigError, match=r"finite number"):
         unit_steering(SITE, [0], np.ones(64), strength=float("inf"))
+    text = steer_probe_directions(SITE, _known_u(u), X, y, strength=1.0, toward="0")  # a class named as text
+    np.testing.assert_allclose(text.basis[0], -u, atol=1e-12)
+    assert text.details["steer_toward"] == 0
     with pytest.raises(ConfigError, match=r"steer_toward=7 is not a class of the label; use one of \[0, 1\]"):
         steer_probe_directions(SITE, _known_u(u), X, y, strength=1.0, toward=7)
     with pytest.raises(ConfigError, match=r"steering strength must be a finite number"):

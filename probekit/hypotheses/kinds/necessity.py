@@ -1,4 +1,4 @@
-"""``measure = "necessity"``: accuracy lost when a marker's substrate is ablated, vs a random one.
+"""``measure = "necessity"``: accuracy lost when a marker's substrate is ablated (or steered), vs a random one.
 
 :func:`probekit.hypotheses.necessity.necessity` on a
 :func:`~probekit.hypotheses.necessity.probe_direction_substrate` (amnesic probing / INLP) or a
@@ -38,7 +38,8 @@ class NecessitySpec(Validated):
     negative; 0 is the identity) along the class-mean difference toward class ``steer_toward``
     within the probe directions' span (default the last of the sorted label values), or added to
     each of the ``units``; control: random directions with a step of the same norm (random unit
-    sets). ``key_frequencies`` cannot be steered.
+    sets). ``key_frequencies`` cannot be steered. ``strength`` and ``steer_toward`` are read by
+    ``method = "steer"`` only; the details' ``ablated_accuracy`` is then the steered accuracy.
     """
 
     substrate: Literal["probe_direction", "units", "key_frequencies"] = "probe_direction"
