@@ -82,7 +82,8 @@ class Substrate:
         ops: the intervention ops that ablate it.
         random_ops: ``seed -> ops`` ablating a random substrate of the same size.
         details: JSON-ready numbers (e.g. the probes' training accuracies).
-        basis: ``(k, d)`` orthonormal rows of an ablated subspace (None for units).
+        basis: ``(k, d)`` orthonormal rows of an ablated subspace, or ``(1, d)`` the unit vector
+            a steering substrate steps along (None for units).
     """
 
     description: str
