@@ -31,6 +31,7 @@ __all__ = [
     "FINETUNE_PRESETS",
     "FinetunePreset",
     "FinetuneSetup",
+    "base_model_of",
     "build_finetune",
     "finetune_run",
     "is_finetune_preset",
@@ -138,6 +139,23 @@ def _parse_sets(sets: list[str], preset: FinetunePreset) -> dict[str, dict[str, 
             raise ConfigError(f"--set {item}: {err}") from None
         out[scope][name] = value
     return out
+
+
+def base_model_of(name: str, sets: list[str] | None = None) -> str:
+    """The base model of fine-tune preset ``name`` under ``--set`` overrides (``train.base_model``).
+
+    Unlike :func:`build_finetune`, nothing else of the preset need be complete (a preset reading
+    ``train.data`` needs no data to say which model it fine-tunes).
+
+    Raises:
+        ConfigError: an unknown preset, or a ``--set`` item the preset refuses (named).
+    """
+    if name not in FINETUNE_PRESETS:
+        raise ConfigError(f"unknown fine-tune preset {name!r}; valid names are "
+                          f"{sorted(FINETUNE_PRESETS)}")
+    preset = FINETUNE_PRESETS[name]
+    return str(_parse_sets(list(sets or []), preset)["train"].get("base_model",
+                                                                   preset.train.base_model))
 
 
 def build_finetune(
