@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..errors import KeyedValueError
 from ..suites.spec import Suite, SuiteError, build_suite, build_table, location, read_toml
 from ..util.config import close_match_hint
 from ..util.constraints import keys_of
@@ -323,25 +324,25 @@ class DiagnosisSettings:
         if self.n_permutations < 1 or self.n_bootstrap < 1:
             raise ValueError("n_permutations and n_bootstrap must be >= 1")
         if self.n_permutations > MAX_PERMUTATIONS:
-            raise ValueError(f"n_permutations = {self.n_permutations}: must be <= "
+            raise KeyedValueError("n_permutations", f"n_permutations = {self.n_permutations}: must be <= "
                              f"{MAX_PERMUTATIONS} (p resolved to 1e-5; more only costs time)")
         if self.n_bootstrap > MAX_RESAMPLES:
-            raise ValueError(f"n_bootstrap = {self.n_bootstrap}: must be <= {MAX_RESAMPLES} "
+            raise KeyedValueError("n_bootstrap", f"n_bootstrap = {self.n_bootstrap}: must be <= {MAX_RESAMPLES} "
                              "(more only costs time)")
         if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"alpha = {self.alpha}: must be in (0, 1)")
+            raise KeyedValueError("alpha", f"alpha = {self.alpha}: must be in (0, 1)")
         if self.crossing is not None and not 0.0 < self.crossing <= 1.0:
-            raise ValueError(f"crossing = {self.crossing}: an accuracy in (0, 1]")
+            raise KeyedValueError("crossing", f"crossing = {self.crossing}: an accuracy in (0, 1]")
         if isinstance(self.censor, str) and self.censor != "next_eval":
-            raise ValueError(f"censor = {self.censor!r}: a step number or \"next_eval\"")
+            raise KeyedValueError("censor", f"censor = {self.censor!r}: a step number or \"next_eval\"")
         if self.max_eval_examples is not None and self.max_eval_examples < 1:
-            raise ValueError(f"max_eval_examples = {self.max_eval_examples}: must be >= 1 or unset")
+            raise KeyedValueError("max_eval_examples", f"max_eval_examples = {self.max_eval_examples}: must be >= 1 or unset")
         if self.max_permutations is not None and not 1 <= self.max_permutations <= MAX_PERMUTATIONS:
-            raise ValueError(f"max_permutations = {self.max_permutations}: must be in 1 .. "
+            raise KeyedValueError("max_permutations", f"max_permutations = {self.max_permutations}: must be in 1 .. "
                              f"{MAX_PERMUTATIONS} or unset (p resolved to 1e-5; more only costs time)")
         if self.calibration_simulations is not None and not (
                 0 <= self.calibration_simulations <= MAX_SIMULATIONS):
-            raise ValueError(f"calibration_simulations = {self.calibration_simulations}: must be in "
+            raise KeyedValueError("calibration_simulations", f"calibration_simulations = {self.calibration_simulations}: must be in "
                              f"0 .. {MAX_SIMULATIONS} or unset (0 leaves the calibration out)")
 
 
