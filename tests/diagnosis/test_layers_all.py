@@ -182,3 +182,18 @@ def test_checkpoint_population_reads_each_saved_config(tmp_path):
     with pytest.raises(SuiteError, match=r'layers = "all": cannot read the block count .*match no '
                        r"checkpoint or run directory yet"):
         load_diagnosis(empty)
+
+
+def test_check_knows_a_named_models_depth_before_any_conversion(tmp_path):
+    """``--check`` refuses a block SmolLM2 lacks from the registry's depth (nothing converted)."""
+    from probekit.diagnosis.runner import check_diagnosis
+    from probekit.errors import ConfigError
+
+    path = _models_file(tmp_path, ["smollm2-135m"])
+    text = path.read_text().replace('layers = "all"', "").replace("resid_post@3", "resid_post@30")
+    path.write_text(text.replace('outcome = "logprob"', 'outcome = "logprob_x"') +
+                    '\n[outcome]\nfile = "eval.jsonl"\nscore = "logprob"\n')
+    (tmp_path / "eval.jsonl").write_text(json.dumps({"prompt": "a", "answer": " b", "split": "x"}) + "\n")
+    with pytest.raises(ConfigError, match=r"marker 'probe' .*no model of the population has that "
+                       r"block \(depths 30\.\.30: blocks 0\.\.29"):
+        check_diagnosis(path)
