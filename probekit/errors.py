@@ -19,6 +19,25 @@ class ConfigError(ProbekitError, ValueError):
     """A spec, option or argument is invalid (unknown key, wrong type, out of range)."""
 
 
+class KeyedValueError(ConfigError):
+    """A config's value refused by the config itself, naming the offending field ``key``.
+
+    Raised by a config's own checks (``__post_init__``, and the field rules of
+    :class:`probekit.util.constraints.Validated` through its subclass ``ConstraintError``), so a
+    surface that built the config from a file reports the message at ``key``'s line
+    (:func:`probekit.suites.spec.build_table`) without reading the key out of the message.
+    """
+
+    def __init__(self, key: str, message: str) -> None:
+        """``key``: the field whose value is refused; ``message``: the whole one-line message."""
+        self.key = key
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        """Pickle as ``(key, message)`` (an executor worker's error reaches the caller whole)."""
+        return type(self), (self.key, str(self))
+
+
 class DataError(ProbekitError, ValueError):
     """Input data is unusable: wrong shape, count mismatch, missing column, bad token id."""
 
@@ -56,6 +75,7 @@ __all__ = [
     "CorruptFileError",
     "DataError",
     "DeviceError",
+    "KeyedValueError",
     "ModelLoadError",
     "NonFiniteError",
     "NotApplicableError",

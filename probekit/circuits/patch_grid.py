@@ -20,7 +20,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ..errors import ConfigError, DataError, NonFiniteError
+from ..errors import ConfigError, DataError, KeyedValueError, NonFiniteError
 from ..models.protocol import HookedModel
 from ..report.blocks import Block, Text
 from ..report.notebook import NotebookMixin
@@ -190,7 +190,7 @@ class PatchOptions:
         if self.layers is not None and any(
             isinstance(x, bool) or not isinstance(x, int) for x in self.layers
         ):
-            raise ConfigError(f"layers = {list(self.layers)}: give block indices (ints)")
+            raise KeyedValueError("layers", f"layers = {list(self.layers)}: give block indices (ints)")
 
     @classmethod
     def build(cls, options: PatchOptions | None = None, /, **keywords: Any) -> PatchOptions:

@@ -38,13 +38,14 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
+from ..errors import ConfigError
 from ..suites.spec import SuiteError, location
 from ..util.config import close_match_hint
 from ..util.io import sha256_bytes, sha256_file
 
-__all__ = ["DESIGN_KEY", "TESTBED_KINDS", "check_marker_kinds", "check_real_data", "entry_fingerprint", "entry_kind",
-           "entry_model_spec", "finetune_grid", "model_config", "parse_models", "real_entries",
-           "real_subject"]
+__all__ = ["DESIGN_KEY", "TESTBED_KINDS", "check_marker_kinds", "check_real_data", "config_depth",
+           "entry_fingerprint", "entry_kind", "entry_model_spec", "finetune_grid", "model_config",
+           "model_depth", "parse_models", "real_entries", "real_subject"]
 
 #: the CSV column naming each design row's model entry
 DESIGN_KEY = "model"
@@ -77,6 +78,55 @@ def model_config(directory: Path) -> dict[str, Any] | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return data if isinstance(data, dict) else None
+
+
+#: keys of a Hugging Face config holding the block count (GPT-2 writes ``n_layer``)
+_DEPTH_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+
+
+def config_depth(config: dict[str, Any]) -> int | None:
+    """The number of blocks a parsed ``config.json`` declares (``None``: it declares none).
+
+    A probekit checkpoint's ``model.n_layers``; a Hugging Face config's ``num_hidden_layers``
+    (``n_layer`` for GPT-2), read from ``text_config`` when there is one (multimodal configs).
+    """
+    from ..models.checkpoint import FORMAT
+
+    if config.get("format") == FORMAT:
+        model = config.get("model")
+        value = model.get("n_layers") if isinstance(model, dict) else None
+    else:
+        text = config["text_config"] if isinstance(config.get("text_config"), dict) else config
+        value = next((text[k] for k in _DEPTH_KEYS if k in text), None)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
+
+
+def model_depth(source: str) -> int:
+    """The number of blocks of a model, read from its config without loading any weights.
+
+    ``source``: a registered name (:data:`probekit.models.named.REGISTRY`'s ``n_layers``, no
+    package needed), or a directory (a probekit checkpoint or a Hugging Face model; its
+    ``config.json``, :func:`config_depth`).
+
+    Raises:
+        ConfigError: a directory without a readable ``config.json`` or without a block count.
+    """
+    from ..models.named import REGISTRY
+
+    if source in REGISTRY:
+        return REGISTRY[source].n_layers
+    directory = Path(source).expanduser()
+    config = model_config(directory) if directory.is_dir() else None
+    if config is None:
+        raise ConfigError(f"{source} is neither a registered model name nor a directory with a "
+                          "readable config.json; its block count is unknown")
+    depth = config_depth(config)
+    if depth is None:
+        raise ConfigError(f"{directory / 'config.json'} declares no block count (num_hidden_layers, "
+                          "or a probekit checkpoint's model.n_layers)")
+    return depth
 
 
 def entry_kind(source: str) -> EntryKind | None:

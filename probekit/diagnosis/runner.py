@@ -359,8 +359,8 @@ def _finetune_grid_expected(spec: DiagnosisFile, fn: Any = None
                             ) -> tuple[list[Checkpoint], dict[str, set[str]], list[int]]:
     """:func:`_grid_expected` of a fine-tune grid: ``[outcome]``'s columns, the base model's depth.
 
-    The depth is read from the base model's ``config.json`` when it is a directory or an
-    already converted named model (none is converted by ``--check``; 0: unknown).
+    The depth is the base model's: a named model's from the registry, a directory's from its
+    ``config.json`` (nothing is converted by ``--check``; 0: unknown).
     """
     from ..train.finetune_presets import build_finetune
 
@@ -370,26 +370,18 @@ def _finetune_grid_expected(spec: DiagnosisFile, fn: Any = None
                                final=True, design=r.design))
         config = build_finetune(r.run.preset, steps=r.run.steps, seed=r.run.seed,
                                 sets=list(r.run.sets), device=r.run.device).config
-        depths.append(_base_depth(config.base_model))
+        depths.append(_entry_depth(config.base_model))
     return rows, _expected_columns(spec, rows, fn), depths
 
 
-def _base_depth(base_model: str) -> int:
-    """Blocks of a fine-tune's base model from its config, without converting it (0: unknown)."""
-    from ..models.named import REGISTRY
-    from .real_models import model_config
+def _entry_depth(source: str) -> int:
+    """Blocks of a model entry or base model (:func:`~.real_models.model_depth`; 0: unknown)."""
+    from .real_models import model_depth
 
-    if base_model in REGISTRY:
-        from ..models.real import cache_dir_for
-
-        try:
-            directory = cache_dir_for(base_model)
-        except ProbekitError:
-            return 0
-    else:
-        directory = Path(base_model).expanduser()
-    config = model_config(directory) if directory.is_dir() else None
-    return int((config or {}).get("num_hidden_layers", 0) or 0)
+    try:
+        return model_depth(source)
+    except ConfigError:
+        return 0
 
 
 def check_coded_covariates(d: Any, covariates: tuple[str, ...], where: str) -> None:
@@ -523,7 +515,7 @@ def check_diagnosis(spec_or_path: str | Path | DiagnosisFile, *, outcome: Any = 
     if spec.population.models is not None:
         rows = resolve_population(spec, train=False)
         expected = _expected_columns(spec, rows, outcome)
-        depths = [_model_shape(r.path)[0] for r in rows]
+        depths = [_entry_depth(r.path) for r in rows]
         what = f"{len(rows)} model entries"
     elif spec.population.trained:
         rows, expected, depths = _grid_expected(spec, outcome)

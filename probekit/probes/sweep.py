@@ -29,7 +29,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ..errors import ConfigError, DataError
+from ..errors import DataError, KeyedValueError
 from ..progress import track
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
@@ -254,20 +254,20 @@ class SweepConfig:
     def __post_init__(self) -> None:
         probe_kind(self.probe)  # ConfigError listing the registered kinds
         if isinstance(self.cv, bool) or not isinstance(self.cv, int) or self.cv < 2:
-            raise ConfigError(f"cv = {self.cv!r}: cross-validation needs an integer >= 2 folds")
+            raise KeyedValueError("cv", f"cv = {self.cv!r}: cross-validation needs an integer >= 2 folds")
         if isinstance(self.n_bootstrap, bool) or not isinstance(self.n_bootstrap, int) or (
             self.n_bootstrap < MIN_RESAMPLES
         ):
-            raise ConfigError(f"n_bootstrap = {self.n_bootstrap!r}: percentile intervals need an "
+            raise KeyedValueError("n_bootstrap", f"n_bootstrap = {self.n_bootstrap!r}: percentile intervals need an "
                               f"integer >= {MIN_RESAMPLES} resamples")
         if not 0 < self.confidence_level < 1:
-            raise ConfigError(
+            raise KeyedValueError("confidence_level",
                 f"confidence_level = {self.confidence_level!r}: must lie in (0, 1), e.g. 0.95"
             )
         if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int) or self.max_iter < 1:
-            raise ConfigError(f"max_iter = {self.max_iter!r}: needs an integer >= 1")
+            raise KeyedValueError("max_iter", f"max_iter = {self.max_iter!r}: needs an integer >= 1")
         if not self.tol > 0:
-            raise ConfigError(f"tol = {self.tol!r}: the solver tolerance must be > 0, e.g. 1e-4")
+            raise KeyedValueError("tol", f"tol = {self.tol!r}: the solver tolerance must be > 0, e.g. 1e-4")
 
 
 def sweep_layers(

@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 from jaxtyping import Float
 
-from probekit.errors import ConfigError, DataError, NonFiniteError
+from probekit.errors import ConfigError, DataError, KeyedValueError, NonFiniteError
 
 from .limits import MAX_PERMUTATIONS
 from .result import StatTestResult
@@ -120,7 +120,7 @@ def check_n_permutations(n_permutations: object, *, name: str = "n_permutations"
     if n_permutations > bound:
         why = "(p resolved to 1e-5; more only costs time)" if bound == MAX_PERMUTATIONS else \
             "(more only costs time)"
-        raise ConfigError(f"{name} = {n_permutations} is above the bound {bound} {why}; give at "
+        raise KeyedValueError(name, f"{name} = {n_permutations} is above the bound {bound} {why}; give at "
                           "most that")
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import ConfigError
+from ..errors import ConfigError, KeyedValueError
 from ..util.config import close_match_hint
 from ..util.constraints import ConstraintError, keys_of
 
@@ -81,7 +81,7 @@ class DataSpec:
         same = [s for s in self.ood_splits if s in (self.train_split, self.test_split)]
         if same:
             role = "train_split" if same[0] == self.train_split else "test_split"
-            raise ValueError(
+            raise KeyedValueError("ood_splits",
                 f"ood_splits = {list(self.ood_splits)}: {same[0]!r} is also the {role}, so its "
                 "rows would be scored as out-of-distribution although the probe is trained or "
                 "tested on that distribution; name a split the probe never sees"
@@ -121,20 +121,20 @@ class StatsSpec:
         from ..stats.limits import MAX_PERMUTATIONS, MAX_RESAMPLES
 
         if self.n_permutations < 1:
-            raise ValueError(f"n_permutations = {self.n_permutations}: must be >= 1")
+            raise KeyedValueError("n_permutations", f"n_permutations = {self.n_permutations}: must be >= 1")
         if self.n_permutations > MAX_PERMUTATIONS:
-            raise ValueError(f"n_permutations = {self.n_permutations}: must be <= "
+            raise KeyedValueError("n_permutations", f"n_permutations = {self.n_permutations}: must be <= "
                              f"{MAX_PERMUTATIONS} (p resolved to 1e-5; more only costs time)")
         if self.n_bootstrap < 1000:
-            raise ValueError(
+            raise KeyedValueError("n_bootstrap",
                 f"n_bootstrap = {self.n_bootstrap}: percentile intervals need >= 1000 resamples"
             )
         if self.n_bootstrap > MAX_RESAMPLES:
-            raise ValueError(f"n_bootstrap = {self.n_bootstrap}: must be <= {MAX_RESAMPLES} "
+            raise KeyedValueError("n_bootstrap", f"n_bootstrap = {self.n_bootstrap}: must be <= {MAX_RESAMPLES} "
                              "(more only costs time)")
         for name in ("confidence_level", "alpha"):
             if not 0.0 < getattr(self, name) < 1.0:
-                raise ValueError(f"{name} = {getattr(self, name)}: must be in (0, 1)")
+                raise KeyedValueError(name, f"{name} = {getattr(self, name)}: must be in (0, 1)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,11 +161,11 @@ class ExecutionSpec:
         from ..executor import available_executors, executor_options
 
         if self.capture_examples_per_shard < 1:
-            raise ValueError(
+            raise KeyedValueError("capture_examples_per_shard",
                 f"capture_examples_per_shard = {self.capture_examples_per_shard}: must be >= 1"
             )
         if self.executor not in available_executors():
-            raise ValueError(
+            raise KeyedValueError("executor",
                 f"executor = {self.executor!r}: must be one of {available_executors()}"
             )
         try:
@@ -357,7 +357,8 @@ def _build(
 
     Unknown keys (with a close match), types, ``Literal`` choices and required keys are checked
     here; the rules ``cls`` declares on its fields (:mod:`probekit.util.constraints`) by its own
-    constructor, reported at the offending key's line. ``init=False`` fields are not keys.
+    constructor, reported at the offending key's line, as is a ``__post_init__`` check raising
+    :class:`~probekit.errors.KeyedValueError` (its ``key``). ``init=False`` fields are not keys.
     """
     if not isinstance(table, dict):
         raise SuiteError(f"{_where(path, text, section, index=index)}: expected a table")
@@ -395,11 +396,11 @@ def _build(
     except ConstraintError as err:  # a declared rule (probekit.util.constraints), at its key's line
         raise SuiteError(f"{_where(path, text, section, err.key, index)} = {err.value!r}: must be "
                          f"{err.rule}") from None
-    except (TypeError, ValueError) as err:
-        # a __post_init__ check whose message opens with "KEY = ..." is placed at KEY's line
-        named = str(err).split(" = ", 1)[0] if " = " in str(err) else None
-        key = named if named in kwargs else None
+    except KeyedValueError as err:  # a __post_init__ check naming its key: at that key's line
+        key = err.key if err.key in kwargs else None
         raise SuiteError(f"{_where(path, text, section, key, index)}: {err}") from None
+    except (TypeError, ValueError) as err:  # a check across keys, or a type error: the section
+        raise SuiteError(f"{_where(path, text, section, index=index)}: {err}") from None
 
 
 def read_toml(path: str | Path, what: str = "suite") -> tuple[Path, str, dict[str, Any]]:

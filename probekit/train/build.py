@@ -1,5 +1,8 @@
 """Runs from presets: a preset plus ``--set`` overrides -> (task, model config, train config).
 
+The ``--set`` items are parsed by :func:`probekit.train.sets.parse_sets` (shared with the
+fine-tune presets) over :func:`run_sections`.
+
 The library side of ``probekit train`` (:mod:`probekit.train.cli` parses arguments and calls
 these; :mod:`probekit.train.population` builds each run of a population in its worker), and the
 one place that turns a :class:`~probekit.train.TrainConfig`'s loss-term weights into the terms
@@ -8,97 +11,26 @@ themselves (:func:`loss_terms`): the trainer names no method package.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import types
-import typing
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, ProbekitError
 from ..models.config import ModelConfig
-from ..util.constraints import ConstraintError, check_value
+from ..util.constraints import ConstraintError
 from .config import TrainConfig
 from .loss_term import LossTermFactory
 from .presets import get_preset
+from .sets import parse_sets, parse_value
 
 if TYPE_CHECKING:
     from ..testbeds.base import Task
 
-__all__ = ["build_run", "loss_terms", "parse_sets", "parse_value"]
+__all__ = ["build_run", "loss_terms", "parse_sets", "parse_value", "run_sections"]
 
-_SCOPES = ("task", "model", "train")
-
-
-def parse_value(text: str) -> Any:
-    """JSON if it parses (lists become tuples), else the raw string.
-
-    Only parsing: whether the value suits its field (type, bounds, ``1e400`` = inf) is decided by
-    the field's declared constraints when the config is built (:func:`build_run`).
-    """
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return text
-    return _tuplify(value)
-
-
-def _tuplify(v: Any) -> Any:
-    return tuple(_tuplify(x) for x in v) if isinstance(v, list) else v
-
-
-def parse_sets(items: list[str], task_name: str) -> dict[str, dict[str, Any]]:
-    """``["task.p=97", "lr=3e-3"]`` -> ``{"task": {"p": 97}, "model": {}, "train": {"lr": 0.003}}``."""
+def run_sections(task_name: str) -> dict[str, type]:
+    """The ``--set`` sections of a testbed preset: its task's config, ``ModelConfig``, ``TrainConfig``."""
     from ..testbeds.registry import config_class
 
-    fields = {
-        "task": {f.name for f in dataclasses.fields(config_class(task_name))},
-        "model": {f.name for f in dataclasses.fields(ModelConfig)},
-        "train": {f.name for f in dataclasses.fields(TrainConfig)},
-    }
-    out: dict[str, dict[str, Any]] = {s: {} for s in _SCOPES}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set {item!r} is not key=value (e.g. --set train.lr=3e-3)")
-        scope, dot, name = key.partition(".")
-        if dot:
-            if scope not in _SCOPES:
-                raise ConfigError(f"--set {item!r}: prefix {scope!r} must be one of {_SCOPES}")
-            if name not in fields[scope]:
-                raise ConfigError(
-                    f"--set {item!r}: {scope} config has no field {name!r}; valid: {sorted(fields[scope])}"
-                )
-        else:
-            name = key
-            owners = [s for s in _SCOPES if name in fields[s]]
-            if len(owners) != 1:
-                where = "no config" if not owners else f"configs {owners}"
-                raise ConfigError(
-                    f"--set {item!r}: field {name!r} belongs to {where}; write it as "
-                    f"<scope>.{name}=... with scope in {_SCOPES}"
-                )
-            scope = owners[0]
-        cls = {"task": config_class(task_name), "model": ModelConfig, "train": TrainConfig}[scope]
-        value = _as_float(parse_value(raw), typing.get_type_hints(cls)[name])
-        try:  # the field's declared type and rules, the line the config itself would give
-            check_value(cls, name, value)
-        except ConstraintError as err:
-            raise ConfigError(f"--set {item}: {err}") from None
-        out[scope][name] = value
-    return out
-
-
-def _as_float(value: Any, annotation: Any) -> Any:
-    """An int given for a ``float`` field (``train.lr=1``) as a float, also inside tuples."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        options = (typing.get_args(annotation)
-                   if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,))
-        return float(value) if float in options and int not in options else value
-    if isinstance(value, tuple) and typing.get_origin(annotation) is tuple:
-        args = typing.get_args(annotation)
-        inner = [args[0]] * len(value) if len(args) == 2 and args[1] is Ellipsis else list(args)
-        return tuple(_as_float(v, a) for v, a in zip(value, inner))
-    return value
+    return {"task": config_class(task_name), "model": ModelConfig, "train": TrainConfig}
 
 
 def build_run(
@@ -113,7 +45,7 @@ def build_run(
     from ..testbeds.registry import get_task
 
     preset = get_preset(name)
-    over = parse_sets(list(sets or []), preset.task)
+    over = parse_sets(list(sets or []), run_sections(preset.task), what=f"preset {name!r}")
     task_kw = {**preset.task_overrides, **over["task"]}
     model_kw = {**preset.model_overrides, **over["model"]}
     train_kw = {**preset.train.to_dict(), **over["train"]}

@@ -18,7 +18,6 @@ paths resolve against the working directory).
 from __future__ import annotations
 
 import dataclasses
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -31,6 +30,7 @@ __all__ = [
     "FINETUNE_PRESETS",
     "FinetunePreset",
     "FinetuneSetup",
+    "base_model_of",
     "build_finetune",
     "finetune_run",
     "is_finetune_preset",
@@ -107,37 +107,34 @@ def _testbed_class(name: str) -> type:
 
 
 def _parse_sets(sets: list[str], preset: FinetunePreset) -> dict[str, dict[str, Any]]:
-    """``["train.lr=1e-3", "task.augmentation=3"]`` -> ``{"train": {...}, "task": {...}}``."""
-    from ..util.constraints import ConstraintError, check_value
-    from .build import _as_float, parse_value
+    """``["train.lr=1e-3", "task.augmentation=3"]`` -> ``{"train": {...}, "task": {...}}``.
 
-    classes: dict[str, type] = {"train": FinetuneConfig}
+    :func:`probekit.train.sets.parse_sets` over the preset's sections: ``train``
+    (:class:`FinetuneConfig`) and, with a testbed, ``task`` (its config).
+    """
+    from .sets import parse_sets
+
+    sections: dict[str, type] = {"train": FinetuneConfig}
     if preset.testbed is not None:
-        classes["task"] = _testbed_class(preset.testbed)
-    out: dict[str, dict[str, Any]] = {s: {} for s in classes}
-    for item in sets:
-        key, sep, raw = item.partition("=")
-        scope, dot, name = key.partition(".")
-        if not dot:
-            scope, name = "", key
-        owners = [s for s, c in classes.items() if name in {f.name for f in dataclasses.fields(c)}]
-        if not sep or not name or (dot and scope not in classes) or (dot and scope not in owners) \
-                or (not dot and len(owners) != 1):
-            valid = {s: sorted(f.name for f in dataclasses.fields(c)) for s, c in classes.items()}
-            raise ConfigError(f"--set {item!r}: not a key of this fine-tune preset; valid keys are "
-                              f"{', '.join(f'{s}.<{k}>' for s in valid for k in [' | '.join(valid[s])])}")
-        scope = scope if dot else owners[0]
-        try:
-            value = parse_value(raw)
-        except ConfigError as err:
-            raise ConfigError(f"--set {item!r}: {err}") from None
-        value = _as_float(value, typing.get_type_hints(classes[scope])[name])
-        try:  # the field's declared type and rules, the line the config itself would give
-            check_value(classes[scope], name, value, types=True)
-        except ConstraintError as err:
-            raise ConfigError(f"--set {item}: {err}") from None
-        out[scope][name] = value
-    return out
+        sections["task"] = _testbed_class(preset.testbed)
+    return parse_sets(sets, sections, what="this fine-tune preset")
+
+
+def base_model_of(name: str, sets: list[str] | None = None) -> str:
+    """The base model of fine-tune preset ``name`` under ``--set`` overrides (``train.base_model``).
+
+    Unlike :func:`build_finetune`, nothing else of the preset need be complete (a preset reading
+    ``train.data`` needs no data to say which model it fine-tunes).
+
+    Raises:
+        ConfigError: an unknown preset, or a ``--set`` item the preset refuses (named).
+    """
+    if name not in FINETUNE_PRESETS:
+        raise ConfigError(f"unknown fine-tune preset {name!r}; valid names are "
+                          f"{sorted(FINETUNE_PRESETS)}")
+    preset = FINETUNE_PRESETS[name]
+    return str(_parse_sets(list(sets or []), preset)["train"].get("base_model",
+                                                                   preset.train.base_model))
 
 
 def build_finetune(

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from ..errors import ConfigError
+from ..errors import KeyedValueError
 
 __all__ = [
     "SEED",
@@ -52,6 +52,7 @@ __all__ = [
     "Finite",
     "Ge",
     "Gt",
+    "KeyedValueError",
     "Le",
     "Lt",
     "NonEmpty",
@@ -67,13 +68,21 @@ __all__ = [
 ]
 
 
-class ConstraintError(ConfigError):
-    """A field's value breaks its declared rule; ``owner``, ``key``, ``value``, ``rule`` say which."""
+class ConstraintError(KeyedValueError):
+    """A field's value breaks its declared rule; ``owner``, ``key``, ``value``, ``rule`` say which.
+
+    A :class:`~probekit.errors.KeyedValueError`: a config's own ``__post_init__`` check that is
+    not a declared rule raises that class with the offending ``key`` (and its own message).
+    """
 
     def __init__(self, owner: str, key: str, value: Any, rule: str) -> None:
         """Hold the parts; the message is ``OWNER.KEY must be RULE, got VALUE``."""
-        self.owner, self.key, self.value, self.rule = owner, key, value, rule
-        super().__init__(f"{owner}.{key} must be {rule}, got {value!r}")
+        self.owner, self.value, self.rule = owner, value, rule
+        super().__init__(key, f"{owner}.{key} must be {rule}, got {value!r}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, Any, str]]:  # type: ignore[override]
+        """Pickle as its parts (``KeyedValueError``'s form has two)."""
+        return type(self), (self.owner, self.key, self.value, self.rule)
 
 
 @dataclass(frozen=True)
@@ -372,7 +381,10 @@ class Validated:
     """Mixin for a frozen config dataclass: ``__post_init__`` runs :func:`validate`.
 
     A subclass with rules across fields overrides ``__post_init__``, calls
-    ``super().__post_init__()`` and raises :class:`~probekit.errors.ConfigError` itself.
+    ``super().__post_init__()`` and raises :class:`~probekit.errors.KeyedValueError` itself,
+    naming the offending field (``KeyedValueError("window", "window = 2 needs ...")``), so a
+    file surface reports it at that key's line; :class:`~probekit.errors.ConfigError` for a
+    check no one key answers for.
     """
 
     def __post_init__(self) -> None:

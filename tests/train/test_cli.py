@@ -4,7 +4,7 @@ import pytest
 
 from probekit.cli import main
 from probekit.train import History
-from probekit.train.build import build_run, parse_sets
+from probekit.train.build import build_run, parse_sets, run_sections
 from probekit.train.trainer import step_dir
 
 
@@ -50,11 +50,12 @@ def test_unknown_task_lists_valid_names():
 )
 def test_bad_sets(item, match):
     with pytest.raises(ValueError, match=match):
-        parse_sets([item], "modular_addition")
+        parse_sets([item], run_sections("modular_addition"))
 
 
 def test_set_values_are_parsed():
-    s = parse_sets(["train.betas=[0.9, 0.99]", "train.batch_size=null", "model.act_fn=gelu"], "scan")
+    s = parse_sets(["train.betas=[0.9, 0.99]", "train.batch_size=null", "model.act_fn=gelu"],
+                   run_sections("scan"))
     assert s["train"] == {"betas": (0.9, 0.99), "batch_size": None} and s["model"] == {"act_fn": "gelu"}
 
 

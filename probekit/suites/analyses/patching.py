@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ...context import RunContext
+from ...errors import KeyedValueError
 from ..registry import register_analysis
 from ..result import AnalysisResult
 
@@ -77,25 +78,25 @@ class PatchingSpec:
     def __post_init__(self) -> None:
         """Refuse unknown kinds, an empty kind list, bad sizes and a window without exact patching."""
         if self.answer_tokens not in ("single", "first"):
-            raise ValueError(f"answer_tokens = {self.answer_tokens!r}: use 'single' (refuse "
+            raise KeyedValueError("answer_tokens", f"answer_tokens = {self.answer_tokens!r}: use 'single' (refuse "
                              "multi-token answers) or 'first' (score their first token)")
         bad = [k for k in self.kinds if k not in PATCH_KINDS]
         if bad or not self.kinds:
             what = f"{bad[0]!r} is not a patching kind" if bad else "no kind given"
             raise ValueError(f"kinds {list(self.kinds)}: {what}; choose from {list(PATCH_KINDS)}")
         if self.batch_size < 1:
-            raise ValueError(f"batch_size = {self.batch_size}: must be >= 1")
+            raise KeyedValueError("batch_size", f"batch_size = {self.batch_size}: must be >= 1")
         if len(set(self.kinds)) != len(self.kinds):
             raise ValueError(f"kinds {list(self.kinds)} lists a kind twice; give each once")
         if self.window < 1:
-            raise ValueError(f"window = {self.window}: must be >= 1 (1 = one block per cell)")
+            raise KeyedValueError("window", f"window = {self.window}: must be >= 1 (1 = one block per cell)")
         if self.window > 1 and self.method != "activation":
-            raise ValueError(
+            raise KeyedValueError("window",
                 f"window = {self.window} needs method = 'activation' (got {self.method!r}): "
                 "attribution patching estimates single-block cells only"
             )
         if not self.edge_ks or min(self.edge_ks) < 1 or self.edge_top < 1:
-            raise ValueError(
+            raise KeyedValueError("edge_ks",
                 f"edge_ks = {list(self.edge_ks)}, edge_top = {self.edge_top}: need circuit sizes "
                 ">= 1 and edge_top >= 1"
             )

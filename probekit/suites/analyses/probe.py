@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ...errors import ConfigError
+from ...errors import KeyedValueError
 from ...util.constraints import ConstraintError
 from ..registry import register_analysis
 from ..result import AnalysisResult, Hypothesis
@@ -65,7 +65,7 @@ class ProbeSpec:
         if isinstance(self.cv, bool) or not isinstance(self.cv, int) or self.cv < 2:
             raise ConstraintError("ProbeSpec", "cv", self.cv, ">= 2 (cross-validation folds)")
         if self.kind in _MOVED:
-            raise ConfigError(f"kind = {self.kind!r}: {_MOVED[self.kind]}")
+            raise KeyedValueError("kind", f"kind = {self.kind!r}: {_MOVED[self.kind]}")
         from ...probes.kind import probe_kind
 
         probe_kind(self.kind)  # ConfigError listing the registered kinds
