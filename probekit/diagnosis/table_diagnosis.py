@@ -45,6 +45,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from ..errors import ConfigError, DataError
 from ..report.blocks import Text, strict_json
 from ..suites.spec import SuiteError, build_suite, build_table, location, read_toml
@@ -63,7 +66,7 @@ from .spec import (
     check_censored_outcome,
     parse_causal_pairs,
 )
-from .table_io import read_marker_table
+from .table_io import read_marker_table, to_columns
 
 __all__ = [
     "TableDiagnosis",
@@ -224,20 +227,33 @@ def table_diagnosis_from_file(spec: DiagnosisFile, table: str | Path) -> TableDi
                                                     spec.suite.data))
 
 
-def _select_rows(spec: TableDiagnosis, table: dict[str, list[Any]]) -> dict[str, list[Any]]:
+def _select_rows(spec: TableDiagnosis, table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``table`` that ``[population] where`` keeps (index ``0..k-1``).
+
+    A cell matches a wanted number by value (``2 == 2.0``; a missing cell matches nothing) and a
+    wanted string by equality (the rule of :func:`_same`).
+    """
     if not spec.where:
         return table
-    keep = list(range(len(next(iter(table.values())))))
+    keep = np.ones(len(table), dtype=bool)
     for column, value in spec.where.items():
-        if column not in table:
+        if column not in table.columns:
             raise ConfigError(f"{spec.at('population', 'where')}: column {column!r} is not in "
-                              f"{spec.table}; columns are {list(table)}")
+                              f"{spec.table}; columns are {list(table.columns)}")
         wanted = value if isinstance(value, list) else [value]
-        keep = [i for i in keep if any(_same(table[column][i], w) for w in wanted)]
-    if not keep:
+        keep &= _matches(table[column], wanted)
+    if not keep.any():
         raise ConfigError(f"{spec.at('population', 'where')}: no row of {spec.table} matches "
                           f"{spec.where}")
-    return {c: [v[i] for i in keep] for c, v in table.items()}
+    return table[keep].reset_index(drop=True)
+
+
+def _matches(column: pd.Series, wanted: list[Any]) -> np.ndarray:
+    """Per cell, whether it equals one of ``wanted`` (:func:`_same`, vectorised)."""
+    if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
+        numbers = [float(w) for w in wanted if isinstance(w, (int, float))]
+        return column.astype("float64").isin(numbers).to_numpy()
+    return column.isin(wanted).to_numpy()
 
 
 def _same(cell: Any, wanted: Any) -> bool:
@@ -447,8 +463,11 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
     start = time.perf_counter()
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     full = read_marker_table(spec.table)
-    rows = _select_rows(spec, full)
-    n = len(next(iter(rows.values())))
+    frame = _select_rows(spec, full)
+    n = len(frame)
+    # the seam: the runner's analysis reads column lists (None = missing), as of its own table;
+    # its statistics turn them into arrays where they read them
+    rows = to_columns(frame)
     internal = dict(rows)
     # a table without final flags, or rows chosen by `where` among which none is a final
     # checkpoint (e.g. where = { step = 300 }: each run's early checkpoint): every row is a model
@@ -478,7 +497,7 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
         spec=spec, settings=settings, table=rows, markers=tuple(markers), analysis=analysis,
         extras=extras, blocks=tuple(blocks),
         provenance={"timestamp": stamp, "run_seconds": round(time.perf_counter() - start, 2),
-                    "table": _shown(spec.table), "rows_in_table": len(next(iter(full.values()))),
+                    "table": _shown(spec.table), "rows_in_table": len(full),
                     "rows_analysed": n, "where": spec.where,
                     "table_sha256": sha256_bytes(spec.table.read_bytes())},
     )
@@ -486,11 +505,11 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
         from ..report.write import write_report
 
         out = Path(out)
-        if (out / "markers.csv").resolve() == spec.table.resolve() and rows != full:
+        if (out / "markers.csv").resolve() == spec.table.resolve() and n != len(full):
             raise ConfigError(f"--out {out} would overwrite the input table {spec.table} with "
                               f"the {n} rows kept by where = {spec.where}; write elsewhere")
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "markers.csv", _csv(rows))
+        atomic_write_text(out / "markers.csv", _csv(frame))
         write_sidecar(out / "markers.csv")
         write_report(result, out)
     return result
@@ -501,11 +520,11 @@ def check_table_diagnosis(spec: TableDiagnosis) -> list[str]:
     from .options import analysis_kwargs
 
     full = read_marker_table(spec.table)
-    rows = _select_rows(spec, full)
-    s, markers = _settings(spec, rows)
-    n = len(next(iter(rows.values())))
+    frame = _select_rows(spec, full)
+    s, markers = _settings(spec, to_columns(frame))
+    n = len(frame)
     return [f"{spec.source}: table diagnosis is valid",
-            f"  table: {spec.table} ({n} of {len(next(iter(full.values())))} rows"
+            f"  table: {spec.table} ({n} of {len(full)} rows"
             + (f" where {spec.where})" if spec.where else ")"),
             f"  markers: {', '.join(markers)}; knobs: {list(s.knobs)}",
             f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}",
