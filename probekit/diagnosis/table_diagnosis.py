@@ -40,6 +40,7 @@ import dataclasses
 import json
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,7 +67,7 @@ from .spec import (
     check_censored_outcome,
     parse_causal_pairs,
 )
-from .table_io import read_marker_table, to_columns
+from .table_io import marker_frame, read_marker_table, to_columns
 
 __all__ = [
     "TableDiagnosis",
@@ -79,6 +80,8 @@ __all__ = [
 
 FIXED = ("checkpoint", "run", "step", "final")
 _OUTCOME_PREFIXES = ("train_", "id_", "ood", "final_")
+#: the table name of a diagnosis of a DataFrame given in Python (``diagnose_table(..., table=df)``)
+_GIVEN = "(DataFrame)"
 #: [diagnosis] keys of a computed population only
 _COMPUTED_ONLY = ("max_eval_examples", "crossing")
 
@@ -438,13 +441,17 @@ def _sidecar_cis(table_path: Path, table: dict[str, list[Any]],
 
 
 def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path | None = None,
-                   table: str | Path | None = None) -> TableDiagnosisResult:
+                   table: str | Path | pd.DataFrame | Mapping[str, Sequence[Any]] | None = None,
+                   ) -> TableDiagnosisResult:
     """Analyse a marker table; with ``out``, write markers.csv, report.json and report.html there.
 
     Args:
         spec_or_path: a table diagnosis file or a loaded :class:`TableDiagnosis`.
         out: output directory (nothing written when None).
-        table: another table file instead of the spec's.
+        table: another table file instead of the spec's; or the table itself, a DataFrame
+            (e.g. :func:`~probekit.diagnosis.read_marker_table`, edited) or a mapping column ->
+            list, converted once (:func:`~probekit.diagnosis.table_io.marker_frame`); the report
+            then names it "(DataFrame)" and records the sha256 of its ``markers.csv`` text.
 
     Raises:
         DataError: an unreadable table (``FILE:LINE``), missing cells in the outcome /
@@ -458,11 +465,18 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
         check_report_dir(out, flag="out", also=("markers.csv",))
     spec = (spec_or_path if isinstance(spec_or_path, TableDiagnosis)
             else load_table_diagnosis(spec_or_path))
-    if table is not None:
+    given = table is not None and not isinstance(table, (str, Path))
+    if table is not None and not given:
         spec = dataclasses.replace(spec, table=Path(table))
     start = time.perf_counter()
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    full = read_marker_table(spec.table)
+    if given:
+        full = marker_frame(table)  # type: ignore[arg-type]
+        spec = dataclasses.replace(spec, table=Path(_GIVEN))
+        digest = sha256_bytes(_csv(full).encode())
+    else:
+        full = read_marker_table(spec.table)
+        digest = sha256_bytes(spec.table.read_bytes())
     frame = _select_rows(spec, full)
     n = len(frame)
     # the seam: the runner's analysis reads column lists (None = missing), as of its own table;
@@ -487,7 +501,8 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
     facts = ({"marker_flags": {m: f for m, f in spec.marker_flags.items() if m in markers}}
              if spec.marker_flags else None)
     analysis, extras, blocks = _analyse(host, settings, internal, markers, facts,
-                                        marker_cis=_sidecar_cis(spec.table, internal, markers))
+                                        marker_cis=None if given
+                                        else _sidecar_cis(spec.table, internal, markers))
     if censored is not None and censored.n_censored:
         from .runner import _survival
 
@@ -499,13 +514,14 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
         provenance={"timestamp": stamp, "run_seconds": round(time.perf_counter() - start, 2),
                     "table": _shown(spec.table), "rows_in_table": len(full),
                     "rows_analysed": n, "where": spec.where,
-                    "table_sha256": sha256_bytes(spec.table.read_bytes())},
+                    "table_sha256": digest},
     )
     if out is not None:
         from ..report.write import write_report
 
         out = Path(out)
-        if (out / "markers.csv").resolve() == spec.table.resolve() and n != len(full):
+        if not given and (out / "markers.csv").resolve() == spec.table.resolve() \
+                and n != len(full):
             raise ConfigError(f"--out {out} would overwrite the input table {spec.table} with "
                               f"the {n} rows kept by where = {spec.where}; write elsewhere")
         out.mkdir(parents=True, exist_ok=True)

@@ -157,3 +157,33 @@ def test_marker_analysis_of_the_dataframe_equals_the_dict_form():
     b = marker_analysis(columns, "ood_accuracy", **kw)
     assert a.to_dict() == b.to_dict()
     assert a["modifier_he"].n_missing == 1 and a["count"].n_missing == 1
+
+
+def test_diagnose_table_takes_the_dataframe_or_the_dict(tmp_path):
+    """A table diagnosis of a DataFrame (or its column lists) = the diagnosis of its file.
+
+    ``where`` keeps 6 of the 16 noise levels (30 models): the rows are selected on the DataFrame
+    the same way in both; the written markers.csv files are the same bytes.
+    """
+    import dataclasses
+    from pathlib import Path
+
+    from probekit.diagnosis.table_diagnosis import diagnose_table, load_table_diagnosis
+
+    root = Path(__file__).resolve().parents[2]
+    spec = load_table_diagnosis(root / "probes" / "diagnose_he_study.toml")
+    spec = dataclasses.replace(spec, where={"noise": [0, 1, 2, 3, 4, 5.0]},
+                               diagnosis=dataclasses.replace(
+                                   spec.diagnosis, calibration_simulations=0, n_permutations=100))
+    frame = read_marker_table(spec.table)
+    by_file = diagnose_table(spec, out=tmp_path / "file")
+    by_frame = diagnose_table(spec, table=frame, out=tmp_path / "frame")
+    by_dict = diagnose_table(spec, table=to_columns(frame))
+    records = by_file.analysis.to_dict()
+    assert by_frame.analysis.to_dict() == records == by_dict.analysis.to_dict()
+    assert by_frame.table == by_file.table and len(by_file.table["noise"]) == 30
+    assert by_frame.provenance["table"] == "(DataFrame)"
+    assert by_frame.provenance["rows_in_table"] == by_file.provenance["rows_in_table"] == 80
+    written = (tmp_path / "file" / "markers.csv").read_bytes()
+    assert (tmp_path / "frame" / "markers.csv").read_bytes() == written
+    assert written.splitlines()[:31] == spec.table.read_bytes().splitlines()[:31]  # noise 0-5 first
