@@ -140,8 +140,13 @@ def _record_lines(path: Path, text: str) -> tuple[list[str], list[int]]:
 def _read_csv(path: Path) -> pd.DataFrame:
     text = decode_table_text(path)
     header, lines = _record_lines(path, text)
-    raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, index_col=False,
-                      skip_blank_lines=True)
+    try:
+        raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, index_col=False,
+                          skip_blank_lines=True)
+    except pd.errors.ParserError as err:  # the csv module reads an open quote to the end
+        raise DataError(f"{path}:{lines[-1]}: the record starting here does not parse ({err}); "
+                        "most likely a quoted cell is not closed (an unmatched '\"'): close "
+                        "the quote or remove it") from None
     raw = raw.fillna("")  # the missing trailing cells of a whitespace-only line
     cells = pd.DataFrame({h: raw.iloc[:, j].str.strip() for j, h in enumerate(header)})
     cells = cells[(cells != "").any(axis=1)].reset_index(drop=True)  # blank lines, as above
@@ -321,8 +326,9 @@ def read_marker_table(path: str | Path) -> pd.DataFrame:
     ``column -> list`` form.
 
     Raises:
-        DataError: a missing file, an unknown extension, a bad header, a ragged row, a bad
-            number (``FILE:LINE`` where the record starts, and the column), no rows.
+        DataError: a missing file, an unknown extension, a bad header, a ragged row, a quoted
+            cell never closed, a bad number (``FILE:LINE`` where the record starts, and the
+            column), no rows.
         CorruptFileError: a table that differs from the sha256 its ``.sha256`` sidecar records.
     """
     path = Path(path)

@@ -31,6 +31,7 @@ def test_csv_types_and_missing_cells(tmp_path):
     ("a,b\n1,2\n3\n", r"m\.csv:3: 1 cells but the header has 2 columns"),
     ("a,a\n1,2\n", r"m\.csv:1: column 'a' appears twice"),
     ("a,b\n", r"m\.csv: no rows after the header"),
+    ('a,b\n1,2\n3,"4\n5,6\n', r"m\.csv:3: the record starting here does not parse .*an unmatched"),
 ])
 def test_csv_errors_name_the_line(tmp_path, body, match):
     path = tmp_path / "m.csv"
