@@ -37,6 +37,7 @@ import csv
 import io
 import json
 import math
+import re
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
@@ -172,9 +173,11 @@ def _typed_column(path: Path, name: str, cells: pd.Series, line_of: np.ndarray) 
     if not present.any():
         return pd.Series(np.nan, index=cells.index, dtype="float64")
     s = cells[present]
-    is_number = pd.to_numeric(s, errors="coerce").notna()
-    for i in s.index[~is_number]:
-        is_number[i] = _number(s[i]) is not None
+    parsed = pd.to_numeric(s, errors="coerce")
+    is_number = parsed.notna()
+    unread = s[~is_number]
+    if len(unread):
+        is_number[unread.index] = unread.map(lambda c: _number(c) is not None).astype(bool)
     n_bad = int((~is_number).sum())
     if n_bad == len(s) or 2 * n_bad > len(s):  # categorical: every cell kept as text
         return cells.astype(object).where(present, None)
@@ -183,7 +186,6 @@ def _typed_column(path: Path, name: str, cells: pd.Series, line_of: np.ndarray) 
         raise DataError(f"{path}:{line_of[i]}: column {name!r}: {s[i]!r} is not a number (the "
                         "column's other cells are numbers); fix the cell, or leave it empty for a "
                         "missing / not-applicable value")
-    is_int = s.str.fullmatch(_INT_LITERAL).astype(bool)
     values = pd.Series(np.nan, index=s.index, dtype="float64")
     try:
         values[:] = s.astype("float64").to_numpy()
@@ -196,13 +198,16 @@ def _typed_column(path: Path, name: str, cells: pd.Series, line_of: np.ndarray) 
     bad = ~np.isfinite(values.to_numpy())
     if bad.any():
         i = s.index[bad][0]
-        if is_int[i]:
+        if re.fullmatch(_INT_LITERAL, s[i]):
             raise DataError(f"{path}:{line_of[i]}: column {name!r}: a {len(s[i])}-digit number "
                             "is beyond the range of a float (about 1.8e308); rescale the column "
                             "(e.g. write its logarithm)")
         raise DataError(f"{path}:{line_of[i]}: column {name!r}: {s[i]!r} is not a finite number; "
                         "leave the cell empty for a missing / not-applicable value")
-    if not is_int.all():
+    v = values.to_numpy()
+    all_int = parsed.dtype.kind in "iu" or (  # pandas read every cell as an integer, or:
+        bool((v == np.floor(v)).all()) and bool(s.str.fullmatch(_INT_LITERAL).all()))
+    if not all_int:
         out = pd.Series(np.nan, index=cells.index, dtype="float64")
         out[present] = values
         return out
