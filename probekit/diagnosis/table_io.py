@@ -211,12 +211,15 @@ def _typed_column(path: Path, name: str, cells: pd.Series, line_of: np.ndarray) 
         out = pd.Series(np.nan, index=cells.index, dtype="float64")
         out[present] = values
         return out
+    out = pd.Series(pd.NA, index=cells.index, dtype="Int64")
+    if parsed.dtype.kind == "i":  # int64 already: exact
+        out[present] = parsed.to_numpy()
+        return out
     ints = [int(c) for c in s]
-    if max(abs(v) for v in ints) > _INT64_MAX:
+    if max(abs(k) for k in ints) > _INT64_MAX:
         col = pd.Series([None] * len(cells), index=cells.index, dtype=object)
         col[present] = pd.Series(ints, index=s.index, dtype=object)
         return col
-    out = pd.Series(pd.NA, index=cells.index, dtype="Int64")
     out[present] = np.asarray(ints, dtype=np.int64)
     return out
 
