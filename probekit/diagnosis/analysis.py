@@ -572,7 +572,7 @@ def _resolve_families(families: Mapping[str, Sequence[str]] | str | None,
 
 
 def marker_analysis(
-    table: pd.DataFrame | Mapping[str, Sequence[Any]] | MarkerTable,
+    table: pd.DataFrame | Mapping[str, Any] | MarkerTable,
     outcome: str,
     *,
     markers: Sequence[str] | None = None,
@@ -759,7 +759,7 @@ class _Adjusted(NamedTuple):
 
 
 def _build_design(
-    table: pd.DataFrame | Mapping[str, Sequence[Any]] | MarkerTable, outcome: str, markers: Sequence[str] | None,
+    table: pd.DataFrame | Mapping[str, Any] | MarkerTable, outcome: str, markers: Sequence[str] | None,
     covariates: Sequence[str] | str, groups: str | None, inference: str, strata: str | None,
     covariate_coding: Mapping[str, str] | None, spline_df: int,
     families: Mapping[str, Sequence[str]] | str | None,

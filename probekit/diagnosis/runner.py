@@ -612,7 +612,7 @@ class DiagnosisResult(DiagnosisDisplay):
         }))
 
 
-def _csv(table: pd.DataFrame | Mapping[str, Sequence[Any]]) -> str:
+def _csv(table: pd.DataFrame | Mapping[str, Any]) -> str:
     """``markers.csv`` text of a table: written from its DataFrame (:func:`.table_io.marker_csv`).
 
     The runner's column lists become a typed DataFrame once here (:func:`.table_io.marker_frame`);

@@ -40,7 +40,7 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -441,7 +441,7 @@ def _sidecar_cis(table_path: Path, table: dict[str, list[Any]],
 
 
 def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path | None = None,
-                   table: str | Path | pd.DataFrame | Mapping[str, Sequence[Any]] | None = None,
+                   table: str | Path | pd.DataFrame | Mapping[str, Any] | None = None,
                    ) -> TableDiagnosisResult:
     """Analyse a marker table; with ``out``, write markers.csv, report.json and report.html there.
 

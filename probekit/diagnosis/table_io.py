@@ -251,7 +251,7 @@ def _column(values: Sequence[Any]) -> pd.Series:
     return pd.Series(cells, dtype=object)
 
 
-def marker_frame(table: Mapping[str, Sequence[Any]] | pd.DataFrame) -> pd.DataFrame:
+def marker_frame(table: Mapping[str, Any] | pd.DataFrame) -> pd.DataFrame:
     """A marker table (mapping ``column -> sequence``, or a DataFrame) as a typed DataFrame.
 
     A DataFrame is returned as it is; a mapping's columns are typed by :func:`_column`.
@@ -261,7 +261,7 @@ def marker_frame(table: Mapping[str, Sequence[Any]] | pd.DataFrame) -> pd.DataFr
     return pd.DataFrame({str(name): _column(list(values)) for name, values in table.items()})
 
 
-def to_columns(frame: pd.DataFrame | Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
+def to_columns(frame: pd.DataFrame | Mapping[str, Any]) -> dict[str, list[Any]]:
     """``column -> list`` of a table: None for a missing cell (NA / NaN), Python scalars.
 
     The inverse of :func:`marker_frame` on its typed columns (``to_columns(marker_frame(t)) ==
@@ -277,7 +277,7 @@ def to_columns(frame: pd.DataFrame | Mapping[str, Sequence[Any]]) -> dict[str, l
     return out
 
 
-def marker_csv(table: pd.DataFrame | Mapping[str, Sequence[Any]]) -> str:
+def marker_csv(table: pd.DataFrame | Mapping[str, Any]) -> str:
     """The table as CSV text: a header line, one line per row, LF line ends, empty = missing.
 
     ``DataFrame.to_csv`` of :func:`marker_frame`: the same bytes ``csv.writer`` gives for the

@@ -132,6 +132,7 @@ def test_marker_csv_writes_what_csv_writer_wrote(tmp_path):
     path = tmp_path / "markers.csv"
     path.write_text(_csv({k: v for k, v in table.items() if k != "lr"}))  # lr reads back as floats
     assert _csv(read_marker_table(path)) == path.read_text()
+    assert _csv(dict(read_marker_table(path).items())) == path.read_text()  # column -> Series
 
 
 def test_marker_analysis_of_the_dataframe_equals_the_dict_form():
