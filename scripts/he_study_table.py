@@ -114,7 +114,7 @@ def variants(name: str, out: Path) -> dict[str, Any]:
     spec = load_table_diagnosis(ROOT / "probes" / f"diagnose_{name}.toml")
     table = read_marker_table(spec.table)
     factor = out.parent / "markers_noise_factor.csv"  # noise as text: one-hot coded
-    factor.write_text(_csv({**table, "noise_level": [f"n{v:02d}" for v in table["noise"]]}))
+    factor.write_text(_csv(table.assign(noise_level=[f"n{v:02d}" for v in table["noise"]])))
     result: dict[str, Any] = {}
     try:
         for label, covariates in VARIANTS[name].items():

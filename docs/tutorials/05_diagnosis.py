@@ -52,7 +52,7 @@ table = read_marker_table(ROOT / "docs" / "diagnosis" / "he_noise" / "markers.cs
 MARKERS = ["modifier_he", "sequence_he", "modifier_he_normalised", "modifier_he_ridge"]
 N_PERM = 300 if FAST else 2000
 N_SIM = 20 if FAST else 200  # simulated populations per effect in calibrate
-pd.DataFrame(table)[["name", "noise", "seed", "id_accuracy", "ood_accuracy", *MARKERS]].head()
+table[["name", "noise", "seed", "id_accuracy", "ood_accuracy", *MARKERS]].head()
 
 # %% [markdown]
 # ## The population first
@@ -207,9 +207,8 @@ fig
 
 # %%
 scan = read_marker_table(ROOT / "docs" / "diagnosis" / "scan_noise" / "markers.csv")
-finals = [i for i, f in enumerate(scan["final"]) if f in (1, True, "1")]
-scan = {(f"probe_primitive@L{c[-1]}" if c.startswith("probe_primitive_b") else c): [v[i] for i in finals]
-        for c, v in scan.items()}
+scan = scan[scan["final"] == 1].rename(  # a DataFrame: the final models, one family name
+    columns=lambda c: f"probe_primitive@L{c[-1]}" if c.startswith("probe_primitive_b") else c)
 FAMILY = [c for c in scan if c.startswith("probe_primitive@L")]
 layers = marker_analysis(scan, "ood:ood_len", markers=[*FAMILY, "weight_norm"],
                          covariates=("task.n_noise", "id_accuracy"), n_permutations=N_PERM)
@@ -236,8 +235,7 @@ he = read_marker_table(ROOT / "docs" / "diagnosis" / "he_regulariser" / "markers
 
 
 def arm(weight):
-    keep = [i for i, v in enumerate(he["he_lambda"]) if float(v) == weight]
-    return {c: [v[i] for i in keep] for c, v in he.items()}
+    return he[he["he_lambda"] == weight].reset_index(drop=True)
 
 
 comparison = compare_populations(arm(0.0), arm(0.2), "ood_accuracy", markers=["modifier_he"],

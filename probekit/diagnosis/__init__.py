@@ -15,8 +15,9 @@ blocks), all pure numpy / scipy (marker families over layers: :mod:`.families`);
 engine above suites and hypotheses: :func:`load_diagnosis` (a diagnosis file: ``[population]``,
 ``[[marker]]``, ``[diagnosis]``), :func:`diagnose` (train or find the population, measure every
 marker per checkpoint through the executor, analyse, write ``markers.csv`` and the report) and
-:func:`check_diagnosis`; :func:`read_marker_table` and :func:`diagnose_table` analyse an existing
-table (``[population] table = FILE`` or ``probekit diagnose --table``). Exports are lazy
+:func:`check_diagnosis`; :func:`read_marker_table` (a pandas DataFrame) and
+:func:`diagnose_table` analyse an existing table (``[population] table = FILE``, ``probekit
+diagnose --table``, or a DataFrame). Exports are lazy
 (:mod:`probekit.lazy`).
 """
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from scipy import stats as sps
@@ -66,6 +66,9 @@ from .verdicts import (
     PARTIAL,
     decide,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "ADDS",
@@ -569,7 +572,7 @@ def _resolve_families(families: Mapping[str, Sequence[str]] | str | None,
 
 
 def marker_analysis(
-    table: Mapping[str, Sequence[Any]] | Any,
+    table: pd.DataFrame | Mapping[str, Any] | MarkerTable,
     outcome: str,
     *,
     markers: Sequence[str] | None = None,
@@ -597,7 +600,9 @@ def marker_analysis(
     Definitions in the module docstring and ``docs/diagnosis.md`` ("Verdicts and inference").
 
     Args:
-        table: mapping column -> sequence, or a pandas DataFrame; one row per model.
+        table: a pandas DataFrame (e.g. :func:`~probekit.diagnosis.read_marker_table`), or a
+            mapping column -> sequence; one row per model. Converted once, here, into the
+            numpy columns of :class:`MarkerTable` (NA / NaN / None: a missing cell).
         outcome: the outcome column (e.g. OOD accuracy); numeric and complete. A degenerate
             outcome (constant, or >= 80% of models tied at one value) makes every marker
             ``inconclusive`` with the flag ``degenerate_outcome``.
@@ -754,7 +759,7 @@ class _Adjusted(NamedTuple):
 
 
 def _build_design(
-    table: Mapping[str, Sequence[Any]] | Any, outcome: str, markers: Sequence[str] | None,
+    table: pd.DataFrame | Mapping[str, Any] | MarkerTable, outcome: str, markers: Sequence[str] | None,
     covariates: Sequence[str] | str, groups: str | None, inference: str, strata: str | None,
     covariate_coding: Mapping[str, str] | None, spline_df: int,
     families: Mapping[str, Sequence[str]] | str | None,

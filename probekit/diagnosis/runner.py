@@ -15,9 +15,7 @@ blocks make ``report.html`` / ``report.json``.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import json
 import math
 import time
@@ -25,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, DataError, ProbekitError
 from ..progress import progress_settings, track
@@ -50,6 +48,10 @@ from .population import Checkpoint, grid_runs, population_dir, resolve_populatio
 from .population_section import with_population_section
 from .positions import missing_split, position_column, positioned_examples, reads_capture_positions
 from .spec import DiagnosisFile, MarkerSpec, check_censored_outcome, load_diagnosis
+from .table_io import marker_csv
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["CheckpointTask", "DiagnosisResult", "Settings", "analysis_inputs", "check_diagnosis",
            "checkpoint_cells", "diagnose", "population_facts", "reference_checkpoints"]
@@ -602,13 +604,13 @@ class DiagnosisResult(DiagnosisDisplay):
         }))
 
 
-def _csv(table: dict[str, list[Any]]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(list(table))
-    for row in zip(*table.values()):
-        writer.writerow(["" if v is None else v for v in row])
-    return buf.getvalue()
+def _csv(table: pd.DataFrame | Mapping[str, Any]) -> str:
+    """``markers.csv`` text of a table: written from its DataFrame (:func:`.table_io.marker_csv`).
+
+    The runner's column lists become a typed DataFrame once here (:func:`.table_io.marker_frame`);
+    the bytes are those ``csv.writer`` gave for the cells, so a shipped table keeps its digest.
+    """
+    return marker_csv(table)
 
 
 def _table(rows: list[Checkpoint], outcomes: list[dict[str, float]],

@@ -32,7 +32,7 @@ Kind = Literal["numeric", "categorical"]
 
 
 def _is_missing(v: Any) -> bool:
-    if v is None:
+    if v is None or type(v).__name__ == "NAType":  # pandas' NA (nullable Int64 / string columns)
         return True
     try:
         return isinstance(v, Number) and not isinstance(v, bool) and math.isnan(float(v))  # type: ignore[arg-type]
@@ -244,7 +244,9 @@ def _note_numbers_as_text(name: str, levels: Sequence[Any]) -> None:
 def _cells(table: Any) -> dict[str, list[Any]]:
     if hasattr(table, "columns") and hasattr(table, "to_dict") and hasattr(table, "__getitem__") \
             and not isinstance(table, Mapping):  # a pandas DataFrame, by duck typing
-        return {str(c): list(table[c].tolist()) for c in table.columns}
+        return {str(c): [None if m else v for v, m in zip(table[c].tolist(), table[c].isna().tolist(),
+                                                           strict=True)]
+                for c in table.columns}  # NA / NaN -> None
     if not isinstance(table, Mapping):
         raise ConfigError(
             f"table must be a mapping column -> sequence or a pandas DataFrame, got "

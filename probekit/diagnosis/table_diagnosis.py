@@ -40,10 +40,14 @@ import dataclasses
 import json
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from ..errors import ConfigError, DataError
 from ..report.blocks import Text, strict_json
@@ -63,7 +67,7 @@ from .spec import (
     check_censored_outcome,
     parse_causal_pairs,
 )
-from .table_io import read_marker_table
+from .table_io import marker_frame, read_marker_table, to_columns
 
 __all__ = [
     "TableDiagnosis",
@@ -76,6 +80,8 @@ __all__ = [
 
 FIXED = ("checkpoint", "run", "step", "final")
 _OUTCOME_PREFIXES = ("train_", "id_", "ood", "final_")
+#: the table name of a diagnosis of a DataFrame given in Python (``diagnose_table(..., table=df)``)
+_GIVEN = "(DataFrame)"
 #: [diagnosis] keys of a computed population only
 _COMPUTED_ONLY = ("max_eval_examples", "crossing")
 
@@ -224,20 +230,33 @@ def table_diagnosis_from_file(spec: DiagnosisFile, table: str | Path) -> TableDi
                                                     spec.suite.data))
 
 
-def _select_rows(spec: TableDiagnosis, table: dict[str, list[Any]]) -> dict[str, list[Any]]:
+def _select_rows(spec: TableDiagnosis, table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``table`` that ``[population] where`` keeps (index ``0..k-1``).
+
+    A cell matches a wanted number by value (``2 == 2.0``; a missing cell matches nothing) and a
+    wanted string by equality (the rule of :func:`_same`).
+    """
     if not spec.where:
         return table
-    keep = list(range(len(next(iter(table.values())))))
+    keep = np.ones(len(table), dtype=bool)
     for column, value in spec.where.items():
-        if column not in table:
+        if column not in table.columns:
             raise ConfigError(f"{spec.at('population', 'where')}: column {column!r} is not in "
-                              f"{spec.table}; columns are {list(table)}")
+                              f"{spec.table}; columns are {list(table.columns)}")
         wanted = value if isinstance(value, list) else [value]
-        keep = [i for i in keep if any(_same(table[column][i], w) for w in wanted)]
-    if not keep:
+        keep &= _matches(table[column], wanted)
+    if not keep.any():
         raise ConfigError(f"{spec.at('population', 'where')}: no row of {spec.table} matches "
                           f"{spec.where}")
-    return {c: [v[i] for i in keep] for c, v in table.items()}
+    return table[keep].reset_index(drop=True)
+
+
+def _matches(column: pd.Series, wanted: list[Any]) -> np.ndarray:
+    """Per cell, whether it equals one of ``wanted`` (:func:`_same`, vectorised)."""
+    if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
+        numbers = [float(w) for w in wanted if isinstance(w, (int, float))]
+        return column.astype("float64").isin(numbers).to_numpy()
+    return column.isin(wanted).to_numpy()
 
 
 def _same(cell: Any, wanted: Any) -> bool:
@@ -422,13 +441,17 @@ def _sidecar_cis(table_path: Path, table: dict[str, list[Any]],
 
 
 def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path | None = None,
-                   table: str | Path | None = None) -> TableDiagnosisResult:
+                   table: str | Path | pd.DataFrame | Mapping[str, Any] | None = None,
+                   ) -> TableDiagnosisResult:
     """Analyse a marker table; with ``out``, write markers.csv, report.json and report.html there.
 
     Args:
         spec_or_path: a table diagnosis file or a loaded :class:`TableDiagnosis`.
         out: output directory (nothing written when None).
-        table: another table file instead of the spec's.
+        table: another table file instead of the spec's; or the table itself, a DataFrame
+            (e.g. :func:`~probekit.diagnosis.read_marker_table`, edited) or a mapping column ->
+            list, converted once (:func:`~probekit.diagnosis.table_io.marker_frame`); the report
+            then names it "(DataFrame)" and records the sha256 of its ``markers.csv`` text.
 
     Raises:
         DataError: an unreadable table (``FILE:LINE``), missing cells in the outcome /
@@ -442,13 +465,23 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
         check_report_dir(out, flag="out", also=("markers.csv",))
     spec = (spec_or_path if isinstance(spec_or_path, TableDiagnosis)
             else load_table_diagnosis(spec_or_path))
-    if table is not None:
+    given = table is not None and not isinstance(table, (str, Path))
+    if table is not None and not given:
         spec = dataclasses.replace(spec, table=Path(table))
     start = time.perf_counter()
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    full = read_marker_table(spec.table)
-    rows = _select_rows(spec, full)
-    n = len(next(iter(rows.values())))
+    if given:
+        full = marker_frame(table)  # type: ignore[arg-type]
+        spec = dataclasses.replace(spec, table=Path(_GIVEN))
+        digest = sha256_bytes(_csv(full).encode())
+    else:
+        full = read_marker_table(spec.table)
+        digest = sha256_bytes(spec.table.read_bytes())
+    frame = _select_rows(spec, full)
+    n = len(frame)
+    # the seam: the runner's analysis reads column lists (None = missing), as of its own table;
+    # its statistics turn them into arrays where they read them
+    rows = to_columns(frame)
     internal = dict(rows)
     # a table without final flags, or rows chosen by `where` among which none is a final
     # checkpoint (e.g. where = { step = 300 }: each run's early checkpoint): every row is a model
@@ -468,7 +501,8 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
     facts = ({"marker_flags": {m: f for m, f in spec.marker_flags.items() if m in markers}}
              if spec.marker_flags else None)
     analysis, extras, blocks = _analyse(host, settings, internal, markers, facts,
-                                        marker_cis=_sidecar_cis(spec.table, internal, markers))
+                                        marker_cis=None if given
+                                        else _sidecar_cis(spec.table, internal, markers))
     if censored is not None and censored.n_censored:
         from .runner import _survival
 
@@ -478,19 +512,20 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
         spec=spec, settings=settings, table=rows, markers=tuple(markers), analysis=analysis,
         extras=extras, blocks=tuple(blocks),
         provenance={"timestamp": stamp, "run_seconds": round(time.perf_counter() - start, 2),
-                    "table": _shown(spec.table), "rows_in_table": len(next(iter(full.values()))),
+                    "table": _shown(spec.table), "rows_in_table": len(full),
                     "rows_analysed": n, "where": spec.where,
-                    "table_sha256": sha256_bytes(spec.table.read_bytes())},
+                    "table_sha256": digest},
     )
     if out is not None:
         from ..report.write import write_report
 
         out = Path(out)
-        if (out / "markers.csv").resolve() == spec.table.resolve() and rows != full:
+        if not given and (out / "markers.csv").resolve() == spec.table.resolve() \
+                and n != len(full):
             raise ConfigError(f"--out {out} would overwrite the input table {spec.table} with "
                               f"the {n} rows kept by where = {spec.where}; write elsewhere")
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "markers.csv", _csv(rows))
+        atomic_write_text(out / "markers.csv", _csv(frame))
         write_sidecar(out / "markers.csv")
         write_report(result, out)
     return result
@@ -501,11 +536,11 @@ def check_table_diagnosis(spec: TableDiagnosis) -> list[str]:
     from .options import analysis_kwargs
 
     full = read_marker_table(spec.table)
-    rows = _select_rows(spec, full)
-    s, markers = _settings(spec, rows)
-    n = len(next(iter(rows.values())))
+    frame = _select_rows(spec, full)
+    s, markers = _settings(spec, to_columns(frame))
+    n = len(frame)
     return [f"{spec.source}: table diagnosis is valid",
-            f"  table: {spec.table} ({n} of {len(next(iter(full.values())))} rows"
+            f"  table: {spec.table} ({n} of {len(full)} rows"
             + (f" where {spec.where})" if spec.where else ")"),
             f"  markers: {', '.join(markers)}; knobs: {list(s.knobs)}",
             f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}",
