@@ -1,8 +1,11 @@
 """The SCAN causal diagnosis: noise x HE-regulariser weight x seeds, IV / mediation and the modifier necessity.
 
-End to end (``probekit diagnose`` on probes/diagnose_scan_causal_smoke.toml: 12 tiny runs, ~24
-CPU-s on the shared 2-core box) and the full design (probes/diagnose_scan_causal.toml, 90 runs,
-not trained here) through the spec loader.
+End to end (``probekit diagnose`` on probes/diagnose_scan_causal_smoke.toml: 12 tiny runs; slow
+tier: 44 CPU-s under pytest on the shared 2-core box, 24 CPU-s as one ``probekit diagnose``
+process, vs 30 CPU-s for the 6-run tests/diagnosis/test_scan_smoke.py) and the full design
+(probes/diagnose_scan_causal.toml, 90 runs, not trained here) through the spec loader. The
+default tier keeps the substrate's planted and trainer-equality tests
+(tests/hypotheses/test_necessity_modifier.py) and the parse test of the full design.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ def _blocks(report, prefix):
             if b["block"] == "table" and (b.get("title") or "").startswith(prefix)]
 
 
+@pytest.mark.slow
 def test_table_and_the_causal_section(smoke):
     assert smoke["code"] == 0
     rows = smoke["rows"]
@@ -59,9 +63,14 @@ def test_table_and_the_causal_section(smoke):
     assert {r["marker"] for r in ranking["rows"]} == set(MARKERS)
 
 
+@pytest.mark.slow
 def test_necessity_cell_equals_a_direct_call_on_the_checkpoint(smoke):
     """The marker is necessity() on the run's own splits; its intact score is the outcome's token accuracy."""
-    from probekit.hypotheses.necessity import modifier_displacements, modifier_subspace_substrate, necessity
+    from probekit.hypotheses.necessity import (
+        modifier_displacements,
+        modifier_subspace_substrate,
+        necessity,
+    )
     from probekit.models import load_checkpoint
     from probekit.models.checkpoint import read_checkpoint_meta
     from probekit.sites import Site
