@@ -122,3 +122,53 @@ def test_output_tokens_needs_targets_and_a_known_score():
         necessity(model, ds.tokens, [], sub, score="tokens", control=False)
     with pytest.raises(ConfigError, match="k=9 modifier directions"):
         modifier_subspace_substrate(site, disp, X, k=9)
+
+
+def _kind_context(model, ds, vocab, **columns):
+    from probekit.suites.spec import StatsSpec
+    from tests.hypotheses.helpers import FakeContext, examples
+
+    cols = {**ds.metadata, "output": [" ".join(vocab.decode(t).split()) for t in ds.tokens], **columns}
+    ex = examples(ds.tokens, cols, {"train": np.arange(len(ds)), "test": np.arange(len(ds))})
+    ex.vocab = vocab
+    return FakeContext(model=model, examples=ex, stats=StatsSpec(seed=0))
+
+
+def test_necessity_kind_with_the_modifier_subspace_and_output_tokens():
+    from probekit.hypotheses.kinds.necessity import NecessitySpec
+    from probekit.hypotheses.kinds.necessity import necessity as kind
+
+    model, ds, vocab = _planted()
+    ctx = _kind_context(model, ds, vocab)
+    spec = NecessitySpec(substrate="modifier_subspace", site="resid_post@0", k=5, split="test",
+                         score="output_tokens", n_random=5, also_split="train")
+    m = kind(spec, ctx, control=True)
+    assert (m.details["base_accuracy"], m.details["ablated_accuracy"]) == pytest.approx((1.0, 0.25))
+    assert m.details["explained"] == pytest.approx(1.0) and m.details["n_pairs"] == 8
+    assert m.values.mean() == pytest.approx(0.75) and m.details["train_drop"] == pytest.approx(0.75)
+    assert "token accuracy 1.000 -> 0.250" in m.method
+    # output given as token ids reads the same; excess subtracts the random directions' drop
+    ids = kind(NecessitySpec(**{**spec.__dict__, "output_column": "ids", "excess": True}),
+               _kind_context(model, ds, vocab, ids=[list(t) for t in ds.tokens]), control=False)
+    np.testing.assert_allclose(ids.values, m.values - m.control, atol=1e-12)
+
+
+def test_necessity_kind_names_missing_parse_columns_and_bad_outputs():
+    from probekit.errors import ConfigError, DataError
+    from probekit.hypotheses.kinds.necessity import NecessitySpec
+    from probekit.hypotheses.kinds.necessity import necessity as kind
+    from probekit.util.constraints import ConstraintError, check_value
+
+    model, ds, vocab = _planted()
+    ctx = _kind_context(model, ds, vocab)
+    del ctx.examples.columns["mod_positions"]
+    with pytest.raises(ConfigError, match=r"lack \['mod_positions'\].*prompt_only = false"):
+        kind(NecessitySpec(substrate="modifier_subspace", site="resid_post@0", k=2, split="test"), ctx)
+    ctx = _kind_context(model, ds, vocab, output=[None] * len(ds))
+    with pytest.raises(DataError, match="output column 'output' row 0 holds None"):
+        kind(NecessitySpec(substrate="modifier_subspace", site="resid_post@0", k=2, split="test",
+                           score="output_tokens"), ctx)
+    with pytest.raises(ConstraintError, match="NecessitySpec.score"):  # what a file's key meets
+        check_value(NecessitySpec, "score", "tokens")
+    with pytest.raises(ConstraintError, match="NecessitySpec.output_column"):
+        check_value(NecessitySpec, "output_column", "")
