@@ -32,6 +32,25 @@ carries beyond a random one of its size. Substrates:
 The ablated coordinates are set to their mean over the selection split's activations (``mean``,
 default), to 0 (``zero``) or to those of a random selection example (``resample``).
 
+Steering instead of ablating (``method = "steer"``; :mod:`probekit.interventions.steering`):
+activation addition (Turner et al. 2023) of ``alpha`` standard deviations along the substrate at
+every prompt position, ITI-style (Li et al. 2023), and the same ``drop`` is scored:
+
+- ``probe_direction``: one vector in the substrate's span, the class-mean difference projected
+  onto it, ``s = U^T U (mu_c - mu_rest)``, ``u = s / ||s||`` (``c`` the class steered toward,
+  ``mu`` means over the selection split); ``v' = v + alpha * sigma * u`` with ``sigma`` the std of
+  the selection split's projections ``X u``. For one binary probe direction ``u`` is the probe's
+  weight vector, signed toward ``c``. ``alpha > 0`` pushes every prompt toward class ``c``: if the
+  model reads its answer from ``u``, the prompts of the other classes change answer and accuracy
+  drops by their share. Control: ``v' = v + alpha * sigma * r``, ``r`` a Haar-random unit vector:
+  a step of the same norm ``|alpha| sigma`` in a random direction.
+- ``units``: ``v'_i = v_i + alpha * sigma_i`` for each unit ``i`` (``sigma_i`` its std over the
+  selection split; a unit that never varies is not moved); control: random unit sets of the same
+  count, each unit stepped by its own std.
+- ``key_frequencies``: refused (removing Fourier components has no direction to push along).
+
+``alpha = 0`` is the identity (drop 0 for every example).
+
 Scores (``score``): ``"first_token"`` (default) is the correctness of the gold next token after
 the prompt, as above. ``"output_tokens"`` scores a position-aligned output sequence with teacher
 forcing, as the trainer's evaluation of SCAN does (:func:`probekit.train.trainer.evaluate`,
@@ -65,7 +84,7 @@ from ..sites import Site
 
 __all__ = ["Necessity", "Substrate", "key_frequency_substrate", "modifier_displacements",
            "modifier_subspace_substrate", "necessity", "output_token_correct_sets",
-           "probe_direction_substrate", "unit_substrate"]
+           "probe_direction_substrate", "steer_probe_directions", "steer_units", "unit_substrate"]
 
 #: how :func:`necessity` scores an example (module docstring)
 SCORES = ("first_token", "output_tokens")
@@ -81,7 +100,8 @@ class Substrate:
         ops: the intervention ops that ablate it.
         random_ops: ``seed -> ops`` ablating a random substrate of the same size.
         details: JSON-ready numbers (e.g. the probes' training accuracies).
-        basis: ``(k, d)`` orthonormal rows of an ablated subspace (None for units).
+        basis: ``(k, d)`` orthonormal rows of an ablated subspace, or ``(1, d)`` the unit vector
+            a steering substrate steps along (None for units).
     """
 
     description: str
@@ -336,6 +356,88 @@ def output_token_correct_sets(
                 gold = torch.as_tensor(list(targets[i][:m]), dtype=torch.long)
                 out[g, i] = int((pred[r, :m] == gold).sum())
     return out
+
+
+def _class_of(y: np.ndarray, toward: Any) -> Any:
+    """The class value ``toward`` names (``None``: the last of the sorted classes)."""
+    classes = np.unique(y)
+    if len(classes) < 2:
+        raise DataError(f"steering toward a class needs >= 2 classes; the selection split has {classes.tolist()}")
+    if toward is None:
+        return classes[-1]
+    for c in classes:
+        if c == toward or str(c) == str(toward):
+            return c
+    raise ConfigError(f"steer_toward={toward!r} is not a class of the label; use one of {classes.tolist()}")
+
+
+def steer_probe_directions(
+    site: Site,
+    substrate: Substrate,
+    X: Float[np.ndarray, "n d"],
+    y: np.ndarray,
+    *,
+    strength: float,
+    toward: Any = None,
+) -> Substrate:
+    """Steering ``alpha = strength`` std along a probe-direction substrate toward class ``toward``.
+
+    ``substrate``: a :func:`probe_direction_substrate` (its ``basis`` ``U``); ``X``, ``y``: the
+    selection split's activations and labels; ``toward``: a class of ``y`` (default the last of
+    the sorted classes, e.g. 1 of 0/1). The steered vector is the class-mean difference projected
+    onto ``span(U)`` (module doc); the returned substrate's ``basis`` is that unit vector.
+    """
+    from ..interventions import direction_steering
+
+    if substrate.basis is None:
+        raise ConfigError(f"steer_probe_directions needs a probe-direction substrate (with a basis), got "
+                          f"{substrate.description!r}")
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y)
+    c = _class_of(y, toward)
+    U = np.asarray(substrate.basis, dtype=np.float64)
+    diff = X[y == c].mean(0) - X[y != c].mean(0)
+    s = U.T @ (U @ diff)
+    if not np.linalg.norm(s) > 1e-12 * max(np.linalg.norm(diff), 1e-300):
+        raise DataError(f"the class means of {c!r} and the rest do not differ within {substrate.description}: "
+                        "no direction to steer along; use an ablation method ('mean')")
+    u = s / np.linalg.norm(s)
+    sigma = float((X @ u).std())
+    d = X.shape[1]
+    direction = direction_steering(site, u, strength=strength, sigma=sigma)  # validates strength
+
+    def random_ops(seed: int) -> list[Any]:
+        return [direction_steering(site, random_subspace(d, 1, seed)[0], strength=strength, sigma=sigma)]
+
+    return Substrate(
+        description=f"steering {strength:g} sd toward {c!r} along {substrate.description}",
+        size=substrate.size, ops=[direction], random_ops=random_ops,
+        details={**substrate.details, "strength": float(strength), "steer_toward": c.item() if hasattr(c, "item")
+                 else c, "sigma": sigma, "steering_norm": abs(float(strength)) * sigma},
+        basis=u[None, :],
+    )
+
+
+def steer_units(
+    site: Site, units: Sequence[int], X: Float[np.ndarray, "n d"], *, strength: float
+) -> Substrate:
+    """Steering units ``units`` of ``site``'s last axis by ``strength`` times their std over ``X``."""
+    from ..interventions import unit_steering
+
+    base = unit_substrate(site, units, X, method="zero")  # validates the units
+    X = np.asarray(X, dtype=np.float64)
+    sigma = X.std(0)
+    width = X.shape[1]
+    chosen = tuple(base.details["units"])
+
+    def random_ops(seed: int) -> list[Any]:
+        pick = np.random.default_rng(seed).choice(width, size=len(chosen), replace=False)
+        return [unit_steering(site, sorted(int(u) for u in pick), sigma, strength=strength)]
+
+    return Substrate(description=f"steering {strength:g} sd along {base.description}", size=base.size,
+                     ops=[unit_steering(site, chosen, sigma, strength=strength)], random_ops=random_ops,
+                     details={**base.details, "strength": float(strength),
+                              "steering_norm": abs(float(strength)) * float(np.linalg.norm(sigma[list(chosen)]))})
 
 
 def necessity(

@@ -14,6 +14,8 @@ rules in *unpadded* coordinates, so left and right padding give the same result.
 
 Training-time dropout at sites (TL-native blocks have none): :func:`.dropout.dropout`. Ablating a
 linear subspace (a probe direction; amnesic probing, INLP): :func:`.subspace.subspace_ablation`.
+Steering along a direction or units by ``alpha`` standard deviations (activation addition, ITI):
+:func:`.steering.direction_steering`, :func:`.steering.unit_steering`.
 
 Ops (:mod:`.ops`): :class:`Read`, :class:`Replace` (patch from a cache), :class:`ReplaceByToken`
 (a row of a per-token table, e.g. an edited embedding), :class:`ReplaceFromRows`
@@ -55,6 +57,8 @@ from .run import InterventionResult as InterventionResult
 from .run import as_batch as as_batch
 from .run import intervene as intervene
 from .run import run_with_interventions as run_with_interventions
+from .steering import direction_steering as direction_steering
+from .steering import unit_steering as unit_steering
 from .subspace import orthonormal_rows as orthonormal_rows
 from .subspace import random_subspace as random_subspace
 from .subspace import subspace_ablation as subspace_ablation

@@ -168,6 +168,8 @@ def test_necessity_kind_names_missing_parse_columns_and_bad_outputs():
     with pytest.raises(DataError, match="output column 'output' row 0 holds None"):
         kind(NecessitySpec(substrate="modifier_subspace", site="resid_post@0", k=2, split="test",
                            score="output_tokens"), ctx)
+    with pytest.raises(ConfigError, match="'steer' is not defined for substrate 'modifier_subspace'"):
+        NecessitySpec(substrate="modifier_subspace", site="resid_post@0", method="steer")
     with pytest.raises(ConstraintError, match="NecessitySpec.score"):  # what a file's key meets
         check_value(NecessitySpec, "score", "tokens")
     with pytest.raises(ConstraintError, match="NecessitySpec.output_column"):

@@ -107,7 +107,8 @@ def test_modadd_necessity_of_the_answer_directions(tmp_path):
     code = main(["test", str(ROOT / "circuits" / "modadd_necessity.toml"), "--out", str(tmp_path),
                  "--quiet"])
     assert code == 0
-    claim, freqs = json.loads((tmp_path / "report.json").read_text())["claims"]
+    claims = json.loads((tmp_path / "report.json").read_text())["claims"]
+    claim, freqs = claims[:2]
     assert freqs["verdict"] == "PASS" and freqs["details"]["key_frequencies"] == [2, 7, 12, 14, 20]
     assert freqs["details"]["ablated_accuracy"] < 0.03 and freqs["effect"] == pytest.approx(0.947, abs=0.01)
     d = claim["details"]
@@ -115,3 +116,8 @@ def test_modadd_necessity_of_the_answer_directions(tmp_path):
     assert d["base_accuracy"] > 0.95 and d["ablated_accuracy"] < 0.2 and d["random_accuracy"] > 0.9
     assert claim["effect"] == pytest.approx(0.827, abs=0.01)  # the figure in the file's header
     assert d["train_drop"] > 0.5
+    (steer,) = [c for c in claims if c["name"].startswith("steering the answer's probe directions")]
+    s = steer["details"]
+    assert steer["verdict"] == "PASS" and s["strength"] == 4.0 and s["steer_toward"] == 0
+    assert s["ablated_accuracy"] < 0.05 and s["random_accuracy"] > 0.85  # random steps of the same norm
+    assert steer["effect"] == pytest.approx(0.919, abs=0.01)  # the figure in the file's comment

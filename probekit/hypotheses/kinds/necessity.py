@@ -1,4 +1,4 @@
-"""``measure = "necessity"``: accuracy lost when a marker's substrate is ablated, vs a random one.
+"""``measure = "necessity"``: accuracy lost when a marker's substrate is ablated (or steered), vs a random one.
 
 :func:`probekit.hypotheses.necessity.necessity` on a
 :func:`~probekit.hypotheses.necessity.probe_direction_substrate` (amnesic probing / INLP), a
@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from ...context import Context
 from ...stats.limits import MAX_PERMUTATIONS
-from ...util.constraints import Ge, Le, NonEmpty, Validated
+from ...util.constraints import Finite, Ge, Le, NonEmpty, Validated
 from ..measurement import Measurement
 from ..registry import register_measurement
 
@@ -42,6 +42,15 @@ class NecessitySpec(Validated):
     position-aligned output sequence in ``output_column`` (text of vocabulary tokens separated
     by spaces, or token ids; SCAN's ``output``), pooled over the split's tokens as the trainer's
     ``token_acc`` (SCAN's OOD accuracy); each example's value is its share of the pooled drop.
+
+    ``method = "steer"`` steers instead of ablating (activation addition along the substrate,
+    :mod:`probekit.hypotheses.necessity`): ``strength`` standard deviations (finite, may be
+    negative; 0 is the identity) along the class-mean difference toward class ``steer_toward``
+    within the probe directions' span (default the last of the sorted label values), or added to
+    each of the ``units``; control: random directions with a step of the same norm (random unit
+    sets). ``key_frequencies`` and ``modifier_subspace`` cannot be steered. ``strength`` and
+    ``steer_toward`` are read by ``method = "steer"`` only; the details' ``ablated_accuracy`` is
+    then the steered accuracy.
     """
 
     substrate: Literal["probe_direction", "units", "key_frequencies", "modifier_subspace"] = "probe_direction"
@@ -52,7 +61,7 @@ class NecessitySpec(Validated):
     units: tuple[int, ...] = ()
     p: int = 0
     k: int = 5
-    method: Literal["mean", "zero", "resample"] = "mean"
+    method: Literal["mean", "zero", "resample", "steer"] = "mean"
     answer_column: str = "answer"
     select_split: str = "train"
     split: str = "test"
@@ -60,37 +69,59 @@ class NecessitySpec(Validated):
     n_random: Annotated[int, Ge(1), Le(MAX_PERMUTATIONS)] = 10
     excess: bool = False
     batch_size: int = 64
+    strength: Annotated[float, Finite()] = 4.0
+    steer_toward: int | str | bool | None = None
     score: Literal["first_token", "output_tokens"] = "first_token"
     output_column: Annotated[str, NonEmpty(hint='e.g. "output" (SCAN)')] = "output"
+
+    def __post_init__(self) -> None:
+        """Check the fields' rules, then that ``method = "steer"`` has a substrate to push along."""
+        super().__post_init__()
+        if self.method == "steer" and self.substrate in ("key_frequencies", "modifier_subspace"):
+            from ...errors import ConfigError
+
+            raise ConfigError(f"necessity method 'steer' is not defined for substrate {self.substrate!r} (no class "
+                              "direction to push along); use method 'mean' (removal) or substrate 'probe_direction'/'units'")
 
 
 @register_measurement("necessity", spec=NecessitySpec, control=True)
 def necessity(spec: NecessitySpec, ctx: Context, *, control: bool = False) -> Measurement:
-    """Per example of ``split``: correct intact minus correct with the substrate ablated.
+    """Per example of ``split``: correct intact minus correct with the substrate ablated (or steered).
 
     The mean is the accuracy drop; control (paired per example): the mean drop over
     ``n_random`` random substrates of the same size.
     """
     from ...errors import ConfigError
     from ..keys import answer_ids, labels, site_rows
-    from ..necessity import key_frequency_substrate, probe_direction_substrate, unit_substrate
+    from ..necessity import (
+        key_frequency_substrate,
+        probe_direction_substrate,
+        steer_probe_directions,
+        steer_units,
+        unit_substrate,
+    )
     from ..necessity import necessity as run
 
     ex = ctx.examples
     if spec.substrate != "key_frequencies" and not spec.site:
         raise ConfigError(f"necessity with substrate {spec.substrate!r} needs a site, e.g. site = \"resid_post@0\"")
+    steer = spec.method == "steer"
     if spec.substrate == "key_frequencies":
         sub = key_frequency_substrate(ctx.model, spec.p, k=spec.k)
     elif spec.substrate == "probe_direction":
         site, X = site_rows(ctx, spec.site, spec.select_split)
         y = labels(ctx, spec.label)[ex.split(spec.select_split)]
         sub = probe_direction_substrate(site, X.numpy(), y, n_directions=spec.n_directions,
-                                        C=spec.C, method=spec.method)
+                                        C=spec.C, method="mean" if steer else spec.method)
+        if steer:
+            sub = steer_probe_directions(site, sub, X.numpy(), y, strength=spec.strength, toward=spec.steer_toward)
     elif spec.substrate == "modifier_subspace":
         sub = _modifier_subspace(spec, ctx)
     else:
         site, X = site_rows(ctx, spec.site, spec.select_split)
-        sub = unit_substrate(site, spec.units, X.numpy(), method=spec.method)
+        sub = (steer_units(site, spec.units, X.numpy(), strength=spec.strength) if steer
+               else unit_substrate(site, spec.units, X.numpy(), method=spec.method))
+    what = sub.description if steer else f"ablating {sub.description} ({spec.method})"
     kw = {"n_random": spec.n_random, "seed": ctx.stats.seed, "batch_size": spec.batch_size}
 
     def gold(rows: Any) -> dict[str, Any]:
@@ -113,7 +144,7 @@ def necessity(spec: NecessitySpec, ctx: Context, *, control: bool = False) -> Me
     return Measurement(
         metric="accuracy drop beyond random" if spec.excess else "accuracy drop", values=values,
         control=ctl, n=len(idx), unit=f"{spec.split} examples",
-        method=f"ablating {sub.description} ({spec.method}) on {len(idx)} {spec.split} examples; "
+        method=f"{what} on {len(idx)} {spec.split} examples; "
         f"{'token' if spec.score == 'output_tokens' else 'first-token'} accuracy {res.base.mean():.3f} -> "
         f"{res.ablated.mean():.3f}",
         details=details,
