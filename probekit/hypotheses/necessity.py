@@ -24,6 +24,10 @@ carries beyond a random one of its size. Substrates:
   rows of the orthonormal Fourier basis) and each residue token's embedding is replaced by its
   row of the edited matrix; these components average to 0 over the residues, so zero and mean
   ablation coincide. The control removes ``k`` frequencies drawn from the non-key ones.
+- ``modifier_subspace``: the ``k``-dimensional subspace a SCAN modifier (``twice``, ``thrice``)
+  moves a primitive's state along at an HE site (An & Du 2026's operator view of a modifier;
+  :func:`modifier_subspace_substrate`): the top-``k`` right singular vectors of the matrix of
+  displacements ``h(x m) - h(x)`` over the selection split's primitive-modifier pairs.
 
 The ablated coordinates are set to their mean over the selection split's activations (``mean``,
 default), to 0 (``zero``) or to those of a random selection example (``resample``).
@@ -46,6 +50,16 @@ every prompt position, ITI-style (Li et al. 2023), and the same ``drop`` is scor
 - ``key_frequencies``: refused (removing Fourier components has no direction to push along).
 
 ``alpha = 0`` is the identity (drop 0 for every example).
+
+Scores (``score``): ``"first_token"`` (default) is the correctness of the gold next token after
+the prompt, as above. ``"output_tokens"`` scores a position-aligned output sequence with teacher
+forcing, as the trainer's evaluation of SCAN does (:func:`probekit.train.trainer.evaluate`,
+``token_acc``; the objective of :mod:`probekit.testbeds.scan`): the logit at position ``t`` of
+the input predicts output token ``y_t`` for ``t < m_i = min(|x_i|, |y_i|)``. Token accuracy
+pools the tokens of all examples, ``acc = sum_i c_i / T`` (``c_i`` example ``i``'s correct
+tokens, ``T = sum_i m_i``), so each example's value is ``c_i * n / T``: the mean over the ``n``
+examples is then exactly the trainer's pooled token accuracy, and ``drop_i`` the example's share
+of the pooled drop (``(c_i - c_i^ablated) * n / T``).
 """
 
 from __future__ import annotations
@@ -68,8 +82,12 @@ from ..interventions import (
 )
 from ..sites import Site
 
-__all__ = ["Necessity", "Substrate", "key_frequency_substrate", "necessity", "probe_direction_substrate",
-           "steer_probe_directions", "steer_units", "unit_substrate"]
+__all__ = ["Necessity", "Substrate", "key_frequency_substrate", "modifier_displacements",
+           "modifier_subspace_substrate", "necessity", "output_token_correct_sets",
+           "probe_direction_substrate", "steer_probe_directions", "steer_units", "unit_substrate"]
+
+#: how :func:`necessity` scores an example (module docstring)
+SCORES = ("first_token", "output_tokens")
 
 
 @dataclass(frozen=True)
@@ -99,7 +117,8 @@ class Necessity:
     """Per evaluated example: correctness intact and ablated, the drop, the random control.
 
     Attributes:
-        base: ``(n,)`` first-token correctness of the intact model.
+        base: ``(n,)`` correctness of the intact model: first token 0/1, or an example's correct
+            output tokens times ``n / T`` (``score="output_tokens"``, module docstring).
         ablated: ``(n,)`` correctness with the substrate ablated.
         drop: ``base - ablated``.
         control: ``(n,)`` mean drop over the random substrates, or None.
@@ -227,6 +246,118 @@ def key_frequency_substrate(model: Any, p: int, *, k: int = 5) -> Substrate:
                      details={"key_frequencies": sorted(keys.tolist())})
 
 
+def modifier_displacements(
+    model: Any, dataset: Any, site: Site, *, batch_size: int = 128, pad_id: int = 0,
+) -> tuple[Float[np.ndarray, "pair d"], Float[np.ndarray, "token d"], tuple[str, ...]]:
+    """Displacements ``h(x m) - h(x)`` of the primitive-modifier pairs of ``dataset`` at ``site``.
+
+    ``dataset``: a :class:`~probekit.testbeds.base.TaskDataset` with SCAN's parse columns
+    (:func:`probekit.homomorphism.modifier_pairs`: a primitive ``x`` at position ``p``, its
+    modifier ``m`` at ``p + 1``). States are read as in [C]'s same-pass modifier HE
+    (:func:`probekit.homomorphism.capture_states`, one pass per input): ``h(x) = h_p``, and the
+    clause ``x m`` is the mean of its tokens' states, ``h(x m) = (h_p + h_{p+1}) / 2``, so the
+    displacement is ``(h_{p+1} - h_p) / 2``. Returns the ``(pairs, d)`` displacements, the
+    ``(tokens, d)`` states of every token of every input (the reference of a mean ablation at
+    every position) and each pair's modifier.
+    """
+    from ..homomorphism import capture_states, modifier_pairs, pair_vectors
+
+    if site.layer is None:
+        raise ConfigError(f"the modifier subspace needs a block site (e.g. resid_post@1), got {site.key}")
+    states = capture_states(model, dataset.tokens, site=site.kind, layers=[int(site.layer)],
+                            batch_size=batch_size, pad_id=pad_id)
+    pairs = modifier_pairs(dataset)
+    a, b = pair_vectors(states, pairs)
+    composite = (a[0] + b[0]) / 2
+    return ((composite - a[0]).numpy(), states.acts[0].numpy(), pairs.label)
+
+
+def modifier_subspace_substrate(
+    site: Site,
+    displacements: Float[np.ndarray, "pair d"],
+    X: Float[np.ndarray, "n d"],
+    *,
+    k: int = 5,
+    method: str = "mean",
+) -> Substrate:
+    """The modifier operator's subspace at ``site``: top-``k`` directions of the displacements.
+
+    An & Du (2026) read a modifier ``m`` (``twice``, ``thrice``) as an operator on the state of
+    the primitive it modifies, ``h(x m) ~ f_m(h(x))``. For an affine operator ``f_m(h) = A_m h +
+    b_m`` the displacement ``h(x m) - h(x) = (A_m - I) h(x) + b_m`` lies in the column space of
+    ``[A_m - I | b_m]``: the directions the modifier writes along. This substrate is that
+    space as the data uses it, without fitting ``A_m`` (``d x d`` from a few hundred pairs): the
+    top-``k`` right singular vectors ``V_k`` of the uncentred ``(pairs, d)`` displacement matrix
+    ``D`` (rows ``d_i = h(x_i m_i) - h(x_i)``, pooled over the modifiers;
+    :func:`modifier_displacements`). When ``D = ((A_m - I) H + b_m 1^T)^T`` exactly, ``V_k``
+    are the top-``k`` left singular vectors of ``(A_m - I) [H; 1]`` restricted to the data: the
+    principal directions of ``A_m - I`` applied to the primitives' states. The subspace is
+    ablated at every position by ``method`` (its coordinates set to their mean over ``X``, the
+    selection split's states of every token, by default); the control ablates ``k`` Haar-random
+    directions the same way.
+
+    ``details``: ``dimension``, ``n_pairs`` and ``explained`` (the fraction of ``||D||_F^2`` in
+    the ``k`` directions).
+    """
+    D = np.asarray(displacements, dtype=np.float64)
+    X = np.asarray(X, dtype=np.float64)
+    if D.ndim != 2 or X.ndim != 2 or D.shape[1] != X.shape[1]:
+        raise DataError(f"displacements {D.shape} and states {X.shape} must be (pairs, d) and (n, d) "
+                        "with the same d")
+    if not 1 <= k <= min(D.shape):
+        raise ConfigError(f"k={k} modifier directions: need 1 <= k <= min(pairs, d) = {min(D.shape)}")
+    _, s, vt = np.linalg.svd(D, full_matrices=False)
+    basis = orthonormal_rows(vt[:k])
+    d = D.shape[1]
+    total = float((s ** 2).sum())
+
+    def random_ops(seed: int) -> list[Any]:
+        return _subspace_ops(site, random_subspace(d, k, seed), X, method, seed)
+
+    return Substrate(
+        description=f"{k} modifier displacement direction{'s' if k > 1 else ''} at {site.key}",
+        size=k, ops=_subspace_ops(site, basis, X, method, 0), random_ops=random_ops,
+        details={"dimension": k, "n_pairs": int(D.shape[0]),
+                 "explained": float((s[:k] ** 2).sum() / total) if total > 0 else 0.0},
+        basis=basis,
+    )
+
+
+@torch.inference_mode()
+def output_token_correct_sets(
+    model: Any,
+    tokens: Sequence[Sequence[int]],
+    targets: Sequence[Sequence[int]],
+    op_sets: Sequence[Sequence[Any]],
+    *,
+    batch_size: int = 64,
+) -> np.ndarray:
+    """Correct teacher-forced output tokens of each example under each op set: ``(sets, n)``.
+
+    Position-aligned (SCAN [C], module docstring): the argmax of the logit at position ``t`` of
+    ``tokens[i]`` against ``targets[i][t]`` for ``t < min(len(tokens[i]), len(targets[i]))``; one
+    right-padded forward per batch of one set (causal attention: padding after a row never
+    changes its logits).
+    """
+    from ..interventions import run_with_interventions
+
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+    n = len(tokens)
+    out = np.zeros((len(op_sets), n), dtype=np.int64)
+    for g, ops in enumerate(op_sets):
+        for start in range(0, n, batch_size):
+            rows = range(start, min(start + batch_size, n))
+            logits = run_with_interventions(model, [list(tokens[i]) for i in rows], list(ops),
+                                            logits="all").output
+            pred = logits.argmax(-1).cpu()
+            for r, i in enumerate(rows):
+                m = min(len(tokens[i]), len(targets[i]))
+                gold = torch.as_tensor(list(targets[i][:m]), dtype=torch.long)
+                out[g, i] = int((pred[r, :m] == gold).sum())
+    return out
+
+
 def _class_of(y: np.ndarray, toward: Any) -> Any:
     """The class value ``toward`` names (``None``: the last of the sorted classes)."""
     classes = np.unique(y)
@@ -319,25 +450,45 @@ def necessity(
     seed: int = 0,
     control: bool = True,
     batch_size: int = 64,
+    score: str = "first_token",
+    targets: Sequence[Sequence[int]] | None = None,
 ) -> Necessity:
-    """First-token correctness of ``tokens`` before and after ablating ``substrate`` (module doc).
+    """Correctness of ``tokens`` before and after ablating ``substrate`` (module doc).
 
-    ``answer_ids``: each prompt's gold next token; the random substrates use seeds
-    ``seed, seed + 1, ...``; every op set is scored in shared forward passes.
+    ``score="first_token"`` (default): ``answer_ids`` holds each prompt's gold next token, and
+    every op set is scored in shared forward passes. ``score="output_tokens"``: ``targets``
+    holds each input's position-aligned output sequence (``answer_ids`` is not read) and each
+    example's value is its correct teacher-forced tokens times ``n / T``
+    (:func:`output_token_correct_sets`). The random substrates use seeds ``seed, seed + 1, ...``.
     """
     from ..neurons.deactivation import FactSet, first_token_correct_sets
 
-    if len(tokens) != len(answer_ids) or len(tokens) < 1:
+    if score not in SCORES:
+        raise ConfigError(f"score={score!r} unknown; use one of {list(SCORES)}")
+    if score == "output_tokens":
+        if targets is None or len(targets) != len(tokens) or len(tokens) < 1:
+            raise DataError(f"{len(tokens)} inputs and {None if targets is None else len(targets)} target "
+                            "sequences; score='output_tokens' needs one output sequence per input (>= 1)")
+    elif len(tokens) != len(answer_ids) or len(tokens) < 1:
         raise DataError(f"{len(tokens)} prompts and {len(answer_ids)} answers; need one answer per prompt (>= 1)")
-    facts = FactSet(tuple(tuple(int(t) for t in s) for s in tokens), ("",) * len(tokens),
-                    tuple(str(a) for a in answer_ids), tuple(int(a) for a in answer_ids))
     sets = [[], substrate.ops]
     if control:
         from ..stats.permutation import check_n_permutations
 
         check_n_permutations(n_random, name="n_random")  # 1 ... MAX_PERMUTATIONS control sets
         sets += [substrate.random_ops(seed + j) for j in range(n_random)]
-    correct = first_token_correct_sets(model, facts, sets, batch_size=batch_size).astype(float)
+    if score == "output_tokens":
+        targets = list(targets or ())
+        scored = sum(min(len(t), len(y)) for t, y in zip(tokens, targets))
+        if scored == 0:
+            raise DataError("no output token is scored (every input or output sequence is empty); "
+                            "give non-empty output sequences")
+        counts = output_token_correct_sets(model, tokens, targets, sets, batch_size=batch_size)
+        correct = counts.astype(float) * len(tokens) / scored
+    else:
+        facts = FactSet(tuple(tuple(int(t) for t in s) for s in tokens), ("",) * len(tokens),
+                        tuple(str(a) for a in answer_ids), tuple(int(a) for a in answer_ids))
+        correct = first_token_correct_sets(model, facts, sets, batch_size=batch_size).astype(float)
     base, ablated = correct[0], correct[1]
     rand = correct[2:] if control else None
     return Necessity(

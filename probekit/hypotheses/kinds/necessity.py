@@ -1,18 +1,19 @@
 """``measure = "necessity"``: accuracy lost when a marker's substrate is ablated (or steered), vs a random one.
 
 :func:`probekit.hypotheses.necessity.necessity` on a
-:func:`~probekit.hypotheses.necessity.probe_direction_substrate` (amnesic probing / INLP) or a
-:func:`~probekit.hypotheses.necessity.unit_substrate`.
+:func:`~probekit.hypotheses.necessity.probe_direction_substrate` (amnesic probing / INLP), a
+:func:`~probekit.hypotheses.necessity.unit_substrate`, the key frequencies or the
+:func:`~probekit.hypotheses.necessity.modifier_subspace_substrate` (SCAN's modifier operator).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from ...context import Context
 from ...stats.limits import MAX_PERMUTATIONS
-from ...util.constraints import Finite, Ge, Le, Validated
+from ...util.constraints import Finite, Ge, Le, NonEmpty, Validated
 from ..measurement import Measurement
 from ..registry import register_measurement
 
@@ -33,16 +34,26 @@ class NecessitySpec(Validated):
     random substrates of the same size. ``excess = true`` makes each value the drop minus the
     random substrates' drop (a diagnosis marker reads no control: this builds it in).
 
+    ``substrate = "modifier_subspace"``: the top-``k`` directions of SCAN's modifier
+    displacements ``h(x m) - h(x)`` at ``site`` (a block site, e.g. ``"resid_post@1"``), over the
+    primitive-modifier pairs of ``select_split`` (whose examples need SCAN's parse columns:
+    ``[data] prompt_only = false``); the control ablates ``k`` random directions. ``score``:
+    ``"first_token"`` (the above) or ``"output_tokens"``: teacher-forced token accuracy of the
+    position-aligned output sequence in ``output_column`` (text of vocabulary tokens separated
+    by spaces, or token ids; SCAN's ``output``), pooled over the split's tokens as the trainer's
+    ``token_acc`` (SCAN's OOD accuracy); each example's value is its share of the pooled drop.
+
     ``method = "steer"`` steers instead of ablating (activation addition along the substrate,
     :mod:`probekit.hypotheses.necessity`): ``strength`` standard deviations (finite, may be
     negative; 0 is the identity) along the class-mean difference toward class ``steer_toward``
     within the probe directions' span (default the last of the sorted label values), or added to
     each of the ``units``; control: random directions with a step of the same norm (random unit
-    sets). ``key_frequencies`` cannot be steered. ``strength`` and ``steer_toward`` are read by
-    ``method = "steer"`` only; the details' ``ablated_accuracy`` is then the steered accuracy.
+    sets). ``key_frequencies`` and ``modifier_subspace`` cannot be steered. ``strength`` and
+    ``steer_toward`` are read by ``method = "steer"`` only; the details' ``ablated_accuracy`` is
+    then the steered accuracy.
     """
 
-    substrate: Literal["probe_direction", "units", "key_frequencies"] = "probe_direction"
+    substrate: Literal["probe_direction", "units", "key_frequencies", "modifier_subspace"] = "probe_direction"
     site: str = ""
     label: str | None = None
     n_directions: int = 1
@@ -60,15 +71,17 @@ class NecessitySpec(Validated):
     batch_size: int = 64
     strength: Annotated[float, Finite()] = 4.0
     steer_toward: int | str | bool | None = None
+    score: Literal["first_token", "output_tokens"] = "first_token"
+    output_column: Annotated[str, NonEmpty(hint='e.g. "output" (SCAN)')] = "output"
 
     def __post_init__(self) -> None:
         """Check the fields' rules, then that ``method = "steer"`` has a substrate to push along."""
         super().__post_init__()
-        if self.method == "steer" and self.substrate == "key_frequencies":
+        if self.method == "steer" and self.substrate in ("key_frequencies", "modifier_subspace"):
             from ...errors import ConfigError
 
-            raise ConfigError("necessity method 'steer' is not defined for substrate 'key_frequencies' (no direction "
-                              "to push along); use method 'mean' (removal) or substrate 'probe_direction'/'units'")
+            raise ConfigError(f"necessity method 'steer' is not defined for substrate {self.substrate!r} (no class "
+                              "direction to push along); use method 'mean' (removal) or substrate 'probe_direction'/'units'")
 
 
 @register_measurement("necessity", spec=NecessitySpec, control=True)
@@ -102,28 +115,80 @@ def necessity(spec: NecessitySpec, ctx: Context, *, control: bool = False) -> Me
                                         C=spec.C, method="mean" if steer else spec.method)
         if steer:
             sub = steer_probe_directions(site, sub, X.numpy(), y, strength=spec.strength, toward=spec.steer_toward)
+    elif spec.substrate == "modifier_subspace":
+        sub = _modifier_subspace(spec, ctx)
     else:
         site, X = site_rows(ctx, spec.site, spec.select_split)
         sub = (steer_units(site, spec.units, X.numpy(), strength=spec.strength) if steer
                else unit_substrate(site, spec.units, X.numpy(), method=spec.method))
     what = sub.description if steer else f"ablating {sub.description} ({spec.method})"
     kw = {"n_random": spec.n_random, "seed": ctx.stats.seed, "batch_size": spec.batch_size}
+
+    def gold(rows: Any) -> dict[str, Any]:
+        if spec.score == "output_tokens":
+            return {"answer_ids": [], "score": spec.score, "targets": _output_ids(ctx, spec.output_column, rows)}
+        return {"answer_ids": answer_ids(ctx, spec.answer_column, rows)}
+
     idx = ex.split(spec.split)
-    res = run(ctx.model, [ex.tokens[i] for i in idx], answer_ids(ctx, spec.answer_column, idx), sub,
-              control=control or spec.excess, **kw)
+    res = run(ctx.model, [ex.tokens[i] for i in idx], substrate=sub, control=control or spec.excess,
+              **gold(idx), **kw)
     values, ctl = (res.drop - res.control, None) if spec.excess else (res.drop, res.control)
     details = {"substrate": sub.description, "size": sub.size, "base_accuracy": float(res.base.mean()),
                "ablated_accuracy": float(res.ablated.mean()), "random_accuracy": res.random_accuracy,
                **sub.details}
     if spec.also_split is not None:
         other = ex.split(spec.also_split)
-        also = run(ctx.model, [ex.tokens[i] for i in other], answer_ids(ctx, spec.answer_column, other),
-                   sub, control=False, **kw)
+        also = run(ctx.model, [ex.tokens[i] for i in other], substrate=sub, control=False, **gold(other),
+                   **kw)
         details[f"{spec.also_split}_drop"] = float(also.drop.mean())
     return Measurement(
         metric="accuracy drop beyond random" if spec.excess else "accuracy drop", values=values,
         control=ctl, n=len(idx), unit=f"{spec.split} examples",
         method=f"{what} on {len(idx)} {spec.split} examples; "
-        f"first-token accuracy {res.base.mean():.3f} -> {res.ablated.mean():.3f}",
+        f"{'token' if spec.score == 'output_tokens' else 'first-token'} accuracy {res.base.mean():.3f} -> "
+        f"{res.ablated.mean():.3f}",
         details=details,
     )
+
+
+def _modifier_subspace(spec: NecessitySpec, ctx: Context) -> Any:
+    """:func:`~probekit.hypotheses.necessity.modifier_subspace_substrate` on ``select_split``."""
+    from ...errors import ConfigError
+    from ...homomorphism.pairs import MODIFIER_COLUMNS
+    from ...sites import Site
+    from ...testbeds.base import TaskDataset
+    from ..necessity import modifier_displacements, modifier_subspace_substrate
+
+    ex = ctx.examples
+    missing = [c for c in MODIFIER_COLUMNS if c not in ex.columns]
+    if missing:
+        raise ConfigError(f"substrate 'modifier_subspace' needs SCAN's parse columns {list(MODIFIER_COLUMNS)}; "
+                          f"the examples lack {missing}: use a SCAN task with [data] prompt_only = false")
+    rows = ex.split(spec.select_split)
+    n = len(rows)
+    ds = TaskDataset(name=spec.select_split, tokens=[list(ex.tokens[i]) for i in rows],
+                     targets=[[] for _ in range(n)], target_positions=[[] for _ in range(n)],
+                     metadata={c: [ex.columns[c][i] for i in rows] for c in MODIFIER_COLUMNS})
+    site = Site.parse(spec.site)
+    pad = getattr(ex.vocab, "pad_id", 0) if ex.vocab is not None else 0
+    D, X, _ = modifier_displacements(ctx.model, ds, site, pad_id=pad)
+    return modifier_subspace_substrate(site, D, X, k=spec.k, method=spec.method)
+
+
+def _output_ids(ctx: Context, column: str, rows: Any) -> list[list[int]]:
+    """Each row's output sequence as token ids: ids as given, text split on spaces and encoded."""
+    from ...errors import DataError
+
+    values = ctx.examples.column(column)
+    vocab = ctx.examples.vocab
+    out = []
+    for i in rows:
+        v = values[int(i)]
+        if isinstance(v, str) and vocab is not None:
+            out.append([int(t) for t in vocab.encode(v.split())])
+        elif isinstance(v, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool) for t in v):
+            out.append([int(t) for t in v])
+        else:
+            raise DataError(f"output column {column!r} row {int(i)} holds {v!r}; expected a list of token ids "
+                            "or space-separated text of the task vocabulary (SCAN's 'output')")
+    return out
