@@ -179,6 +179,8 @@ def test_necessity_kind_steers_fitted_probe_directions_as_predicted():
     ({"method": "steer", "strength": float("inf")}, r"strength must be a finite number, got inf"),
     ({"method": "steer", "substrate": "key_frequencies", "p": 53},
      r"method 'steer' is not defined for substrate 'key_frequencies'.*use method 'mean'"),
+    ({"strength": 2.0}, r"strength = 2.0 is read by method \"steer\" only \(method is 'mean'\); remove it"),
+    ({"method": "zero", "steer_toward": 1}, r"steer_toward = 1 is read by method \"steer\" only"),
 ])
 def test_bad_steering_specs_are_refused_in_one_line(kw, match):
     from probekit.hypotheses.kinds.necessity import NecessitySpec

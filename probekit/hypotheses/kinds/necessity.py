@@ -48,9 +48,9 @@ class NecessitySpec(Validated):
     negative; 0 is the identity) along the class-mean difference toward class ``steer_toward``
     within the probe directions' span (default the last of the sorted label values), or added to
     each of the ``units``; control: random directions with a step of the same norm (random unit
-    sets). ``key_frequencies`` and ``modifier_subspace`` cannot be steered. ``strength`` and
-    ``steer_toward`` are read by ``method = "steer"`` only; the details' ``ablated_accuracy`` is
-    then the steered accuracy.
+    sets). ``key_frequencies`` and ``modifier_subspace`` cannot be steered. ``strength`` (default
+    :data:`DEFAULT_STEER_STRENGTH` sd) and ``steer_toward`` belong to ``method = "steer"`` and are
+    refused with any other method; the details' ``ablated_accuracy`` is then the steered accuracy.
     """
 
     substrate: Literal["probe_direction", "units", "key_frequencies", "modifier_subspace"] = "probe_direction"
@@ -69,7 +69,7 @@ class NecessitySpec(Validated):
     n_random: Annotated[int, Ge(1), Le(MAX_PERMUTATIONS)] = 10
     excess: bool = False
     batch_size: int = 64
-    strength: Annotated[float, Finite()] = 4.0
+    strength: Annotated[float, Finite()] | None = None
     steer_toward: int | str | bool | None = None
     score: Literal["first_token", "output_tokens"] = "first_token"
     output_column: Annotated[str, NonEmpty(hint='e.g. "output" (SCAN)')] = "output"
@@ -77,11 +77,26 @@ class NecessitySpec(Validated):
     def __post_init__(self) -> None:
         """Check the fields' rules, then that ``method = "steer"`` has a substrate to push along."""
         super().__post_init__()
+        if self.method != "steer":
+            from ...errors import KeyedValueError
+
+            for key in ("strength", "steer_toward"):
+                if getattr(self, key) is not None:
+                    raise KeyedValueError(key, f"{key} = {getattr(self, key)!r} is read by method \"steer\" only "
+                                          f"(method is {self.method!r}); remove it, or set method = \"steer\"")
         if self.method == "steer" and self.substrate in ("key_frequencies", "modifier_subspace"):
             from ...errors import ConfigError
 
             raise ConfigError(f"necessity method 'steer' is not defined for substrate {self.substrate!r} (no class "
                               "direction to push along); use method 'mean' (removal) or substrate 'probe_direction'/'units'")
+
+
+#: steering step in standard deviations when ``strength`` is not given
+DEFAULT_STEER_STRENGTH = 4.0
+
+
+def _strength(spec: NecessitySpec) -> float:
+    return DEFAULT_STEER_STRENGTH if spec.strength is None else float(spec.strength)
 
 
 @register_measurement("necessity", spec=NecessitySpec, control=True)
@@ -114,12 +129,12 @@ def necessity(spec: NecessitySpec, ctx: Context, *, control: bool = False) -> Me
         sub = probe_direction_substrate(site, X.numpy(), y, n_directions=spec.n_directions,
                                         C=spec.C, method="mean" if steer else spec.method)
         if steer:
-            sub = steer_probe_directions(site, sub, X.numpy(), y, strength=spec.strength, toward=spec.steer_toward)
+            sub = steer_probe_directions(site, sub, X.numpy(), y, strength=_strength(spec), toward=spec.steer_toward)
     elif spec.substrate == "modifier_subspace":
         sub = _modifier_subspace(spec, ctx)
     else:
         site, X = site_rows(ctx, spec.site, spec.select_split)
-        sub = (steer_units(site, spec.units, X.numpy(), strength=spec.strength) if steer
+        sub = (steer_units(site, spec.units, X.numpy(), strength=_strength(spec)) if steer
                else unit_substrate(site, spec.units, X.numpy(), method=spec.method))
     what = sub.description if steer else f"ablating {sub.description} ({spec.method})"
     kw = {"n_random": spec.n_random, "seed": ctx.stats.seed, "batch_size": spec.batch_size}
