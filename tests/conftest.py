@@ -4,6 +4,10 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# no fsync of the thousands of throwaway files the tests write (probekit.util.io; the writes
+# stay atomic, and subprocesses such as notebook kernels inherit it); tests/util/test_util.py
+# switches it back on to check the fsyncs themselves
+os.environ.setdefault("PROBEKIT_FSYNC", "0")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `make test` runs pytest-xdist with one worker per core: one BLAS/OpenMP thread per worker
     # (set before torch is imported; subprocesses such as notebook kernels inherit it), so the

@@ -33,6 +33,7 @@ its surface sets itself (e.g. a claim's bootstrap comes from ``[stats]``) that w
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import operator
 import types
@@ -261,6 +262,16 @@ def _strip_optional(annotation: Any) -> tuple[Any, bool]:
 
 def constraints_of(cls: type) -> dict[str, tuple[Any, tuple[Constraint, ...]]]:
     """``{field: (type without Annotated, constraints)}`` of a dataclass, base classes included."""
+    return dict(_constraints_of(cls))
+
+
+@functools.cache
+def _constraints_of(cls: type) -> dict[str, tuple[Any, tuple[Constraint, ...]]]:
+    """:func:`constraints_of`, computed once per class.
+
+    ``typing.get_type_hints`` evaluates every string annotation anew on each call, and
+    :func:`validate` runs on every config built (once per field before this cache).
+    """
     hints = typing.get_type_hints(cls, include_extras=True)
     out: dict[str, tuple[Any, tuple[Constraint, ...]]] = {}
     for f in dataclasses.fields(cls):
@@ -343,7 +354,7 @@ def check_value(cls: type, key: str, value: Any, *, types: bool | None = None) -
     refuses the bad one with the line :func:`validate` would give. ``types``: check the type
     too (default: the class's ``check_types``).
     """
-    annotation, rules = constraints_of(cls)[key]
+    annotation, rules = _constraints_of(cls)[key]
     owner = cls.__name__
     strict = bool(getattr(cls, "check_types", False)) if types is None else types
     if strict and not conforms(value, annotation):
@@ -373,7 +384,7 @@ def validate(obj: Any) -> None:
     ``None`` in an optional field passes (it means "the default" or "all"). Raises
     :class:`ConstraintError` for the first field that breaks one (:func:`check_value`).
     """
-    for key in constraints_of(type(obj)):
+    for key in _constraints_of(type(obj)):
         check_value(type(obj), key, getattr(obj, key))
 
 

@@ -3,6 +3,11 @@
 A write goes to a temp file in the destination's directory, is flushed and fsynced, renamed over
 the destination (atomic on POSIX) and the directory is fsynced so the rename itself survives a
 crash. A reader therefore sees the old file or the new one, never a torn one.
+
+``PROBEKIT_FSYNC=0`` in the environment skips the fsyncs (the writes stay atomic: temp file and
+rename), for throwaway files where durability buys nothing: the test suite sets it
+(``tests/conftest.py``), since thousands of fsyncs of files under ``tmp_path`` cost minutes of
+I/O wait on a slow disk. Unset or any other value: fsync.
 """
 
 from __future__ import annotations
@@ -28,8 +33,15 @@ __all__ = [
 _CHUNK = 1 << 22
 
 
+def _fsync_enabled() -> bool:
+    """False iff ``PROBEKIT_FSYNC=0`` (read on every call, so a test can switch it)."""
+    return os.environ.get("PROBEKIT_FSYNC") != "0"
+
+
 def fsync_dir(directory: str | Path) -> None:
     """Fsync ``directory`` so renames and creations inside it are durable (no-op where unsupported)."""
+    if not _fsync_enabled():
+        return
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:  # e.g. Windows cannot open directories
@@ -43,6 +55,8 @@ def fsync_dir(directory: str | Path) -> None:
 
 
 def _fsync_file(path: Path) -> None:
+    if not _fsync_enabled():
+        return
     with open(path, "rb") as fh:
         os.fsync(fh.fileno())
 

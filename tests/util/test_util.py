@@ -36,6 +36,7 @@ def test_atomic_path_keeps_old_file_when_writer_fails(tmp_path):
 
 
 def test_atomic_path_fsyncs_file_and_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROBEKIT_FSYNC", "1")  # tests/conftest.py turns the fsyncs off
     synced = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}"))
@@ -43,6 +44,17 @@ def test_atomic_path_fsyncs_file_and_directory(tmp_path, monkeypatch):
     io.atomic_write_text(tmp_path / "x.txt", "1")
     assert any(s.endswith(".x.txt.tmp-" + str(os.getpid())) for s in synced)
     assert str(tmp_path) in synced
+
+
+def test_fsync_off_keeps_the_write_atomic(tmp_path, monkeypatch):
+    """``PROBEKIT_FSYNC=0`` (the test suite's setting) skips every fsync, not the rename."""
+    monkeypatch.setenv("PROBEKIT_FSYNC", "0")
+    monkeypatch.setattr(os, "fsync", lambda fd: pytest.fail("fsync called with PROBEKIT_FSYNC=0"))
+    (tmp_path / "x.txt").write_text("old")
+    io.atomic_write_text(tmp_path / "x.txt", "new")
+    assert (tmp_path / "x.txt").read_text() == "new"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]  # the temp file was renamed
+    io.fsync_dir(tmp_path)
 
 
 def test_sha256_matches_hashlib(tmp_path):
