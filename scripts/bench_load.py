@@ -17,9 +17,14 @@ scipy L-BFGS-B calling a torch objective) on the class centres of the embedded m
 scoped (this code) and unscoped (BLAS limited to one thread, torch's OpenMP pool not: the code
 before), quiet and beside a busy core.
 
+``--tuner`` times SmolLM2-135M deactivation forwards (first-token scoring and greedy generation,
+the loops of ``probes/smollm2_relation_neurons.toml``) on torch's threads, on one thread, and
+under :class:`probekit.util.threads.ThreadTuner`, quiet and beside a busy core.
+
     python scripts/bench_load.py out/bench_load.json                       # every suite
     python scripts/bench_load.py out/bench_load.json --suites modadd_grokked,modadd_geometry
     python scripts/bench_load.py out/k_search.json --k-search [--k-search-variants scoped]
+    python scripts/bench_load.py out/tuner.json --tuner        # SmolLM2 forwards: 2, 1, tuned threads
     python scripts/bench.py --sections load                                 # same, into bench.json
 """
 
@@ -180,6 +185,68 @@ def bench_k_search(variants: str = "scoped,unscoped", site: str = "resid_post@0"
     return out
 
 
+_TUNER_CHILD = """
+import json, sys, time
+import numpy as np, torch
+sys.path.insert(0, sys.argv[1])
+from probekit.capture import AllTokens, Site
+from probekit.interventions import Ablate
+from probekit.models import load_model
+from probekit.neurons.deactivation import FactSet, first_token_correct_sets, generation_correct_sets
+from probekit.util.threads import ThreadTuner
+m = load_model("smollm2-135m")
+tok = m.tokenizer
+rows = [json.loads(l) for l in open(sys.argv[1] + "/probes/data/relation_facts.jsonl")]
+rows = [r for r in rows if r["split"] == "test"][:32]
+ids = lambda t: tok(t, add_special_tokens=False)["input_ids"]
+facts = FactSet(tuple(tuple(ids(r["text"])) for r in rows), tuple(r["relation"] for r in rows),
+                tuple(r["object"] for r in rows),
+                tuple(ids(" " + r["object"].split("|")[0])[0] for r in rows))
+rng = np.random.default_rng(0)
+sets = [[Ablate(site=Site(layer, "mlp_pre"), positions=AllTokens(),
+                features=tuple(int(u) for u in rng.choice(1536, 2, replace=False)))
+         for layer in range(m.cfg.n_layers)] for _ in range(16)]
+out = {"torch_threads": torch.get_num_threads()}
+for name, make in [("default_threads", lambda: ThreadTuner([torch.get_num_threads()])),
+                   ("one_thread", lambda: ThreadTuner([1])), ("tuned", ThreadTuner)]:
+    for what in ("first_token", "generation"):
+        tuner = make()
+        t0 = time.perf_counter()
+        if what == "first_token":
+            first_token_correct_sets(m, facts, sets, batch_size=32, threads=tuner)
+        else:
+            generation_correct_sets(m, facts, sets[:4], max_new_tokens=8, batch_size=32, threads=tuner)
+        out[f"{what}_{name}_s"] = time.perf_counter() - t0
+        out[f"{what}_{name}_ms_per_token"] = {str(k): v * 1e3 for k, v in tuner.rate.items()}
+print(json.dumps(out))
+"""
+
+
+def bench_tuner(timeout_s: float = 1800.0) -> dict:
+    """SmolLM2-135M deactivation forwards on torch's threads, one thread and ThreadTuner, quiet / busy.
+
+    First-token scoring of 16 ablation sets x 32 facts (16 forwards of 32 rows) and greedy
+    generation of 4 sets (4 batches x 8 steps), in a fresh process per side.
+    """
+    out: dict = {"cpus": os.cpu_count(),
+                 "env": f"children run with {', '.join(UNSET)} unset (default threads)"}
+    for busy in (False, True):
+        with busy_core(busy):
+            load = _load()
+            res = subprocess.run([sys.executable, "-c", _TUNER_CHILD, str(ROOT)], cwd=ROOT,
+                                 env=_child_env(), capture_output=True, text=True,
+                                 timeout=timeout_s, check=True)
+        row = json.loads(res.stdout.strip().splitlines()[-1])
+        row["load_before"] = load
+        out["busy_core" if busy else "quiet"] = row
+        print(f"  {'busy_core' if busy else 'quiet':10s} {row}", flush=True)
+    for what in ("first_token", "generation"):
+        for name in ("default_threads", "one_thread", "tuned"):
+            key = f"{what}_{name}_s"
+            out[f"{what}_{name}_ratio_busy_vs_quiet"] = out["busy_core"][key] / out["quiet"][key]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the suites (or the K search) and write the JSON to the given path."""
     parser = argparse.ArgumentParser(description=__doc__,
@@ -191,8 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k-search", action="store_true", help="time the K search alone")
     parser.add_argument("--k-search-variants", default="scoped,unscoped")
     parser.add_argument("--site", default="resid_post@0", help="site of the K search's centres")
+    parser.add_argument("--tuner", action="store_true",
+                        help="time SmolLM2 deactivation forwards: torch's threads, one, ThreadTuner")
     args = parser.parse_args(argv)
-    if args.k_search:
+    if args.tuner:
+        result = bench_tuner(args.timeout)
+    elif args.k_search:
         result = bench_k_search(args.k_search_variants, args.site, args.timeout)
     else:
         result = bench_load(args.suites, args.timeout, Path(args.out))

@@ -31,6 +31,7 @@ from ..capture.batching import TokenBatch, pad_id_of
 from ..capture.generate import greedy_decode, is_correct, resolve_kv_cache
 from ..errors import ConfigError, DataError
 from ..interventions import Ablate, WriteOp, as_batch, run_with_interventions
+from ..util.threads import ThreadTuner
 from .config import METHODS
 from .selection import NeuronSet
 
@@ -169,6 +170,7 @@ def first_token_correct_sets(
     op_sets: Sequence[Sequence[WriteOp]],
     *,
     batch_size: int = 32,
+    threads: ThreadTuner | None = None,
 ) -> Bool[np.ndarray, "set fact"]:
     """:func:`first_token_correct` under each of several op sets, many sets per forward pass.
 
@@ -176,7 +178,9 @@ def first_token_correct_sets(
     and the rows of set ``g`` get ``g``'s ops restricted to them (``Ablate(rows=...)``; several
     ops at one site run in turn on disjoint rows). Rows do not interact, so entry ``[g, i]`` is
     what a forward of fact ``i`` alone under ``op_sets[g]`` gives. Logits are computed at each
-    row's last token only.
+    row's last token only. Each forward runs on the thread count ``threads`` finds fastest now
+    (:class:`~probekit.util.threads.ThreadTuner`; default: a new one for this call), so a busy
+    core beside the run does not stall every op's barrier.
     """
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
@@ -184,9 +188,11 @@ def first_token_correct_sets(
     n = len(facts.tokens)
     gold = np.asarray(facts.gold_first_token, dtype=np.int64)
     out = np.zeros((len(op_sets), n), dtype=bool)
+    tuner = threads or ThreadTuner()
     for rows, ops in _packed_set_batches(op_sets, n, batch_size):
         seqs = [list(facts.tokens[i]) for _, i in rows]
-        logits = run_with_interventions(model, seqs, ops, logits="last").output
+        with tuner.run(work=sum(map(len, seqs))):
+            logits = run_with_interventions(model, seqs, ops, logits="last").output
         pred = logits.argmax(-1).cpu().numpy()
         g_idx = np.array([g for g, _ in rows])
         f_idx = np.array([i for _, i in rows])
@@ -241,6 +247,7 @@ def greedy_under(
     max_new_tokens: int = 8,
     batch_size: int = 32,
     kv_cache: bool | None = None,
+    threads: ThreadTuner | None = None,
 ) -> list[list[int]]:
     """Greedy continuation ids with ``ops`` applied at every position, generated tokens included.
 
@@ -254,10 +261,18 @@ def greedy_under(
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
     cached = _use_cache(model, [ops], kv_cache)
+    tuner = threads or ThreadTuner()
     out: list[list[int]] = []
     for rows in _batches(len(tokens), batch_size):
-        out.extend(_greedy_rows(model, [list(tokens[i]) for i in rows], ops, max_new_tokens, cached))
+        seqs = [list(tokens[i]) for i in rows]
+        with tuner.run(work=_decode_work(seqs, max_new_tokens)):
+            out.extend(_greedy_rows(model, seqs, ops, max_new_tokens, cached))
     return out
+
+
+def _decode_work(seqs: Sequence[Sequence[int]], steps: int) -> int:
+    """Tokens a greedy batch runs: the prompts plus ``steps`` new tokens per row."""
+    return sum(map(len, seqs)) + steps * len(seqs)
 
 
 @torch.inference_mode()
@@ -269,6 +284,7 @@ def greedy_under_sets(
     max_new_tokens: int = 8,
     batch_size: int = 32,
     kv_cache: bool | None = None,
+    threads: ThreadTuner | None = None,
 ) -> list[list[list[int]]]:
     """:func:`greedy_under` under each of several op sets, many sets per forward pass.
 
@@ -295,8 +311,11 @@ def greedy_under_sets(
     cached = _use_cache(model, op_sets, kv_cache)
     n = len(tokens)
     out: list[list[list[int]]] = [[[] for _ in range(n)] for _ in op_sets]
+    tuner = threads or ThreadTuner()
     for rows, ops in _packed_set_batches(op_sets, n, batch_size):
-        conts = _greedy_rows(model, [list(tokens[i]) for _, i in rows], ops, max_new_tokens, cached)
+        seqs = [list(tokens[i]) for _, i in rows]
+        with tuner.run(work=_decode_work(seqs, max_new_tokens)):
+            conts = _greedy_rows(model, seqs, ops, max_new_tokens, cached)
         for (g, i), cont in zip(rows, conts, strict=True):
             out[g][i] = cont
     return out
@@ -311,10 +330,11 @@ def generation_correct_sets(
     max_new_tokens: int = 8,
     batch_size: int = 32,
     kv_cache: bool | None = None,
+    threads: ThreadTuner | None = None,
 ) -> Bool[np.ndarray, "set fact"]:
     """:func:`generation_correct` under each of several op sets (:func:`greedy_under_sets`)."""
     conts = greedy_under_sets(model, facts.tokens, op_sets, max_new_tokens=max_new_tokens,
-                              batch_size=batch_size, kv_cache=kv_cache)
+                              batch_size=batch_size, kv_cache=kv_cache, threads=threads)
     decode = model.tokenizer.decode  # type: ignore[attr-defined]
     return np.array([[is_correct(decode(c), g) for c, g in zip(per_set, facts.golds, strict=True)]
                      for per_set in conts], dtype=bool).reshape(len(op_sets), len(facts.tokens))
@@ -328,11 +348,12 @@ def generation_correct(
     max_new_tokens: int = 8,
     batch_size: int = 32,
     kv_cache: bool | None = None,
+    threads: ThreadTuner | None = None,
 ) -> tuple[list[str], Bool[np.ndarray, " fact"]]:
     """Greedy answers under ``ops`` and whether each starts with its gold object."""
     conts = greedy_under(
         model, facts.tokens, ops, max_new_tokens=max_new_tokens, batch_size=batch_size,
-        kv_cache=kv_cache,
+        kv_cache=kv_cache, threads=threads,
     )
     texts = [model.tokenizer.decode(c) for c in conts]  # type: ignore[attr-defined]
     ok = np.array([is_correct(t, g) for t, g in zip(texts, facts.golds, strict=True)], dtype=bool)

@@ -46,6 +46,7 @@ from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
 from ..stats import StatTestResult, adjust_pvalues
 from ..stats.permutation import permutation_result
+from ..util.threads import ThreadTuner
 from .config import DeactivationConfig
 from .deactivation import (
     FactSet,
@@ -341,11 +342,15 @@ class _Scorer:
     config: DeactivationConfig
     means: dict | None
     bar: Any
+    #: thread counts of the run's forwards, one tuner per kind of forward (util.threads)
+    first_threads: ThreadTuner = field(default_factory=ThreadTuner)
+    generation_threads: ThreadTuner = field(default_factory=ThreadTuner)
 
     def score(self, sets: Sequence[NeuronSet | None], on: FactSet) -> np.ndarray:
         """``(set, fact)`` first-token correctness, many sets per forward."""
         op_sets = [deactivation_ops(n, method=self.config.method, means=self.means) for n in sets]
-        out = first_token_correct_sets(self.model, on, op_sets, batch_size=self.config.batch_size)
+        out = first_token_correct_sets(self.model, on, op_sets, batch_size=self.config.batch_size,
+                                       threads=self.first_threads)
         self.bar.update(out.size)
         return out
 
@@ -395,7 +400,8 @@ def _baseline(
         gen_base = saved["generation"]
     elif cfg.generation:
         _, ok = generation_correct(
-            model, facts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size
+            model, facts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
+            threads=scorer.generation_threads,
         )
         gen_base = accuracy_by_relation(ok, facts, rels)
     if saved is None:
@@ -521,12 +527,14 @@ def _generation_cells(
     gen_base = baseline.generation
     ops = deactivation_ops(plan.sets[rels[i]], method=cfg.method, means=plan.means)
     _, ok = generation_correct(
-        model, facts, ops, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size
+        model, facts, ops, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
+        threads=scorer.generation_threads,
     )
     gen_change[:] = accuracy_by_relation(ok, facts, rels) - gen_base
     rand_ops = [deactivation_ops(n, method=cfg.method, means=plan.means) for n in randoms]
     rand_ok = generation_correct_sets(model, facts.subset(facts.relation_mask(rels[i])), rand_ops,
-                                      max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)
+                                      max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
+                                      threads=scorer.generation_threads)
     scorer.bar.update(rand_ok.size)
     rand_gen[:] = torch.from_numpy(rand_ok.mean(1) - float(gen_base[i]))
     return gen_change, rand_gen

@@ -30,10 +30,11 @@ process executor); the BLAS pools inside the block get the same count.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from ..errors import ConfigError
 
@@ -91,3 +92,93 @@ def small_work_threads(n: int = 1, work: int | None = None) -> Iterator[int]:
     # as probes/scan_homomorphism.toml failing after a probe fit; tests/util/test_threads.py)
     with threadpool_limits(limits=count, user_api=None):
         yield count
+
+
+class ThreadTuner:
+    """The thread count of a loop of like iterations, chosen by how fast each count runs *now*.
+
+    The flop rule of :func:`threads_for_work` protects loops of small ops. A loop of model forwards
+    needs more: beside one busy process on 2 cores, SmolLM2-135M forwards (batch 32, 8-token
+    prompts) took 3.5x their quiet time on torch's 2 threads, and 1.0x on one thread, which is
+    1.5-1.8x slower than 2 threads on a quiet box (``python scripts/bench_load.py OUT --tuner``).
+    No fixed count is right for both, and the load can change during a run, so the tuner measures.
+
+    Each iteration runs under one candidate count (``1`` and the threads configured outside, by
+    default) and its seconds per unit of ``work`` (e.g. tokens of the batch) are kept as an
+    exponential moving average (weight ``1/2`` on the newest). Every candidate is tried once
+    first (after one warm-up iteration that is not scored); then the fastest runs, and every
+    ``reprobe``-th iteration re-times the candidate measured longest ago, so a count that became
+    faster (the busy process ended, or started) takes over within a few probes. Outside a
+    :meth:`run` block the counts are those configured outside.
+
+    Thread counts change only the order of float reductions inside a kernel, if at all: results
+    are equal to rounding (an argmax decision can differ only at an exact tie).
+
+    Args:
+        candidates: thread counts to choose from (default ``{1, torch.get_num_threads()}``).
+        reprobe: re-time a non-best count every ``reprobe`` iterations (>= 2).
+        clock: seconds as a float (default :func:`time.perf_counter`; tests inject one).
+    """
+
+    def __init__(
+        self, candidates: Sequence[int] | None = None, *, reprobe: int = 16,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        cap = torch.get_num_threads()
+        counts = sorted({1, cap}) if candidates is None else sorted(set(candidates))
+        if not counts or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in counts):
+            raise ConfigError(f"candidates={candidates!r}; expected thread counts >= 1")
+        if isinstance(reprobe, bool) or not isinstance(reprobe, int) or reprobe < 2:
+            raise ConfigError(f"reprobe={reprobe!r}; expected an iteration count >= 2")
+        self.candidates: tuple[int, ...] = tuple(counts)
+        self.reprobe = reprobe
+        self.rate: dict[int, float] = {}  # count -> seconds per unit of work (EMA)
+        self.last: dict[int, int] = {}  # count -> iteration it was last timed at
+        self.iteration = 0
+        self._clock = clock or time.perf_counter
+        self._controller: ThreadpoolController | None = None
+
+    def choose(self) -> int:
+        """The count of the next iteration (warm-up, untried, re-probe, else the fastest)."""
+        if self.iteration == 0 or len(self.candidates) == 1:
+            return self.candidates[-1]
+        untried = [c for c in reversed(self.candidates) if c not in self.rate]
+        if untried:
+            return untried[0]
+        best = min(self.candidates, key=lambda c: self.rate[c])
+        if self.iteration % self.reprobe == 0:
+            others = [c for c in self.candidates if c != best]
+            return min(others, key=lambda c: self.last[c])
+        return best
+
+    def record(self, count: int, seconds: float, work: float | int = 1.0) -> None:
+        """Score one iteration: ``seconds`` for ``work`` units under ``count`` threads."""
+        if self.iteration > 0:  # the first iteration warms up (allocations, caches): not scored
+            per = seconds / max(float(work), 1e-12)
+            old = self.rate.get(count)
+            self.rate[count] = per if old is None else (old + per) / 2
+            self.last[count] = self.iteration
+        self.iteration += 1
+
+    @contextlib.contextmanager
+    def run(self, work: float | int = 1.0) -> Iterator[int]:
+        """One iteration of ``work`` units under the chosen count (the count is yielded)."""
+        if work < 0:
+            raise ConfigError(f"work={work}; expected the iteration's size, >= 0")
+        count = self.choose()
+        start = self._clock()
+        with self._limited(count):
+            yield count
+        self.record(count, self._clock() - start, work)
+
+    def _limited(self, count: int) -> contextlib.AbstractContextManager:
+        """``count`` threads for the block: nothing to do at torch's count, else the pools set.
+
+        One threadpoolctl controller per tuner (its library scan costs milliseconds; its
+        ``limit`` microseconds), made at the first iteration that needs it.
+        """
+        if count == torch.get_num_threads():
+            return contextlib.nullcontext()
+        if self._controller is None:
+            self._controller = ThreadpoolController()
+        return self._controller.limit(limits=count, user_api=None)

@@ -1,4 +1,7 @@
-"""small_work_threads: torch, BLAS and OpenMP counts set inside, restored after (exception, nesting)."""
+"""small_work_threads: torch, BLAS and OpenMP counts set inside, restored after (exception, nesting).
+
+ThreadTuner: the fastest count wins, a changed load is followed, counts in force inside only.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,12 @@ import torch
 from threadpoolctl import threadpool_info
 
 from probekit.errors import ConfigError
-from probekit.util.threads import WORK_PER_THREAD, small_work_threads, threads_for_work
+from probekit.util.threads import (
+    WORK_PER_THREAD,
+    ThreadTuner,
+    small_work_threads,
+    threads_for_work,
+)
 
 
 def _counts() -> tuple[int, dict[str, set[int]]]:
@@ -167,3 +175,92 @@ def test_a_batched_solve_after_the_scope_still_works():
     assert res.returncode == 0, res.stderr[-800:]
     _inside, after, residual = res.stdout.split()
     assert int(after) == 2 and float(residual) < 1e-8  # restored, and the solve is right
+
+class FakeClock:
+    """A clock the simulated iterations advance by ``seconds_per_unit[count] * work``."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def simulate(tuner: ThreadTuner, clock: FakeClock, rates: dict[int, float], n: int,
+             work: float = 10.0) -> list[int]:
+    """Run ``n`` iterations whose cost under ``c`` threads is ``rates[c] * work`` seconds."""
+    used = []
+    for _ in range(n):
+        with tuner.run(work=work) as count:
+            clock.now += rates[count] * work
+        used.append(count)
+    return used
+
+
+def test_picks_the_faster_count_and_reprobes(outside):
+    clock = FakeClock()
+    tuner = ThreadTuner(reprobe=8, clock=clock)
+    assert tuner.candidates == (1, 2)
+    used = simulate(tuner, clock, {1: 3.0, 2: 2.0}, 64)  # quiet: 2 threads faster
+    # warm-up at 2 (not scored), each count timed once, then 2 but every 8th iteration
+    assert used[:3] == [2, 2, 1]
+    assert tuner.rate == {1: 3.0, 2: 2.0}
+    probes = [i for i, c in enumerate(used) if c == 1]
+    assert probes == [2, 8, 16, 24, 32, 40, 48, 56]
+
+
+def test_follows_a_change_of_load(outside):
+    clock = FakeClock()
+    tuner = ThreadTuner(reprobe=4, clock=clock)
+    simulate(tuner, clock, {1: 3.0, 2: 2.0}, 20)
+    assert tuner.choose() in (1, 2) and min(tuner.rate, key=tuner.rate.get) == 2
+    # a busy core appears: 2 threads now 3.5x slower, 1 thread unchanged
+    used = simulate(tuner, clock, {1: 3.0, 2: 7.0}, 40)
+    assert min(tuner.rate, key=tuner.rate.get) == 1
+    assert used[-8:].count(1) >= 6  # the one-thread count runs all but the re-probes
+    # the busy core goes away again
+    used = simulate(tuner, clock, {1: 3.0, 2: 2.0}, 40)
+    assert min(tuner.rate, key=tuner.rate.get) == 2 and used[-8:].count(2) >= 6
+
+
+def test_rates_are_per_unit_of_work(outside):
+    clock = FakeClock()
+    tuner = ThreadTuner(reprobe=4, clock=clock)
+    # 2 threads faster per unit although its batches are 10x larger (so slower in seconds)
+    for _ in range(30):
+        count = tuner.choose()
+        work = 100.0 if count == 2 else 10.0
+        with tuner.run(work=work) as c:
+            assert c == count
+            clock.now += {1: 3.0, 2: 2.0}[c] * work
+    assert tuner.rate == {1: pytest.approx(3.0), 2: pytest.approx(2.0)}
+
+
+def test_count_in_force_inside_and_restored(outside):
+    tuner = ThreadTuner(candidates=[1, 2])
+    seen = []
+    for _ in range(4):
+        with tuner.run() as count:
+            seen.append((count, torch.get_num_threads()))
+        assert torch.get_num_threads() == 2
+    assert all(c == inside for c, inside in seen)
+    assert {c for c, _ in seen} == {1, 2}
+
+
+def test_one_candidate_is_never_probed(outside):
+    clock = FakeClock()
+    tuner = ThreadTuner(candidates=[2], clock=clock)
+    assert set(simulate(tuner, clock, {2: 1.0}, 10)) == {2}
+
+
+@pytest.mark.parametrize("kwargs", [{"candidates": []}, {"candidates": [0, 2]},
+                                    {"reprobe": 1}, {"reprobe": True}])
+def test_bad_arguments_name_the_value(kwargs):
+    key = next(iter(kwargs))
+    with pytest.raises(ConfigError, match=key):
+        ThreadTuner(**kwargs)
+
+
+def test_negative_work_is_refused():
+    with pytest.raises(ConfigError, match="work=-1"), ThreadTuner().run(work=-1):
+        pass
