@@ -99,8 +99,9 @@ class ThreadTuner:
 
     The flop rule of :func:`threads_for_work` protects loops of small ops. A loop of model forwards
     needs more: beside one busy process on 2 cores, SmolLM2-135M forwards (batch 32, 8-token
-    prompts) took 3.5x their quiet time on torch's 2 threads, and 1.0x on one thread, which is
-    1.5-1.8x slower than 2 threads on a quiet box (``python scripts/bench_load.py OUT --tuner``).
+    prompts) took about 3x their quiet time on torch's 2 threads (2.9-3.5x), and 1.0x on one
+    thread, which is 1.4-1.6x slower than 2 threads on a quiet box (``python
+    scripts/bench_load.py OUT --tuner``).
     No fixed count is right for both, and the load can change during a run, so the tuner measures.
 
     Each iteration runs under one candidate count (``1`` and the threads configured outside, by
