@@ -11,7 +11,13 @@ import scipy.linalg  # noqa: F401  (loads scipy's BLAS too, so threadpoolctl see
 import torch
 from threadpoolctl import threadpool_info
 
+# Imported here, not in the test: with them comes scikit-learn's own libgomp, and a pool loaded
+# after the `outside` fixture keeps the environment's count (OMP_NUM_THREADS=1 under -n 2),
+# which read as a scope that failed to restore.
 from probekit.errors import ConfigError
+from probekit.geometry import centers
+from probekit.homomorphism import operators
+from probekit.probes import scipy_logistic
 from probekit.util.threads import (
     WORK_PER_THREAD,
     ThreadTuner,
@@ -121,10 +127,6 @@ def _recording(monkeypatch, module, name, seen):
 
 def test_inner_loops_run_on_one_thread_and_restore(outside, monkeypatch):
     """The K search objective, the scipy logistic loss and the HE Adam forward see 1 thread."""
-    from probekit.geometry import centers
-    from probekit.homomorphism import operators
-    from probekit.probes import scipy_logistic
-
     seen: set = set()
     _recording(monkeypatch, centers, "_residual_cost", seen)
     _recording(monkeypatch, scipy_logistic, "_loss_grad", seen)
