@@ -39,7 +39,7 @@ test-all: setup
 	$(PY) -m pytest -q -m '' $(XDIST)
 
 lint: setup
-	$(VENV)/bin/ruff check probekit tests scripts
+	$(VENV)/bin/ruff check .  # the package, tests, scripts and the analysis scripts under docs/
 	$(VENV)/bin/lint-imports --no-cache  # the layer contracts of pyproject.toml (docs/architecture.md)
 
 bench: setup

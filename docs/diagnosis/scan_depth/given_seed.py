@@ -1,14 +1,20 @@
 """The depth population given the seed too: the seed draws each model's training and OOD commands.
 
-    python docs/diagnosis/scan_depth/given_seed.py docs/diagnosis/scan_depth/markers.csv
+Usage: ``python docs/diagnosis/scan_depth/given_seed.py docs/diagnosis/scan_depth/markers.csv``
 
 Seed as a categorical covariate (one-hot); each model its own leave-out group.
 """
-import csv, sys
+
+import csv
+import sys
+
 from probekit.diagnosis import marker_analysis
-rows = list(csv.DictReader(open(sys.argv[1])))
+
+with open(sys.argv[1], newline="") as handle:
+    rows = list(csv.DictReader(handle))
 markers = ["sequence_he_separate", "capacity", "manifold_dimension", "cka_depth4"]
-table = {c: [float(r[c]) for r in rows] for c in ["model.n_layers", "id_accuracy", "ood:ood_len", *markers]}
+table = {c: [float(r[c]) for r in rows]
+         for c in ["model.n_layers", "id_accuracy", "ood:ood_len", *markers]}
 table["seed_level"] = [f"s{r['seed']}" for r in rows]
 res = marker_analysis(table, "ood:ood_len", markers=markers,
                       covariates=["model.n_layers", "id_accuracy", "seed_level"], groups=None,
