@@ -25,6 +25,7 @@ under :class:`probekit.util.threads.ThreadTuner`, quiet and beside a busy core.
     python scripts/bench_load.py out/bench_load.json --suites modadd_grokked,modadd_geometry
     python scripts/bench_load.py out/k_search.json --k-search [--k-search-variants scoped]
     python scripts/bench_load.py out/tuner.json --tuner        # SmolLM2 forwards: 2, 1, tuned threads
+    python scripts/bench_load.py out/train.json --train 450    # scan-preset training steps: same
     python scripts/bench.py --sections load                                 # same, into bench.json
 """
 
@@ -247,6 +248,53 @@ def bench_tuner(timeout_s: float = 1800.0) -> dict:
     return out
 
 
+_TRAIN_CHILD = """
+import json, sys, tempfile, time
+from pathlib import Path
+import torch
+sys.path.insert(0, sys.argv[1])
+from probekit.testbeds import get_task
+from probekit.train import trainer
+from probekit.train.config import TrainConfig
+from probekit.util.threads import ThreadTuner
+task = get_task("scan", n_noise=3)
+cfg = TrainConfig(steps=int(sys.argv[2]), batch_size=32, seed=0, n_evals=1, n_checkpoints=1)
+out = {"torch_threads": torch.get_num_threads(), "steps": cfg.steps}
+for name, make in [("default_threads", lambda: ThreadTuner([torch.get_num_threads()])),
+                   ("one_thread", lambda: ThreadTuner([1])), ("tuned", ThreadTuner)]:
+    trainer.ThreadTuner = make
+    t0 = time.perf_counter()
+    trainer.train(task, train_config=cfg, out_dir=Path(tempfile.mkdtemp()), progress=False,
+                  plot=False)
+    out[f"{name}_s"] = time.perf_counter() - t0
+print(json.dumps(out))
+"""
+
+
+def bench_train(steps: int = 450, timeout_s: float = 1800.0) -> dict:
+    """Training steps of the ``scan`` preset's model (batch 32) on torch's threads, one, ThreadTuner.
+
+    ``steps`` steps, one evaluation and one checkpoint per run, quiet and beside a busy core, a
+    fresh process per side (the trainer's tuner replaced by a fixed-count one for the first two).
+    """
+    out: dict = {"cpus": os.cpu_count(),
+                 "env": f"children run with {', '.join(UNSET)} unset (default threads)"}
+    for busy in (False, True):
+        with busy_core(busy):
+            load = _load()
+            res = subprocess.run([sys.executable, "-c", _TRAIN_CHILD, str(ROOT), str(steps)],
+                                 cwd=ROOT, env=_child_env(), capture_output=True, text=True,
+                                 timeout=timeout_s, check=True)
+        row = json.loads(res.stdout.strip().splitlines()[-1])
+        row["load_before"] = load
+        out["busy_core" if busy else "quiet"] = row
+        print(f"  {'busy_core' if busy else 'quiet':10s} {row}", flush=True)
+    for name in ("default_threads", "one_thread", "tuned"):
+        out[f"{name}_ratio_busy_vs_quiet"] = (out["busy_core"][f"{name}_s"]
+                                              / out["quiet"][f"{name}_s"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the suites (or the K search) and write the JSON to the given path."""
     parser = argparse.ArgumentParser(description=__doc__,
@@ -260,8 +308,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--site", default="resid_post@0", help="site of the K search's centres")
     parser.add_argument("--tuner", action="store_true",
                         help="time SmolLM2 deactivation forwards: torch's threads, one, ThreadTuner")
+    parser.add_argument("--train", type=int, default=None, metavar="STEPS",
+                        help="time STEPS training steps of the scan preset: torch's threads, one, "
+                             "ThreadTuner")
     args = parser.parse_args(argv)
-    if args.tuner:
+    if args.train is not None:
+        result = bench_train(args.train, args.timeout)
+    elif args.tuner:
         result = bench_tuner(args.timeout)
     elif args.k_search:
         result = bench_k_search(args.k_search_variants, args.site, args.timeout)
