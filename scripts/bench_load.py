@@ -136,6 +136,38 @@ def bench_load(suites: str | None = None, timeout_s: float = 3600.0,
     return _summary(rows)
 
 
+def _child_row(script: str, args: list[str], *, busy: bool, timeout_s: float,
+               timeout_ok: bool = False) -> dict:
+    """``python -c script ROOT *args`` in a fresh process, beside a busy core or not.
+
+    Returns the JSON of its last stdout line with the load average before it (``load_before``);
+    a run past ``timeout_s`` raises, or with ``timeout_ok`` gives ``seconds = None``.
+    """
+    with busy_core(busy):
+        load = _load()
+        try:
+            res = subprocess.run([sys.executable, "-c", script, str(ROOT), *args], cwd=ROOT,
+                                 env=_child_env(), capture_output=True, text=True,
+                                 timeout=timeout_s, check=True)
+            row = json.loads(res.stdout.strip().splitlines()[-1])
+        except subprocess.TimeoutExpired:
+            if not timeout_ok:
+                raise
+            row = {"seconds": None, "timed_out_after_s": timeout_s}
+    row["load_before"] = load
+    return row
+
+
+def _quiet_and_busy(script: str, args: list[str], timeout_s: float) -> dict:
+    """``{"quiet": row, "busy_core": row}`` of :func:`_child_row`, each printed as it ends."""
+    out: dict = {}
+    for busy in (False, True):
+        key = "busy_core" if busy else "quiet"
+        out[key] = _child_row(script, args, busy=busy, timeout_s=timeout_s)
+        print(f"  {key:10s} {out[key]}", flush=True)
+    return out
+
+
 _K_CHILD = """
 import json, sys, time
 import numpy as np, torch
@@ -167,16 +199,8 @@ def bench_k_search(variants: str = "scoped,unscoped", site: str = "resid_post@0"
                  "env": f"children run with {', '.join(UNSET)} unset (default threads)"}
     for variant in variants.split(","):
         for busy in (False, True):
-            with busy_core(busy):
-                load = _load()
-                try:
-                    res = subprocess.run([sys.executable, "-c", _K_CHILD, str(ROOT), variant, site],
-                                         cwd=ROOT, env=_child_env(), capture_output=True, text=True,
-                                         timeout=timeout_s, check=True)
-                    row = json.loads(res.stdout.strip().splitlines()[-1])
-                except subprocess.TimeoutExpired:
-                    row = {"seconds": None, "timed_out_after_s": timeout_s}
-            row["load_before"] = load
+            row = _child_row(_K_CHILD, [variant, site], busy=busy, timeout_s=timeout_s,
+                             timeout_ok=True)
             key = f"{variant}_{'busy_core' if busy else 'quiet'}"
             out[key] = row
             print(f"  {key:24s} {row}", flush=True)
@@ -230,17 +254,8 @@ def bench_tuner(timeout_s: float = 1800.0) -> dict:
     generation of 4 sets (4 batches x 8 steps), in a fresh process per side.
     """
     out: dict = {"cpus": os.cpu_count(),
-                 "env": f"children run with {', '.join(UNSET)} unset (default threads)"}
-    for busy in (False, True):
-        with busy_core(busy):
-            load = _load()
-            res = subprocess.run([sys.executable, "-c", _TUNER_CHILD, str(ROOT)], cwd=ROOT,
-                                 env=_child_env(), capture_output=True, text=True,
-                                 timeout=timeout_s, check=True)
-        row = json.loads(res.stdout.strip().splitlines()[-1])
-        row["load_before"] = load
-        out["busy_core" if busy else "quiet"] = row
-        print(f"  {'busy_core' if busy else 'quiet':10s} {row}", flush=True)
+                 "env": f"children run with {', '.join(UNSET)} unset (default threads)",
+                 **_quiet_and_busy(_TUNER_CHILD, [], timeout_s)}
     for what in ("first_token", "generation"):
         for name in ("default_threads", "one_thread", "tuned"):
             key = f"{what}_{name}_s"
@@ -278,17 +293,8 @@ def bench_train(steps: int = 450, timeout_s: float = 1800.0) -> dict:
     fresh process per side (the trainer's tuner replaced by a fixed-count one for the first two).
     """
     out: dict = {"cpus": os.cpu_count(),
-                 "env": f"children run with {', '.join(UNSET)} unset (default threads)"}
-    for busy in (False, True):
-        with busy_core(busy):
-            load = _load()
-            res = subprocess.run([sys.executable, "-c", _TRAIN_CHILD, str(ROOT), str(steps)],
-                                 cwd=ROOT, env=_child_env(), capture_output=True, text=True,
-                                 timeout=timeout_s, check=True)
-        row = json.loads(res.stdout.strip().splitlines()[-1])
-        row["load_before"] = load
-        out["busy_core" if busy else "quiet"] = row
-        print(f"  {'busy_core' if busy else 'quiet':10s} {row}", flush=True)
+                 "env": f"children run with {', '.join(UNSET)} unset (default threads)",
+                 **_quiet_and_busy(_TRAIN_CHILD, [str(steps)], timeout_s)}
     for name in ("default_threads", "one_thread", "tuned"):
         out[f"{name}_ratio_busy_vs_quiet"] = (out["busy_core"][f"{name}_s"]
                                               / out["quiet"][f"{name}_s"])

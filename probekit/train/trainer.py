@@ -476,8 +476,9 @@ def _step_threads(device: torch.device) -> Callable[[int], AbstractContextManage
     """The CPU thread count of each training step, by :class:`~probekit.util.threads.ThreadTuner`.
 
     A step of these small models is hundreds of short OpenMP regions: beside one busy process on
-    2 cores, 150 steps of the ``scan`` preset took 15.8 s on torch's 2 threads against 6.8 s
-    quiet (2.3x), and 9.1 / 8.5 s on one thread; the tuner runs the count that is faster now.
+    2 cores, 450 steps of the ``scan`` preset took 2.66x their quiet time on torch's 2 threads,
+    1.38x on one thread and 1.66x with the tuner, which runs the count that is faster now
+    (``python scripts/bench_load.py OUT --train 450``, docs/bench).
     Work is the batch's token count. On this box the trained weights are bit-identical under 1
     and 2 threads for every preset tried (tests/train/test_trainer_threads.py), so the choice,
     which depends on the load, does not change a cached run. Off the CPU: no tuning.
