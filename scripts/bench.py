@@ -9,7 +9,8 @@ matrix vs a pairwise loop, geometry: batched MFTMA anchors vs a per-sample QP lo
 population of 8 short trainings in-process vs a 2-CPU local Ray cluster, ray_capture: sharded
 capture on Ray vs in-process ``capture_to_store``, load: every shipped probe suite quiet and
 beside a busy core, ``scripts/bench_load.py``; load_tuner: SmolLM2 deactivation forwards on
-torch's threads, one thread and ``ThreadTuner``, quiet and busy) run when their modules exist.
+torch's threads, one thread and ``ThreadTuner``, quiet and busy; load_train: 450 training steps
+of the ``scan`` model, the same three ways) run when their modules exist.
 
     python scripts/bench.py --out out/bench.json [--model smollm2-135m] [--sections capture,probes]
         [--device cuda] [--sklearn-threads 4]   # probe sweep on the GPU; sklearn on 4 CPU threads
@@ -238,6 +239,7 @@ OPTIONAL = {
     "ray_capture": ("scripts.bench_ray", "bench_ray_capture"),
     "load": ("scripts.bench_load", "bench_load"),
     "load_tuner": ("scripts.bench_load", "bench_tuner"),
+    "load_train": ("scripts.bench_load", "bench_train"),
 }
 
 
@@ -247,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
     parser.add_argument("--sections", default="capture,store_memory,store_read,cli,probes",
-                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,eap,neurons,generation,geometry,ray,ray_capture,load,load_tuner")
+                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,eap,neurons,generation,geometry,ray,ray_capture,load,load_tuner,load_train")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
