@@ -119,6 +119,10 @@ class _TextSink(Protocol):
     def flush(self) -> None: ...
 
 
+#: the timing tail of a plain line (:func:`_line_format`): ", 1.2 s elapsed[, 00:03 left]"
+_TIMES = re.compile(r", [0-9.]+ s elapsed.*$")
+
+
 class _LineWriter:
     r"""A file-like sink turning tqdm's ``\r`` redraws into newline-terminated log lines.
 
@@ -137,9 +141,10 @@ class _LineWriter:
         if self.delay and time.monotonic() - self.start < self.delay:
             return len(text)
         line = _ANSI.sub("", text).replace("\r", "").strip()
-        if line and line != self.last:
+        key = _TIMES.sub("", line)  # a redraw that only moved the clock (tqdm's close) is no news
+        if line and key != self.last:
             self.stream.write(line + "\n")
-            self.last = line
+            self.last = key
         return len(text)
 
     def flush(self) -> None:

@@ -249,3 +249,21 @@ def test_report_shows_its_phases_unless_quiet_and_numbers_do_not_move(shown, cap
     assert not any(LINE.match(line) for line in capsys.readouterr().err.splitlines())
     loud, quiet = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("loud", "quiet"))
     assert loud["analyses"] == quiet["analyses"] and loud["hypotheses"] == quiet["hypotheses"]
+
+
+def test_a_redraw_that_only_moves_the_clock_prints_no_line():
+    """tqdm's close redraws the last count; a newer elapsed time alone is not a new line."""
+    import io
+
+    from probekit.progress import _LineWriter
+
+    sink = io.StringIO()
+    w = _LineWriter(sink)
+    for text in ["\rx: 2/3 items (67%), 0.1 s elapsed, 00:00 left",
+                 "\rx: 3/3 items (100%), 0.1 s elapsed, 00:00 left",
+                 "\rx: 3/3 items (100%), 0.2 s elapsed, 00:00 left",  # the close, 0.1 s later
+                 "\rx: 4 items, 0.3 s elapsed"]:
+        w.write(text)
+    assert sink.getvalue().splitlines() == ["x: 2/3 items (67%), 0.1 s elapsed, 00:00 left",
+                                            "x: 3/3 items (100%), 0.1 s elapsed, 00:00 left",
+                                            "x: 4 items, 0.3 s elapsed"]
