@@ -53,7 +53,7 @@ def test_factorization_result_displays_the_report_plots_and_table():
                            numbers={"r2_train": ".4f", "r2_heldout": ".4f", "angle_min": ".1f"})
     assert "LF R2 (Uselis)" not in parsed.tables[0]["headers"]  # only its own measures
     rec = res.to_records()[0]
-    assert rec["r2_heldout"] == 1.0 or abs(rec["r2_heldout"] - 1.0) < 1e-12
+    assert rec["r2_heldout"] == pytest.approx(1.0, abs=1e-9)
     assert (rec["rank_a"], rec["rank_b"]) == (2, 3) and abs(rec["angle_min"] - 90.0) < 1e-6
     assert len(parsed.images) == 3  # linearity, orthogonality, rank (no |cos| without Uselis)
     assert res.plot().axes[0].get_ylabel() == "R2"
