@@ -337,7 +337,9 @@ def output_token_correct_sets(
     Position-aligned (SCAN [C], module docstring): the argmax of the logit at position ``t`` of
     ``tokens[i]`` against ``targets[i][t]`` for ``t < min(len(tokens[i]), len(targets[i]))``; one
     right-padded forward per batch of one set (causal attention: padding after a row never
-    changes its logits).
+    changes its logits). Logits that are equal in exact arithmetic (e.g. two tokens of equal
+    frequency after a mean ablation) differ by float rounding, whose sign follows the CPU's
+    matmul kernel, so such a tie is decided per position and per machine, not by token order.
     """
     from ..interventions import run_with_interventions
 

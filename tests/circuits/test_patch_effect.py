@@ -24,11 +24,11 @@ def test_values_resamples_and_estimate_against_brute_force():
     patched = corrupt + rng.uniform(0, 1, 15) * (clean - corrupt)
     eff = normalised_effect(patched, corrupt, clean, n_bootstrap=1000, seed=3)
     gain, gap = patched - corrupt, clean - corrupt
-    assert eff.estimate == pytest.approx(gain.sum() / gap.sum(), rel=1e-12)
-    np.testing.assert_allclose(eff.values, gain / gap.mean(), rtol=1e-12)
-    assert eff.values.mean() == pytest.approx(eff.estimate, rel=1e-12)
+    assert eff.estimate == pytest.approx(gain.sum() / gap.sum(), rel=1e-9)
+    np.testing.assert_allclose(eff.values, gain / gap.mean(), rtol=1e-9)
+    assert eff.values.mean() == pytest.approx(eff.estimate, rel=1e-9)
     b = bootstrap_indices(15, 1000, 3)[42]
-    assert eff.resamples[42] == pytest.approx(gain[b].sum() / gap[b].sum(), rel=1e-12)
+    assert eff.resamples[42] == pytest.approx(gain[b].sum() / gap[b].sum(), rel=1e-9)
     assert eff.control is None
 
 

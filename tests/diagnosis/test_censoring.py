@@ -55,10 +55,14 @@ def test_censored_outcome_reproduces_the_modadd_crossing_analysis():
                            n_bootstrap=1000, seed=0).to_dict()  # the script's defaults
         assert ew["earliest"] == ref[label]["earliest"]
         assert len(ew["records"]) == len(ref[label]["records"]) == 14
+        # Floats at rel 1e-7: at step 1200 the leave-one-seed-out fits have 13 parameters on 18
+        # rows (held-out R^2 about -10) and delta R^2 is the difference of two such numbers, so
+        # the BLAS kernel alone moves it by up to 1.1e-9 relative (OpenBLAS's Sandybridge and
+        # Prescott kernels; Haswell reproduces crossing.json bit for bit, SkylakeX to 3e-11).
         for got, want in zip(ew["records"], ref[label]["records"], strict=True):
             assert got.keys() == want.keys()
             for k, v in want.items():
                 if isinstance(v, float):
-                    assert got[k] == pytest.approx(v, rel=1e-12, abs=1e-12), (label, got["marker"], k)
+                    assert got[k] == pytest.approx(v, rel=1e-7, abs=1e-12), (label, got["marker"], k)
                 else:
                     assert got[k] == v

@@ -28,8 +28,8 @@ def test_default_codings_exact_matrix():
         [nz == 0.1, nz == 0.3, ar == "b", ar == "c"]).astype(float))
     # the library's own basis, through its formula interface
     ref = patsy.dmatrix("cr(x, df=4, constraints='center') - 1", {"x": acc})
-    np.testing.assert_allclose(X[:, 4:], np.asarray(ref), atol=1e-12)
-    np.testing.assert_allclose(X[:, 4:].sum(0), 0.0, atol=1e-10)  # orthogonal to the intercept
+    np.testing.assert_allclose(X[:, 4:], np.asarray(ref), atol=1e-9)
+    np.testing.assert_allclose(X[:, 4:].sum(0), 0.0, atol=1e-9)  # orthogonal to the intercept
 
 
 def test_overrides_and_spline_df():
@@ -39,7 +39,7 @@ def test_overrides_and_spline_df():
     X, terms = t.design(["k", "x"], coding={"k": "linear", "x": "spline"}, spline_df=3)
     assert terms == ("k", "x[spline 1/3]", "x[spline 2/3]", "x[spline 3/3]")
     np.testing.assert_array_equal(X[:, 0], k)
-    np.testing.assert_allclose(X[:, 1:], patsy.cr(x, df=3, constraints="center"), atol=1e-12)
+    np.testing.assert_allclose(X[:, 1:], patsy.cr(x, df=3, constraints="center"), atol=1e-9)
     X, terms = t.design(["x"], coding={"x": "linear"})
     assert terms == ("x",)
     np.testing.assert_array_equal(X[:, 0], x)

@@ -24,8 +24,8 @@ def test_level_means_equal_polyfit():
     mm = np.array([he[noise == v].mean() for v in np.unique(noise)])
     my = np.array([ood[noise == v].mean() for v in np.unique(noise)])
     for d, rl, rm in zip(res.degrees, res.r2_levels, res.r2_models, strict=True):
-        assert rl == pytest.approx(_r2(mm, my, d), abs=1e-10)
-        assert rm == pytest.approx(_r2(he, ood, d), abs=1e-10)
+        assert rl == pytest.approx(_r2(mm, my, d), abs=1e-9)
+        assert rm == pytest.approx(_r2(he, ood, d), abs=1e-9)
     assert res.n_per_level == (5,) * 6 and res.unit == "level means (An & Du's unit)"
     # the pitfall of diagnosis.md: a shared knob makes level means look far better than models
     assert res.r2_levels[0] > 0.8 and res.r2_models[0] < res.r2_levels[0] - 0.2

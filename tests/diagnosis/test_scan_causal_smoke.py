@@ -89,7 +89,7 @@ def test_necessity_cell_equals_a_direct_call_on_the_checkpoint(smoke):
     disp, X, _ = modifier_displacements(model, train, site, pad_id=task.vocab.pad_id)
     sub = modifier_subspace_substrate(site, disp, X, k=4)
     res = necessity(model, ood.tokens, [], sub, score="output_tokens", targets=ood.targets, n_random=5, seed=0)
-    assert float(row["modifier_necessity"]) == pytest.approx(float(np.mean(res.drop - res.control)), abs=1e-12)
+    assert float(row["modifier_necessity"]) == pytest.approx(float(np.mean(res.drop - res.control)), abs=1e-9)
     # intact, the scored tokens are the trainer's: the outcome column of the same split
     assert float(res.base.mean()) == pytest.approx(float(row["ood:ood_len_5"]), abs=1e-9)
 

@@ -135,7 +135,7 @@ def test_shipped_crossing_mediation_reruns_its_report():
     ref = {r["marker"]: r for r in d["analysis"]["markers"]}
     for s in res.analysis.markers:
         assert s.verdict == ref[s.marker]["verdict"]
-        assert s.partial_r == pytest.approx(ref[s.marker]["partial_r"], abs=1e-12)
+        assert s.partial_r == pytest.approx(ref[s.marker]["partial_r"], abs=1e-9)
     assert res.analysis["fourier_gini"].verdict == "adds_beyond_covariates"
     assert res.extras["survival"]["n_censored"] == 5
     for a, b in zip(res.extras["survival"]["cox"], d["survival"]["cox"], strict=True):
@@ -166,7 +166,7 @@ def test_shipped_necessity_population_reruns_its_report():
     assert {s.marker for s in res.analysis.markers} == set(ref)
     for s in res.analysis.markers:
         assert s.verdict == ref[s.marker]["verdict"]
-        assert s.partial_r == pytest.approx(ref[s.marker]["partial_r"], abs=1e-12)
+        assert s.partial_r == pytest.approx(ref[s.marker]["partial_r"], abs=1e-9)
     train = res.analysis["key_freq_necessity_train"]
     assert train.verdict == "adds_beyond_covariates" and 0.6 < train.partial_r < 0.75
     assert "measured_on_outcome_examples" in res.analysis["key_freq_necessity"].flags
@@ -203,7 +203,7 @@ def test_censored_crossing_outcome_of_a_table(tmp_path):
     ref = marker_analysis({k: filled[k] for k in ("id_step_0.9", "knob", "seed", "marker")},
                           "id_step_0.9", markers=["marker"], covariates=["knob"], groups="seed",
                           n_permutations=300)
-    assert res.analysis["marker"].partial_r == pytest.approx(ref["marker"].partial_r, abs=1e-12)
+    assert res.analysis["marker"].partial_r == pytest.approx(ref["marker"].partial_r, abs=1e-9)
     assert res.analysis["marker"].partial_r < -0.5  # the planted effect, censored or not
     assert res.table["id_step_0.9"] == table["id_step_0.9"]  # markers.csv keeps the raw column
     surv = res.extras["survival"]

@@ -27,7 +27,7 @@ def test_spectrum_matches_numpy_cov():
     x = _planted()
     ev = covariance_spectrum(x)[0]
     ref = np.sort(np.linalg.eigvalsh(np.cov(x.numpy().T)))[::-1]
-    np.testing.assert_allclose(ev[:20].numpy(), ref, atol=1e-10)
+    np.testing.assert_allclose(ev[:20].numpy(), ref, atol=1e-9)
 
 
 def test_pr_of_equal_variance_subspace_is_its_dimension():
@@ -40,7 +40,7 @@ def test_pr_of_equal_variance_subspace_is_its_dimension():
     # centred orthonormal-ish columns: PR from the exact eigenvalues
     ev = covariance_spectrum(x)[0]
     expect = float(ev.sum() ** 2 / (ev**2).sum())
-    assert float(participation_ratio(x)[0]) == pytest.approx(expect, rel=1e-12)
+    assert float(participation_ratio(x)[0]) == pytest.approx(expect, rel=1e-9)
     assert float(participation_ratio(x)[0]) == pytest.approx(k, rel=0.02)
     assert int(numerical_rank(x)[0]) == k
 

@@ -29,7 +29,7 @@ def test_rotation_of_a_planar_rotation_is_one_minus_cos():
         states.append(_state(3.0 * w if theta else w0))
     rot = layer_rotation(states)
     assert list(rot) == ["blocks.0.attn.W_Q"]  # biases and LN gains excluded
-    np.testing.assert_allclose(rot["blocks.0.attn.W_Q"].numpy(), [0.0, 0.5, 1.0, 2.0], atol=1e-12)
+    np.testing.assert_allclose(rot["blocks.0.attn.W_Q"].numpy(), [0.0, 0.5, 1.0, 2.0], atol=1e-9)
 
 
 def test_condition_numbers_known_values():
@@ -60,7 +60,7 @@ def test_checkpoint_series_and_plot(tmp_path):
     m = checkpoint_dynamics(dirs, steps=[0, 10, 20])
     assert m.steps == (0, 10, 20)
     r = m.rotation["W_in"]
-    assert r[0] == pytest.approx(0.0, abs=1e-12) and r[1] > 0 and r[2] > r[1]
+    assert r[0] == pytest.approx(0.0, abs=1e-9) and r[1] > 0 and r[2] > r[1]
     assert plot_dynamics(m, tmp_path / "dyn.png").stat().st_size > 1000
 
 
@@ -79,7 +79,7 @@ def test_weight_rotation_and_condition_number_of_constructed_matrices():
     u = u * w0.norm() / u.norm()
     for theta in (0.0, 0.3, math.pi / 2, 2.5):
         w = 2.0 * (math.cos(theta) * w0 + math.sin(theta) * u)
-        assert weight_rotation(w0, w) == pytest.approx(1 - math.cos(theta), abs=1e-12)
+        assert weight_rotation(w0, w) == pytest.approx(1 - math.cos(theta), abs=1e-9)
     with pytest.raises(DataError, match="zero weight"):
         weight_rotation(w0, torch.zeros_like(w0))
     with pytest.raises(DataError, match="same shape"):
@@ -88,7 +88,7 @@ def test_weight_rotation_and_condition_number_of_constructed_matrices():
     q2, _ = torch.linalg.qr(torch.randn(4, 4, generator=g, dtype=torch.float64))
     s = torch.zeros(6, 4, dtype=torch.float64)
     s[range(4), range(4)] = torch.tensor([50.0, 7.0, 3.0, 0.5], dtype=torch.float64)
-    assert matrix_condition_number(q1 @ s @ q2) == pytest.approx(100.0, rel=1e-10)
-    assert matrix_condition_number((q1 @ s @ q2).T) == pytest.approx(100.0, rel=1e-10)
+    assert matrix_condition_number(q1 @ s @ q2) == pytest.approx(100.0, rel=1e-9)
+    assert matrix_condition_number((q1 @ s @ q2).T) == pytest.approx(100.0, rel=1e-9)
     s[3, 3] = 0.0
     assert matrix_condition_number(s) == math.inf

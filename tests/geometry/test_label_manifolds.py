@@ -26,8 +26,8 @@ def test_label_capacity_is_manifold_capacity_of_the_classes():
     res = label_capacity(task)
     ref = manifold_capacity(manifolds_from_labels(task.acts, task.labels, max_points=50, seed=0)[0],
                             n_t=10, seed=0)
-    assert float(res.capacity) == pytest.approx(float(ref.capacity), rel=1e-12)
-    np.testing.assert_allclose(res.radius_m.numpy(), ref.radius_m.numpy(), rtol=1e-12)
+    assert float(res.capacity) == pytest.approx(float(ref.capacity), rel=1e-9)
+    np.testing.assert_allclose(res.radius_m.numpy(), ref.radius_m.numpy(), rtol=1e-9)
 
 
 def test_the_cache_returns_one_run_per_input():
@@ -45,5 +45,5 @@ def test_shuffled_null_refits_seeded_permutations_and_is_below_the_real_classes(
     want = [float(label_capacity(LabelManifolds(acts=task.acts, labels=rng.permutation(task.labels),
                                                 n_t=10, seed=task.seed + 1 + i)).capacity)
             for i in range(3)]
-    np.testing.assert_allclose(null, want, rtol=1e-12)
+    np.testing.assert_allclose(null, want, rtol=1e-9)
     assert null.max() < float(label_capacity(task).capacity)

@@ -32,10 +32,10 @@ def test_condition_numbers_of_one_weight_and_of_all():
 
 def test_rotation_from_init_is_zero_for_itself_and_matches_layer_rotation():
     init, model = _tiny(0), _tiny(1)
-    assert all(abs(v) < 1e-12 for v in rotations_from_init(init, init).values())
+    assert all(abs(v) < 1e-9 for v in rotations_from_init(init, init).values())
     want = {k: float(v[-1]) for k, v in layer_rotation([init.state_dict(), model.state_dict()]).items()}
-    assert rotations_from_init(init, model) == pytest.approx(want, rel=1e-12)
+    assert rotations_from_init(init, model) == pytest.approx(want, rel=1e-9)
     a, b = init.W_E.detach().double().ravel(), model.W_E.detach().double().ravel()
     cos = float(a @ b / (a.norm() * b.norm()))
-    assert rotations_from_init(init, model, "W_E")["W_E"] == pytest.approx(1 - cos, rel=1e-12)
+    assert rotations_from_init(init, model, "W_E")["W_E"] == pytest.approx(1 - cos, rel=1e-9)
     assert not math.isnan(cos)

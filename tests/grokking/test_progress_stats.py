@@ -69,8 +69,8 @@ def test_full_logit_ablation_loss_on_a_split():
     res = ablation_loss(None, logits, mask, which="restricted", keys=(1, 4), split="train",
                         path="logits")
     want = modular_pair_loss(restricted_logits(logits, (1, 4)))[mask]
-    np.testing.assert_allclose(res.loss, want, rtol=1e-12)
-    assert res.full_loss == pytest.approx(modular_pair_loss(logits)[mask].mean(), rel=1e-12)
+    np.testing.assert_allclose(res.loss, want, rtol=1e-9)
+    assert res.full_loss == pytest.approx(modular_pair_loss(logits)[mask].mean(), rel=1e-9)
 
 
 @pytest.mark.parametrize("source", ["embed", "neuron_logit"])
@@ -80,9 +80,9 @@ def test_fourier_gini_resamples_recompute_the_norms_on_resampled_dimensions(sour
     w = (model.W_E.numpy()[:P] if source == "embed"
          else (model.W_out[0] @ model.W_U[:, :P]).numpy().T)
     norms = lambda x: np.linalg.norm(fourier_basis(P) @ x, axis=1)  # noqa: E731
-    assert res.estimate == pytest.approx(gini(norms(w)), rel=1e-12) and res.n == w.shape[1]
+    assert res.estimate == pytest.approx(gini(norms(w)), rel=1e-9) and res.n == w.shape[1]
     b = bootstrap_indices(w.shape[1], 1000, 3)[7]
-    assert res.resamples[7] == pytest.approx(gini(norms(w[:, b])), rel=1e-10)
+    assert res.resamples[7] == pytest.approx(gini(norms(w[:, b])), rel=1e-9)
 
 
 def test_circuit_efficiency_is_norm_per_mean_margin():
@@ -93,10 +93,10 @@ def test_circuit_efficiency_is_norm_per_mean_margin():
     res = circuit_efficiency(model, logits, mask, split="train", n_bootstrap=1000, seed=0)
     norm = np.sqrt(sum(float((t**2).sum()) for t in model.parameters()))
     margin = logit_margin(logits)[mask]
-    assert res.estimate == pytest.approx(norm / margin.mean(), rel=1e-12)
+    assert res.estimate == pytest.approx(norm / margin.mean(), rel=1e-9)
     assert res.param_norm == pytest.approx(norm) and res.n == mask.sum()
     b = bootstrap_indices(margin.size, 1000, 0)[5]
-    assert res.resamples[5] == pytest.approx(norm / margin[b].mean(), rel=1e-12)
+    assert res.resamples[5] == pytest.approx(norm / margin[b].mean(), rel=1e-9)
     with pytest.raises(NotApplicableError, match="margin"):
         circuit_efficiency(model, -logits, mask, n_bootstrap=1000, seed=0)
 

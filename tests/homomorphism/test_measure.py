@@ -12,9 +12,9 @@ AFFINE = HEConfig(families=("affine",), alpha=1e-10, solver="closed_form_ridge")
 def test_exact_affine_composition_has_zero_affine_he():
     a, b, t = planted()
     res = composition_he(a, b, t, config=AFFINE)
-    assert res.mse.max() < 1e-20
+    assert res.mse.max() < 1e-18
     assert res.he_normalised.max() < 1e-18
-    assert res.he_high.max() < 1e-20
+    assert res.he_high.max() < 1e-18
 
 
 def test_c_target_is_exactly_affine():
@@ -68,7 +68,7 @@ def test_per_layer_equals_one_layer_at_a_time():
     full = composition_he(a, b, t, config=cfg, layers=(4, 5, 6))
     for i in range(3):
         one = composition_he(a[i : i + 1], b[i : i + 1], t[i : i + 1], config=cfg, layers=(4 + i,))
-        np.testing.assert_allclose(full.mse[i, :2], one.mse[0, :2], rtol=1e-10)  # closed form
+        np.testing.assert_allclose(full.mse[i, :2], one.mse[0, :2], rtol=1e-9)  # closed form
         np.testing.assert_allclose(full.mse[i, 2], one.mse[0, 2], rtol=1e-4)  # Adam, float32
         np.testing.assert_allclose(full.normalised[i], one.normalised[0], rtol=1e-4)
         np.testing.assert_allclose(full.he_low[i], one.he_low[0], rtol=1e-4)

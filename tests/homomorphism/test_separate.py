@@ -68,7 +68,7 @@ def test_exact_linear_composite_of_separate_parts_gives_zero(scan_task):
     model = _token_only_model(scan_task)
     res = modifier_he(model, scan_task, config=SEP)
     assert set(res.groups) == {"twice", "thrice"} and res.n_scored > 10
-    assert res.he_normalised.max() < 1e-12 and res.he.max() < 1e-20
+    assert res.he_normalised.max() < 1e-12 and res.he.max() < 1e-18
     # sequence parts differ in length, so the composite's span mean weighs them unequally: with
     # last-token pooling the composite's state is the second part's, again exactly linear
     last = HEConfig(parts="separate", families=("affine",), solver="closed_form_ridge",

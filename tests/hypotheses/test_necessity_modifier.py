@@ -15,6 +15,12 @@ from probekit.testbeds.base import TaskDataset
 
 D = 64
 PRIMS, MODS = ("walk", "jump", "look", "turn"), ("twice", "thrice")
+# Every primitive with ``twice``, two with ``thrice``: the modifiers' frequencies differ (4 and 2
+# of the 12 tokens), so the mean state's best-read token is ``twice`` by a margin of 1/6, far
+# above float rounding. With both modifiers equally frequent their logits would tie exactly and
+# a rounding residue of about 1e-7, whose sign depends on the CPU's BLAS kernel, would decide
+# the argmax.
+CMDS = tuple((p, "twice") for p in PRIMS) + (("walk", "thrice"), ("jump", "thrice"))
 
 
 def _copy_model(n_vocab: int):
@@ -42,11 +48,11 @@ def _copy_model(n_vocab: int):
 
 
 def _planted():
-    """Every ``PRIM MOD`` command once (8 two-token inputs) with SCAN's parse columns."""
+    """The ``PRIM MOD`` commands of ``CMDS`` (6 two-token inputs) with SCAN's parse columns."""
     from probekit.testbeds import get_task
 
     vocab = get_task("scan").vocab
-    cmds = [(p, m) for p in PRIMS for m in MODS]
+    cmds = list(CMDS)
     tokens = [vocab.encode(list(c)) for c in cmds]
     ds = TaskDataset(name="train", tokens=tokens, targets=[[] for _ in cmds],
                      target_positions=[[] for _ in cmds],
@@ -60,14 +66,14 @@ def test_the_substrate_is_the_span_of_the_modifier_displacements():
     site = Site(0, "resid_post")
     disp, X, labels = modifier_displacements(model, ds, site)
     eye = np.eye(len(vocab), D)
-    want = np.array([(eye[vocab.id(m)] - eye[vocab.id(p)]) / 2 for p in PRIMS for m in MODS])
+    want = np.array([(eye[vocab.id(m)] - eye[vocab.id(p)]) / 2 for p, m in CMDS])
     np.testing.assert_allclose(disp, want, atol=1e-6)  # h(x m) - h(x) = (h_m - h_p) / 2
-    assert labels == tuple(m for _ in PRIMS for m in MODS) and X.shape == (16, D)
+    assert labels == tuple(m for _, m in CMDS) and X.shape == (12, D)
     sub = modifier_subspace_substrate(site, disp, X, k=5)
-    # the 8 displacements span the 5 directions e_m - e_p; the top 5 singular directions are that span
+    # the 6 displacements span the 5 directions e_m - e_p; the top 5 singular directions are that span
     span = np.linalg.svd(want, full_matrices=False)[2][:5]
     assert np.linalg.norm(sub.basis @ span.T) ** 2 == pytest.approx(5.0, abs=1e-9)
-    assert sub.details["explained"] == pytest.approx(1.0, abs=1e-12) and sub.size == 5
+    assert sub.details["explained"] == pytest.approx(1.0, abs=1e-9) and sub.size == 5
     assert modifier_subspace_substrate(site, disp, X, k=1).details["explained"] < 1.0
 
 
@@ -79,14 +85,16 @@ def test_ablating_the_planted_modifier_subspace_drops_token_accuracy_to_chance_a
     res = necessity(model, ds.tokens, [], sub, score="output_tokens", targets=ds.tokens, n_random=10)
     assert res.base.mean() == pytest.approx(1.0)  # the copy model is right at every position
     # Mean ablation sends every primitive and modifier state to the mean state m (its component
-    # off the span equals theirs), whose best-read token is a modifier: 4 of the 16 targets,
-    # the most frequent class (chance = 0.25).
-    assert res.ablated.mean() == pytest.approx(0.25, abs=1e-12)
-    assert res.drop.mean() == pytest.approx(0.75, abs=1e-12)
+    # off the span equals theirs), m = (4 e_twice + 2 e_thrice + 2 e_walk + 2 e_jump + e_look +
+    # e_turn) / 12, whose best-read token is ``twice`` (logit 1/3 against at most 1/6): right on
+    # 4 of the 12 targets, the most frequent class (chance = 1/3). Counts of correct tokens are
+    # integers, so the accuracies are exact ratios: compared exactly.
+    correct = res.ablated * 12 / 6  # c_i = value * T / n
+    np.testing.assert_array_equal(np.rint(correct), [1, 1, 1, 1, 0, 0])  # the ``twice`` inputs
+    assert res.ablated.mean() == pytest.approx(1 / 3, rel=1e-9)
+    assert res.drop.mean() == pytest.approx(2 / 3, rel=1e-9)
     assert res.random_accuracy is not None and res.random_accuracy > 0.9
     assert res.control.mean() < 0.1
-    # values are c_i * n / T: two scored tokens per input, so 0, 0.5 or 1
-    assert set(np.round(res.ablated, 12)) <= {0.0, 0.5, 1.0}
 
 
 def test_output_token_accuracy_equals_the_trainers_token_acc():
@@ -143,14 +151,14 @@ def test_necessity_kind_with_the_modifier_subspace_and_output_tokens():
     spec = NecessitySpec(substrate="modifier_subspace", site="resid_post@0", k=5, split="test",
                          score="output_tokens", n_random=5, also_split="train")
     m = kind(spec, ctx, control=True)
-    assert (m.details["base_accuracy"], m.details["ablated_accuracy"]) == pytest.approx((1.0, 0.25))
-    assert m.details["explained"] == pytest.approx(1.0) and m.details["n_pairs"] == 8
-    assert m.values.mean() == pytest.approx(0.75) and m.details["train_drop"] == pytest.approx(0.75)
-    assert "token accuracy 1.000 -> 0.250" in m.method
+    assert (m.details["base_accuracy"], m.details["ablated_accuracy"]) == pytest.approx((1.0, 1 / 3))
+    assert m.details["explained"] == pytest.approx(1.0) and m.details["n_pairs"] == 6
+    assert m.values.mean() == pytest.approx(2 / 3) and m.details["train_drop"] == pytest.approx(2 / 3)
+    assert "token accuracy 1.000 -> 0.333" in m.method
     # output given as token ids reads the same; excess subtracts the random directions' drop
     ids = kind(NecessitySpec(**{**spec.__dict__, "output_column": "ids", "excess": True}),
                _kind_context(model, ds, vocab, ids=[list(t) for t in ds.tokens]), control=False)
-    np.testing.assert_allclose(ids.values, m.values - m.control, atol=1e-12)
+    np.testing.assert_allclose(ids.values, m.values - m.control, atol=1e-9)
 
 
 def test_necessity_kind_names_missing_parse_columns_and_bad_outputs():

@@ -59,12 +59,12 @@ def test_planted_change_has_its_frobenius_norm(dirs):
     want = math.sqrt(sum(float(((stored[k].double() - state[k].double()) ** 2).sum())
                          for k in (UP, DOWN)))  # the stored float32 values: exact to rounding
     ref_sq = float((state[UP].double() ** 2).sum() + (state[DOWN].double() ** 2).sum())
-    assert base_sq == pytest.approx(ref_sq, rel=1e-12)
+    assert base_sq == pytest.approx(ref_sq, rel=1e-9)
     m = weight_change_norm(WeightChangeNormSpec(), _ctx(ft))  # base from finetune.json
-    assert m.estimate == pytest.approx(want, rel=1e-12) and m.n == 1
+    assert m.estimate == pytest.approx(want, rel=1e-9) and m.n == 1
     assert np.all(m.resamples == m.estimate)
     rel = weight_change_norm(WeightChangeNormSpec(base=str(base), relative=True), _ctx(ft))
-    assert rel.estimate == pytest.approx(want / math.sqrt(ref_sq), rel=1e-12)
+    assert rel.estimate == pytest.approx(want / math.sqrt(ref_sq), rel=1e-9)
     # the base against itself: nothing changed, both forms 0
     assert weight_change_norm(WeightChangeNormSpec(base=str(base), relative=True),
                               _ctx(base)).estimate == 0.0

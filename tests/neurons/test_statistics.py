@@ -34,8 +34,8 @@ def test_ranking_equals_sklearn_with_ties():
     y = torch.rand(120, generator=g) < 0.25
     ref_ap = [average_precision_score(y.numpy(), x[:, i].numpy()) for i in range(25)]
     ref_auc = [roc_auc_score(y.numpy(), x[:, i].numpy()) for i in range(25)]
-    np.testing.assert_allclose(average_precision(x, y).numpy(), ref_ap, atol=1e-12)
-    np.testing.assert_allclose(roc_auc(x, y).numpy(), ref_auc, atol=1e-12)
+    np.testing.assert_allclose(average_precision(x, y).numpy(), ref_ap, atol=1e-9)
+    np.testing.assert_allclose(roc_auc(x, y).numpy(), ref_auc, atol=1e-9)
 
 
 def test_statistics_equal_brute_force_and_recover_planted_units():

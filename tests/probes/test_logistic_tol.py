@@ -59,7 +59,7 @@ def test_float32_sweep_selects_converged_sklearn_C_and_coefficients(n, d, Cs, to
         ).fit(Z, y[tr])
         mean = np.asarray(sk.scores_).reshape(len(folds), len(Cs)).mean(0)
         sk_C = Cs[np.flatnonzero(mean >= mean.max() - 1e-9)[0]]  # first max, exact ties
-        assert res.hyperparameter[ell] == pytest.approx(sk_C, rel=1e-12), f"layer {ell}"
+        assert res.hyperparameter[ell] == pytest.approx(sk_C, rel=1e-9), f"layer {ell}"
         cv = cv_logistic_batched(
             torch.tensor(Z, dtype=torch.float32).unsqueeze(0), torch.tensor(y[tr]), 4, Cs=Cs,
             folds=folds, tol=tol, max_iter=2000,

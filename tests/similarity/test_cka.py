@@ -12,7 +12,7 @@ from tests.similarity._helpers import np_linear_cka, orthogonal, randn, related
 @pytest.mark.parametrize("debiased", [False, True])
 def test_identical_inputs_give_one(kernel, debiased):
     X = randn(0, 60, 9)
-    assert cka(X, X, kernel, debiased) == pytest.approx(1.0, abs=1e-12)
+    assert cka(X, X, kernel, debiased) == pytest.approx(1.0, abs=1e-9)
 
 
 @pytest.mark.parametrize("kernel", ["linear", "rbf"])
@@ -21,8 +21,8 @@ def test_invariant_to_orthogonal_maps_scaling_and_shift(kernel, debiased):
     X, Y = related(1)
     ref = cka(X, Y, kernel, debiased)
     moved = 3.7 * X @ orthogonal(5, X.shape[1]) + 2.0
-    assert cka(moved, Y, kernel, debiased) == pytest.approx(ref, abs=1e-10)
-    assert cka(X, 0.01 * Y @ orthogonal(6, Y.shape[1]), kernel, debiased) == pytest.approx(ref, abs=1e-10)
+    assert cka(moved, Y, kernel, debiased) == pytest.approx(ref, abs=1e-9)
+    assert cka(X, 0.01 * Y @ orthogonal(6, Y.shape[1]), kernel, debiased) == pytest.approx(ref, abs=1e-9)
 
 
 @pytest.mark.parametrize("kernel", ["linear", "rbf"])
@@ -50,7 +50,7 @@ def test_linear_cka_matches_direct_numpy_formula(shape):
     got = cka(X.float(), Y.numpy())  # mixed float32 tensor / float64 array inputs
     ref = np_linear_cka(X.float().double(), Y)
     assert got == pytest.approx(ref, abs=1e-6)
-    assert cka(X, Y) == pytest.approx(np_linear_cka(X, Y), abs=1e-12)
+    assert cka(X, Y) == pytest.approx(np_linear_cka(X, Y), abs=1e-9)
 
 
 def _np_gram_cka(K, L, debiased):
@@ -89,8 +89,8 @@ def test_unbiased_hsic_equals_brute_force_u_statistic():
     X, Y = related(3, n=7, dx=4, dy=3)
     K, L = (X @ X.T).numpy(), rbf_gram(Y).numpy()
     brute = _brute_hsic_u(K, L)
-    assert hsic(torch.from_numpy(K), torch.from_numpy(L), debiased=True) == pytest.approx(brute, rel=1e-10)
-    assert _np_hsic_u(K, L) == pytest.approx(brute, rel=1e-10)
+    assert hsic(torch.from_numpy(K), torch.from_numpy(L), debiased=True) == pytest.approx(brute, rel=1e-9)
+    assert _np_hsic_u(K, L) == pytest.approx(brute, rel=1e-9)
 
 
 @pytest.mark.parametrize("debiased", [False, True])
@@ -99,7 +99,7 @@ def test_feature_space_equals_gram_space(debiased):
         X, Y = related(11, n, dx, dy)
         f = cka(X, Y, debiased=debiased, space="feature")
         g = cka(X, Y, debiased=debiased, space="gram")
-        assert f == pytest.approx(g, abs=1e-10)
+        assert f == pytest.approx(g, abs=1e-9)
 
 
 def test_rbf_cka_matches_numpy_formula():
@@ -121,7 +121,7 @@ def test_rbf_cka_matches_numpy_formula():
 
 def test_minibatch_cka_one_batch_equals_debiased_cka_and_streaming_matches():
     X, Y = related(8, n=300)
-    assert minibatch_cka(X, Y, batch_size=1000) == pytest.approx(cka(X, Y, debiased=True), abs=1e-12)
+    assert minibatch_cka(X, Y, batch_size=1000) == pytest.approx(cka(X, Y, debiased=True), abs=1e-9)
     acc = MinibatchCKA()
     for xb, yb in zip(X.split(100), Y.split(100)):
         acc.update(xb, yb)
@@ -129,7 +129,7 @@ def test_minibatch_cka_one_batch_equals_debiased_cka_and_streaming_matches():
     ref = MinibatchCKA()
     for xb, yb in zip(X.split(100), Y.split(100)):
         ref.update(xb.numpy(), yb.numpy())
-    assert acc.value() == pytest.approx(ref.value(), abs=1e-12)
+    assert acc.value() == pytest.approx(ref.value(), abs=1e-9)
 
 
 @pytest.mark.parametrize(("kernel", "n", "batches"), [("linear", 3000, (50, 300, 1500)), ("rbf", 1500, (100, 750))])

@@ -38,8 +38,8 @@ def test_bad_inputs_raise_probekit_errors_naming_the_problem(fn):
 def test_constant_feature_columns_are_harmless_for_cka():
     X = randn(1, 40, 5)
     Xpad = torch.cat([X, torch.full((40, 2), 7.0, dtype=torch.float64)], 1)  # dead units
-    assert cka(Xpad, X) == pytest.approx(1.0, abs=1e-12)
-    assert cca_similarity(Xpad, X, keep=1.0) == pytest.approx(1.0, abs=1e-10)
+    assert cka(Xpad, X) == pytest.approx(1.0, abs=1e-9)
+    assert cca_similarity(Xpad, X, keep=1.0) == pytest.approx(1.0, abs=1e-9)
 
 
 def test_option_and_rdm_errors():

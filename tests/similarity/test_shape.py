@@ -32,12 +32,12 @@ def test_procrustes_matches_scipy_orthogonal_procrustes(shape):
     n, dx, dy = shape
     X, Y = related(3, n, dx, dy)
     assert procrustes_distance(X, Y) == pytest.approx(_np_procrustes(X, Y), abs=1e-8)
-    assert procrustes_distance(Y, X) == pytest.approx(procrustes_distance(X, Y), abs=1e-12)
+    assert procrustes_distance(Y, X) == pytest.approx(procrustes_distance(X, Y), abs=1e-9)
 
 
 def test_nuclear_norm_routes_agree():
     A, B = randn(5, 10, 30), randn(6, 10, 25)  # n < d: the n x n route
-    assert nuclear_cross(A, B) == pytest.approx(float(torch.linalg.svdvals(A.T @ B).sum()), rel=1e-10)
+    assert nuclear_cross(A, B) == pytest.approx(float(torch.linalg.svdvals(A.T @ B).sum()), rel=1e-9)
 
 
 def test_procrustes_triangle_inequality():
@@ -93,8 +93,8 @@ def test_svcca_and_pwcca_match_direct_numpy(shape):
 def test_cca_is_invariant_to_invertible_linear_maps_and_truncation_by_count():
     X, Y = related(4, 200, 8, 8)
     A = randn(9, 8, 8)
-    assert cca_similarity(X, X @ A, "svcca", keep=1.0) == pytest.approx(1.0, abs=1e-10)
+    assert cca_similarity(X, X @ A, "svcca", keep=1.0) == pytest.approx(1.0, abs=1e-9)
     assert cca_similarity(X, Y, "svcca", keep=3) == pytest.approx(
-        float(canonical_correlations(X, Y, keep_x=3, keep_y=3).mean()), abs=1e-12
+        float(canonical_correlations(X, Y, keep_x=3, keep_y=3).mean()), abs=1e-9
     )
     assert canonical_correlations(X, Y, keep_x=3, keep_y=5).shape == (3,)
