@@ -6,7 +6,8 @@ regulariser's weight on the modifier HE). Per arm the section gives (all on the 
 design of :mod:`.design`, with the design's resampling unit for every p and CI):
 
 - the **first stage**: the knob's effect on its target marker (coefficient, CI, p) and the
-  first-stage F (:mod:`.iv`; below 10: weak-instrument warning);
+  first-stage F (:mod:`.iv`; the weak-instrument warning when it does not pass the
+  Montiel Olea-Pflueger test for the number of groups, or the Anderson-Rubin set is unbounded);
 - the **reduced form**: the knob's effect on the outcome (coefficient, CI, p);
 - the **IV estimate** of the target marker's effect on the outcome (2SLS, CR1 SE, Wald CI,
   Anderson-Rubin CI and p with the design's resamples; OLS beside it);
@@ -31,7 +32,7 @@ from probekit.report.blocks import Block, Column, Table, Text, strict_json
 from probekit.report.notebook import NotebookMixin
 
 from .design import build_design
-from .iv import WEAK_F, IVEstimate, iv_estimate
+from .iv import IVEstimate, iv_estimate
 from .mediation import SEQUENTIAL_IGNORABILITY, Mediation, mediation
 
 __all__ = ["IV_ASSUMPTIONS", "CausalEvidence", "causal_blocks", "causal_evidence", "causal_section"]
@@ -59,6 +60,18 @@ def _ci(low: float, high: float) -> str:
 
 def _p(p: float) -> str:
     return "-" if not math.isfinite(p) else f"{p:.2g}"
+
+
+def _weak_why(iv: IVEstimate) -> str:
+    """Why the instrument is flagged weak (:mod:`.iv`), in words."""
+    why = []
+    if not iv.first_stage_f > iv.first_stage_f_critical:
+        why.append(f"effective first-stage F {iv.first_stage_f:.3g} <= "
+                   f"{iv.first_stage_f_critical:.3g}, the 95% critical value of the "
+                   f"Montiel Olea-Pflueger test with {iv.n_groups} groups")
+    if iv.ar_unbounded:
+        why.append("the Anderson-Rubin set is unbounded")
+    return "; ".join(why)
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -126,8 +139,8 @@ class CausalEvidence(NotebookMixin):
                 out.append(f"arm {knob} -> {target}: not estimated ({reason}).")
                 continue
             fs, rf = iv.first_stage, iv.reduced_form
-            weak = (f"; the first stage is weak (F {iv.first_stage_f:.3g} < {WEAK_F:g}): trust "
-                    "only the Anderson-Rubin interval" if iv.weak else "")
+            weak = (f"; the first stage may be weak ({_weak_why(iv)}): trust only the "
+                    "Anderson-Rubin interval" if iv.weak else "")
             ar = ("unbounded" if iv.ar_unbounded and math.isinf(iv.ar_low) and
                   math.isinf(iv.ar_high) else _ci(iv.ar_low, iv.ar_high)
                   + (" (and values beyond: unbounded set)" if iv.ar_unbounded else ""))
@@ -199,9 +212,9 @@ def causal_blocks(ev: CausalEvidence, note: str = "") -> tuple[Block, ...]:
                         "ar_p": iv.ar_p, "ols": _g(iv.ols_beta)})
         if iv.weak:
             blocks.append(Text(text=(
-                f"weak instrument: the first-stage F of {knob} on {target} is "
-                f"{iv.first_stage_f:.3g} < {WEAK_F:g}; the 2SLS estimate is biased towards OLS "
-                "and its Wald interval undercovers; read the Anderson-Rubin interval"),
+                f"weak instrument: {knob} on {target}: {_weak_why(iv)}; the 2SLS estimate may be "
+                "biased towards OLS and its Wald interval undercover; read the Anderson-Rubin "
+                "interval"),
                 level="warning"))
     if arm_rows:
         blocks.append(Table(title="Intervention arms: first stage and reduced form", columns=(
@@ -214,7 +227,9 @@ def causal_blocks(ev: CausalEvidence, note: str = "") -> tuple[Block, ...]:
             Column(key="reduced_ci", header="CI", fmt=""),
             Column(key="reduced_p", header="p", fmt=".2g")), rows=tuple(arm_rows),
             caption="Coefficients per unit of the knob, given the covariates (and seeds); F = "
-                    "cluster-robust first-stage F (weak below 10)."))
+                    "cluster-robust (effective) first-stage F; weak at or below the Montiel "
+                    "Olea-Pflueger 95% critical value for the number of groups (68 at 5 seeds, "
+                    "37 at 10, 23 with many) or with an unbounded Anderson-Rubin set."))
     if iv_rows:
         blocks.append(Table(title=f"IV estimate of each target's effect on {ev.outcome}", columns=(
             Column(key="arm", header="marker", fmt="", align="left"),

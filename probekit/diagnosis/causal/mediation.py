@@ -192,7 +192,7 @@ def mediation(
     point = _effects(np.array(a), np.array(b), np.array(c), d)
     # the bootstrap: within-centred (fixed effects) or raw design, weighted by the draw counts
     base = design.X[:, :design.X.shape[1] - design.n_fixed_effects]
-    if design.mode == "within_groups":
+    if design.n_fixed_effects:
         base = _centre_within(base, g)[:, 1:]  # the centred intercept is 0
         yc, mc, zc = _centre_within(np.column_stack([y, m, z]), g).T
     else:
