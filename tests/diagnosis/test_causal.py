@@ -17,6 +17,7 @@ from probekit.diagnosis.causal import (
     group_bootstrap_counts,
     iv_estimate,
     mediation,
+    stratified_bootstrap_counts,
 )
 from probekit.errors import ConfigError, DataError
 
@@ -140,8 +141,10 @@ def test_mediation_points_equal_statsmodels(inference):
 
 
 def test_mediation_group_bootstrap_equals_brute_force():
+    """inference="cluster": seeds drawn with replacement (a seed drawn twice: two fixed effects)."""
     t = _population(7)
-    d = build_design(t, "y", "z1", "m", covariates=("z2",), groups="seed", n_permutations=99)
+    d = build_design(t, "y", "z1", "m", covariates=("z2",), groups="seed", n_permutations=99,
+                     inference="cluster")
     B = 60
     med = mediation(d, n_bootstrap=B, seed=11)
     W = group_bootstrap_counts(d.g, B, np.random.default_rng([11, 0xB007]))
@@ -170,7 +173,37 @@ def test_mediation_group_bootstrap_equals_brute_force():
     assert med.n_dropped == 0
     np.testing.assert_allclose(med.draws, brute, rtol=1e-8, atol=1e-10)
     lo, hi = np.quantile(brute[:, 0], [0.025, 0.975])
-    assert (med.indirect_low, med.indirect_high) == pytest.approx((lo, hi), rel=1e-8)
+    # the percentile ends, rescaled about the estimate by sqrt(G / (G - 1)) t_{G-1} / z
+    from scipy import stats as sps
+
+    s = math.sqrt(G / (G - 1)) * sps.t.ppf(0.975, G - 1) / sps.norm.ppf(0.975)
+    want = (med.indirect + s * (lo - med.indirect), med.indirect + s * (hi - med.indirect))
+    assert (med.indirect_low, med.indirect_high) == pytest.approx(want, rel=1e-8)
+
+
+def test_mediation_within_seed_bootstrap_equals_brute_force():
+    """within_groups: each seed's models drawn from that seed, the fixed effects refitted."""
+    t = _population(7)
+    d = build_design(t, "y", "z1", "m", covariates=("z2",), groups="seed", n_permutations=99)
+    B = 40
+    med = mediation(d, n_bootstrap=B, seed=11)
+    W = stratified_bootstrap_counts(d.g, B, np.random.default_rng([11, 0xB007]))
+    assert np.all(np.stack([W[:, d.g == k].sum(1) for k in range(5)], 1) == 9)  # n_g kept
+    brute = []
+    for w in W:
+        rows = np.repeat(np.arange(d.n), w.astype(int))
+        a = np.linalg.lstsq(np.column_stack([d.X[rows], d.z[rows]]), d.m[rows], rcond=None)[0][-1]
+        coef = np.linalg.lstsq(np.column_stack([d.X[rows], d.z[rows], d.m[rows]]), d.y[rows],
+                               rcond=None)[0]
+        b, c = coef[-1], coef[-2]
+        dz = med.t1 - med.t0
+        brute.append([a * b * dz, c * dz, (a * b + c) * dz, a * b / (a * b + c)])
+    brute = np.array(brute)
+    np.testing.assert_allclose(med.draws, brute, rtol=1e-7, atol=1e-9)
+    lo, hi = np.quantile(brute[:, 1], [0.025, 0.975])
+    s = math.sqrt(d.n / (d.n - (d.X.shape[1] + 2)))  # the HC1-like residual df factor
+    want = (med.direct + s * (lo - med.direct), med.direct + s * (hi - med.direct))
+    assert (med.direct_low, med.direct_high) == pytest.approx(want, rel=1e-7)
 
 
 def test_mediation_recovers_a_planted_unconfounded_chain():

@@ -62,6 +62,15 @@ def _p(p: float) -> str:
     return "-" if not math.isfinite(p) else f"{p:.2g}"
 
 
+def _boot_unit(ev: CausalEvidence) -> str:
+    """What the mediation bootstrap resamples (:mod:`.mediation`), in words."""
+    if ev.groups is None:
+        return "models"
+    if ev.settings.get("inference") == "cluster":
+        return f"{ev.groups} groups"
+    return f"models within {ev.groups} strata"
+
+
 def _weak_why(iv: IVEstimate) -> str:
     """Why the instrument is flagged weak (:mod:`.iv`), in words."""
     why = []
@@ -170,7 +179,7 @@ class CausalEvidence(NotebookMixin):
                 f"{_p(med.p_indirect)}), direct {_g(med.direct)} "
                 f"{_ci(med.direct_low, med.direct_high)}; proportion mediated "
                 f"{_g(med.proportion)} {_ci(med.proportion_low, med.proportion_high)} "
-                f"({level} CIs: bootstrap over {self.groups or 'models'}; assumes sequential "
+                f"({level} CIs: bootstrap over {_boot_unit(self)}; assumes sequential "
                 "ignorability).")
         return out
 
@@ -186,13 +195,13 @@ def causal_blocks(ev: CausalEvidence, note: str = "") -> tuple[Block, ...]:
     sizes = [iv.n_groups for _, _, iv, _, _ in ev.arms if iv is not None] + \
         [m.n_groups for _, _, m, _ in ev.mediations if m is not None]
     if ev.groups is not None and sizes and min(sizes) < 10:
-        note += (f" Only {min(sizes)} {ev.groups} groups: the CR1 standard error and the group "
-                 "bootstrap (few distinct resamples) are rough; the resampling-based "
-                 "Anderson-Rubin interval is the one to read.")
+        note += (f" Only {min(sizes)} {ev.groups} groups: the CR1 standard error is rough (the "
+                 "weak-instrument test allows for it) and the resampling-based Anderson-Rubin "
+                 "interval is the one to read.")
     blocks: list[Block] = [Text(text=(
         f"Causal evidence on {ev.outcome} (Angrist & Pischke 2009 for the IV estimate; Imai, "
         f"Keele & Tingley 2010 for mediation). p-values and CIs from {ev.unit}; mediation CIs "
-        f"from a bootstrap over {ev.groups or 'models'}. {IV_ASSUMPTIONS} "
+        f"from a bootstrap over {_boot_unit(ev)}. {IV_ASSUMPTIONS} "
         f"{SEQUENTIAL_IGNORABILITY}{note}"))]
     arm_rows, iv_rows = [], []
     for knob, target, iv, _, reason in ev.arms:
@@ -269,7 +278,7 @@ def causal_blocks(ev: CausalEvidence, note: str = "") -> tuple[Block, ...]:
             Column(key="proportion", header="proportion mediated [CI]", fmt="")),
             rows=tuple(med_rows),
             caption="Effects of moving the knob over the stated contrast; CIs: percentile "
-                    f"bootstrap over {ev.groups or 'models'}; indirect p: joint significance "
+                    f"bootstrap over {_boot_unit(ev)}, rescaled for few units; indirect p: joint significance "
                     "max(p_a, p_b) with the design's resamples. Causal only under sequential "
                     "ignorability."))
     blocks += [Text(text=s) for s in ev.sentences()]
@@ -296,7 +305,7 @@ def causal_evidence(
         inference: ``"within_groups"`` or ``"cluster"`` (:mod:`.design`).
         n_permutations: Freedman-Lane permutations of every test.
         n_bootstrap: wild cluster bootstrap draws (``cluster``) and the mediation's
-            group-bootstrap draws.
+            bootstrap draws.
         seed: seeds the permutations, weights and bootstrap draws.
         confidence_level: of every CI.
         covariate_coding: covariate -> ``"factor" | "linear" | "spline"``
