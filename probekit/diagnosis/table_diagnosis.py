@@ -300,7 +300,11 @@ def _auto_groups(spec: TableDiagnosis, table: dict[str, list[Any]], finals: list
 
     d = spec.diagnosis
     cols = [c for c in table if c not in FIXED]
-    t = as_marker_table({c: [table[c][i] for i in finals] for c in cols})
+    rows = finals or list(range(len(table[cols[0]]) if cols else 0))
+    try:
+        t = as_marker_table({c: [table[c][i] for i in rows] for c in cols})
+    except DataError:  # an unusable table: the checks below name what is wrong with it
+        return "seed" if "seed" in table else None
     named = [c for c in (spec.markers or ()) if c in table]
     covs = tuple(c for c in (d.covariates or ()) if c in table)
     try:

@@ -19,6 +19,8 @@ from probekit.diagnosis.causal import (
     mediation,
     stratified_bootstrap_counts,
 )
+from probekit.diagnosis.causal.iv import weak_critical_f
+from probekit.diagnosis.causal.simulate import simulate_instrument, simulate_mediation
 from probekit.errors import ConfigError, DataError
 
 BETA = 0.5  # planted effect of the marker m on the outcome
@@ -95,6 +97,36 @@ def test_iv_weak_instrument_warns_and_its_ar_set_is_unbounded():
                          groups="seed", n_permutations=99, n_bootstrap=200)
     texts = [b.text for b in ev._blocks() if hasattr(b, "text")]
     assert any("weak instrument" in x for x in texts)
+
+
+def test_weak_instrument_critical_value_allows_for_few_clusters():
+    """Montiel Olea & Pflueger's 95% critical value (tau = 10%): 23.1 with many clusters, the
+    noncentral F(1, G - 1, 10) quantile with G clusters."""
+    from scipy import stats as sps
+
+    assert weak_critical_f(100_000) == pytest.approx(sps.ncx2.ppf(0.95, 1, 10.0), rel=1e-3)
+    assert sps.ncx2.ppf(0.95, 1, 10.0) == pytest.approx(23.1085, abs=1e-3)
+    assert weak_critical_f(5) == pytest.approx(68.25, abs=0.01)
+    assert weak_critical_f(10) == pytest.approx(37.42, abs=0.01)
+
+
+def test_an_f_above_10_from_5_seeds_is_still_weak():
+    """A simulated weak-ish instrument (concentration 20, 5 seeds): CR1 F 28.5 passes the old
+    F > 10 rule, but not the few-cluster test (critical value 68.25): flagged, and said why."""
+    t = simulate_instrument(concentration=20.0, seed=0)
+    d = build_design(t, "y", "z", "m", groups="seed", n_permutations=199)
+    iv = iv_estimate(d)
+    assert iv.first_stage_f == pytest.approx(28.5, abs=0.05) and not iv.ar_unbounded
+    assert iv.weak and iv.first_stage_f_critical == pytest.approx(68.25, abs=0.01)
+    assert iv.to_record()["first_stage_f_critical"] == iv.first_stage_f_critical
+    ev = causal_evidence(t, "y", interventions=[("z", "m")], groups="seed", n_permutations=99,
+                         n_bootstrap=200)
+    texts = [b.text for b in ev._blocks() if hasattr(b, "text")]
+    assert any("weak instrument: z on m: effective first-stage F 28.5 <= 68.3" in x
+               for x in texts), texts
+    strong = iv_estimate(build_design(simulate_instrument(concentration=20.0, seed=5), "y", "z",
+                                      "m", groups="seed", n_permutations=199))
+    assert strong.first_stage_f > strong.first_stage_f_critical and not strong.weak
 
 
 # ------------------------------------------------------------------ mediation vs statsmodels
@@ -369,3 +401,52 @@ def test_check_names_the_arms_and_a_bad_knob(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=r"diag.toml:\d+: \[population\] interventions: knob "
                                           r"'task.noise' is not a design knob.*'seed'"):
         check_diagnosis(load_diagnosis(bad))
+
+
+# ------------------------------------------------------------------ calibrated on simulated populations
+
+
+def _weak_flag_rate(concentration: float, reps: int) -> float:
+    flagged = 0
+    for r in range(reps):
+        t = simulate_instrument(concentration=concentration, seed=60_000 + r)
+        d = build_design(t, "y", "z", "m", groups="seed", n_permutations=199, seed=r)
+        flagged += iv_estimate(d).weak
+    return flagged / reps
+
+
+@pytest.mark.slow
+def test_weak_instruments_are_flagged_slow():
+    """400 weak-instrument populations (first-stage concentration 3: median CR1 F 2.8; 5 seeds x
+    3 levels x 2): the flag fires in >= 95% (measured 99.5%; its Monte-Carlo SE there is 0.4
+    points, so a true rate of 95% would fail this about half the time). The old F < 10 rule
+    flagged 85.5% of them."""
+    rate = _weak_flag_rate(3.0, 400)
+    print(f"WEAK mu2=3 G=5: flagged {rate:.3f}")  # noqa: T201
+    assert rate >= 0.95
+
+
+def _mediation_coverage(inference: str, reps: int) -> np.ndarray:
+    a, b, c, d = 1.0, 0.5, 0.25, 2.0
+    truth = (a * b * d, c * d, (a * b + c) * d)
+    hits = np.zeros(3)
+    for r in range(reps):
+        t = simulate_mediation(a=a, b=b, c=c, n_seeds=5, seed=70_000 + r)
+        design = build_design(t, "y", "z", "m", groups="seed", inference=inference,
+                              n_permutations=99, n_bootstrap=999, seed=r)
+        med = mediation(design, n_bootstrap=1000, seed=r)
+        for j, key in enumerate(("indirect", "direct", "total")):
+            hits[j] += getattr(med, f"{key}_low") <= truth[j] <= getattr(med, f"{key}_high")
+    return hits / reps
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("inference", ["within_groups", "cluster"])
+def test_mediation_ci_coverage_with_5_seeds_slow(inference):
+    """200 populations where every mediation assumption holds (5 seeds x 3 knob levels x 2):
+    the 95% CIs of the indirect, direct and total effects cover the truth in >= 90% (measured
+    95-96% within seeds, 93-96% with the rescaled seed bootstrap; Monte-Carlo SE 1.5 points,
+    so 90% is over 3 SE below). The unrescaled seed bootstrap covered 82-86%."""
+    cover = _mediation_coverage(inference, 200)
+    print(f"MEDIATION {inference} G=5 coverage indirect/direct/total: {cover}")  # noqa: T201
+    assert np.all(cover >= 0.90), cover
