@@ -26,6 +26,8 @@ study for the level-mean unit. For each marker ``m``, outcome ``y``, covariate t
   ``oos_p`` its one-sided p under the partial test's own resamples; ``delta_r2_null95`` the
   null's 95th percentile (the group-bootstrap interval of earlier versions is gone).
 - **verdicts** and **flags**: :mod:`.verdicts` and ``docs/diagnosis.md``.
+- **groups** ``"auto"``: :mod:`.grouping` (``seed``, else a seed-named column; a structural
+  look-alike is refused; a record without groups is flagged ``ungrouped``).
 
 Holm over the analysed markers (marginal and partial families separately). A marker read at
 several layers (columns ``NAME@L<k>``) is a *family*: the partial p-values then go through the
@@ -104,7 +106,7 @@ class MarkerStats:
         marker: column name.
         verdict: one of :data:`.verdicts.VERDICTS`.
         flags: short strings qualifying the verdict (``near_identical``, ``few_groups(G=5)``,
-            ``degenerate_outcome``, ``few_outcome_examples(...)``,
+            ``ungrouped(...)``, ``degenerate_outcome``, ``few_outcome_examples(...)``,
             ``self_reference_excluded(k rows)`` and the runner's own).
         reason: why the marker is not applicable, or a note; "".
         n, n_groups, n_missing: models and groups used, rows dropped (missing or excluded).
@@ -608,11 +610,14 @@ def marker_analysis(
         covariates: columns the marker must add beyond (design knobs, ID accuracy), coded by
             :meth:`MarkerTable.design`.
         groups: the design's groups (random-effect unit: the seed). ``"auto"``: the ``seed``
-            column when the table has one, else None; None: each model is the unit.
-            ``settings["groups_source"]`` records how it was resolved.
+            column, else the one seed-named column (``init``, ``run``, ``rep``, ...;
+            :mod:`.grouping`), else None; a column that only looks like a seed (repeated
+            integer levels crossed with the covariates) is refused with the fix. None: each
+            model is the unit. ``settings["groups_source"]`` records how it was resolved; a
+            record without groups is flagged ``ungrouped(...)``.
         inference: ``"within_groups"`` (group fixed effects, HC3, Freedman-Lane within groups)
-            or ``"cluster"`` (CR1 by group, wild cluster restricted bootstrap). Without groups
-            both are HC3 + Freedman-Lane over models.
+            or ``"cluster"`` (group fixed effects, CR1 by group, wild cluster restricted
+            bootstrap). Without groups both are HC3 + Freedman-Lane over models.
         n_permutations: initial Freedman-Lane permutations per row set.
         n_bootstrap: wild cluster bootstrap draws (``inference="cluster"``; >= 1000).
         max_permutations: cap of the adaptive permutation doubling.
