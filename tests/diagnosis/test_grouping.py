@@ -107,23 +107,19 @@ def test_the_resolver_keeps_given_and_none():
 
 def test_a_table_diagnosis_resolves_a_seed_named_column(tmp_path):
     """``[diagnosis] groups`` unset: the table's ``init`` column is the groups, as in the API;
-    a structural look-alike is refused naming the file's key and the fix."""
-    from probekit.diagnosis.runner import _csv
-    from probekit.diagnosis.table_diagnosis import diagnose_table
+    a structural look-alike is refused naming the file's key and the fix (the settings the
+    table diagnosis resolves before any analysis)."""
+    from probekit.diagnosis.table_diagnosis import _settings, load_table_diagnosis
 
-    def spec(table: dict[str, list]) -> object:
-        (tmp_path / "markers.csv").write_text(_csv(table))
-        path = tmp_path / "diag.toml"
-        path.write_text('[suite]\nname = "init"\n\n[population]\ntable = "markers.csv"\n'
-                        'knobs = ["knob"]\n\n[diagnosis]\noutcome = "y"\nmarkers = ["m"]\n'
-                        "n_permutations = 99\ncalibration_simulations = 0\n")
-        return path
-
-    res = diagnose_table(spec(_renamed("init")))
-    assert res.analysis.groups == "init"
+    path = tmp_path / "diag.toml"
+    path.write_text('[suite]\nname = "init"\n\n[population]\ntable = "markers.csv"\n'
+                    'knobs = ["knob"]\n\n[diagnosis]\noutcome = "y"\nmarkers = ["m"]\n')
+    (tmp_path / "markers.csv").write_text("y\n1\n")
+    spec = load_table_diagnosis(path)
+    assert _settings(spec, _renamed("init"))[0].groups == "init"
     with pytest.raises(ConfigError, match=r"\[diagnosis\].*'u' looks like one .* pass "
                                           r"groups='u' if it is the seed, or groups=\"\""):
-        diagnose_table(spec(_renamed("u")))
+        _settings(spec, _renamed("u"))
 
 
 # ------------------------------------------------------------------ simulated null populations
