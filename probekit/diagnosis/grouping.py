@@ -57,9 +57,10 @@ def _repeats(t: MarkerTable, name: str) -> bool:
 def looks_like_groups(t: MarkerTable, name: str, covariates: Sequence[str]) -> bool:
     """Integer levels (3 to ``n // 2``), each on >= 2 models, crossed with the covariate cells.
 
-    Crossed: the column varies within some cell of the covariates (the models that share every
-    covariate value) and each of its levels meets >= 2 cells (a seed is repeated across the
-    design, not nested in one of its levels). Without covariates, only the levels count.
+    Crossed: the column varies within some cell of the covariates with at most ``n / 2``
+    values (the design's knobs; the models that share every knob value) and each of its levels
+    meets >= 2 cells (a seed is repeated across the design, not nested in one of its levels).
+    Without such covariates, only the levels count.
     """
     if t.kinds[name] != "numeric" or t.missing(name).any():
         return False
@@ -69,9 +70,11 @@ def looks_like_groups(t: MarkerTable, name: str, covariates: Sequence[str]) -> b
     levels, codes, counts = np.unique(x, return_inverse=True, return_counts=True)
     if not (3 <= levels.size <= t.n_rows // 2 and counts.min() >= 2):
         return False
-    if not covariates:
+    knobs = [c for c in covariates  # the design's knobs: measured covariates have no cells
+             if len({str(v) for v in t.columns[c]}) <= t.n_rows // 2]
+    if not knobs:
         return True
-    cells = np.unique(np.array([[str(v) for v in t.columns[c]] for c in covariates]).T, axis=0,
+    cells = np.unique(np.array([[str(v) for v in t.columns[c]] for c in knobs]).T, axis=0,
                       return_inverse=True)[1].reshape(-1)
     varies_within = any(np.unique(codes[cells == c]).size > 1 for c in np.unique(cells))
     spans = all(np.unique(cells[codes == k]).size >= 2 for k in range(levels.size))

@@ -418,9 +418,9 @@ def _weak_flag_rate(concentration: float, reps: int) -> float:
 @pytest.mark.slow
 def test_weak_instruments_are_flagged_slow():
     """400 weak-instrument populations (first-stage concentration 3: median CR1 F 2.8; 5 seeds x
-    3 levels x 2): the flag fires in >= 95% (measured 99.5%; its Monte-Carlo SE there is 0.4
+    3 levels x 2): the flag fires in >= 95% (measured 98.5%; its Monte-Carlo SE there is 0.6
     points, so a true rate of 95% would fail this about half the time). The old F < 10 rule
-    flagged 85.5% of them."""
+    flagged 85.5% of 200 such populations."""
     rate = _weak_flag_rate(3.0, 400)
     print(f"WEAK mu2=3 G=5: flagged {rate:.3f}")  # noqa: T201
     assert rate >= 0.95

@@ -89,6 +89,7 @@ def test_looks_like_groups_needs_crossed_repeated_integer_levels():
     assert not looks_like_groups(t, "nested", ["knob"])
     assert not looks_like_groups(t, "real", ["knob"])
     assert not looks_like_groups(t, "few", [])  # 2 levels: below 3
+    assert looks_like_groups(t, "s", ["knob", "real"])  # a measured covariate makes no cells
 
 
 def test_calibrate_resolves_the_same_groups():
