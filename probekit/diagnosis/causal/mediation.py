@@ -43,8 +43,8 @@ the interval's ends' distances from the point estimate are multiplied by ``s``.
 Measured on simulated populations where every assumption holds
 (:mod:`.simulate`, 5 seeds x 3 knob levels x 2, 95% intervals): the seed bootstrap without the
 rescaling covered the indirect / direct / total effect in 86 / 82 / 83% of 200 populations; the
-within-seed bootstrap covers them in 96 / 95 / 96% of 400, the rescaled seed bootstrap
-(``cluster``) in 96 / 93 / 93% of 200 (``tests/diagnosis/test_causal.py``, slow tier).
+within-seed bootstrap covers them in 95-97% (600 populations), the rescaled seed bootstrap
+(``cluster``) in 93-96% (400) (``tests/diagnosis/test_causal.py``, slow tier).
 
 The paths' p-values are the diagnosis' design-respecting coefficient tests (:func:`.design.coefficient_test`):
 ``a`` (knob -> marker), ``b`` (marker -> outcome given the knob), ``c'`` (direct) and the total;
