@@ -46,8 +46,8 @@ rescaling covered the indirect / direct / total effect in 86 / 82 / 83% of 200 p
 within-seed bootstrap covers them in 95-97% (600 populations), the rescaled seed bootstrap
 (``cluster``) in 93-96% (400) (``tests/diagnosis/test_causal.py``, slow tier).
 
-The paths' p-values are the diagnosis' design-respecting coefficient tests (:func:`.design.coefficient_test`):
-``a`` (knob -> marker), ``b`` (marker -> outcome given the knob), ``c'`` (direct) and the total;
+The paths' p-values are the diagnosis' design-respecting coefficient tests
+(:func:`.design.coefficient_test`): ``a`` (knob -> marker), ``b`` (marker -> outcome given the knob), ``c'`` (direct) and the total;
 the indirect effect's p is the joint-significance test ``max(p_a, p_b)`` (MacKinnon et al.
 2002), which is valid whatever the distribution of ``a b``.
 
