@@ -145,7 +145,8 @@ def test_cluster_null_size_slow():
     null scenarios, 150 populations each (1200 in all). Target: size <= 7.5%. Tolerance: the
     pooled rate may exceed 7.5% by 2 Monte-Carlo SE (1.5 points at 1200), and no scenario's
     Wilson interval may lie above 7.5%. Before the seed fixed effects entered the cluster design
-    the same populations rejected in 6-54% (heavy tails: 26% at 5 seeds, 54% at 8)."""
+    such populations rejected in 5.5-80% (a strong shared seed effect: 44% at 5 seeds, 80% at
+    8)."""
     reps, total, total_adds, n_runs = 150, 0, 0, 0
     for scenario in NULLS:
         for n_seeds in (5, 8):
