@@ -11,9 +11,9 @@ study for the level-mean unit. For each marker ``m``, outcome ``y``, covariate t
   standard error (Long & Ervin 2000), p by Freedman & Lane (1983) with the reduced model's
   residuals permuted *within groups* (and within ``strata``): the partial effect is a
   within-group effect, and models that share a seed's random effects are never exchanged
-  across seeds. ``inference="cluster"``: ``X = [1, C]``, CR1 standard error clustered by group,
-  p by the wild cluster restricted bootstrap (Webb weights for fewer than 12 groups; MacKinnon
-  & Webb 2017, 2018). No groups: ``X = [1, C]``, HC3, Freedman-Lane over all models.
+  across seeds. ``inference="cluster"``: the same ``X`` (group fixed effects in), CR1 standard
+  error clustered by group, p by the wild cluster restricted bootstrap (Webb weights for fewer
+  than 12 groups; MacKinnon & Webb 2017, 2018). No groups: ``X = [1, C]``, HC3, Freedman-Lane over all models.
   ``partial_spearman``: the same test on the ranks of ``m`` and ``y``.
 - **marginal test**: the same machinery with ``X0 = [1, group fixed effects]`` (``[1]``
   without fixed effects): ``marginal_r`` and ``p``; ``spearman``, ``pearson`` are the plain
@@ -26,6 +26,8 @@ study for the level-mean unit. For each marker ``m``, outcome ``y``, covariate t
   ``oos_p`` its one-sided p under the partial test's own resamples; ``delta_r2_null95`` the
   null's 95th percentile (the group-bootstrap interval of earlier versions is gone).
 - **verdicts** and **flags**: :mod:`.verdicts` and ``docs/diagnosis.md``.
+- **groups** ``"auto"``: :mod:`.grouping` (``seed``, else a seed-named column; a structural
+  look-alike is refused; a record without groups is flagged ``ungrouped``).
 
 Holm over the analysed markers (marginal and partial families separately). A marker read at
 several layers (columns ``NAME@L<k>``) is a *family*: the partial p-values then go through the
@@ -52,8 +54,9 @@ from probekit.report.notebook import NotebookMixin
 from probekit.stats.multiple import holm
 from probekit.stats.permutation import check_n_permutations, check_seed, n_permutations_for
 
-from .association import RowSet, marker_stats, partial_p, row_set
+from .association import FIXED_EFFECTS, RowSet, marker_stats, partial_p, row_set
 from .families import weighted_holm
+from .grouping import resolve_groups, ungrouped_flag
 from .inference import logo_operator, stratified_permutations
 from .table import MarkerTable, as_marker_table
 from .verdicts import (
@@ -103,7 +106,7 @@ class MarkerStats:
         marker: column name.
         verdict: one of :data:`.verdicts.VERDICTS`.
         flags: short strings qualifying the verdict (``near_identical``, ``few_groups(G=5)``,
-            ``degenerate_outcome``, ``few_outcome_examples(...)``,
+            ``ungrouped(...)``, ``degenerate_outcome``, ``few_outcome_examples(...)``,
             ``self_reference_excluded(k rows)`` and the runner's own).
         reason: why the marker is not applicable, or a note; "".
         n, n_groups, n_missing: models and groups used, rows dropped (missing or excluded).
@@ -334,8 +337,8 @@ class MarkerAnalysis(NotebookMixin):
         if s.verdict == INCONCLUSIVE and not math.isfinite(s.p):
             return f"{marker}: inconclusive ({s.reason or 'see the flags'}){flags}."
         level = f"{self.settings['confidence_level']:.0%}"
-        within = f"within {self.groups} " if self.settings.get("inference") == "within_groups" \
-            else ""
+        within = (f"within {self.groups} " if self.settings.get("inference") in FIXED_EFFECTS
+                  else "")
         head = (f"{marker}: Spearman {_f(s.spearman)} with {self.outcome} over {s.n} models; "
                 f"{within}the marginal r is {_f(s.marginal_r)} [{_f(s.marginal_low)}, "
                 f"{_f(s.marginal_high)}] (p {_p(s.p)}, Holm p {_p(s.p_holm)})")
@@ -413,15 +416,11 @@ def _select_markers(
 
 
 def _resolve_groups(t: MarkerTable, groups: str | None, outcome: str,
-                    covariates: Sequence[str]) -> tuple[str | None, str]:
-    if groups == "auto":
-        if "seed" in t.columns and outcome != "seed" and "seed" not in covariates:
-            return "seed", "auto: the table's 'seed' column"
-        return None, "auto: no 'seed' column, each model is its own unit"
-    if groups is None:
-        return None, "none (asked): each model is its own unit"
-    t.check_names([groups], "groups")
-    return groups, "given"
+                    covariates: Sequence[str],
+                    markers: Sequence[str] | str | None = None) -> tuple[str | None, str]:
+    """The groups column and how it was resolved (:func:`.grouping.resolve_groups`)."""
+    named = [markers] if isinstance(markers, str) else list(markers or ())
+    return resolve_groups(t, groups, taken=(outcome, *covariates, *named), covariates=covariates)
 
 
 def _degenerate(y: np.ndarray) -> str | None:
@@ -611,11 +610,14 @@ def marker_analysis(
         covariates: columns the marker must add beyond (design knobs, ID accuracy), coded by
             :meth:`MarkerTable.design`.
         groups: the design's groups (random-effect unit: the seed). ``"auto"``: the ``seed``
-            column when the table has one, else None; None: each model is the unit.
-            ``settings["groups_source"]`` records how it was resolved.
+            column, else the one seed-named column (``init``, ``run``, ``rep``, ...;
+            :mod:`.grouping`), else None; a column that only looks like a seed (repeated
+            integer levels crossed with the covariates) is refused with the fix. None: each
+            model is the unit. ``settings["groups_source"]`` records how it was resolved; a
+            record without groups is flagged ``ungrouped(...)``.
         inference: ``"within_groups"`` (group fixed effects, HC3, Freedman-Lane within groups)
-            or ``"cluster"`` (CR1 by group, wild cluster restricted bootstrap). Without groups
-            both are HC3 + Freedman-Lane over models.
+            or ``"cluster"`` (group fixed effects, CR1 by group, wild cluster restricted
+            bootstrap). Without groups both are HC3 + Freedman-Lane over models.
         n_permutations: initial Freedman-Lane permutations per row set.
         n_bootstrap: wild cluster bootstrap draws (``inference="cluster"``; >= 1000).
         max_permutations: cap of the adaptive permutation doubling.
@@ -770,7 +772,7 @@ def _build_design(
     covariates = (covariates,) if isinstance(covariates, str) else tuple(covariates)
     t.check_names([outcome], "outcome")
     t.check_names(covariates, "covariate")
-    groups, groups_source = _resolve_groups(t, groups, outcome, covariates)
+    groups, groups_source = _resolve_groups(t, groups, outcome, covariates, markers)
     if outcome in covariates or outcome == groups:
         raise ConfigError(f"the outcome {outcome!r} is also a covariate or the groups column")
     if groups in covariates:
@@ -796,7 +798,8 @@ def _build_design(
         raise ConfigError("strata restrict permutations; inference='cluster' uses a wild "
                           "bootstrap: drop strata or use inference='within_groups'")
     unit = {"within_groups": f"models permuted within {groups} strata (group fixed effects)",
-            "cluster": f"{groups} groups (cluster-robust, wild cluster bootstrap)",
+            "cluster": f"{groups} groups (cluster-robust, wild cluster bootstrap; group fixed "
+                       "effects)",
             "models": "models"}[mode]
     if mode == "models" and strata is not None:
         unit = f"models permuted within {strata} strata"
@@ -826,6 +829,8 @@ def _outcome_context(
     common: list[str] = []
     warnings = [f"groups: {groups or 'none'} ({design.groups_source}); p-values and CIs from "
                 f"{design.unit}"]
+    if groups is None:
+        common.append(ungrouped_flag())
     if groups is not None and n_groups < 10:
         common.append(f"few_groups(G={n_groups}" + (f"; {coverage_note}" if coverage_note else "")
                       + ")")
@@ -864,7 +869,7 @@ def _plan_tests(
     """Phase 5: applicability of each marker; testable markers grouped by their row set."""
     t, g, mode = design.t, design.g, design.mode
     q_full = int(np.linalg.matrix_rank(np.column_stack([np.ones(t.n_rows), design.C]))) + (
-        design.n_groups - 1 if mode == "within_groups" else 0)
+        design.n_groups - 1 if mode in FIXED_EFFECTS else 0)
     na: dict[str, str] = {}
     base: dict[str, dict[str, int]] = {}
     plans: dict[bytes, _Plan] = {}

@@ -5,13 +5,16 @@ Three designs (``mode``), each with its resampling unit:
 - ``"within_groups"``: ``X = [1, C, group fixed effects]``; HC3 t; Freedman-Lane permutations
   within groups (and within the caller's strata). The partial effect is a *within-group*
   effect; the marginal test uses ``X0 = [1, group fixed effects]``.
-- ``"cluster"``: ``X = [1, C]`` (``X0 = [1]``); CR1 t clustered by group; wild cluster
-  restricted bootstrap.
+- ``"cluster"``: the same fixed-effects designs, CR1 t clustered by group, wild cluster
+  restricted bootstrap (the seed is the resampling unit; robust to any dependence of the
+  models within a seed, e.g. a seed-specific slope). (Earlier versions left the fixed effects
+  out of the cluster designs: a seed effect shared by marker and outcome then counted as a
+  partial effect.)
 - ``"models"``: ``X = [1, C]`` (``X0 = [1]``); HC3 t; Freedman-Lane over all models (within the
   caller's strata).
 
 Out-of-sample gain: leave-one-group-out OLS predictions ``pred = L y`` of ``y ~ Z`` and
-``y ~ [Z, m]`` (``Z = [1, C]``; in ``within_groups`` the outcome, covariates and marker are
+``y ~ [Z, m]`` (``Z = [1, C]``; with fixed effects the outcome, covariates and marker are
 centred within groups first, which is fitting the group fixed effects: a held-out group's own
 effect cannot be predicted, so predictions and outcome are compared within groups);
 ``delta_r2 = R^2_full - R^2_cov``. Its null uses the same resamples as the partial test
@@ -39,7 +42,10 @@ from .inference import (
     stratified_permutations,
 )
 
-__all__ = ["RowSet", "marker_stats", "partial_p", "row_set"]
+__all__ = ["FIXED_EFFECTS", "RowSet", "marker_stats", "partial_p", "row_set"]
+
+#: the modes whose designs hold the group fixed effects
+FIXED_EFFECTS = ("within_groups", "cluster")
 
 
 def _onehot(codes: np.ndarray) -> np.ndarray:
@@ -93,7 +99,7 @@ def row_set(
     onehot = _onehot(g)
     one = np.ones((n, 1))
     fe = onehot[:, 1:]
-    if mode == "within_groups":
+    if mode in FIXED_EFFECTS:
         X, X0 = np.column_stack([one, C, fe]), np.column_stack([one, fe])
         Z, yz = _centre_within(C, onehot), _centre_within(y[:, None], onehot)[:, 0]
     else:
@@ -119,7 +125,7 @@ def row_set(
 
 
 def _sst(Y: np.ndarray, mode: str) -> np.ndarray | float:
-    if mode == "within_groups":  # already centred within groups
+    if mode in FIXED_EFFECTS:  # already centred within groups
         return np.asarray((Y * Y).sum(-1))
     c = Y - Y.mean(-1, keepdims=True)
     return np.asarray((c * c).sum(-1))
@@ -195,12 +201,12 @@ def marker_stats(
         return out
     out.update(marginal_r=marg["r"], marginal_low=marg["low"], marginal_high=marg["high"],
                p=marg["p"], p_mcse=mcse(marg["p"]))
-    if mode != "within_groups":  # X0 = [1]: the marginal r is Pearson's r
+    if mode not in FIXED_EFFECTS:  # X0 = [1]: the marginal r is Pearson's r
         out.update(pearson_low=marg["low"], pearson_high=marg["high"])
     part = _coef_test(m, y, rs.X, rs, ci_alpha=ci_alpha)
     if part is None:
         out["reason"] = ("the marker is a linear function of the covariates"
-                         + (" and groups" if mode == "within_groups" else "")
+                         + (" and groups" if mode in FIXED_EFFECTS else "")
                          + ": no partial correlation")
         out["partial_undefined"] = True
         return out
@@ -221,14 +227,14 @@ def marker_stats(
 def _oos(m: np.ndarray, rs: RowSet, ey: np.ndarray) -> dict[str, float]:
     """Leave-one-group-out delta R^2 and its null under the partial test's resamples."""
     mode = rs.mode
-    mz = _centre_within(m[:, None], rs.onehot)[:, 0] if mode == "within_groups" else m
+    mz = _centre_within(m[:, None], rs.onehot)[:, 0] if mode in FIXED_EFFECTS else m
     L_full = logo_operator(np.column_stack([rs.Z, mz]), rs.g)
     r2_full = _r2(rs.yz, L_full @ rs.yz, mode)
     d = r2_full - rs.r2_cov
     Q = basis(rs.X)
     fit = Q @ (Q.T @ rs.y)
     Ystar = fit + rs.resample(ey)
-    if mode == "within_groups":
+    if mode in FIXED_EFFECTS:
         Ystar = _centre_within(Ystar.T, rs.onehot).T
     sst = _sst(Ystar, mode)
     ec = Ystar - Ystar @ rs.L_cov.T

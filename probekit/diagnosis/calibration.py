@@ -425,12 +425,11 @@ def _power_crossing(effects: Sequence[float], power: Sequence[float], target: fl
     return math.nan
 
 
-def _resolve_groups(t: MarkerTable, groups: str | None) -> str | None:
-    if groups == "auto":
-        return "seed" if "seed" in t.columns else None
-    if groups is not None:
-        t.check_names([groups], "groups")
-    return groups
+def _resolve_groups(t: MarkerTable, groups: str | None, outcome: str,
+                    covariates: Sequence[str]) -> str | None:
+    from .grouping import resolve_groups
+
+    return resolve_groups(t, groups, taken=(outcome, *covariates), covariates=covariates)[0]
 
 
 def _check(effects: Sequence[float], n_simulations: int, n_permutations: int,
@@ -495,8 +494,9 @@ def calibrate(
         table: mapping column -> sequence, or a pandas DataFrame; one row per model.
         outcome: the outcome column (numeric, complete, not a linear function of the covariates).
         covariates: the covariate columns (text columns one-hot), as in :func:`marker_analysis`.
-        groups: the groups column; ``"auto"``: ``"seed"`` when the table has it, else None
-            (each model its own group, no group effect).
+        groups: the groups column; ``"auto"``: resolved as :func:`marker_analysis` does
+            (:mod:`.grouping`: ``seed``, else a seed-named column), else None (each model its
+            own group, no group effect).
         marker: a real marker column whose design part and residual scale the synthetic marker
             keeps; None: a marker confounded by the design as much as the outcome is.
         effects: planted partial correlations, each in (0, 1) (the null 0 is always added).
@@ -526,7 +526,7 @@ def calibrate(
     covariates = (covariates,) if isinstance(covariates, str) else tuple(covariates)
     t.check_names([outcome], "outcome")
     t.check_names(covariates, "covariate")
-    gcol = _resolve_groups(t, groups)
+    gcol = _resolve_groups(t, groups, outcome, covariates)
     if outcome in covariates or outcome == gcol:
         raise ConfigError(f"the outcome {outcome!r} is also a covariate or the groups column")
     if marker is not None and marker in (outcome, gcol, *covariates):

@@ -18,7 +18,7 @@ analysis, granulated tau / CMI, level means, early warning when the table has se
       outcome = "ood_accuracy"
       markers = ["modifier_he", "sequence_he"]   # default: the numeric columns not otherwise used
       covariates = ["noise", "id_accuracy"]      # default: the knobs and id_accuracy
-      groups = "seed"                            # default: "seed" when there is such a column
+      groups = "seed"                            # default: "seed", else a seed-named column (init, run, rep, ...)
       color_by = "noise"                         # default: the first knob
 
 - ``probekit diagnose FILE.toml --table markers.csv``: a regular diagnosis file (its
@@ -293,6 +293,27 @@ def _censored(spec: TableDiagnosis, table: dict[str, list[Any]]) -> Any:
         raise ConfigError(f"{spec.at('diagnosis', 'censor')}: {err}") from err
 
 
+def _auto_groups(spec: TableDiagnosis, table: dict[str, list[Any]], finals: list[int]) -> str | None:
+    """``[diagnosis] groups`` unset: ``seed``, else a seed-named column (:mod:`.grouping`)."""
+    from .grouping import resolve_groups
+    from .table import as_marker_table
+
+    d = spec.diagnosis
+    cols = [c for c in table if c not in FIXED]
+    rows = finals or list(range(len(table[cols[0]]) if cols else 0))
+    try:
+        t = as_marker_table({c: [table[c][i] for i in rows] for c in cols})
+    except DataError:  # an unusable table: the checks below name what is wrong with it
+        return "seed" if "seed" in table else None
+    named = [c for c in (spec.markers or ()) if c in table]
+    covs = tuple(c for c in (d.covariates or ()) if c in table)
+    try:
+        return resolve_groups(t, "auto", taken=(d.outcome, *covs, *named), covariates=covs,
+                              none='""')[0]
+    except ConfigError as err:
+        raise ConfigError(f"{spec.at('diagnosis', 'groups')}: {err}") from None
+
+
 def _settings(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Any, list[str]]:
     """The runner's Settings and the marker columns, every named column checked."""
     from .runner import Settings, check_coded_covariates
@@ -309,7 +330,7 @@ def _settings(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Any, l
 
     need(d.outcome, "outcome", "the outcome")
     if d.groups is None:
-        groups = "seed" if "seed" in table else None
+        groups = _auto_groups(spec, table, finals)
     else:
         groups = d.groups or None
         if groups is not None:

@@ -8,8 +8,8 @@ codes them (the knob itself left out: it is the instrument or the treatment), an
 
 - ``inference="within_groups"`` (default): ``X = [1, C, group fixed effects]``; a coefficient is
   tested with the HC3 t and Freedman & Lane (1983) permutations **within groups** (seeds);
-- ``inference="cluster"``: ``X = [1, C]``; the CR1 t clustered by group and the wild cluster
-  restricted bootstrap (Webb weights below 12 groups);
+- ``inference="cluster"``: the same ``X`` (group fixed effects in); the CR1 t clustered by
+  group and the wild cluster restricted bootstrap (Webb weights below 12 groups);
 - no groups: ``X = [1, C]``, HC3, Freedman-Lane over all models.
 
 :func:`coefficient_test` is the test of one coefficient of :mod:`probekit.diagnosis.inference`
@@ -182,7 +182,7 @@ def build_design(
                         f"{marker!r}: no effect of it can be estimated")
     mode = "models" if groups is None else inference
     one = np.ones((n, 1))
-    if mode == "within_groups":
+    if mode in ("within_groups", "cluster"):
         X = np.column_stack([one, C, _onehot(g)[:, 1:]])
         names = ("intercept", *terms, *(f"{groups}[{k}]" for k in range(1, G)))
     else:
@@ -196,14 +196,15 @@ def build_design(
     if mode == "cluster":
         V, enumerated = cluster_weights(G, n_bootstrap, rng)
         weights = V[:, g]
-        unit = f"{groups} groups (cluster-robust, wild cluster restricted bootstrap)"
+        unit = (f"{groups} groups (cluster-robust, wild cluster restricted bootstrap; {groups} "
+                "fixed effects)")
     else:
         perms = stratified_permutations(n, n_permutations, rng,
                                         g if mode == "within_groups" else None)
         unit = (f"models permuted within {groups} strata ({groups} fixed effects)"
                 if mode == "within_groups" else "models")
     return CausalDesign(y=y, z=z, m=m, X=X, terms=names,
-                        n_fixed_effects=G - 1 if mode == "within_groups" else 0, g=g, mode=mode,
+                        n_fixed_effects=G - 1 if mode != "models" else 0, g=g, mode=mode,
                         perms=perms,
                         weights=weights, enumerated=enumerated, unit=unit,
                         rows=tuple(int(r) for r in rows))

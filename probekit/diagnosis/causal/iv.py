@@ -16,9 +16,19 @@ Frisch-Waugh-Lovell with ``~`` the residual on ``X`` (``(I - H_X) .``)::
   ``u = y~ - beta m~``: ``var = CR1 sum_g (sum_{i in g} z~_i u_i)^2 / (z~ . m~)^2``; the Wald
   CI uses Student t with ``G - 1`` degrees of freedom (each model its own group without groups).
 - **First-stage F**: the square of the first stage's CR1 t (with one instrument it is the
-  cluster-robust Wald F and Montiel Olea & Pflueger's effective F); ``F < 10`` is the
-  conventional weak-instrument threshold (Staiger & Stock 1997): the 2SLS estimate is then
-  biased towards OLS and its Wald CI undercovers, and a warning says so.
+  cluster-robust Wald F and Montiel Olea & Pflueger's effective F, ``F_eff``).
+- **Weak instrument** (the flag ``weak`` and the report's warning): the 2SLS estimate is then
+  biased towards OLS and its Wald CI undercovers. The flag is Montiel Olea & Pflueger's (2013)
+  test of ``H0: mu^2 <= 10`` (``mu^2`` the first stage's concentration; with one instrument
+  the Nagar bias relative to OLS can reach ``tau = 10%``): the instrument counts as strong
+  only when ``F_eff`` exceeds the test's 95% critical value. Their critical value, the 95th
+  percentile of the noncentral chi^2(1, 10), is 23.1; with ``G`` clusters the CR1 variance has
+  about ``G - 1`` degrees of freedom (Cameron & Miller 2015), so ``F_eff`` is referred to the
+  noncentral ``F(1, G - 1, 10)`` instead (68.3 at 5 seeds, 37.4 at 10, 23.1 as ``G`` grows).
+  An Anderson-Rubin set that is unbounded (the data cannot bound the effect) is flagged weak
+  too, whatever ``F_eff``. The conventional ``F < 10`` rule (Staiger & Stock 1997) missed 14.5%
+  of simulated weak instruments (``mu^2 = 3``, 5 seeds), whose CR1 F, on 4 degrees of freedom,
+  is often far above its expectation.
 - **Design-respecting p and CI** (Anderson & Rubin 1949): ``H0: beta = b0`` holds iff the knob
   has no effect on ``y - b0 m`` given ``X``, which is the test of ``z``'s coefficient in
   ``y - b0 m ~ X + z`` run with the diagnosis' own resamples (Freedman-Lane within seeds + HC3,
@@ -45,10 +55,13 @@ from scipy import stats as sps
 from ..inference import FixedNull, ci_by_inversion, resample_pvalue
 from .design import CausalDesign, CoefficientTest, coefficient_test
 
-__all__ = ["WEAK_F", "IVEstimate", "iv_estimate", "two_stage_least_squares"]
+__all__ = ["WEAK_BIAS", "WEAK_F", "IVEstimate", "iv_estimate", "two_stage_least_squares",
+           "weak_critical_f"]
 
-#: first-stage F below this: weak instrument (Staiger & Stock 1997)
+#: the conventional first-stage F threshold (Staiger & Stock 1997); no longer the flag's rule
 WEAK_F = 10.0
+#: worst-case 2SLS bias relative to OLS that the weak-instrument test guards against
+WEAK_BIAS = 0.1
 _FAR = 1e7  # standard errors: a b0 this far out probes whether the AR set is unbounded
 
 
@@ -61,8 +74,10 @@ class IVEstimate:
         wald_low, wald_high: ``beta -+ t_{G-1} se``.
         first_stage, reduced_form: the tests of the knob's coefficient on the marker and on
             the outcome (design-respecting p and CI).
-        first_stage_f: the first stage's cluster-robust F (``t_CR1^2``).
-        weak: ``first_stage_f < 10``.
+        first_stage_f: the first stage's cluster-robust F (``t_CR1^2``, the effective F).
+        first_stage_f_critical: the weak-instrument test's critical value
+            (:func:`weak_critical_f` at the design's groups).
+        weak: ``first_stage_f <= first_stage_f_critical`` or the AR set is unbounded.
         ar_p, ar_low, ar_high: the Anderson-Rubin p of ``beta = 0`` and its test-inversion CI
             with the design's resamples.
         ar_unbounded: the AR confidence set also holds arbitrarily large effects (a weak
@@ -79,6 +94,7 @@ class IVEstimate:
     first_stage: CoefficientTest
     reduced_form: CoefficientTest
     first_stage_f: float
+    first_stage_f_critical: float
     weak: bool
     ar_p: float
     ar_low: float
@@ -98,7 +114,9 @@ class IVEstimate:
         return {"iv_beta": self.beta, "iv_se": self.se, "iv_wald_low": self.wald_low,
                 "iv_wald_high": self.wald_high, "iv_ar_p": self.ar_p, "iv_ar_low": self.ar_low,
                 "iv_ar_high": self.ar_high, "iv_ar_unbounded": self.ar_unbounded,
-                "first_stage_f": self.first_stage_f, "weak_instrument": self.weak,
+                "first_stage_f": self.first_stage_f,
+                "first_stage_f_critical": self.first_stage_f_critical,
+                "weak_instrument": self.weak,
                 "ols_beta": self.ols_beta, "n": self.n, "n_groups": self.n_groups,
                 **self.first_stage.to_record("first"), **self.reduced_form.to_record("reduced")}
 
@@ -123,6 +141,18 @@ def two_stage_least_squares(
     return beta, math.sqrt(f.ssc * float(S @ S)) / abs(zm)
 
 
+def weak_critical_f(n_groups: int, *, bias: float = WEAK_BIAS, level: float = 0.95) -> float:
+    """The effective F a strong instrument must exceed (weak-instrument test at ``level``).
+
+    The ``level`` quantile of the noncentral ``F(1, G - 1, 1 / bias)``: Montiel Olea &
+    Pflueger (2013) with one instrument, the CR1 variance on ``G - 1`` degrees of freedom
+    (23.1 as ``G`` grows).
+    """
+    if n_groups < 2:
+        return math.inf
+    return float(sps.ncf.ppf(level, 1, n_groups - 1, 1.0 / bias))
+
+
 def iv_estimate(design: CausalDesign, *, confidence_level: float = 0.95) -> IVEstimate:
     """2SLS, first stage, reduced form and Anderson-Rubin inference on one :class:`CausalDesign`."""
     y, m, z, X = design.y, design.m, design.z, design.X
@@ -132,11 +162,13 @@ def iv_estimate(design: CausalDesign, *, confidence_level: float = 0.95) -> IVEs
     crit = float(sps.t.ppf(0.5 + confidence_level / 2.0, max(design.n_groups - 1, 1)))
     F = first.t_cr1 ** 2 if math.isfinite(first.t_cr1) else math.nan
     ar_p, lo, hi, unbounded = _anderson_rubin(design, beta, se, 1.0 - confidence_level)
+    f_crit = weak_critical_f(design.n_groups)
     f_ols = FixedNull.build(m, X, design.kind, design.g)
     ols = float(f_ols.project(y[None, :])[0] @ f_ols.em) / f_ols.em2 if f_ols.em2 > 0 else math.nan
     return IVEstimate(beta=beta, se=se, wald_low=beta - crit * se, wald_high=beta + crit * se,
                       first_stage=first, reduced_form=reduced, first_stage_f=F,
-                      weak=bool(not (F >= WEAK_F)), ar_p=ar_p, ar_low=lo, ar_high=hi,
+                      first_stage_f_critical=f_crit, weak=bool(not f_crit < F or unbounded),
+                      ar_p=ar_p, ar_low=lo, ar_high=hi,
                       ar_unbounded=unbounded, ols_beta=ols, n=design.n,
                       n_groups=design.n_groups)
 

@@ -24,22 +24,36 @@ product of coefficients)::
 The first assumption holds by design for a grid knob; the second is an assumption about the
 marker that no design guarantees, and it is stated in every report that shows a mediation.
 
-**Uncertainty.** CIs are percentiles of a bootstrap that resamples the design's groups (seeds)
-with replacement (each model when there are no groups): a draw of ``G`` groups refits both
-models on the drawn groups' models (a group drawn twice enters twice, with its own fixed
-effect). Because a group's within-group centring is the same in each copy, every draw is the
-weighted least-squares fit of the within-centred (``within_groups``) or raw (otherwise) design
-with weights = how often each model's group was drawn, computed for all draws at once; a draw
-whose design is singular (a knob level absent) is dropped and counted. With fewer than 10
-groups a group bootstrap is rough (few distinct resamples). The paths' p-values are the
-diagnosis' design-respecting coefficient tests (:func:`.design.coefficient_test`):
-``a`` (knob -> marker), ``b`` (marker -> outcome given the knob), ``c'`` (direct) and the total;
+**Uncertainty.** CIs are percentiles of a bootstrap on the design's resampling unit, each
+computed for all draws at once as weighted least squares (weights = how often each model is
+drawn; a draw whose design is singular is dropped and counted), with a small-sample rescaling:
+the interval's ends' distances from the point estimate are multiplied by ``s``.
+
+- ``within_groups``: models are drawn with replacement *within* each seed (each seed keeps its
+  ``n_g`` models; the seed fixed effects are refitted on every draw), the analogue of the
+  Freedman-Lane permutations within seeds. ``s = sqrt(n / (n - k))`` with ``k`` the outcome
+  model's columns: a bootstrap of ``n_g`` models from ``n_g`` shrinks a variance by
+  ``(n_g - 1) / n_g`` and the regression's residuals by ``(n - k) / n`` (the HC1 factor);
+- no groups: models drawn with replacement, the same ``s``;
+- ``cluster``: the seeds are drawn with replacement (a seed drawn twice enters twice, with its
+  own fixed effect: the within-centred design weighted by the draw counts),
+  ``s = sqrt(G / (G - 1)) t_{G-1} / z`` (Student t's quantile on ``G - 1`` degrees of freedom
+  over the normal's at the interval's level).
+
+Measured on simulated populations where every assumption holds
+(:mod:`.simulate`, 5 seeds x 3 knob levels x 2, 95% intervals): the seed bootstrap without the
+rescaling covered the indirect / direct / total effect in 86 / 82 / 83% of 200 populations; the
+within-seed bootstrap covers them in 95-97% (600 populations), the rescaled seed bootstrap
+(``cluster``) in 93-96% (400) (``tests/diagnosis/test_causal.py``, slow tier).
+
+The paths' p-values are the diagnosis' design-respecting coefficient tests
+(:func:`.design.coefficient_test`): ``a`` (knob -> marker), ``b`` (marker -> outcome given the knob), ``c'`` (direct) and the total;
 the indirect effect's p is the joint-significance test ``max(p_a, p_b)`` (MacKinnon et al.
 2002), which is valid whatever the distribution of ``a b``.
 
 Reference in the tests: statsmodels' ``Mediation`` (its potential-outcome algorithm gives the
 same point estimates on linear models; its CIs differ: it simulates parameters, we resample
-groups).
+the design's units).
 """
 
 from __future__ import annotations
@@ -50,10 +64,12 @@ from typing import Any
 
 import numpy as np
 from jaxtyping import Float, Int
+from scipy import stats as sps
 
 from .design import CausalDesign, CoefficientTest, coefficient_test
 
-__all__ = ["SEQUENTIAL_IGNORABILITY", "Mediation", "group_bootstrap_counts", "mediation"]
+__all__ = ["SEQUENTIAL_IGNORABILITY", "Mediation", "group_bootstrap_counts", "mediation",
+           "stratified_bootstrap_counts"]
 
 SEQUENTIAL_IGNORABILITY = (
     "Mediation assumes sequential ignorability (Imai, Keele & Tingley 2010): given the "
@@ -65,14 +81,14 @@ SEQUENTIAL_IGNORABILITY = (
 
 @dataclass(frozen=True, kw_only=True)
 class Mediation:
-    """Effects of moving the knob from ``t0`` to ``t1`` and their group-bootstrap CIs.
+    """Effects of moving the knob from ``t0`` to ``t1`` and their bootstrap CIs.
 
     Attributes:
         t0, t1: the knob contrast.
         a, b, direct_coef: the coefficients ``a``, ``b`` and ``c'`` (per unit of the knob /
             of the marker).
         indirect, direct, total, proportion: the effects (module docstring).
-        *_low, *_high: their percentile CIs from the group bootstrap.
+        *_low, *_high: their rescaled percentile CIs from the design's bootstrap.
         path_a, path_b, path_direct, path_total: the design-respecting coefficient tests.
         p_indirect: ``max(p_a, p_b)`` (joint significance).
         n_bootstrap, n_dropped: bootstrap draws used and dropped (singular designs).
@@ -131,6 +147,21 @@ def group_bootstrap_counts(
     return counts[:, g]
 
 
+def stratified_bootstrap_counts(
+    g: Int[np.ndarray, " n"], n_draws: int, rng: np.random.Generator,
+) -> Float[np.ndarray, "B n"]:
+    """``(B, n)``: how often each model is drawn in a bootstrap of models within group strata.
+
+    Every group's ``n_g`` models are drawn with replacement from that group.
+    """
+    counts = np.zeros((n_draws, g.size))
+    for k in np.unique(g):
+        idx = np.flatnonzero(g == k)
+        drawn = idx[rng.integers(0, idx.size, size=(n_draws, idx.size))]
+        np.add.at(counts, (np.repeat(np.arange(n_draws), idx.size), drawn.reshape(-1)), 1.0)
+    return counts
+
+
 def _centre_within(A: np.ndarray, g: np.ndarray) -> np.ndarray:
     G = int(g.max()) + 1
     sums = np.zeros((G, A.shape[1]))
@@ -156,11 +187,18 @@ def _effects(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: float) -> np.ndarra
     return np.stack([a * b * d, c * d, total * d, prop], axis=-1)
 
 
-def _percentile(x: np.ndarray, level: float) -> tuple[float, float]:
+def _percentile(x: np.ndarray, level: float, centre: float = math.nan,
+                scale: float = 1.0) -> tuple[float, float]:
+    """Percentile interval of the draws ``x`` (rescaled about ``centre`` when given).
+
+    With ``centre``, the ends' distances from it are multiplied by ``scale`` (module docstring).
+    """
     x = x[np.isfinite(x)]
     if x.size == 0:
         return math.nan, math.nan
     q = np.quantile(x, [(1 - level) / 2, (1 + level) / 2])
+    if math.isfinite(centre):
+        q = centre + scale * (q - centre)
     return float(q[0]), float(q[1])
 
 
@@ -192,7 +230,7 @@ def mediation(
     point = _effects(np.array(a), np.array(b), np.array(c), d)
     # the bootstrap: within-centred (fixed effects) or raw design, weighted by the draw counts
     base = design.X[:, :design.X.shape[1] - design.n_fixed_effects]
-    if design.mode == "within_groups":
+    if design.n_fixed_effects:
         base = _centre_within(base, g)[:, 1:]  # the centred intercept is 0
         yc, mc, zc = _centre_within(np.column_stack([y, m, z]), g).T
     else:
@@ -200,14 +238,27 @@ def mediation(
     from probekit.stats.bootstrap import check_n_resamples
 
     check_n_resamples(n_bootstrap, name="n_bootstrap", minimum=1)
-    W = group_bootstrap_counts(g, n_bootstrap, np.random.default_rng([seed, 0xB007]))
-    A_m = np.column_stack([base, zc])
-    A_y = np.column_stack([base, zc, mc])
+    rng = np.random.default_rng([seed, 0xB007])
+    if design.mode == "within_groups":  # models within seed strata; the fixed effects refitted
+        W = stratified_bootstrap_counts(g, n_bootstrap, rng)
+        A_m, A_y = np.column_stack([X, z]), np.column_stack([X, z, m])
+        yc, mc = y, m
+    else:
+        W = group_bootstrap_counts(g, n_bootstrap, rng)
+        A_m = np.column_stack([base, zc])
+        A_y = np.column_stack([base, zc, mc])
     coef_m, ok_m = _weighted_fits(A_m, mc, W)
     coef_y, ok_y = _weighted_fits(A_y, yc, W)
     ok = ok_m & ok_y
     draws = _effects(coef_m[ok, -1], coef_y[ok, -1], coef_y[ok, -2], d)
-    cis = [_percentile(draws[:, j], confidence_level) for j in range(4)]
+    if design.mode != "cluster":  # models are the resampling unit: the residual df factor
+        scale = math.sqrt(design.n / max(design.n - A_y.shape[1], 1))
+    else:  # the group bootstrap: G / (G - 1) and Student t's quantile on G - 1 df
+        G = design.n_groups
+        scale = math.sqrt(G / max(G - 1, 1)) * float(
+            sps.t.ppf(0.5 + confidence_level / 2.0, max(G - 1, 1))
+            / sps.norm.ppf(0.5 + confidence_level / 2.0))
+    cis = [_percentile(draws[:, j], confidence_level, float(point[j]), scale) for j in range(4)]
     return Mediation(
         t0=t0, t1=t1, a=a, b=b, direct_coef=c, indirect=float(point[0]), direct=float(point[1]),
         total=float(point[2]), proportion=float(point[3]),
