@@ -197,7 +197,7 @@ def _abs_t(
     safe = np.where(one_minus > _SINGULAR, one_minus, 1.0)
     W = EM * EM * np.where(one_minus > _SINGULAR, 1.0 / safe**2, 0.0)  # (J, n)
     beta = (E @ EM.T) / em2  # (B+1, J)
-    ss = (E * E) @ W.T - 2.0 * beta * (E @ (EM * W).T) + beta * beta * (EM * W).sum(1)
+    ss = (E * E) @ W.T - 2.0 * beta * (E @ (EM * W).T) + beta * beta * (EM * EM * W).sum(1)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.abs(beta / np.sqrt(np.maximum(ss, 0.0) / em2**2))
     return np.nan_to_num(t, nan=0.0)
