@@ -303,6 +303,9 @@ class DiagnosisSettings:
         max_permutations: cap on the permutations of the resampling tests (unset: the default).
         calibration_simulations: simulated populations per effect in the report's calibration
             section (:func:`probekit.diagnosis.calibrate`; unset: 200; 0 leaves it out).
+        mde_simulations: simulated populations behind each marker's MDE (:mod:`.mde`: the
+            80 %-power partial r of the test the report runs; unset: 400; 0: the noncentral-t
+            formula instead).
         mediation: knob -> marker pairs whose mediation of the knob's effect on the outcome
             the "Causal evidence" section estimates (:class:`CausalPair`).
     """
@@ -324,6 +327,7 @@ class DiagnosisSettings:
     equivalence_margin: float | None = None
     max_permutations: int | None = None
     calibration_simulations: int | None = None
+    mde_simulations: int | None = None
     mediation: tuple[CausalPair, ...] = ()
 
     def __post_init__(self) -> None:
@@ -353,6 +357,10 @@ class DiagnosisSettings:
                 0 <= self.calibration_simulations <= MAX_SIMULATIONS):
             raise KeyedValueError("calibration_simulations", f"calibration_simulations = {self.calibration_simulations}: must be in "
                              f"0 .. {MAX_SIMULATIONS} or unset (0 leaves the calibration out)")
+        if self.mde_simulations is not None and not 0 <= self.mde_simulations <= MAX_SIMULATIONS:
+            raise KeyedValueError("mde_simulations", f"mde_simulations = {self.mde_simulations}: "
+                                  f"must be in 0 .. {MAX_SIMULATIONS} or unset (0: the "
+                                  "noncentral-t formula)")
 
 
 @dataclass(frozen=True, kw_only=True)
