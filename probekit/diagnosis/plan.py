@@ -545,33 +545,40 @@ def _curve(design: PlannedDesign, n_simulations: int, n_permutations: int | None
 
 def seeds_to_reach(design: PlannedDesign, target: float, curve: PowerCurve, *,
                    n_simulations: int = 200, seed: int = 0, max_seeds: int = 200,
-                   ) -> tuple[int, float] | None:
+                   tries: int = 4) -> tuple[int, float] | None:
     """Seeds per cell whose simulated MDE reaches ``target``, and that MDE (None: none found).
 
-    The classical MDE times this design's simulated / classical ratio predicts the seed count;
-    the prediction is then simulated (``n_simulations``) and raised by one seed until the
-    simulated MDE is at most ``target`` (three tries).
+    The classical MDE times the simulated / classical ratio of the last simulated design (1.1
+    when its curve never reached 80 %) predicts the seed count; the prediction is simulated
+    (``n_simulations``), and a miss is predicted again from its own ratio (one more seed at
+    least), ``tries`` times.
     """
     from .inference import mde_partial_r
 
-    if design.groups is None or not math.isfinite(curve.mde):
+    if design.groups is None:
         return None
-    ratio = curve.mde / curve.classical_mde
     g0 = design.n_groups
     cells = design.n_models // g0
-    rank = design.n_models - curve.df - 1  # terms of the design: grows by one per seed
-    guess = None
-    for g in range(g0 + 1, max_seeds + 1):
-        df = cells * g - (rank + g - g0) - 1
-        if df >= 2 and ratio * mde_partial_r(df, design.level) <= target:
-            guess = g
-            break
-    if guess is None:
+    rank = design.n_models - curve.df - 1  # terms of the design: one more per seed
+
+    def predict(ratio: float, start: int) -> int | None:
+        for g in range(start, max_seeds + 1):
+            df = cells * g - (rank + g - g0) - 1
+            if df >= 2 and ratio * mde_partial_r(df, design.level) <= target:
+                return g
         return None
-    for g in range(guess, min(guess + 3, max_seeds + 1)):
+
+    ratio = curve.mde / curve.classical_mde if math.isfinite(curve.mde) else 1.1
+    g = predict(ratio, g0 + 1)
+    for _ in range(tries):
+        if g is None:
+            return None
         trial = _curve(design.with_seeds(g), n_simulations, None, seed)
         if math.isfinite(trial.mde) and trial.mde <= target:
             return g, trial.mde
+        ratio = max(trial.mde / trial.classical_mde if math.isfinite(trial.mde) else 1.1 * ratio,
+                    ratio)
+        g = predict(ratio, g + 1)
     return None
 
 
@@ -625,7 +632,8 @@ def plan_power(
     status = _status(curve, target_mde)
     fix = ""
     if status in ("misses", "borderline") and target_mde is not None:
-        found = seeds_to_reach(design, target_mde, curve, seed=seed)
+        found = seeds_to_reach(design, target_mde, curve, seed=seed,
+                               n_simulations=min(200, n_simulations))
         if found is not None:
             g, mde = found
             fix = (f"add seeds: {g} seeds ({design.n_models // design.n_groups * g} models) "
@@ -637,7 +645,11 @@ def plan_power(
                      cost=training, seconds=round(time.perf_counter() - start, 2))
 
 
-def check_target(spec: Any, *, n_simulations: int = 400) -> str:
+#: simulated populations of the check a run with ``target_mde`` makes before training
+CHECK_SIMULATIONS = 400
+
+
+def check_target(spec: Any, *, n_simulations: int | None = None) -> str:
     """The one-line verdict of a grid's ``[population] target_mde``, before any training.
 
     Returns the line to show (reached, or a borderline warning).
@@ -646,7 +658,8 @@ def check_target(spec: Any, *, n_simulations: int = 400) -> str:
         ConfigError: the design cannot reach the target (the refusal names the target, the
             design's MDE and the seeds that would reach it).
     """
-    plan = plan_power(spec, n_simulations=n_simulations, cost=False)
+    plan = plan_power(spec, n_simulations=CHECK_SIMULATIONS if n_simulations is None
+                      else n_simulations, cost=False)
     refusal = plan.refusal()
     if refusal is not None:
         raise ConfigError(f"{spec.where('population', 'target_mde')}: {refusal}"
