@@ -206,7 +206,7 @@ class PlannedDesign:
 def design_from_spec(spec: Any) -> PlannedDesign:
     """The planned layout of a diagnosis file's ``[population] grid`` (nothing is trained).
 
-    Columns: every grid key (a list-valued knob by its length, as the table does), with
+    Columns: every grid key (a list-valued knob as ``len(KEY)``, as the table has it), with
     ``[diagnosis] covariates`` (default: the varying knobs, plus ``id_accuracy`` unless it is the
     outcome), ``groups`` (default ``seed`` when the grid has seeds) and ``K`` = the number of
     ``[[marker]]`` columns (a family counts each member).
@@ -221,10 +221,12 @@ def design_from_spec(spec: Any) -> PlannedDesign:
                           "grid); this population exists already: its report simulates the MDE "
                           "on the real table")
     runs = grid_runs(spec)
-    keys = [k for k in spec.population.grid]
     cols: dict[str, tuple[Any, ...]] = {}
-    for k in keys:
-        cols[k] = tuple(_as_level(r.design.get(k)) for r in runs)
+    keys = []
+    for k, values in spec.population.grid.items():  # a list knob enters as len(KEY), as in the table
+        name = f"len({k})" if any(isinstance(v, (list, tuple)) for v in values) else k
+        keys.append(name)
+        cols[name] = tuple(_as_level(r.design.get(k)) for r in runs)
     d = spec.diagnosis
     knobs = [k for k in keys if k != "seed" and len(set(map(str, cols[k]))) > 1]
     if d.covariates is not None:
