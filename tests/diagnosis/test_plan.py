@@ -32,6 +32,9 @@ def _smoke_copy(tmp_path, extra_population=""):
 
 
 def test_grid_layout_is_the_cartesian_product_with_seeds_as_groups():
+    from probekit import diagnosis
+
+    assert diagnosis.plan_power is plan_power and diagnosis.PlannedDesign is PlannedDesign
     d = PlannedDesign.grid({"wd": [1.0, 2.0, 3.0], "tf": [0.5, 0.7]}, seeds=4,
                            covariates=("wd", "tf", "train_loss"), n_markers=7)
     assert d.n_models == 24 and d.n_groups == 4 and d.groups == "seed"
