@@ -3,7 +3,9 @@
 Statistics on a marker table (one row per model; definitions in docs/diagnosis.md):
 :func:`marker_analysis` (marginal, partial and leave-one-group-out association per marker, with
 verdicts), :func:`calibrate` (its size, power and CI coverage simulated on the population's own
-design: what the population can detect), :func:`granulated_kendall_tau` and
+design: what the population can detect), :func:`plan_power` (a planned grid's power curve and
+minimum detectable effect before any training: ``probekit diagnose --plan``),
+:func:`granulated_kendall_tau` and
 :func:`conditional_mutual_information` (Jiang et al. 2020), :func:`level_mean_r2` (An & Du's
 level-mean unit), :func:`causal_evidence` (intervention arms: first stage, reduced form, 2SLS
 with Anderson-Rubin inference; mediation; :mod:`probekit.diagnosis.causal`),
@@ -33,6 +35,9 @@ _EXPORTS = {
     "PopulationComparison": ".compare",
     "Calibration": ".calibration",
     "calibrate": ".calibration",
+    "PlannedDesign": ".plan",
+    "PowerPlan": ".plan",
+    "plan_power": ".plan",
     "MarkerTable": ".table",
     "as_marker_table": ".table",
     "CMIResult": ".granulated",
@@ -83,6 +88,9 @@ if TYPE_CHECKING:
     from .granulated import granulated_kendall_tau as granulated_kendall_tau
     from .levels import LevelMeanR2 as LevelMeanR2
     from .levels import level_mean_r2 as level_mean_r2
+    from .plan import PlannedDesign as PlannedDesign
+    from .plan import PowerPlan as PowerPlan
+    from .plan import plan_power as plan_power
     from .runner import DiagnosisResult as DiagnosisResult
     from .runner import check_diagnosis as check_diagnosis
     from .runner import diagnose as diagnose

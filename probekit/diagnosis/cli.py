@@ -1,7 +1,8 @@
-"""``probekit diagnose FILE.toml [FILE_B.toml] [--out DIR] [--check] [--executor NAME] [--ray-address ADDR]``.
+"""``probekit diagnose FILE.toml [FILE_B.toml] [--out DIR] [--check] [--plan] [--executor NAME] [--ray-address ADDR]``.
 
-Exit status: 0 when the diagnosis ran (or ``--check`` found the file valid), 2 on a spec or
-data error (one line, from the top-level CLI).
+Exit status: 0 when the diagnosis ran (or ``--check`` found the file valid, or ``--plan``'s
+design reaches its target), 2 on a spec or data error, or a design that cannot reach its
+``target_mde`` (one line, from the top-level CLI).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ reasons), report.html and report.json to --out.
 examples:
   probekit diagnose probes/diagnose_modadd_smoke.toml --out out/diagnose_smoke
   probekit diagnose probes/diagnose_modadd.toml --check
+  probekit diagnose probes/diagnose_modadd.toml --plan --target-mde 0.3   # power before training
   probekit diagnose probes/diagnose_modadd.toml --out out/modadd --executor ray --ray-address auto
   probekit diagnose probes/diagnose_modadd.toml --table out/modadd/markers.csv --out out/re
   probekit diagnose probes/diagnose_he_study.toml --out docs/diagnosis/he_noise   # [population] table = ...
@@ -43,6 +45,14 @@ def _run(args: argparse.Namespace) -> int:
     from .spec import load_diagnosis
     from .table_diagnosis import is_table_diagnosis, run_table_cli
 
+    if args.plan or args.target_mde is not None:
+        if len(args.file) != 1 or args.table is not None:
+            from ..errors import ConfigError
+
+            raise ConfigError("--plan / --target-mde plan one grid population before training; "
+                              "give one diagnosis file and no --table")
+        if args.plan:
+            return _plan(args)
     if len(args.file) != 1:  # two populations side by side
         from .compare_cli import run_compare_cli
 
@@ -62,6 +72,9 @@ def _run(args: argparse.Namespace) -> int:
         with claim_out_dir(args.out, **owner):
             return run_table_cli(args)
     spec = load_diagnosis(args.file)
+    if args.target_mde is not None:
+        spec = dataclasses.replace(spec, population=dataclasses.replace(
+            spec.population, target_mde=args.target_mde))
     execution = execution_from_args(args, spec.suite)  # --executor / --executor-opt
     if execution != spec.suite.execution:
         spec = dataclasses.replace(spec, suite=dataclasses.replace(spec.suite, execution=execution))
@@ -69,6 +82,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.check:
         print("\n".join(lines))
         return 0
+    if spec.population.trained and spec.population.target_mde is not None:
+        from .plan import check_target
+
+        print(check_target(spec))  # refused (exit 2) before any training when out of reach
     executor = spec.suite.execution.make_executor(progress=not args.quiet)
     connect = getattr(executor, "connect", None)
     if connect is not None:
@@ -88,6 +105,30 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  not applicable: {na['marker']} on {na['checkpoint']}: {na['reason']}")
     if out is not None:
         print(f"  wrote {out / 'markers.csv'}, {out / 'report.html'} and {out / 'report.json'}")
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    """``--plan``: the planned design's power curve, MDE and cost; exit 2 when it misses its target."""
+    from ..errors import ConfigError
+    from ..util.io import atomic_write_json
+    from .plan import plan_power
+
+    plan = plan_power(args.file[0], target_mde=args.target_mde,
+                      n_simulations=args.plan_simulations)
+    print(f"{args.file[0]}: power-first plan")
+    print("\n".join(plan.lines()))
+    if args.out is not None:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out / "plan.json", plan.to_dict())
+        print(f"  wrote {out / 'plan.json'}")
+    refusal = plan.refusal()
+    if refusal is not None:
+        raise ConfigError(refusal)
+    warning = plan.warning()
+    if warning is not None:
+        print(f"warning: {warning}")
     return 0
 
 
@@ -116,6 +157,18 @@ def add_diagnose_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argpars
                         help="only validate (spec, grid keys, markers, checkpoints), then exit")
     parser.add_argument("--table", help="analyse this marker table (.csv / .json records, e.g. "
                         "an earlier run's markers.csv) instead of computing the population")
+    parser.add_argument("--plan", action="store_true",
+                        help="before any training: the planned grid's simulated power curve of "
+                        "the report's partial test, its 80%%-power partial r (MDE) and the "
+                        "training time; writes plan.json to --out; exit 2 when it cannot reach "
+                        "--target-mde / [population] target_mde")
+    parser.add_argument("--target-mde", type=float, default=None, metavar="R",
+                        help="the partial r the design must detect with 80%% power (overrides "
+                        "[population] target_mde); a run whose design cannot reach it is "
+                        "refused before training")
+    parser.add_argument("--plan-simulations", type=int, default=400, metavar="N",
+                        help="simulated populations of --plan (default 400: Monte Carlo SE of "
+                        "80%% power 2 points)")
     parser.add_argument("--force", action="store_true",
                         help="write into a non-empty --out that probekit did not write, or "
                         "replace another diagnosis there (default: refused)")

@@ -724,6 +724,14 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
         extra["coverage_note"] = note
     analysis = marker_analysis(final_table, s.outcome, markers=markers, covariates=s.covariates,
                                groups=s.groups, **options, **extra)
+    # each marker's MDE: the 80%-power partial r of this very test, simulated on its design
+    from .mde import MDE_SIMULATIONS, with_simulated_mde
+
+    given = getattr(d, "mde_simulations", None)
+    analysis, extras["power"] = with_simulated_mde(
+        analysis, final_table, covariate_coding=extra.get("covariate_coding"),
+        spline_df=int(extra.get("spline_df", 4)), seed=d.seed,
+        n_simulations=MDE_SIMULATIONS if given is None else int(given))
     extras["analysis_inputs"] = {"passed": _plain_inputs(extra), "not_taken_yet": dropped}
     notes: list[Any] = []
 
@@ -767,8 +775,12 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     causal = causal_section(final_table, s.outcome, interventions=spec.population.interventions,
                             mediations=d.mediation, covariates=s.covariates, knobs=s.knobs,
                             groups=s.groups, settings=d, extras=extras)
+    from .mde import mde_sentence
     from .population_section import state_units
 
+    power_text = mde_sentence(extras["power"])
+    if power_text:
+        calibration = (*calibration, Text(text=power_text))
     blocks = state_units((*blocks, *causal, *calibration),
                          analysis.settings.get("unit") or "models")
     return analysis, extras, (*blocks, *notes)

@@ -209,6 +209,8 @@ class PopulationSpec:
             offline LMs, Hugging Face directories, probekit checkpoints.
         model_sources: each entry resolved (the name, or the absolute directory).
         design: entry -> its design columns (``[population.design]`` or ``design = "x.csv"``).
+        target_mde: the partial r a grid must detect with 80 % power (:mod:`.plan`): checked
+            before any training, a design that cannot reach it is refused; None: no check.
     """
 
     checkpoints: str | tuple[str, ...] | None = None
@@ -224,6 +226,13 @@ class PopulationSpec:
     models: tuple[str, ...] | None = None
     model_sources: tuple[str, ...] = ()
     design: dict[str, dict[str, Any]] = field(default_factory=dict)
+    target_mde: float | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse a target that is no partial correlation."""
+        if self.target_mde is not None and not 0.0 < self.target_mde < 1.0:
+            raise KeyedValueError("target_mde", f"target_mde = {self.target_mde}: a partial "
+                                  "correlation in (0, 1), e.g. 0.3")
 
     @property
     def trained(self) -> bool:
@@ -294,6 +303,9 @@ class DiagnosisSettings:
         max_permutations: cap on the permutations of the resampling tests (unset: the default).
         calibration_simulations: simulated populations per effect in the report's calibration
             section (:func:`probekit.diagnosis.calibrate`; unset: 200; 0 leaves it out).
+        mde_simulations: simulated populations behind each marker's MDE (:mod:`.mde`: the
+            80 %-power partial r of the test the report runs; unset: 400; 0: the noncentral-t
+            formula instead).
         mediation: knob -> marker pairs whose mediation of the knob's effect on the outcome
             the "Causal evidence" section estimates (:class:`CausalPair`).
     """
@@ -315,6 +327,7 @@ class DiagnosisSettings:
     equivalence_margin: float | None = None
     max_permutations: int | None = None
     calibration_simulations: int | None = None
+    mde_simulations: int | None = None
     mediation: tuple[CausalPair, ...] = ()
 
     def __post_init__(self) -> None:
@@ -344,6 +357,10 @@ class DiagnosisSettings:
                 0 <= self.calibration_simulations <= MAX_SIMULATIONS):
             raise KeyedValueError("calibration_simulations", f"calibration_simulations = {self.calibration_simulations}: must be in "
                              f"0 .. {MAX_SIMULATIONS} or unset (0 leaves the calibration out)")
+        if self.mde_simulations is not None and not 0 <= self.mde_simulations <= MAX_SIMULATIONS:
+            raise KeyedValueError("mde_simulations", f"mde_simulations = {self.mde_simulations}: "
+                                  f"must be in 0 .. {MAX_SIMULATIONS} or unset (0: the "
+                                  "noncentral-t formula)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -404,6 +421,7 @@ class DiagnosisFile:
         pop.pop("out")
         pop.pop("interventions")  # which knob is an intervention does not change the models
         pop.pop("design")  # nor do the design columns the user states for model entries
+        pop.pop("target_mde")  # nor does the power the plan is checked against
         if not self.population.trained:  # the same globs from another file are other models
             pop["base"] = str(self.source.parent.resolve())
         return sha256_bytes(json.dumps(_plain(pop), sort_keys=True).encode())[:12]
@@ -438,17 +456,18 @@ def _population(raw: Any, path: Path, text: str) -> PopulationSpec:
                          "models (named LMs, Hugging Face directories, checkpoints) or preset "
                          "(+ grid: a population trained on demand)")
     if pop.models is not None:
-        given = [k for k in ("grid", "sets", "steps", "device", "series", "every", "interventions")
-                 if getattr(pop, k) not in ({}, (), None)]
+        given = [k for k in ("grid", "sets", "steps", "device", "series", "every", "interventions",
+                             "target_mde") if getattr(pop, k) not in ({}, (), None)]
         if given:
             raise SuiteError(f"{location(path, text, 'population', given[0])}: a population of "
                              f"model entries takes no {given[0]} (it trains nothing and has no "
                              "series); remove it")
     if pop.checkpoints is not None:
-        given = [k for k in ("grid", "sets", "steps", "device") if getattr(pop, k) not in ({}, (), None)]
+        given = [k for k in ("grid", "sets", "steps", "device", "target_mde")
+                 if getattr(pop, k) not in ({}, (), None)]
         if given:
             raise SuiteError(f"{location(path, text, 'population', given[0])}: only a trained "
-                             "population (preset = ...) takes grid, sets, steps and device")
+                             "population (preset = ...) takes grid, sets, steps, device and target_mde")
         if isinstance(pop.checkpoints, tuple) and not pop.checkpoints:
             raise SuiteError(f"{location(path, text, 'population', 'checkpoints')}: empty list")
     if pop.preset is not None:

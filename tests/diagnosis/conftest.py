@@ -8,7 +8,10 @@ import pytest
 @pytest.fixture(autouse=True)
 def _small_report_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every diagnosis report in these tests simulates its calibration 4 times, not 200
-    (``tests/diagnosis/test_calibrate.py`` checks the calibration itself)."""
-    from probekit.diagnosis import calibration
+    (``tests/diagnosis/test_calibrate.py`` checks the calibration itself), and its MDE 100 times."""
+    from probekit.diagnosis import calibration, mde
 
     monkeypatch.setattr(calibration, "REPORT_SIMULATIONS", 4)
+    # the report's simulated MDE at 100 populations, not 400 (tests/diagnosis/test_mde.py and
+    # test_power.py check the simulation itself)
+    monkeypatch.setattr(mde, "MDE_SIMULATIONS", 100)

@@ -57,6 +57,11 @@ def test_table_diagnosis_equals_marker_analysis(tmp_path):
         fa, fb = a.pop("flags"), b.pop("flags")
         assert [f.split(";")[0].rstrip(")") for f in fa] == [f.rstrip(")") for f in fb]
         assert all("CI coverage measured on this design" in f for f in fa if f.startswith("few_"))
+        # the report's MDE is simulated for its test (probekit.diagnosis.mde); the formula's
+        # value marker_analysis gives is what it replaced, recorded under diagnosis.power
+        power = next(d for d in res.extras["power"]["designs"] if a["marker"] in d["markers"])
+        assert a.pop("mde_partial_r") == power["mde"]
+        assert power["classical_mde"] == pytest.approx(b.pop("mde_partial_r"), rel=1e-9)
         assert a == pytest.approx(b, nan_ok=True)
     assert res.analysis["sparse"].n_missing == 2  # empty cells: not applicable to those models
 
