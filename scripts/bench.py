@@ -10,7 +10,9 @@ population of 8 short trainings in-process vs a 2-CPU local Ray cluster, ray_cap
 capture on Ray vs in-process ``capture_to_store``, load: every shipped probe suite quiet and
 beside a busy core, ``scripts/bench_load.py``; load_tuner: SmolLM2 deactivation forwards on
 torch's threads, one thread and ``ThreadTuner``, quiet and busy; load_train: 450 training steps
-of the ``scan`` model, the same three ways) run when their modules exist.
+of the ``scan`` model, the same three ways; population_throughput: models per CPU-hour of each
+preset the shipped populations train, and a step's achieved FLOP/s vs a float32 matmul,
+``scripts/bench_population.py``) run when their modules exist.
 
     python scripts/bench.py --out out/bench.json [--model smollm2-135m] [--sections capture,probes]
         [--device cuda] [--sklearn-threads 4]   # probe sweep on the GPU; sklearn on 4 CPU threads
@@ -240,6 +242,7 @@ OPTIONAL = {
     "load": ("scripts.bench_load", "bench_load"),
     "load_tuner": ("scripts.bench_load", "bench_tuner"),
     "load_train": ("scripts.bench_load", "bench_train"),
+    "population_throughput": ("scripts.bench_population", "bench_population_throughput"),
 }
 
 
@@ -249,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
     parser.add_argument("--sections", default="capture,store_memory,store_read,cli,probes",
-                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,eap,neurons,generation,geometry,ray,ray_capture,load,load_tuner,load_train")
+                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,eap,neurons,generation,geometry,ray,ray_capture,load,load_tuner,load_train,population_throughput")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
@@ -266,6 +269,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="prompts of the ray_capture section (all resid_post sites, 2 workers)")
     parser.add_argument("--neurons-n", type=int, default=1000,
                         help="prompts of the neurons section (SmolLM2, all 30 layers)")
+    parser.add_argument("--pop-steps", type=int, default=60,
+                        help="steps of each timed end-to-end run of the population_throughput "
+                             "section (the full model's cost adds the remaining steps at the "
+                             "timed step cost)")
+    parser.add_argument("--pop-threads", type=int, default=1,
+                        help="torch threads of the population_throughput section")
     parser.add_argument("--load-suites", default=None,
                         help="comma list of probes/*.toml stems of the load section (default: every shipped suite)")
     args = parser.parse_args(argv)
@@ -294,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs = {"n_examples": args.ray_capture_n, "model": args.model}
             if section == "load":
                 kwargs = {"suites": args.load_suites}
+            if section == "population_throughput":
+                kwargs = {"steps_run": args.pop_steps, "threads": args.pop_threads}
             if section in ("patching", "eap", "geometry"):
                 kwargs = {"device": args.device}
             results[section] = getattr(importlib.import_module(module), fn)(**kwargs)

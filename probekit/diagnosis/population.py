@@ -140,10 +140,38 @@ def grid_runs(spec: DiagnosisFile, out: Path | None = None) -> list[GridRun]:
         key = sha256_bytes(json.dumps(
             {"preset": pop.preset, "seed": seed, "steps": pop.steps, "sets": sets},
             sort_keys=True).encode())[:12]
+        sets += _eval_sets(spec, sets, seed, final, steps)  # not in the key: the same weights
         run = TrainRun(preset=pop.preset, out_dir=str(root / f"run-{key}"), seed=seed,
                        steps=pop.steps, sets=tuple(sets), device=pop.device)
         runs.append(GridRun(run=run, design=design, final_step=final))
     return runs
+
+
+def _eval_sets(spec: DiagnosisFile, sets: list[str], seed: int, final: int,
+               series: tuple[int, ...]) -> list[str]:
+    """``--set`` items that evaluate a grid run only where the diagnosis reads an evaluation.
+
+    The diagnosis measures its outcomes on the checkpoints themselves
+    (:mod:`probekit.diagnosis.outcomes`); a run's history is read only for a crossing step
+    (``[diagnosis] crossing``: the held-out accuracy curve, and ``censor = "next_eval"``). So
+    unless the file asks for ``crossing`` or ``[population] curves = true``, the run evaluates at
+    the ``series`` steps and its final step only (no step 0). Kept as the preset has them: an
+    early stop (``train.stop_metric``, which reads the evaluations), an explicit
+    ``train.eval_steps`` among ``sets``, and fine-tune presets. Evaluation draws no random
+    number and leaves the weights as they are, so the trained models are the same
+    (``tests/diagnosis/test_population_evals.py``).
+    """
+    from ..train.build import build_run
+    from ..train.finetune_presets import is_finetune_preset
+
+    pop = spec.population
+    if (pop.curves or spec.diagnosis.crossing is not None or is_finetune_preset(pop.preset)
+            or any(s.partition("=")[0].strip() == "train.eval_steps" for s in sets)):
+        return []
+    config = build_run(pop.preset, steps=pop.steps, seed=seed, sets=sets, device=pop.device)[2]
+    if config.stop_metric is not None:
+        return []
+    return [_set_text("train.eval_steps", [*series, final]), "train.eval_at_start=false"]
 
 
 def run_complete(run: GridRun) -> bool:

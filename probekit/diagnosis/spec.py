@@ -203,6 +203,10 @@ class PopulationSpec:
         out: population directory (runs and cached cells; default under the probekit cache,
             keyed by the population's config).
         device: training device override of the grid's runs.
+        curves: keep the preset's evaluation schedule (learning curves in each run's history).
+            ``False`` (default): a grid's runs evaluate only where the diagnosis reads an
+            evaluation (:func:`probekit.diagnosis.population.grid_runs`); the models, hence the
+            marker table, are the same either way.
         interventions: knobs that intervene on a marker during training, each with its target
             marker (:class:`CausalPair`; the report's "Causal evidence" section).
         models: model entries as written (:mod:`probekit.diagnosis.real_models`): named
@@ -222,6 +226,7 @@ class PopulationSpec:
     every: int | None = None
     out: str | None = None
     device: str | None = None
+    curves: bool = False
     interventions: tuple[CausalPair, ...] = ()
     models: tuple[str, ...] | None = None
     model_sources: tuple[str, ...] = ()
@@ -422,6 +427,7 @@ class DiagnosisFile:
         pop.pop("interventions")  # which knob is an intervention does not change the models
         pop.pop("design")  # nor do the design columns the user states for model entries
         pop.pop("target_mde")  # nor does the power the plan is checked against
+        pop.pop("curves")  # nor does the evaluation schedule (the same weights, other history)
         if not self.population.trained:  # the same globs from another file are other models
             pop["base"] = str(self.source.parent.resolve())
         return sha256_bytes(json.dumps(_plain(pop), sort_keys=True).encode())[:12]
@@ -457,17 +463,18 @@ def _population(raw: Any, path: Path, text: str) -> PopulationSpec:
                          "(+ grid: a population trained on demand)")
     if pop.models is not None:
         given = [k for k in ("grid", "sets", "steps", "device", "series", "every", "interventions",
-                             "target_mde") if getattr(pop, k) not in ({}, (), None)]
+                             "target_mde", "curves") if getattr(pop, k) not in ({}, (), None, False)]
         if given:
             raise SuiteError(f"{location(path, text, 'population', given[0])}: a population of "
                              f"model entries takes no {given[0]} (it trains nothing and has no "
                              "series); remove it")
     if pop.checkpoints is not None:
-        given = [k for k in ("grid", "sets", "steps", "device", "target_mde")
-                 if getattr(pop, k) not in ({}, (), None)]
+        given = [k for k in ("grid", "sets", "steps", "device", "target_mde", "curves")
+                 if getattr(pop, k) not in ({}, (), None, False)]
         if given:
             raise SuiteError(f"{location(path, text, 'population', given[0])}: only a trained "
-                             "population (preset = ...) takes grid, sets, steps, device and target_mde")
+                             "population (preset = ...) takes grid, sets, steps, device, "
+                             "target_mde and curves")
         if isinstance(pop.checkpoints, tuple) and not pop.checkpoints:
             raise SuiteError(f"{location(path, text, 'population', 'checkpoints')}: empty list")
     if pop.preset is not None:

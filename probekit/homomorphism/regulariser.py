@@ -6,7 +6,10 @@
 gradient also flows through the target. Each step draws ``n_pairs`` pairs with replacement from
 a pool of at most ``max_pool`` adjacent primitive-modifier positions of the training set (the
 first ones in dataset order [C]) and reads the blocks' outputs in a separate forward pass,
-through :func:`probekit.capture.record_with_grad`.
+through :func:`probekit.capture.record_with_grad`. That pass is most of a regularised step's cost
+(``scan_he_paper``: ~2.5x a plain step on one thread); ``TrainConfig.he_source = "batch"`` reads
+the minibatch's own pairs from the training forward pass instead (a deviation from [C],
+:mod:`probekit.homomorphism.regulariser_batch`).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ _EXPORTS = {
     "build_run": ".build",
     "loss_terms": ".build",
     "LossTerm": ".loss_term",
+    "ForwardLossTerm": ".loss_term",
+    "StepBatch": ".loss_term",
     "TrainConfig": ".config",
     "History": ".history",
     "load_optimizer": ".optim_state",
@@ -37,7 +39,9 @@ if TYPE_CHECKING:
     from .build import loss_terms as loss_terms
     from .config import TrainConfig as TrainConfig
     from .history import History as History
+    from .loss_term import ForwardLossTerm as ForwardLossTerm
     from .loss_term import LossTerm as LossTerm
+    from .loss_term import StepBatch as StepBatch
     from .optim_state import load_optimizer as load_optimizer
     from .optim_state import save_optimizer as save_optimizer
     from .plot import plot_history as plot_history

@@ -80,10 +80,19 @@ def loss_terms(task: Task, config: TrainConfig) -> tuple[LossTermFactory, ...]:
     """The extra loss terms ``config`` weights (``config.loss_term_weights()``), for ``train``.
 
     ``he_regulariser`` (``he_lambda > 0``): the HE regulariser of An & Du (2026) [C] on the
-    task's training split, :func:`probekit.homomorphism.regulariser.he_loss_term`.
+    task's training split, :func:`probekit.homomorphism.regulariser.he_loss_term` (its pair pool,
+    ``he_source="pool"``) or :func:`probekit.homomorphism.regulariser_batch.he_batch_loss_term`
+    (the minibatch's pairs, ``he_source="batch"``).
     """
     terms: list[LossTermFactory] = []
-    if "he_regulariser" in config.loss_term_weights():
+    if "he_regulariser" in config.loss_term_weights() and config.he_source == "batch":
+        from ..homomorphism.regulariser_batch import he_batch_loss_term
+
+        terms.append(he_batch_loss_term(
+            task.splits()["train"], blocks=config.he_layers, n_pairs=config.he_pairs,
+            hidden=config.he_hidden, seed=config.seed,
+        ))
+    elif "he_regulariser" in config.loss_term_weights():
         from ..homomorphism.regulariser import he_loss_term
 
         terms.append(he_loss_term(

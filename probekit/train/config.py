@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from ..errors import ConfigError
 from ..util.config import check_keys
@@ -50,6 +50,13 @@ class TrainConfig:
         he_pairs: primitive-modifier pairs drawn (with replacement) per step ([C]: 256).
         he_pool: pool size, the first pairs of the training set ([C]: 2048).
         he_hidden: width of the per-modifier MLPs ([C]: 256).
+        he_source: where the regulariser's pairs come from. ``"pool"`` ([C]): ``he_pairs``
+            draws from the pool, read by a separate forward pass of their sequences
+            (:class:`probekit.homomorphism.regulariser.HELossTerm`; ~4x the cost of a plain
+            step on ``scan_he_paper``). ``"batch"`` (a deviation from [C]): the pairs of the
+            step's own minibatch (all of them, at most ``he_pairs``), read from the training
+            forward pass, so no second pass and ``he_pool`` is unused
+            (:class:`probekit.homomorphism.regulariser_batch.HEBatchLossTerm`).
         dropout: inverted-dropout rate during training steps (0 = off, then training is
             bit-identical to a run without the field) at ``dropout_kinds`` of every block,
             through :func:`probekit.interventions.dropout` (TL-native blocks have no dropout
@@ -87,6 +94,7 @@ class TrainConfig:
     he_pairs: Annotated[int, Ge(1)] = 256
     he_pool: Annotated[int, Ge(1)] = 2048
     he_hidden: Annotated[int, Ge(1)] = 256
+    he_source: Literal["pool", "batch"] = "pool"
     dropout: Annotated[float, Between(0, 1, closed="left", hint="0 = off")] = 0.0
     dropout_kinds: Annotated[tuple[str, ...], NonEmpty(hint="site kinds such as 'attn_out'")] = (
         "attn_pattern", "attn_out", "mlp_out")
@@ -126,6 +134,7 @@ class TrainConfig:
 #: fields that must agree between a checkpointed run and the run resuming it
 OPTIMISATION_FIELDS = (
     "lr", "weight_decay", "betas", "eps", "batch_size", "warmup_steps", "grad_clip", "seed",
-    "he_lambda", "he_layers", "he_pairs", "he_pool", "he_hidden", "dropout", "dropout_kinds",
+    "he_lambda", "he_layers", "he_pairs", "he_pool", "he_hidden", "he_source", "dropout",
+    "dropout_kinds",
 )
 

@@ -103,7 +103,8 @@ PRESETS: dict[str, Preset] = {
             "betas (0.9, 0.98), batch 64, ~50 epochs of <=2000 2-clause commands (1800 train -> "
             "29 steps/epoch), L = CE + 0.2 L_HE on blocks 2 and 4 (256 pairs/step from a "
             "2048-pair pool); --set train.he_lambda=0 for the baseline, --set task.n_noise=K "
-            "for noise"
+            "for noise, --set train.he_source=batch for the batch-pair regulariser (the "
+            "minibatch's own pairs, no second forward pass; a deviation from [C])"
         ),
     ),
     "kg_composition": Preset(

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
+from ..capture import record_with_grad
 from ..errors import ConfigError
 from ..interventions.dropout import dropout, dropout_sites
 from ..models.checkpoint import load_checkpoint, read_checkpoint_meta, save_checkpoint
@@ -48,7 +49,7 @@ from ..util.device import resolve_device
 from ..util.threads import ThreadTuner
 from .config import OPTIMISATION_FIELDS, TrainConfig
 from .history import History, write_run_meta
-from .loss_term import LossTerm, LossTermFactory
+from .loss_term import ForwardLossTerm, LossTerm, LossTermFactory, StepBatch, reads_forward
 from .optim_state import load_optimizer, save_optimizer
 from .schedule import batch_position, checkpoint_schedule, epoch_permutation, eval_schedule, lr_at
 
@@ -180,7 +181,7 @@ def _check_resumable(meta: dict[str, Any], saved: dict[str, Any], out_dir: Path)
 def _save(
     out_dir: Path, step: int, model: Any, opt: torch.optim.Optimizer, names: list[str],
     meta: dict[str, Any], model_config: ModelConfig, last: dict[str, Any] | None,
-    terms: Sequence[LossTerm] = (),
+    terms: Sequence[LossTerm | ForwardLossTerm] = (),
 ) -> Path:
     final = step_dir(out_dir, step)
     tmp = final.with_name(f".{final.name}.tmp")
@@ -212,7 +213,10 @@ def train(
     """Train a fresh model (or resume the run in ``out_dir``) and return its :class:`History`.
 
     The loss is the cross-entropy plus ``w * term.loss(model, step)`` for each extra loss term,
-    ``w`` from ``train_config.loss_term_weights()`` (:mod:`probekit.train.loss_term`).
+    ``w`` from ``train_config.loss_term_weights()`` (:mod:`probekit.train.loss_term`); a term that
+    reads the training forward pass (:class:`~probekit.train.loss_term.ForwardLossTerm`) gets its
+    ``sites`` recorded during the cross-entropy forward and adds
+    ``w * term.loss_from_forward(acts, batch, step)`` instead. Terms are added in the order given.
 
     Args:
         task: a testbed (:func:`probekit.testbeds.get_task`).
@@ -267,7 +271,7 @@ class _Optimisation(NamedTuple):
     names: list[str]
     params: list[torch.nn.Parameter]
     weights: dict[str, float]  # loss term -> its weight in the loss
-    terms: list[LossTerm]
+    terms: list[LossTerm | ForwardLossTerm]
 
 
 class _Data(NamedTuple):
@@ -408,16 +412,33 @@ def _stop_reached(rec: dict[str, Any], cfg: TrainConfig) -> bool:
 def _step_batch(
     step: int, data: _Data, cfg: TrainConfig, device: torch.device,
     perm_cache: tuple[int, np.ndarray] | None,
-) -> tuple[PaddedBatch, tuple[int, np.ndarray] | None]:
+) -> tuple[StepBatch, tuple[int, np.ndarray] | None]:
     """The training batch of ``step`` (the epoch's permutation, cached) and the cache."""
     if data.full is not None:
-        return data.full, perm_cache
+        return StepBatch(data.full.tokens, data.full.labels, np.arange(data.n_train)), perm_cache
     epoch, sl = batch_position(step, data.n_train, cfg.batch_size)
     if perm_cache is None or perm_cache[0] != epoch:
         perm_cache = (epoch, epoch_permutation(data.n_train, cfg.seed, epoch))
-    idx = torch.from_numpy(perm_cache[1][sl])
-    b = data.train.index(idx)
-    return PaddedBatch(b.tokens.to(device), b.labels.to(device)), perm_cache
+    rows = perm_cache[1][sl]
+    b = data.train.index(torch.from_numpy(rows))
+    return StepBatch(b.tokens.to(device), b.labels.to(device), rows), perm_cache
+
+
+def _step_loss(
+    model: Any, batch: StepBatch, step: int, terms: Sequence[LossTerm | ForwardLossTerm],
+    weights: dict[str, float],
+) -> torch.Tensor:
+    """``CE + sum_t w_t L_t`` of one step; the sites forward terms read are recorded once."""
+    sites = list(dict.fromkeys(s for t in terms if reads_forward(t) for s in t.sites))
+    record = record_with_grad(model, sites) if sites else nullcontext({})
+    with record as acts:
+        logits = model(batch.tokens)
+    loss, _, _ = masked_loss_and_correct(logits, batch.labels)
+    for term in terms:
+        extra = (term.loss_from_forward(acts, batch, step) if reads_forward(term)
+                 else term.loss(model, step))
+        loss = loss + weights[term.name] * extra
+    return loss
 
 
 def _train_steps(
@@ -453,9 +474,7 @@ def _train_steps(
             g["lr"] = lr_at(step, cfg)
         with step_threads(batch.tokens.numel()):  # forward, backward and update of the step
             with dropout_step(step):  # every training forward pass of the step, terms' included
-                loss, _, _ = masked_loss_and_correct(model(batch.tokens), batch.labels)
-                for term in terms:
-                    loss = loss + weights[term.name] * term.loss(model, step)
+                loss = _step_loss(model, batch, step, terms, weights)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.grad_clip is not None:
@@ -522,7 +541,7 @@ def _dropout_scope(
 def _build_terms(
     factories: Sequence[LossTermFactory], weights: dict[str, float], model: Any,
     device: torch.device, ck_dir: Path | None,
-) -> list[LossTerm]:
+) -> list[LossTerm | ForwardLossTerm]:
     """Build the loss terms, check they are the ones the config weights, restore their weights."""
     terms = [make(model, device) for make in factories]
     names = [t.name for t in terms]

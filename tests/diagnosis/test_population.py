@@ -135,7 +135,8 @@ def test_grid_runs_and_unknown_grid_key(tmp_path):
     runs = grid_runs(load_diagnosis(path), tmp_path / "pop")
     assert len(runs) == 6 and runs[1].design == {"preset": "modular_addition",
                                                   "train.weight_decay": 0.1, "seed": 1}
-    assert runs[1].run.sets == ("task.p=11", "train.weight_decay=0.1", "train.checkpoint_steps=[10, 20]")
+    assert runs[1].run.sets == ("task.p=11", "train.weight_decay=0.1", "train.checkpoint_steps=[10, 20]",
+                                "train.eval_steps=[10, 20, 30]", "train.eval_at_start=false")
     assert runs[1].final_step == 30 and len({r.run.out_dir for r in runs}) == 6
     assert "grid of 6 runs" in check_diagnosis(path)[1]
     bad = grid.replace('"train.weight_decay"', '"train.wieght_decay"')
@@ -158,7 +159,8 @@ def test_a_list_knob_is_recorded_with_its_length_the_numeric_column(tmp_path):
         {"preset": "scan", "task.train_clauses": [1], "seed": 2, "len(task.train_clauses)": 1},
         {"preset": "scan", "task.train_clauses": [1, 2], "seed": 0, "len(task.train_clauses)": 2}]
     # the derived column is no --set override: the run (and its cache key) is the list's
-    assert runs[3].run.sets[-1] == "task.train_clauses=[1, 2]"
+    assert runs[3].run.sets[-3] == "task.train_clauses=[1, 2]"
+    assert runs[3].run.sets[-2:] == ("train.eval_steps=[20]", "train.eval_at_start=false")
     rows = [Checkpoint(path=str(i), run=str(i), step=20, final=True, design=r.design)
             for i, r in enumerate(runs)]
     assert varying_knobs(rows) == ["len(task.train_clauses)"]  # the list itself is no knob
