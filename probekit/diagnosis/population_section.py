@@ -20,7 +20,8 @@ from typing import Any
 
 from probekit.report.blocks import Block, Column, Table, Text, blocks_to_dicts
 
-__all__ = ["population_blocks", "resampling_unit", "state_units", "with_population_section"]
+__all__ = ["analysed_rows", "population_blocks", "resampling_unit", "state_units",
+           "with_population_section"]
 
 _NOT_DESIGN = {"checkpoint", "run", "step", "final", "name"}
 _SITE_KEYS = ("site", "sites", "site_a", "site_b", "layer", "layers", "block", "blocks",
@@ -47,11 +48,18 @@ def _levels(values: list[Any]) -> list[Any]:
         return list(distinct.values())
 
 
-def _final_rows(table: dict[str, list[Any]]) -> list[int]:
+def analysed_rows(table: dict[str, list[Any]]) -> list[int]:
+    """The rows the analysis used: the final checkpoints, else every row.
+
+    The table diagnosis's rule: a table without ``final`` flags, or rows chosen by ``where``
+    among which none is final (e.g. ``where = { step = 300 }``), analyses every row.
+    """
     n = len(next(iter(table.values()), []))
-    if "final" not in table:
-        return list(range(n))
-    return [i for i, f in enumerate(table["final"]) if f]
+    finals = [i for i, f in enumerate(table.get("final") or []) if f and f != "0"]
+    return finals if finals else list(range(n))
+
+
+_final_rows = analysed_rows
 
 
 def _design_table(report: dict[str, Any], finals: list[int], markers: list[str]) -> Table:
