@@ -156,7 +156,7 @@ def _legend(block: dict[str, Any], cats: list[str] | None, colors: dict[str, str
         width = 26 + 6.2 * len(label)
         if x > 8 and x + width > _W:
             x, line = 8.0, line + 1
-        y = 14 + 16 * line
+        y = 14.0 + 16 * line
         if kind.startswith("cat:"):
             swatch = _marker("circle", x + 5, y, colors.get(kind[4:], "#1f77b4"), r=4.0)
         elif kind.startswith("series:"):

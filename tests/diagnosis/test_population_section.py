@@ -121,10 +121,10 @@ def planted(tmp_path_factory):
 
 def test_report_starts_with_the_population_and_states_units(planted):
     report = json.loads((planted / "report.json").read_text())
-    assert [a["section"] for a in report["analyses"]] == ["population", "diagnosis"]
+    assert [a["section"] for a in report["analyses"]] == ["answer", "population", "diagnosis"]
     unit = report["diagnosis"]["analysis"]["settings"]["unit"]
     assert "seed" in unit
-    blocks = report["analyses"][1]["blocks"]
+    blocks = report["analyses"][2]["blocks"]
     for b in blocks:  # every table with a p or CI column names its resampling unit
         heads = [c["header"] for c in b.get("columns", [])]
         if b["block"] == "table" and any(h.endswith((" p", "CI")) or h == "p" for h in heads):
