@@ -67,7 +67,7 @@ def degenerate_outcome(outcome: str, values: Iterable[float | None],
                 f"({count / n:.0%}) share the value {value:g} (the rule: one value on "
                 f">= {rule.max_tied_share:.0%} of the models).")
     low, high = min(ys), max(ys)
-    if 0.0 <= low and high <= 1.0 and high - low < rule.min_range:
+    if low >= 0.0 and high <= 1.0 and high - low < rule.min_range:
         return (f"the outcome {outcome} is near-constant: over the {n} analysed models it "
                 f"ranges {low:.3g} to {high:.3g} (range {high - low:.3g}, below the "
                 f"{rule.min_range:g} a proportion needs to order the models beyond "

@@ -32,6 +32,7 @@ from ..suites.spec import ModelSpec, Suite
 from ..util.integrity import seal, write_sidecar
 from ..util.io import atomic_write_json, atomic_write_text, sha256_bytes
 from ..util.lock import DirectoryLock
+from .answer import with_report_sections
 from .block_index import check_block_indices
 from .display import DiagnosisDisplay
 from .markers import CellStore, MarkerCell, checkpoint_fingerprint, marker_key, measure_marker
@@ -45,7 +46,6 @@ from .outcomes import (
     outcome_names,
 )
 from .population import Checkpoint, grid_runs, population_dir, resolve_population, varying_knobs
-from .answer import with_report_sections
 from .positions import missing_split, position_column, positioned_examples, reads_capture_positions
 from .spec import DiagnosisFile, MarkerSpec, check_censored_outcome, load_diagnosis
 from .table_io import marker_csv
