@@ -8,7 +8,9 @@ Built from the ``report.json`` dict alone (``diagnosis.analysis``, ``diagnosis.s
   the minimal detectable effect (the record's ``mde_partial_r``);
 * a forest plot of the same: each marker's partial r and CI coloured by its verdict, the
   equivalence band ``+-margin`` over every row and each marker's MDE shaded on its row;
-* a degenerate outcome (:func:`.degenerate.degenerate_outcome`): a warning and no verdicts.
+* a degenerate outcome (:func:`.degenerate.degenerate_outcome`): a warning and no verdicts;
+* a layer family (``NAME@L<k>`` columns) is one line and one row: its best layer
+  (:func:`collapse_families`).
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from probekit.report.blocks import Block, Bullets, Forest, Text
 from probekit.report.numbers import format_p, p_floor
 
 from .degenerate import degenerate_outcome
+from .families import family_name, member_label
 from .population_section import analysed_rows
 
-__all__ = ["VERDICT_COLORS", "answer_blocks", "answer_line", "rank_key", "with_report_sections"]
+__all__ = ["VERDICT_COLORS", "answer_blocks", "answer_line", "collapse_families", "rank_key",
+           "with_report_sections"]
 
 #: a colour per verdict (and for "no verdict"), the same in the lines and the forest plot
 VERDICT_COLORS = (("adds_beyond_covariates", "#1b7837"), ("partial_association", "#5aae61"),
@@ -52,6 +56,36 @@ def _r(v: float) -> str:
     return text[1:] if float(text) == 0 else text
 
 
+def collapse_families(markers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The marker records with each layer family (``NAME@L<k>``, :mod:`.families`) as one row.
+
+    The row is the family's best layer (smallest partial p, ties: larger |partial r|), named
+    ``"NAME (best L2 of 4)"``; its Holm p is that layer's, which has the selection among the
+    layers in it (the weighted step-down of :func:`.families.weighted_holm`). A family whose
+    layers none was tested keeps its first layer. Markers outside a family pass unchanged.
+    """
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for m in markers:
+        f = family_name(str(m["marker"]))
+        if f is not None:
+            groups.setdefault(f, []).append(m)
+    out, done = [], set()
+    for m in markers:
+        f = family_name(str(m["marker"]))
+        if f is None or len(groups[f]) < 2:
+            out.append(m)
+            continue
+        if f in done:
+            continue
+        done.add(f)
+        tested = [x for x in groups[f] if math.isfinite(_num(x.get("partial_p")))]
+        best = (min(tested, key=lambda x: (_num(x.get("partial_p")), -abs(_num(x.get("partial_r")))))
+                if tested else groups[f][0])
+        out.append({**best, "marker": f"{f} (best {member_label(str(best['marker']))} of "
+                                      f"{len(groups[f])})"})
+    return out
+
+
 def answer_line(m: dict[str, Any], verdict: str, floor: float | None) -> str:
     """``"he: adds_beyond_covariates, partial r -0.52 [-0.66, -0.35], Holm p < 0.001, MDE 0.31"``."""
     if m.get("verdict") == "not_applicable":
@@ -72,7 +106,7 @@ def answer_line(m: dict[str, Any], verdict: str, floor: float | None) -> str:
 def answer_blocks(report: dict[str, Any]) -> list[Block]:
     """The answer's blocks of a ``report.json``-shaped diagnosis dict (empty without analysis)."""
     analysis = (report.get("diagnosis") or {}).get("analysis") or {}
-    markers = sorted(analysis.get("markers") or [], key=rank_key)
+    markers = sorted(collapse_families(list(analysis.get("markers") or [])), key=rank_key)
     if not markers:
         return []
     settings = analysis.get("settings") or {}

@@ -61,6 +61,19 @@ def test_one_line_per_marker_in_ranking_order_and_a_forest_plot():
     assert forest.shade == (0.39, 0.39, 0.39) and forest.anchor == "forest"
 
 
+def test_a_layer_family_is_one_line_at_its_best_layer():
+    layers = [dict(_marker(f"probe@L{k}", "inconclusive", r, r - 0.2, r + 0.2, p), partial_p=q)
+              for k, (r, p, q) in enumerate([(0.1, 1.0, 0.6), (0.45, 0.04, 0.01),
+                                             (0.5, 0.09, 0.02), (0.2, 1.0, 0.3)])]
+    blocks = answer_blocks(_report([i / 29 for i in range(30)], [*layers, *MARKERS[:1]]))
+    lines = next(b for b in blocks if isinstance(b, Bullets))
+    # L1 has the smallest partial p (0.01), not the largest |r| (L2): the family's choice
+    assert lines.items[0].startswith("probe (best L1 of 4): inconclusive, partial r +0.45")
+    assert "Holm p 0.04" in lines.items[0] and len(lines.items) == 2
+    forest = next(b for b in blocks if isinstance(b, Forest))
+    assert forest.labels == ("probe (best L1 of 4)", "small")
+
+
 def test_a_degenerate_outcome_gets_the_warning_and_no_verdict():
     ood = [0.0, 0.01, 0.02, 0.0288] * 7 + [0.01, 0.0]
     blocks = answer_blocks(_report(ood, MARKERS))
