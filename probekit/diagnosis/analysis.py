@@ -51,6 +51,7 @@ from scipy import stats as sps
 
 from probekit.errors import ConfigError, DataError
 from probekit.report.notebook import NotebookMixin
+from probekit.report.numbers import format_p, p_floor
 from probekit.stats.multiple import holm
 from probekit.stats.permutation import check_n_permutations, check_seed, n_permutations_for
 
@@ -58,6 +59,7 @@ from .association import FIXED_EFFECTS, RowSet, marker_stats, partial_p, row_set
 from .families import weighted_holm
 from .grouping import resolve_groups, ungrouped_flag
 from .inference import logo_operator, stratified_permutations
+from .ranking import logo_cell
 from .table import MarkerTable, as_marker_table
 from .verdicts import (
     ADDS,
@@ -210,8 +212,10 @@ def _f(x: float, fmt: str = ".2f") -> str:
     return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
-def _p(x: float) -> str:
-    return "undefined" if not math.isfinite(x) else f"{x:.2g}"
+def _logo(delta_r2: float, n_groups: int) -> str:
+    """A LOGO delta R^2 in a sentence: the number, or "unstable (G groups)" (:func:`.ranking.logo_cell`)."""
+    cell = logo_cell(delta_r2, n_groups)
+    return _f(delta_r2) if not isinstance(cell, dict) else f"{cell['text']}: {delta_r2:+.2f}"
 
 
 def _names(names: Sequence[str]) -> str:
@@ -339,6 +343,11 @@ class MarkerAnalysis(NotebookMixin):
         level = f"{self.settings['confidence_level']:.0%}"
         within = (f"within {self.groups} " if self.settings.get("inference") in FIXED_EFFECTS
                   else "")
+        floor = p_floor(s.n_permutations_used or self.settings.get("n_permutations"))
+
+        def _p(x: float) -> str:  # the report's one p format (its floor: the permutations)
+            return "undefined" if not math.isfinite(x) else format_p(x, floor)
+
         head = (f"{marker}: Spearman {_f(s.spearman)} with {self.outcome} over {s.n} models; "
                 f"{within}the marginal r is {_f(s.marginal_r)} [{_f(s.marginal_low)}, "
                 f"{_f(s.marginal_high)}] (p {_p(s.p)}, Holm p {_p(s.p_holm)})")
@@ -348,7 +357,7 @@ class MarkerAnalysis(NotebookMixin):
             part = (f"; {given} the partial r is {_f(s.partial_r)} [{_f(s.partial_low)}, "
                     f"{_f(s.partial_high)}] (p {_p(s.partial_p)}, Holm p {_p(s.partial_p_holm)};"
                     f" partial Spearman {_f(s.partial_spearman)}) and the leave-one-group-out "
-                    f"delta R^2 is {_f(s.delta_r2)} (p {_p(s.oos_p)})")
+                    f"delta R^2 is {_logo(s.delta_r2, s.n_groups)} (p {_p(s.oos_p)})")
         else:
             part = f"; {given} the partial r is undefined"
         word = _WORDS.get(s.verdict, s.verdict).format(

@@ -14,6 +14,7 @@ from probekit.errors import DataError
 from probekit.report.blocks import Block, Scatter
 
 from .analysis import MarkerAnalysis
+from .degenerate import degenerate_outcome
 from .early import EarlyWarning
 from .granulated import CMIResult, GranulatedTau, granulated_tables
 from .levels import LevelMeanR2, levels_table
@@ -103,7 +104,8 @@ def diagnosis_blocks(
 ) -> tuple[Block, ...]:
     """The report blocks of a diagnosis, in reading order.
 
-    Warnings; the ranking table (one row per marker, sorted by |partial r|, verdict column);
+    Warnings (a degenerate outcome, :func:`.degenerate.degenerate_outcome`: no verdicts); the
+    ranking table (one row per marker, sorted by |partial r|, verdict column);
     one sentence per marker; the level-mean table labelled "level means (An & Du's unit)",
     beside the per-model numbers; for each applicable marker a scatter against the outcome and a
     partial-residual scatter (residual marker vs residual outcome given the covariates), both
@@ -127,7 +129,11 @@ def diagnosis_blocks(
     if t.n_rows != analysis.n_models:
         raise DataError(f"the table has {t.n_rows} rows but the analysis was made on "
                         f"{analysis.n_models}; pass the table given to marker_analysis")
-    blocks = list(analysis_blocks(analysis))
+    flags = [f for s in analysis.markers for f in s.flags]
+    degenerate = degenerate_outcome(analysis.outcome, t.numeric(analysis.outcome, "outcome",
+                                                                 allow_missing=True),
+                                    flags)
+    blocks = list(analysis_blocks(analysis, degenerate))
     if levels is not None:  # beside the per-model numbers, before the plots
         blocks.append(levels_table([levels] if isinstance(levels, LevelMeanR2) else list(levels)))
     blocks.extend(_family_blocks(analysis))  # marker families: partial r per layer

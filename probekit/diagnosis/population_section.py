@@ -20,7 +20,8 @@ from typing import Any
 
 from probekit.report.blocks import Block, Column, Table, Text, blocks_to_dicts
 
-__all__ = ["population_blocks", "resampling_unit", "state_units", "with_population_section"]
+__all__ = ["analysed_rows", "population_blocks", "resampling_unit", "state_units",
+           "with_population_section"]
 
 _NOT_DESIGN = {"checkpoint", "run", "step", "final", "name"}
 _SITE_KEYS = ("site", "sites", "site_a", "site_b", "layer", "layers", "block", "blocks",
@@ -47,11 +48,18 @@ def _levels(values: list[Any]) -> list[Any]:
         return list(distinct.values())
 
 
-def _final_rows(table: dict[str, list[Any]]) -> list[int]:
+def analysed_rows(table: dict[str, list[Any]]) -> list[int]:
+    """The rows the analysis used: the final checkpoints, else every row.
+
+    The table diagnosis's rule: a table without ``final`` flags, or rows chosen by ``where``
+    among which none is final (e.g. ``where = { step = 300 }``), analyses every row.
+    """
     n = len(next(iter(table.values()), []))
-    if "final" not in table:
-        return list(range(n))
-    return [i for i, f in enumerate(table["final"]) if f]
+    finals = [i for i, f in enumerate(table.get("final") or []) if f and f != "0"]
+    return finals if finals else list(range(n))
+
+
+_final_rows = analysed_rows
 
 
 def _design_table(report: dict[str, Any], finals: list[int], markers: list[str]) -> Table:
@@ -77,7 +85,7 @@ def _design_table(report: dict[str, Any], finals: list[int], markers: list[str])
     shape = (f"{cells} knob cell{'s' if cells != 1 else ''} x {n_groups} "
              f"{'seeds' if group_cols and group_cols[-1] == 'seed' else 'groups'}"
              if knobs and group_cols else "")
-    rows.append({"what": "models analysed (final checkpoints)", "value": shape,
+    rows.append({"what": "models analysed", "value": shape,
                  "n": len(finals)})
     if n_all > len(finals):
         steps = _levels([table["step"][i] for i in range(n_all) if i not in set(finals)])
@@ -119,7 +127,8 @@ def _design_table(report: dict[str, Any], finals: list[int], markers: list[str])
                  Column(key="value", header="levels / value", fmt="", align="left"),
                  Column(key="n", header="n", fmt="d")),
         rows=tuple(rows),
-        caption="Knob levels and seeds over the final checkpoints (the analysed models); "
+        caption="Knob levels and seeds over the analysed models (the final checkpoints, or "
+        "every row kept by the file's where when none is final); "
         "held fixed: columns with one value over those models, plus the grid's fixed --set "
         "overrides.")
 
@@ -221,27 +230,35 @@ def _markers_table(report: dict[str, Any], markers: list[str]) -> Table | Text:
         source = report["data"].get("source", {}).get("file", "the table")
         return Text(text=f"Markers ({len(markers)}, columns of {source}; their definitions "
                     f"are where the table was made): {', '.join(markers)}.")
-    rows = []
+    rows, own = [], {}
+    for name in markers:
+        d = defs.get(name)
+        if d is not None:
+            own[name] = {k: _short(v, 200) for k, v in d.items() if k not in _SKIP_KEYS
+                         and k not in _SITE_KEYS and v not in (None, "", [], {})}
+    # a key with the same value on every defined marker is stated once, in the caption
+    common = ({k: v for k, v in next(iter(own.values())).items()
+               if all(o.get(k) == v for o in own.values())} if len(own) > 1 else {})
     for name in markers:
         d = defs.get(name)
         if d is None:
             rows.append({"marker": name, "kind": "column of the table", "site": "-",
                          "keys": "defined where the table was made"})
             continue
-        site = "; ".join(f"{k}={_short(d[k], 40)}" for k in _SITE_KEYS
+        site = "; ".join(f"{k}={_short(d[k], 200)}" for k in _SITE_KEYS
                          if d.get(k) not in (None, "", [], {}))
-        keys = ", ".join(f"{k}={_short(v, 28)}" for k, v in d.items()
-                         if k not in _SKIP_KEYS and k not in _SITE_KEYS
-                         and v not in (None, "", [], {}))
+        keys = ", ".join(f"{k}={v}" for k, v in own[name].items() if k not in common)
         rows.append({"marker": name, "kind": d.get("measure", "-"), "site": site or "-",
                      "keys": keys or "-"})
+    shared = "; ".join(f"{k}={v}" for k, v in common.items())
     return Table(
-        title="Markers", anchor="markers",
-        columns=(Column(key="marker", header="marker", fmt="", align="left"),
+        title="Marker definitions", anchor="markers", collapsed=True,
+        columns=(Column(key="marker", header="marker", fmt="", align="left", nowrap=True),
                  Column(key="kind", header="kind", fmt="", align="left"),
                  Column(key="site", header="site", fmt="", align="left"),
                  Column(key="keys", header="keys", fmt="", align="left")),
-        rows=tuple(rows))
+        rows=tuple(rows),
+        caption=f"Keys every marker shares: {shared}." if shared else "")
 
 
 def population_blocks(report: dict[str, Any]) -> list[Block]:

@@ -14,6 +14,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from probekit.report.blocks import Block, Column, LinePlot, Scatter, Series, Table, Text
+from probekit.report.numbers import p_floor
 
 if TYPE_CHECKING:
     from .analysis import MarkerAnalysis
@@ -30,7 +31,9 @@ _CAPTION = (
     "explained_by_covariates: the marginal test rejects and the partial-r CI lies inside "
     "+-{delta:g}; no_association: both CIs inside +-{delta:g}; inconclusive: neither shown (MDE: "
     "the |partial r| this design detects with 80% power); not_applicable: see the note. "
-    "p-values and CIs (the CI inverts the same test) from {unit}."
+    "p-values and CIs (the CI inverts the same test) from {unit}; a p at its floor (one over the "
+    "permutations + 1) reads \"< X\". A LOGO delta R^2 over fewer than {groups} groups or "
+    "outside [-1, 1] reads \"unstable\" (its value on hover)."
 )
 
 
@@ -39,44 +42,105 @@ def _rank_key(s: Any) -> tuple[int, float]:
     return (0 if s.applicable else 1, -abs(r) if math.isfinite(r) else 0.0)
 
 
-def _ranking(analysis: MarkerAnalysis) -> Table:
+#: footnote marks of the ranking's flags, in order of first appearance
+MARKS = ("*", "\u2020", "\u2021", "\u00a7", "\u00b6", "#", "**", "\u2020\u2020", "\u2021\u2021")
+
+#: a leave-one-group-out delta R^2 over fewer groups than this is not printed as a number
+MIN_LOGO_GROUPS = 5
+
+
+def logo_cell(delta_r2: float, n_groups: int) -> float | dict[str, str] | None:
+    """A LOGO delta R^2 as the report shows it: the number, or "unstable (G groups)".
+
+    The fold-to-fold variance of a leave-one-group-out R^2 over fewer than
+    :data:`MIN_LOGO_GROUPS` groups, or a value outside [-1, 1] (the covariates-only model
+    predicts the held-out groups worse than their mean by more than their own variance), makes
+    the number meaningless as a size: the cell says so and keeps the value as its hover text.
+    """
+    if not math.isfinite(delta_r2):
+        return None
+    if n_groups < MIN_LOGO_GROUPS or not -1.0 <= delta_r2 <= 1.0:
+        why = (f"fewer than {MIN_LOGO_GROUPS} groups" if n_groups < MIN_LOGO_GROUPS
+               else "outside [-1, 1]")
+        return {"text": f"unstable ({n_groups} groups)",
+                "hover": f"delta R^2 = {delta_r2:+.3f} (leave-one-group-out over {n_groups} "
+                         f"groups; {why}: the folds disagree too much for a size)"}
+    return delta_r2
+
+
+def flag_marks(flag_lists: list[tuple[str, ...]]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Per row its footnote marks (``"*\u2020"``) and the legend ``[(mark, flag), ...]``."""
+    legend: dict[str, str] = {}
+    for flags in flag_lists:
+        for f in flags:
+            if f not in legend:
+                k = len(legend)
+                legend[f] = MARKS[k] if k < len(MARKS) else f"[{k + 1}]"
+    return (["".join(legend[f] for f in flags) for flags in flag_lists],
+            [(m, f) for f, m in legend.items()])
+
+
+def _ranking(analysis: MarkerAnalysis, degenerate: str | None = None) -> Table:
     stats = sorted(analysis.markers, key=_rank_key)
+    marks, legend = flag_marks([tuple(s.flags) for s in stats])
     rows = tuple(
-        {"marker": s.marker, "verdict": s.verdict, "spearman": s.spearman,
+        {"marker": s.marker, "label": f"{s.marker} {mark}".strip(),
+         "verdict": None if degenerate else s.verdict, "spearman": s.spearman,
          "marginal_r": s.marginal_r, "marginal_ci": [s.marginal_low, s.marginal_high],
          "p_holm": s.p_holm, "partial_r": s.partial_r,
          "partial_ci": [s.partial_low, s.partial_high], "partial_p_holm": s.partial_p_holm,
-         "delta_r2": s.delta_r2, "oos_p": s.oos_p, "mde": s.mde_partial_r, "n": s.n,
-         "flags": "; ".join(s.flags), "reason": s.reason}
-        for s in stats
+         "delta_r2": logo_cell(s.delta_r2, s.n_groups), "oos_p": s.oos_p,
+         "mde": s.mde_partial_r, "n": s.n, "flags": "; ".join(s.flags), "reason": s.reason,
+         "p_floor": p_floor(s.n_permutations_used or analysis.settings.get("n_permutations"))}
+        for s, mark in zip(stats, marks)
     )
     level = f"{analysis.settings['confidence_level']:.0%}"
     unit = _unit(analysis)
     given = ", ".join(analysis.covariates) or "none"
     within = f" (within {analysis.groups})" if analysis.settings.get("inference") == \
         "within_groups" else ""
+    columns = (Column(key="label", header="marker", fmt="", align="left", nowrap=True),
+               Column(key="verdict", header="verdict", fmt="", align="left", nowrap=True),
+               Column(key="spearman", header="Spearman", fmt="+.3f", group=f"marginal{within}"),
+               Column(key="marginal_r", header="r", fmt="+.3f", group=f"marginal{within}"),
+               Column(key="marginal_ci", header=f"{level} CI", fmt="ci", nowrap=True,
+                      group=f"marginal{within}"),
+               Column(key="p_holm", header="Holm p", fmt="p", group=f"marginal{within}"),
+               Column(key="partial_r", header="r", fmt="+.3f", group="partial"),
+               Column(key="partial_ci", header=f"{level} CI", fmt="ci", nowrap=True,
+                      group="partial"),
+               Column(key="partial_p_holm", header="Holm p", fmt="p", group="partial"),
+               Column(key="delta_r2", header="delta R^2", fmt="+.3f",
+                      group="out-of-sample (LOGO)"),
+               Column(key="oos_p", header="p", fmt="p", group="out-of-sample (LOGO)"),
+               Column(key="mde", header="MDE |r|", fmt=".2f"),
+               Column(key="n", header="n", fmt="d"),
+               Column(key="reason", header="note", fmt="", align="left"))
+    columns = tuple(c for c in columns if any(_filled(r.get(c.key)) for r in rows))
+    notes = "; ".join(f"{m} {f}" for m, f in legend)
+    caption = _CAPTION.format(unit=unit, delta=analysis.settings.get("equivalence_margin", 0.2),
+                              groups=MIN_LOGO_GROUPS)
+    if notes:
+        caption = f"Flags: {notes}. {caption}"
+    if degenerate:
+        caption = f"No verdict: {degenerate} {caption}"
     return Table(
         title=f"Markers vs {analysis.outcome} (covariates: {given})", anchor="verdicts",
-        columns=(Column(key="marker", header="marker", fmt="", align="left"),
-                 Column(key="verdict", header="verdict", fmt="", align="left"),
-                 Column(key="spearman", header="Spearman", fmt="+.3f"),
-                 Column(key="marginal_r", header=f"marginal r{within}", fmt="+.3f"),
-                 Column(key="marginal_ci", header=f"{level} CI", fmt="ci"),
-                 Column(key="p_holm", header="Holm p", fmt=".3g"),
-                 Column(key="partial_r", header="partial r", fmt="+.3f"),
-                 Column(key="partial_ci", header=f"{level} CI", fmt="ci"),
-                 Column(key="partial_p_holm", header="Holm p", fmt=".3g"),
-                 Column(key="delta_r2", header="delta R^2 (LOGO)", fmt="+.3f"),
-                 Column(key="oos_p", header="oos p", fmt=".3g"),
-                 Column(key="mde", header="MDE |r|", fmt=".2f"),
-                 Column(key="n", header="n", fmt="d"),
-                 Column(key="flags", header="flags", fmt="", align="left"),
-                 Column(key="reason", header="note", fmt="", align="left")),
-        rows=rows,
-        highlight=tuple(i for i, s in enumerate(stats) if s.verdict == _ADDS),
-        caption=_CAPTION.format(unit=unit,
-                                delta=analysis.settings.get("equivalence_margin", 0.2)),
+        columns=columns, rows=rows,
+        highlight=tuple(i for i, s in enumerate(stats) if s.verdict == _ADDS and not degenerate),
+        caption=caption,
     )
+
+
+def _filled(v: Any) -> bool:
+    """A cell that shows something (not None / NaN / empty text / an all-missing CI)."""
+    if v is None or v == "":
+        return False
+    if isinstance(v, float):
+        return math.isfinite(v)
+    if isinstance(v, list):
+        return any(_filled(x) for x in v)
+    return True
 
 
 def _sorted_by_category(x: list[float], y: list[float], cats: tuple[str, ...] | None,
@@ -112,14 +176,19 @@ def partial_scatters(analysis: MarkerAnalysis, *, top: int | None = None) -> tup
     return tuple(_partial_scatter(analysis, s, None, None, None) for s in stats[:top])
 
 
-def analysis_blocks(analysis: MarkerAnalysis) -> tuple[Block, ...]:
+def analysis_blocks(analysis: MarkerAnalysis, degenerate: str | None = None) -> tuple[Block, ...]:
     """Warnings, the ranking table (sorted by |partial r|, verdict column), one sentence per marker.
 
     The head of :func:`diagnosis_blocks` and of a :class:`MarkerAnalysis`'s notebook display.
+    ``degenerate``: why the outcome cannot rank the models (:func:`.degenerate.degenerate_outcome`):
+    a warning, no verdict column and no per-marker verdict sentences.
     """
     blocks: list[Block] = [Text(text=w, level="warning") for w in analysis.warnings]
-    blocks.append(_ranking(analysis))
-    blocks.extend(Text(text=analysis.sentence(s.marker)) for s in analysis.markers)
+    if degenerate:
+        blocks.append(Text(text=f"{degenerate} No marker gets a verdict.", level="warning"))
+    blocks.append(_ranking(analysis, degenerate))
+    if not degenerate:
+        blocks.extend(Text(text=analysis.sentence(s.marker)) for s in analysis.markers)
     return tuple(blocks)
 
 

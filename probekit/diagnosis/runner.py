@@ -32,6 +32,7 @@ from ..suites.spec import ModelSpec, Suite
 from ..util.integrity import seal, write_sidecar
 from ..util.io import atomic_write_json, atomic_write_text, sha256_bytes
 from ..util.lock import DirectoryLock
+from .answer import with_report_sections
 from .block_index import check_block_indices
 from .display import DiagnosisDisplay
 from .markers import CellStore, MarkerCell, checkpoint_fingerprint, marker_key, measure_marker
@@ -45,7 +46,6 @@ from .outcomes import (
     outcome_names,
 )
 from .population import Checkpoint, grid_runs, population_dir, resolve_population, varying_knobs
-from .population_section import with_population_section
 from .positions import missing_split, position_column, positioned_examples, reads_capture_positions
 from .spec import DiagnosisFile, MarkerSpec, check_censored_outcome, load_diagnosis
 from .table_io import marker_csv
@@ -578,7 +578,7 @@ class DiagnosisResult(DiagnosisDisplay):
         n = len(self.table["checkpoint"])
         n_final = sum(bool(f) for f in self.table["final"])
         analysis = self.analysis.to_dict() if self.analysis is not None else None
-        return with_population_section(strict_json({
+        return with_report_sections(strict_json({
             "suite": {**self.spec.to_dict(), "name": self.spec.name,
                       "description": self.spec.suite.description},
             "model": {"id": f"population of {n_final} models ({n} checkpoints with the series)",

@@ -413,10 +413,10 @@ class TableDiagnosisResult(DiagnosisDisplay):
     def to_dict(self) -> dict[str, Any]:
         """Strict JSON: the layout of :meth:`probekit.diagnosis.runner.DiagnosisResult.to_dict`."""
         from ..report.blocks import blocks_to_dicts
-        from .population_section import with_population_section
+        from .answer import with_report_sections
 
         n = len(next(iter(self.table.values())))
-        return with_population_section(strict_json({
+        return with_report_sections(strict_json({
             "suite": {**self.spec.to_dict(), "name": self.spec.name,
                       "description": self.spec.description},
             "model": {"id": f"population of {n} models (from the table {self.spec.table.name})",

@@ -16,7 +16,8 @@ from typing import Any, Literal
 from ..errors import ConfigError
 
 __all__ = [
-    "Block", "Column", "Heatmap", "LinePlot", "Scatter", "Series", "Table", "Text", "strict_json",
+    "Block", "Bullets", "Column", "Forest", "Heatmap", "LinePlot", "Scatter", "Series", "Table",
+    "Text", "strict_json",
 ]
 
 
@@ -44,17 +45,29 @@ class Column:
     """One table column: ``key`` into each row dict, its header and a format.
 
     ``fmt``: a ``str.format`` spec for numbers (``".3f"``, ``"+.3f"``, ``".3g"``), ``"ci"`` for a
-    ``[low, high]`` pair (3 decimals), or ``""`` for text. Missing / null cells render as ``-``.
+    ``[low, high]`` pair (3 decimals), ``"p"`` for a p-value (:func:`probekit.report.numbers.
+    format_p`, its floor from the row's ``p_floor`` key), or ``""`` for text. Missing / null
+    cells render as ``-``; a cell ``{"text": ..., "hover": ...}`` renders its text with the
+    hover text on it. ``group``: a header spanning the consecutive columns that name it
+    (``"partial"`` over r, CI and p); ``nowrap``: the cell never wraps (names, verdicts).
     """
 
     key: str
     header: str
     fmt: str = ".3f"
     align: Literal["left", "right"] = "right"
+    group: str = ""
+    nowrap: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"key": self.key, "header": self.header, "fmt": self.fmt, "align": self.align}
+        """JSON form; ``group`` / ``nowrap`` only when set."""
+        out: dict[str, Any] = {"key": self.key, "header": self.header, "fmt": self.fmt,
+                               "align": self.align}
+        if self.group:
+            out["group"] = self.group
+        if self.nowrap:
+            out["nowrap"] = True
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,7 +242,90 @@ class Scatter:
         })
 
 
-Block = Table | LinePlot | Heatmap | Scatter | Text
+@dataclass(frozen=True, kw_only=True)
+class Bullets:
+    """An ordered list of one-line items (e.g. one line per marker: the report's answer).
+
+    ``colors``: a colour per item (a swatch before it, e.g. the verdict's), or None.
+    """
+
+    items: tuple[str, ...]
+    colors: tuple[str | None, ...] | None = None
+    anchor: str = ""
+
+    def __post_init__(self) -> None:
+        """Check one colour per item."""
+        if self.colors is not None and len(self.colors) != len(self.items):
+            raise ConfigError(f"Bullets: {len(self.items)} items but {len(self.colors)} colors; "
+                              "pass one colour per item (or None)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``{"block": "bullets", ...}``)."""
+        return {"block": "bullets", "items": list(self.items), "anchor": self.anchor,
+                "colors": None if self.colors is None else list(self.colors)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Forest:
+    """A forest plot: per row an estimate with its interval on one shared x axis.
+
+    ``labels[i]`` names the row of point ``i``; points with the same label share the row,
+    offset by their ``series`` (e.g. population A and B). ``categories`` colour the points
+    through ``colors`` (``(category, colour)`` pairs, e.g. verdicts); ``hover`` adds text to
+    each point's hover; ``band``: a band ``[-band, band]`` over every row (an equivalence
+    margin) named ``band_label``; ``shade``: per point a half-width ``w`` shaded ``[-w, w]`` on
+    its row (e.g. the minimal detectable effect), named ``shade_label``. ``None`` values are not
+    drawn (the row says "not estimated").
+    """
+
+    title: str
+    labels: tuple[str, ...]
+    values: tuple[float | None, ...]
+    low: tuple[float | None, ...]
+    high: tuple[float | None, ...]
+    categories: tuple[str, ...] | None = None
+    colors: tuple[tuple[str, str], ...] = ()
+    series: tuple[str, ...] | None = None
+    hover: tuple[str, ...] | None = None
+    band: float | None = None
+    band_label: str = ""
+    shade: tuple[float | None, ...] | None = None
+    shade_label: str = ""
+    xlabel: str = ""
+    xlim: tuple[float, float] = (-1.0, 1.0)
+    anchor: str = ""
+
+    def __post_init__(self) -> None:
+        """Check one entry per point in every per-point sequence."""
+        n = len(self.labels)
+        sizes = {"values": self.values, "low": self.low, "high": self.high,
+                 "categories": self.categories, "series": self.series, "hover": self.hover,
+                 "shade": self.shade}
+        bad = {k: len(v) for k, v in sizes.items() if v is not None and len(v) != n}
+        if bad:
+            raise ConfigError(f"Forest {self.title!r}: {n} labels but {bad}; pass one entry "
+                              "per point")
+        if not self.xlim[0] < self.xlim[1]:
+            raise ConfigError(f"Forest {self.title!r}: xlim={self.xlim} is empty; pass (low, "
+                              "high) with low < high")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``{"block": "forest", ...}``)."""
+        return strict_json({
+            "block": "forest", "title": self.title, "labels": list(self.labels),
+            "values": list(self.values), "low": list(self.low), "high": list(self.high),
+            "categories": None if self.categories is None else list(self.categories),
+            "colors": [list(c) for c in self.colors],
+            "series": None if self.series is None else list(self.series),
+            "hover": None if self.hover is None else list(self.hover),
+            "band": self.band, "band_label": self.band_label,
+            "shade": None if self.shade is None else list(self.shade),
+            "shade_label": self.shade_label, "xlabel": self.xlabel, "xlim": list(self.xlim),
+            "anchor": self.anchor,
+        })
+
+
+Block = Table | LinePlot | Heatmap | Scatter | Text | Bullets | Forest
 
 
 def blocks_to_dicts(blocks: Sequence[Block]) -> list[dict[str, Any]]:

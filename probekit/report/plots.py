@@ -36,6 +36,15 @@ def _arr(values: list[Any] | None) -> np.ndarray:
     return np.array([np.nan if v is None else float(v) for v in (values or [])], dtype=float)
 
 
+def _plain_ticks(axis: Any) -> None:
+    """Tick labels written out (``1250``, never ``1.25e+03`` or an offset)."""
+    from matplotlib.ticker import FuncFormatter
+
+    from .numbers import plain_number
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: plain_number(float(v))))
+
+
 def series_colors(series: list[dict[str, Any]]) -> list[str]:
     """One colour per series: its own ``color``, else the next palette colour no series fixed."""
     taken = {s.get("color") for s in series}
@@ -87,6 +96,7 @@ def draw_line_plot(block: dict[str, Any], ax: Axes) -> None:
     if block.get("ylim"):
         ax.set_ylim(*block["ylim"])
     ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=7)
+    _plain_ticks(ax.yaxis)
     ax.set_xlabel(block.get("xlabel", ""))
     ax.set_ylabel(block.get("ylabel", ""))
     ax.set_title(block["title"])
@@ -169,6 +179,8 @@ def draw_scatter(block: dict[str, Any], ax: Axes) -> None:
         ax.legend(handles=handles, title=title or None, fontsize=7, title_fontsize=7,
                   loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.locator_params(axis="x", nbins=6)  # long tick labels (residuals: -0.075) must not collide
+    _plain_ticks(ax.xaxis)
+    _plain_ticks(ax.yaxis)
     ax.set_xlabel(block.get("xlabel", ""))
     ax.set_ylabel(block.get("ylabel", ""), fontsize=8)
     ax.set_title(block["title"], fontsize=9, wrap=True)

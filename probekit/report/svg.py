@@ -15,6 +15,8 @@ import textwrap
 from html import escape
 from typing import Any
 
+from .numbers import plain_number
+
 __all__ = ["scatter_svg"]
 
 _W, _H = 660, 420
@@ -107,12 +109,12 @@ def scatter_svg(block: dict[str, Any]) -> str:
         x = px(t)
         out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="#eee"/>'
                    f'<text x="{x:.1f}" y="{top + ph + 14}" font-size="10" text-anchor="middle">'
-                   f'{_num(t)}</text>')
+                   f'{plain_number(t)}</text>')
     for t in _ticks(y0, y1):
         y = py(t)
         out.append(f'<line x1="{_LEFT}" y1="{y:.1f}" x2="{_LEFT + pw}" y2="{y:.1f}" stroke="#eee"/>'
                    f'<text x="{_LEFT - 5}" y="{y + 3:.1f}" font-size="10" text-anchor="end">'
-                   f'{_num(t)}</text>')
+                   f'{plain_number(t)}</text>')
     xlabel, ylabel = block.get("xlabel", ""), block.get("ylabel", "")
     out.append(f'<text x="{_LEFT + pw / 2:.0f}" y="{_H - 14}" font-size="11" '
                f'text-anchor="middle">{escape(xlabel)}</text>')

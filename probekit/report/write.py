@@ -20,8 +20,9 @@ import markupsafe
 
 from ..util.integrity import CHECKSUM_KEY, read_sealed, seal
 from ..util.io import atomic_write_text
-from . import plots, svg
+from . import forest, plots, svg
 from .blocks import strict_json
+from .numbers import format_p
 
 _PACKAGES = {"probekit": "probekit-interp", "torch": "torch", "transformer-lens": "transformer-lens",
              "transformers": "transformers", "scikit-learn": "scikit-learn", "numpy": "numpy",
@@ -49,10 +50,20 @@ def versions() -> dict[str, str]:
     return out
 
 
-def format_cell(value: Any, fmt: str) -> str:
-    """One table cell: ``fmt`` is a format spec, ``"ci"`` (``[low, high]``) or ``""`` (text)."""
+def format_cell(value: Any, fmt: str, floor: float | None = None) -> str:
+    """One table cell: ``fmt`` is a format spec, ``"ci"`` (``[low, high]``), ``"p"`` or ``""``.
+
+    ``"p"``: :func:`~probekit.report.numbers.format_p` with ``floor`` (the row's smallest
+    attainable p); a ``{"text": ..., "hover": ...}`` cell is its text in a ``<span>`` whose
+    ``title`` is the hover (markup, escaped here).
+    """
     if value is None:
         return "-"
+    if isinstance(value, dict) and "text" in value:
+        return markupsafe.Markup('<span class="hover" title="{}">{}</span>').format(
+            str(value.get("hover", "")), str(value["text"]))
+    if fmt == "p":
+        return format_p(float(value), floor) if isinstance(value, (int, float)) else str(value)
     if fmt == "ci":
         if not isinstance(value, (list, tuple)) or len(value) != 2 or None in value:
             return "-"
@@ -117,17 +128,39 @@ def render_block(block: dict[str, Any]) -> dict[str, Any]:
         out["png"] = base64.b64encode(plots.heatmap(block)).decode()
     elif kind == "scatter":  # inline SVG: hover labels per point, error bars, no image file
         out["svg"] = markupsafe.Markup(svg.scatter_svg(block))
+    elif kind == "forest":
+        out["svg"] = markupsafe.Markup(forest.forest_svg(block))
     elif kind == "table":
         legacy = _legacy_table_layout(block.get("title", ""))
         out.setdefault("anchor", legacy[0])
         out.setdefault("collapsed", legacy[1])
         out["cells"] = [
-            [format_cell(row.get(c["key"]), c["fmt"]) for c in block["columns"]]
+            [format_cell(row.get(c["key"]), c["fmt"], row.get("p_floor")) for c in block["columns"]]
             for row in block["rows"]
         ]
-    elif kind != "text":
+        out["groups"] = header_groups(block["columns"])
+    elif kind not in ("text", "bullets"):
         raise ValueError(f"unknown report block type {kind!r}; expected table, lineplot, heatmap, "
-                         "scatter, text")
+                         "scatter, forest, bullets, text")
+    return out
+
+
+def header_groups(columns: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The first header row of a table whose columns name groups, else None.
+
+    One entry per run of consecutive columns with the same ``group``: ``{"label", "span"}``;
+    an ungrouped column is ``{"label": "", "span": 1, "column": index}`` (its own header then
+    spans both rows).
+    """
+    if not any(c.get("group") for c in columns):
+        return None
+    out: list[dict[str, Any]] = []
+    for k, c in enumerate(columns):
+        g = c.get("group", "")
+        if g and out and out[-1]["label"] == g:
+            out[-1]["span"] += 1
+        else:
+            out.append({"label": g, "span": 1, **({} if g else {"column": k})})
     return out
 
 
@@ -212,9 +245,14 @@ def render_html(report: dict[str, Any]) -> str:
     heatmap, text); nothing here knows which analysis made them, and nothing runs a model.
     """
     env = _environment()
-    taken = {"toc", "configuration", "hypothesis-tests"}
-    analyses, toc = [], []
+    taken = {"toc", "configuration", "hypothesis-tests", "answer"}
+    analyses, toc, answer = [], [], None
     for a in report["analyses"]:
+        if a["section"] == "answer":  # a diagnosis' answer: right under the title
+            answer = {"blocks": group_plots([render_block(b) for b in a["blocks"]])}
+            for b in answer["blocks"]:
+                taken.add(b.get("anchor") or "")
+            continue
         anchor = _slug(a["section"], taken)
         blocks = group_plots([render_block(b) for b in a["blocks"]])
         entries = []
@@ -239,7 +277,7 @@ def render_html(report: dict[str, Any]) -> str:
         # a hypothesis file's report shows its verdicts in its own "Claims" table
         has_claims="claims" in report,
         class_counts={k: class_summary(v) for k, v in report["data"].get("class_counts", {}).items()},
-        analyses=analyses, toc=toc, is_diagnosis="diagnosis" in report,
+        analyses=analyses, toc=toc, is_diagnosis="diagnosis" in report, answer=answer,
         versions=report.get("versions", {}),
         provenance=report.get("provenance", {}),
         config_json=json.dumps(report["suite"], indent=2),

@@ -14,7 +14,8 @@ def test_display_shows_the_report_ranking_and_the_top_partial_scatter():
     t = population(0)
     a = marker_analysis(t, "ood", covariates=["noise"], groups="seed", n_permutations=200)
     html = a._repr_html_()
-    check_display(a, headers=["marker", "verdict", "Spearman", "partial r", "delta R^2 (LOGO)"],
+    check_display(a, headers=["marker", "verdict", "Spearman", "partial", "r", "out-of-sample (LOGO)",
+                              "delta R^2"],
                   numbers={"spearman": "+.3f", "partial_r": "+.3f", "delta_r2": "+.3f"})
     # the same blocks as the report's head: warnings, ranking, one sentence per marker
     head = analysis_blocks(a)
@@ -42,7 +43,7 @@ def test_display_shows_the_report_ranking_and_the_top_partial_scatter():
 
 def test_without_covariates_there_is_no_plot_but_a_table():
     a = marker_analysis(population(1), "ood", groups="seed", n_permutations=200)
-    check_display(a, headers=["marker", "partial r"], numbers={"spearman": "+.3f"}, plot=False)
+    check_display(a, headers=["marker", "partial", "r"], numbers={"spearman": "+.3f"}, plot=False)
     assert partial_scatters(a) == ()
     with pytest.raises(ConfigError, match="MarkerAnalysis has no plot in the report"):
         a.plot()

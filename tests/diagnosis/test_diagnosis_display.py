@@ -52,7 +52,7 @@ def test_table_diagnosis_and_diagnosis_results_show_the_report_body(tmp_path):
 
     _population(tmp_path / "markers.csv")
     res = diagnose_table(_spec(tmp_path, 'knobs = ["knob"]\n'))
-    html = check_display(res, headers=["marker", "verdict", "partial r"],
+    html = check_display(res, headers=["marker", "verdict", "partial", "r"],
                          numbers={"spearman": "+.3f", "partial_r": "+.3f"})
     assert res.to_records() == res.analysis.to_records()
     assert res._blocks() == res.blocks and len(html.tables) >= 2

@@ -55,7 +55,7 @@ def test_population_rows_equal_the_design():
     assert rows["knob train.weight_decay"] == ("0.1, 1", 2)
     assert rows["knob task.train_fraction"] == ("0.4, 0.7", 2)
     assert rows["seeds (resampling groups)"] == ("0, 1, 2", 3)
-    assert rows["models analysed (final checkpoints)"] == ("4 knob cells x 3 seeds", 12)
+    assert rows["models analysed"] == ("4 knob cells x 3 seeds", 12)
     assert rows["series checkpoints (early warning)"] == ("steps 30", 12)
     assert rows["held fixed"][0] == "preset=modadd_p23; train.lr=1e-2"
     assert rows["training"][0] == "preset modadd_p23, 120 steps"
@@ -67,8 +67,39 @@ def test_population_rows_equal_the_design():
     assert ood["split"] == "len_5, len_6" and ood["examples"] == "64"  # the final models' count
     assert "unweighted mean" in ood["definition"] and ood["role"] == "outcome"
     assert idacc["split"] == "test_id" and idacc["examples"] == "200"
-    assert isinstance(markers, Table) and markers.rows == (
+    assert isinstance(markers, Table) and markers.collapsed and markers.rows == (
         {"marker": "gini", "kind": "fourier_gini", "site": "site=embed", "keys": "n_freq=5"},)
+
+
+def test_design_counts_the_rows_a_where_filter_kept():
+    """A table whose rows were chosen by `where` among which none is final (step 300 of each
+    run): every row is an analysed model, as in the table diagnosis (modadd_causal: 27)."""
+    report = _grid_report()
+    keep = [i for i, st in enumerate(report["table"]["step"]) if st == 30]
+    report["table"] = {k: [v[i] for i in keep] for k, v in report["table"].items()}
+    assert set(report["table"]["final"]) == {0}
+    design = population_blocks(report)[0]
+    rows = {r["what"]: (r["value"], r["n"]) for r in design.rows}
+    assert rows["models analysed"] == ("4 knob cells x 3 seeds", 12)
+    assert rows["knob train.weight_decay"] == ("0.1, 1", 2)
+    assert rows["seeds (resampling groups)"] == ("0, 1, 2", 3)
+    assert "series checkpoints (early warning)" not in rows
+
+
+def test_marker_definitions_fold_away_with_shared_keys_said_once():
+    report = _grid_report()
+    report["suite"]["marker"] = [
+        {"name": f"probe@L{k}", "measure": "probe", "site": f"blocks.{k}.hook_resid_post",
+         "split": "train", "probe": {"kind": "logistic", "max_iter": 200}, "label": "r1"}
+        for k in range(3)] + [{"name": "gini", "measure": "fourier_gini", "site": "embed",
+                               "split": "train", "n_freq": 5}]
+    report["diagnosis"]["markers"] = ["probe@L0", "probe@L1", "probe@L2", "gini"]
+    markers = population_blocks(report)[2]
+    assert isinstance(markers, Table) and markers.collapsed and markers.title == "Marker definitions"
+    assert markers.caption == "Keys every marker shares: split=train."
+    keys = [r["keys"] for r in markers.rows]
+    assert keys[:3] == ['probe={"kind": "logistic", "max_iter": 200}, label=r1'] * 3
+    assert keys[3] == "n_freq=5"
 
 
 def test_population_section_is_first_and_replaced_not_duplicated():
@@ -121,10 +152,10 @@ def planted(tmp_path_factory):
 
 def test_report_starts_with_the_population_and_states_units(planted):
     report = json.loads((planted / "report.json").read_text())
-    assert [a["section"] for a in report["analyses"]] == ["population", "diagnosis"]
+    assert [a["section"] for a in report["analyses"]] == ["answer", "population", "diagnosis"]
     unit = report["diagnosis"]["analysis"]["settings"]["unit"]
     assert "seed" in unit
-    blocks = report["analyses"][1]["blocks"]
+    blocks = report["analyses"][2]["blocks"]
     for b in blocks:  # every table with a p or CI column names its resampling unit
         heads = [c["header"] for c in b.get("columns", [])]
         if b["block"] == "table" and any(h.endswith((" p", "CI")) or h == "p" for h in heads):
@@ -213,20 +244,23 @@ SHIPPED_REPORTS = sorted(p.parent.relative_to(ROOT / "docs" / "diagnosis").as_po
 
 @pytest.mark.slow
 @pytest.mark.parametrize("which", ["planted", *SHIPPED_REPORTS])
-def test_population_and_verdicts_in_the_first_screen(which, planted, tmp_path):
-    """Headless Chromium at 1280 px: #population and #verdicts start within the first 1200 px,
-    on a planted population and on every shipped diagnosis report."""
+def test_the_answer_and_the_forest_plot_fill_the_first_screen(which, planted, tmp_path):
+    """Headless Chromium at 1440 px (issue 57): the answer lines and the forest plot lie within
+    the first 900 px, measured from the layout, then the Population section, then the verdict
+    table; nothing is cut off. On a planted population and on every shipped diagnosis report."""
     from tests.report.chromium import find_chromium, render_report
 
     if find_chromium() is None:
         pytest.skip("headless Chromium not installed")
     html = planted / "report.html" if which == "planted" else (
         ROOT / "docs" / "diagnosis" / which / "report.html")
-    result = render_report(html, tmp_path / f"{which.replace('/', '_')}.png", ids=("population", "verdicts"))
+    result = render_report(html, tmp_path / f"{which.replace('/', '_')}.png", width=1440,
+                           ids=("answer-lines", "forest", "population", "verdicts"))
     assert result["clipped"] == [] and result["broken"] == [], result
-    tops = result["tops"]
-    assert tops["population"] is not None and tops["verdicts"] is not None, tops
-    assert tops["population"] < tops["verdicts"] < 1200, tops
+    tops, bottoms = result["tops"], result["bottoms"]
+    assert None not in tops.values(), tops
+    assert bottoms["answer-lines"] < bottoms["forest"] <= 900, (tops, bottoms)
+    assert tops["forest"] < tops["population"] < tops["verdicts"], tops
 
 
 def test_every_part_of_a_diagnosis_displays_itself(planted):

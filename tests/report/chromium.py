@@ -43,16 +43,17 @@ window.addEventListener("load", () => {
     if (style.overflowY !== "visible" && e.scrollHeight > e.clientHeight + 1)
       clipped.push("hidden by overflow-y: " + describe(e));
   }
-  const tops = {};
+  const tops = {}, bottoms = {};
   for (const id of __IDS__) {
     const e = document.getElementById(id);
     tops[id] = e ? e.getBoundingClientRect().top + window.scrollY : null;
+    bottoms[id] = e ? e.getBoundingClientRect().bottom + window.scrollY : null;
   }
   const out = document.createElement("pre");
   out.id = "probekit-render-check";
   const svgs = document.querySelectorAll("svg").length;
   out.textContent = JSON.stringify({images: document.images.length, svgs, broken, clipped, tops,
-                                    height: document.documentElement.scrollHeight});
+                                    bottoms, height: document.documentElement.scrollHeight});
   out.style.display = "none";
   document.body.appendChild(out);
 });
@@ -87,7 +88,8 @@ def render_report(html: Path, screenshot: Path, *, width: int = 1280,
 
     ``ids``: elements whose page position to record: ``result["tops"][id]`` is the distance in
     px from the top of the page to the element's top (``getBoundingClientRect().top`` plus the
-    scroll offset), None when the page has no such element.
+    scroll offset), ``result["bottoms"][id]`` to its bottom, None when the page has no such
+    element.
 
     The in-page check (``--dump-dom``) must finish; the screenshot is an artifact for a person
     to look at, cut to :data:`MAX_SCREENSHOT_HEIGHT` px, and a screenshot that times out is a
@@ -95,7 +97,7 @@ def render_report(html: Path, screenshot: Path, *, width: int = 1280,
 
     Returns:
         ``{"images": n, "svgs": n, "broken": [...], "clipped": [...], "tops": {id: px},
-        "height": px, "screenshot": path}``.
+        "bottoms": {id: px}, "height": px, "screenshot": path}``.
     """
     binary = find_chromium()
     if binary is None:
