@@ -26,35 +26,41 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "diagnosis"
 PAGE = DOCS / "FINDINGS.md"
 
-#: (folder under docs/diagnosis, diagnosis file, one-line description)
-POPULATIONS: tuple[tuple[str, str, str], ...] = (
+#: (folder under docs/diagnosis, diagnosis file, one-line description, CPU cost of its table)
+POPULATIONS: tuple[tuple[str, str, str, str], ...] = (
     ("he_noise", "probes/diagnose_he_study.toml",
-     "An & Du's SCAN noise sweep: noise 0..15 x 5 seeds, from the study's table"),
+     "An & Du's SCAN noise sweep: noise 0..15 x 5 seeds, from the study's table",
+     "the HE study's runs (docs/he_study)"),
     ("he_coverage", "probes/diagnose_he_coverage.toml",
-     "HE study, training on 1..k clauses, k = 1..4 x 5 seeds"),
-    ("he_depth", "probes/diagnose_he_depth.toml", "HE study, 1..10 blocks x 5 seeds"),
+     "HE study, training on 1..k clauses, k = 1..4 x 5 seeds", "the HE study's runs"),
+    ("he_depth", "probes/diagnose_he_depth.toml", "HE study, 1..10 blocks x 5 seeds",
+     "the HE study's runs"),
     ("he_regulariser", "probes/diagnose_he_regulariser.toml",
-     "HE study, plain vs HE-regularised (lambda 0 / 0.2) at noise 0, 3, .., 15 x 5 seeds"),
+     "HE study, plain vs HE-regularised (lambda 0 / 0.2) at noise 0, 3, .., 15 x 5 seeds",
+     "the HE study's runs"),
     ("scan_noise", "probes/diagnose_scan_noise.toml",
-     "SCAN noise {0, 3, .., 15} x 5 seeds, trained by probekit (450 steps)"),
+     "SCAN noise {0, 3, .., 15} x 5 seeds, trained by probekit (450 steps)", "~24 CPU-min"),
     ("scan_coverage", "probes/diagnose_scan_coverage.toml",
-     "SCAN coverage: 1..k training clauses, k = 1..4 x 5 seeds"),
-    ("scan_depth", "probes/diagnose_scan_depth.toml", "SCAN depth: 1, 2, 4, 6, 8, 10 blocks x 5 seeds"),
+     "SCAN coverage: 1..k training clauses, k = 1..4 x 5 seeds", "~8 min wall (2 cores)"),
+    ("scan_depth", "probes/diagnose_scan_depth.toml", "SCAN depth: 1, 2, 4, 6, 8, 10 blocks x 5 seeds",
+     "~6 min wall (2 cores)"),
     ("modadd", "probes/diagnose_modadd.toml",
-     "modular addition p = 23: weight decay {1, 2, 3} x train fraction {0.5, 0.6, 0.7} x 3 seeds, "
-     "1200 steps"),
+     "modular addition p = 23: weight decay {1, 2, 3} x train fraction {0.5, 0.6, 0.7} x 24 seeds, "
+     "1200 steps", "3,067 CPU-s (51 CPU-min)"),
     ("modadd_causal", "probes/diagnose_modadd_causal.toml",
-     "the modadd population's step-300 markers: mediation weight decay -> marker -> final accuracy"),
+     "the modadd population's step-300 markers: mediation weight decay -> marker -> final accuracy",
+     "the modadd table"),
     ("modadd_causal_crossing", "probes/diagnose_modadd_causal_crossing.toml",
      "the same step-300 markers, the grokking step (censored at 1225) as the outcome: mediation "
-     "weight decay -> marker -> crossing step, with the survival analysis"),
+     "weight decay -> marker -> crossing step, with the survival analysis", "the modadd table"),
     ("modadd_necessity", "probes/diagnose_modadd_necessity.toml",
-     "the modadd population (its 27 runs), each checkpoint's accuracy lost when its embedding's 3 "
-     "key Fourier frequencies are removed, minus 3 other frequencies' loss (at step 300 and 1200)"),
+     "the modadd population (its 216 runs), each checkpoint's accuracy lost when its embedding's 3 "
+     "key Fourier frequencies are removed, minus 3 other frequencies' loss (at step 300 and 1200)",
+     "modadd's runs + 134 CPU-s"),
     ("kg_composition", "probes/diagnose_kg_composition.toml",
-     "KG two-hop composition: phi {3.6, 5.4, 7.2} x 3 seeds, 500 steps (OOD outcome)"),
+     "KG two-hop composition: phi {3.6, 5.4, 7.2} x 3 seeds, 500 steps (OOD outcome)", "7 CPU-min"),
     ("kg_composition/id", "probes/diagnose_kg_composition_id.toml",
-     "the same KG population, ID two-hop accuracy as the outcome"),
+     "the same KG population, ID two-hop accuracy as the outcome", "the KG table"),
 )
 
 
@@ -67,9 +73,11 @@ def _num(x: Any, digits: int = 2) -> str:
 
 
 def _p(x: Any) -> str:
-    """A p-value: 3 decimals below 0.01, else 2."""
+    """A p-value: 3 decimals below 0.01, else 2; "< 0.001" below that (a permutation p's floor)."""
     if x is None:
         return "-"
+    if x < 0.001:
+        return "< 0.001"
     return _num(x, 3 if x < 0.01 else 2)
 
 
@@ -130,6 +138,29 @@ def population_section(folder: str, toml: str, description: str) -> list[str]:
     return lines
 
 
+VERDICT_ORDER = ("adds_beyond_covariates", "partial_association", "explained_by_covariates",
+                 "no_association", "inconclusive")
+
+
+def overview() -> list[str]:
+    """The first table: each population's size, simulated MDE, cost and verdict counts."""
+    lines = ["| population | models | seed groups | MDE (simulated, 80% power) | CPU for the table | "
+             + " | ".join(VERDICT_ORDER) + " | other |",
+             "|---|---|---|---|---|" + "---|" * (len(VERDICT_ORDER) + 1)]
+    for folder, _toml, _description, cpu in POPULATIONS:
+        a = json.loads((DOCS / folder / "report.json").read_text())["diagnosis"]["analysis"]
+        records = a["markers"]
+        mdes = sorted(r["mde_partial_r"] for r in records
+                      if isinstance(r.get("mde_partial_r"), float) and math.isfinite(r["mde_partial_r"]))
+        mde = "-" if not mdes else (_num(mdes[0]) if _num(mdes[0]) == _num(mdes[-1])
+                                     else f"{_num(mdes[0])}-{_num(mdes[-1])}")
+        counts = [sum(r["verdict"] == v for r in records) for v in VERDICT_ORDER]
+        other = len(records) - sum(counts)
+        lines.append(f"| [`{folder}`](#{folder.replace('/', '')}) | {a['n_models']} | {a['n_groups']} | "
+                     f"{mde} | {cpu} | " + " | ".join(str(c) for c in counts) + f" | {other} |")
+    return lines + [""]
+
+
 def crossing_section() -> list[str]:
     """The modular-addition grokking step as the outcome (censored), with its survival check."""
     crossing = json.loads((DOCS / "modadd" / "crossing.json").read_text())
@@ -183,8 +214,11 @@ def render() -> str:
              "[../diagnosis.md](../diagnosis.md#verdicts-and-inference). p-values and CIs are "
              "from models permuted within seed strata (seed fixed effects) unless a section "
              "says otherwise; MDE = the smallest |partial r| the design detects with 80% power.",
+             "", "MDE: the partial r each marker's own test detects with 80% power, simulated on its "
+             "design (the report's HC3 + permutation test at alpha / K); a range spans the markers.",
              ""]
-    for folder, toml, description in POPULATIONS:
+    lines += overview()
+    for folder, toml, description, _cpu in POPULATIONS:
         lines += population_section(folder, toml, description)
         if folder == "modadd":
             lines += crossing_section()
