@@ -173,6 +173,6 @@ def test_committed_report_renders_in_chromium(tmp_path):
     if find_chromium() is None:
         pytest.skip("headless Chromium not installed")
     result = render_report(TABLE.parent / "report.html", tmp_path / "he_noise.png")
-    # 4 markers x 2 scatters, inline SVG (hover labels); no image fails to load
-    assert result["svgs"] == 8 and result["broken"] == [], result
+    # the forest plot + 4 markers x 2 scatters, inline SVG (hover labels); no image fails to load
+    assert result["svgs"] == 9 and result["broken"] == [], result
     assert result["clipped"] == [], result

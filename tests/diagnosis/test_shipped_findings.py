@@ -19,7 +19,7 @@ def test_findings_page_is_up_to_date():
 
 def test_every_shipped_population_has_a_section_with_its_calibration():
     text = PAGE.read_text()
-    for folder, _toml, _description in POPULATIONS:
+    for folder, _toml, _description, _cpu in POPULATIONS:
         section = text.split(f"## `{folder}`\n", 1)[1].split("\n## ", 1)[0]
         assert "Calibration: With " in section, folder
         assert re.search(r"\| `\w+` \| (adds_beyond_covariates|partial_association|"
