@@ -3,9 +3,9 @@
 End to end (``probekit diagnose`` on probes/diagnose_scan_causal_smoke.toml: 12 tiny runs; slow
 tier: 44 CPU-s under pytest on the shared 2-core box, 24 CPU-s as one ``probekit diagnose``
 process, vs 30 CPU-s for the 6-run tests/diagnosis/test_scan_smoke.py) and the full design
-(probes/diagnose_scan_causal.toml, 90 runs, not trained here) through the spec loader
+(probes/diagnose_scan_causal.toml, 144 runs, not trained here) through the spec loader
 (``probekit diagnose probes/diagnose_scan_causal.toml --check``, which builds the SCAN splits of
-all 90 runs, passes: 78 CPU-s as one process, over 15 min under pytest's runtime type checks, so
+all 144 runs, passes; 90 runs took 78 CPU-s as one process and over 15 min under pytest's type checks, so
 it is not a test). The default tier keeps the substrate's planted and trainer-equality tests
 (tests/hypotheses/test_necessity_modifier.py) and the parse test of the full design.
 """
@@ -101,7 +101,7 @@ def test_full_design_parses():
     pop = d.population
     assert pop.preset == "scan_he_paper" and pop.steps == 1450
     assert pop.grid == {"task.n_noise": [0, 3, 6, 9, 12, 15], "train.he_lambda": [0.0, 0.1, 0.2],
-                        "seed": [0, 1, 2, 3, 4]}
+                        "seed": [0, 1, 2, 3, 4, 5, 6, 7]}
     assert [(p.knob, p.marker) for p in pop.interventions] == [("train.he_lambda", "modifier_he")]
     assert [(p.knob, p.marker) for p in d.diagnosis.mediation] == [("task.n_noise", "modifier_he")]
     nec = {m.name: m.spec for m in d.markers if m.measure == "necessity"}
@@ -110,5 +110,7 @@ def test_full_design_parses():
         assert (spec.substrate, spec.score, spec.site, spec.k, spec.excess) == (
             "modifier_subspace", "output_tokens", "resid_post@3", 8, True)
     text = FULL.read_text()
-    assert "NOT RUN YET" in text and "probekit diagnose probes/diagnose_scan_causal.toml" in text
+    assert "probekit diagnose probes/diagnose_scan_causal.toml" in text
+    # issue 55: the batch-pair regulariser and one evaluation per run, the CPU-sized design
+    assert {"train.he_source=batch", "train.n_evals=1"} <= set(pop.sets)
 
