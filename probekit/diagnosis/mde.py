@@ -161,7 +161,10 @@ def mde_sentence(record: Mapping[str, Any]) -> str | None:
         se = d.get("mde_se")
         val = (f"{mde:.2f}" + (f" +- {se:.2f}" if se is not None else "")
                if mde is not None else f"above {d['effects'][-1]:.2f} (80% power not reached)")
-        parts.append(f"{val} over {d['n_models']} models (formula {d['classical_mde']:.2f})")
+        classical = d.get("classical_mde")
+        formula = (f"formula {classical:.2f}" if isinstance(classical, (int, float))
+                   and math.isfinite(classical) else "no formula value")
+        parts.append(f"{val} over {d['n_models']} models ({formula})")
     if not parts:
         return None
     designs = record.get("designs", ())
@@ -169,5 +172,6 @@ def mde_sentence(record: Mapping[str, Any]) -> str | None:
     n_perm = next((d["n_permutations"] for d in designs if "n_permutations" in d), None)
     return ("MDE (80%-power |partial r|) simulated for this test on this design "
             f"({record['n_simulations']} simulated populations, HC3 + {n_perm} Freedman-Lane "
-            f"permutations, level {level:.3g} = alpha / markers tested; +- Monte Carlo SE): "
+            f"permutations, level {'-' if level is None else format(level, '.3g')} = alpha / "
+            "markers tested; +- Monte Carlo SE): "
             + "; ".join(parts) + ".")

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from probekit.errors import ConfigError
+from probekit.errors import ConfigError, KeyedValueError
 
 from .power import PowerCurve, simulated_power
 
@@ -97,14 +97,14 @@ class PlannedDesign:
             raise ConfigError(f"the groups column {self.groups!r} is also a covariate; group "
                               "fixed effects are in the design already")
         if isinstance(self.n_markers, bool) or self.n_markers < 1:
-            raise ConfigError(f"n_markers = {self.n_markers!r}: the number of markers tested "
+            raise KeyedValueError("n_markers", f"n_markers = {self.n_markers!r}: the number of markers tested "
                               "must be >= 1")
         if not 0.0 < self.alpha < 1.0:
-            raise ConfigError(f"alpha = {self.alpha}: must be in (0, 1)")
+            raise KeyedValueError("alpha", f"alpha = {self.alpha}: must be in (0, 1)")
         if not 0.0 <= self.measured_r2 < 1.0:
-            raise ConfigError(f"measured_r2 = {self.measured_r2}: must be in [0, 1)")
+            raise KeyedValueError("measured_r2", f"measured_r2 = {self.measured_r2}: must be in [0, 1)")
         if self.inference not in ("within_groups", "cluster"):
-            raise ConfigError(f"inference = {self.inference!r}: 'within_groups' or 'cluster'")
+            raise KeyedValueError("inference", f"inference = {self.inference!r}: 'within_groups' or 'cluster'")
 
     @classmethod
     def grid(cls, knobs: Mapping[str, Sequence[Any]], seeds: int | Sequence[Any], *,

@@ -42,7 +42,7 @@ def test_curves_key_only_for_a_trained_population(tmp_path):
     path = write_file(tmp_path, 'checkpoints = "runs/*"\ncurves = true', WEIGHT_NORM,
                       'outcome = "id_accuracy"')
     with pytest.raises(SuiteError, match=r"only a trained population .* takes grid, sets, steps, "
-                       r"device and curves"):
+                       r"device, target_mde and curves"):
         load_diagnosis(path)
 
 

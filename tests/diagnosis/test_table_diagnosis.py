@@ -113,15 +113,15 @@ def test_cli_table_file_and_table_flag(tmp_path, capsys):
 
 
 def test_where_choosing_early_checkpoints_analyses_them_as_the_models():
-    """``where = { step = 300 }`` on a table of (step 300, final) rows per run: the 27 early rows
+    """``where = { step = 300 }`` on a table of (step 300, final) rows per run: the 216 early rows
     are the models (none is flagged final), and the mediation of the shipped causal file runs."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     res = diagnose_table(root / "probes" / "diagnose_modadd_causal.toml")
-    assert len(res.table["step"]) == 27 and set(res.table["step"]) == {300}
+    assert len(res.table["step"]) == 216 and set(res.table["step"]) == {300}
     stats = {s.marker: s for s in res.analysis.markers}
-    assert set(stats) == {"fourier_gini", "restricted_loss"} and stats["fourier_gini"].n == 27
+    assert set(stats) == {"fourier_gini", "restricted_loss"} and stats["fourier_gini"].n == 216
     causal = res.extras["causal"]
     assert [r["marker"] for r in causal["records"]] == ["fourier_gini", "restricted_loss"]
 
@@ -142,7 +142,7 @@ def test_shipped_crossing_mediation_reruns_its_report():
         assert s.verdict == ref[s.marker]["verdict"]
         assert s.partial_r == pytest.approx(ref[s.marker]["partial_r"], abs=1e-9)
     assert res.analysis["fourier_gini"].verdict == "adds_beyond_covariates"
-    assert res.extras["survival"]["n_censored"] == 5
+    assert res.extras["survival"]["n_censored"] == 58
     for a, b in zip(res.extras["survival"]["cox"], d["survival"]["cox"], strict=True):
         assert a["hazard_ratio"] == pytest.approx(b["hazard_ratio"], rel=1e-9)
     assert {c["verdict"] for c in res.extras["survival"]["curve"] if c["marker"] == "fourier_gini"} \
