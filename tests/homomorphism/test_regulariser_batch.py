@@ -146,3 +146,18 @@ def test_batch_regulariser_shares_the_pool_regulariser_mlps(tiny):
     ref = HERegulariser(mcfg.d_model, ("thrice", "twice"), hidden=16, seed=3)
     for p, q in zip(term.module.parameters(), ref.parameters()):
         assert torch.equal(p, q)
+
+
+def test_batch_regularised_training_lowers_modifier_he(tiny, tmp_path):
+    """The HE weight still moves modifier HE with the batch's own pairs (as [C]'s pool term does
+    in tests/homomorphism/test_regulariser.py, same model and schedule)."""
+    from probekit.homomorphism import HEConfig, modifier_he
+
+    task, mcfg = tiny
+    he = {}
+    for lam in (0.0, 1.0):
+        cfg = _cfg(steps=40, he_lambda=lam, he_source="batch")
+        model, _ = _final(tmp_path / str(lam), task, mcfg, cfg)
+        he[lam] = modifier_he(model, task, config=HEConfig(families=("affine", "mlp"),
+                                                           solver="closed_form_ridge")).headline
+    assert he[1.0] < 0.85 * he[0.0]
