@@ -77,7 +77,7 @@ def test_report_has_the_ranking_table_and_one_sentence_per_marker(smoke):
     # plot) comes first, then the Population section (= the grid), then the details
     assert "12 final checkpoints, 12 series checkpoints" in html and "24 examples" not in html
     assert [a["section"] for a in report["analyses"]] == ["answer", "population", "diagnosis"]
-    design = {r["what"]: (r["value"], r["n"]) for r in report["analyses"][0]["blocks"][0]["rows"]}
+    design = {r["what"]: (r["value"], r["n"]) for r in report["analyses"][1]["blocks"][0]["rows"]}
     assert design["models analysed"] == ("4 knob cells x 3 seeds", 12)
     assert design["series checkpoints (early warning)"] == ("steps 30", 12)
     assert design["training"][0].endswith("120 steps")
