@@ -13,6 +13,16 @@ def _one_thread():
     torch.set_num_threads(old)
 
 
+@pytest.fixture(scope="module")
+def tiny():
+    """A 60-command SCAN task and a 2-block model config (the HE-regulariser tests)."""
+    task = get_task(
+        "scan", n_noise=1, max_samples=60, ood_lengths=(5,), n_ood_per_length=8, n_ood_combo=8,
+        seed=0,
+    )
+    return task, task.model_config(n_layers=2, d_model=32, n_heads=2, d_head=16, d_mlp=64, seed=0)
+
+
 @pytest.fixture(scope="session")
 def scan_task():
     return get_task(

@@ -6,32 +6,10 @@ from probekit.capture import Site, count_hooks, record_with_grad
 from probekit.homomorphism import HEConfig, modifier_he
 from probekit.homomorphism.regulariser import HERegulariser, he_regulariser_loss, mine_pair_pool
 from probekit.models import load_checkpoint
-from probekit.testbeds import get_task
 from probekit.train import TrainConfig, list_checkpoints, loss_terms, train
 from probekit.train import build as build_mod
 from probekit.train.trainer import AUX_FILE
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    task = get_task(
-        "scan", n_noise=1, max_samples=60, ood_lengths=(5,), n_ood_per_length=8, n_ood_combo=8,
-        seed=0,
-    )
-    return task, task.model_config(n_layers=2, d_model=32, n_heads=2, d_head=16, d_mlp=64, seed=0)
-
-
-def _cfg(steps=12, **kw):
-    base = dict(
-        steps=steps, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.999), batch_size=16,
-        eval_steps=(steps,), checkpoint_steps=(steps,),
-    )
-    return TrainConfig(**{**base, **kw})
-
-
-def _final(tmp, task, mcfg, cfg):
-    hist = train(task, mcfg, cfg, tmp, progress=False, plot=False, loss_terms=loss_terms(task, cfg))
-    return load_checkpoint(list_checkpoints(tmp)[-1][1]), hist
+from tests.homomorphism.regulariser_helpers import tiny_cfg, train_to_final
 
 
 def test_lambda_zero_is_the_plain_trainer(tiny, tmp_path, monkeypatch):
@@ -41,9 +19,9 @@ def test_lambda_zero_is_the_plain_trainer(tiny, tmp_path, monkeypatch):
         raise AssertionError("regulariser built with he_lambda=0")
 
     monkeypatch.setattr("probekit.homomorphism.regulariser.he_loss_term", forbidden)
-    assert build_mod.loss_terms(task, _cfg(he_lambda=0.0)) == ()
-    m0, h0 = _final(tmp_path / "a", task, mcfg, _cfg(he_lambda=0.0))
-    m1, _ = _final(tmp_path / "b", task, mcfg, _cfg())
+    assert build_mod.loss_terms(task, tiny_cfg(he_lambda=0.0)) == ()
+    m0, h0 = train_to_final(tmp_path / "a", task, mcfg, tiny_cfg(he_lambda=0.0))
+    m1, _ = train_to_final(tmp_path / "b", task, mcfg, tiny_cfg())
     for p, q in zip(m0.parameters(), m1.parameters()):
         assert torch.equal(p, q)
     # weights of the trainer before the HE term existed (main @ 677c4b5, this config, CPU). Equal
@@ -60,8 +38,8 @@ def test_regularised_training_lowers_modifier_he(tiny, tmp_path):
     task, mcfg = tiny
     he = {}
     for lam in (0.0, 1.0):
-        cfg = _cfg(steps=40, he_lambda=lam, he_layers=(1, 2), he_pairs=32)
-        model, _ = _final(tmp_path / str(lam), task, mcfg, cfg)
+        cfg = tiny_cfg(steps=40, he_lambda=lam, he_layers=(1, 2), he_pairs=32)
+        model, _ = train_to_final(tmp_path / str(lam), task, mcfg, cfg)
         he[lam] = modifier_he(model, task, config=HEConfig(families=("affine", "mlp"),
                                                                  solver="closed_form_ridge")).headline
     assert he[1.0] < 0.85 * he[0.0]
@@ -70,9 +48,9 @@ def test_regularised_training_lowers_modifier_he(tiny, tmp_path):
 def test_regularised_resume_equals_uninterrupted(tiny, tmp_path):
     task, mcfg = tiny
     kw = dict(he_lambda=0.5, he_layers=(2,), he_pairs=8, checkpoint_steps=(3,), eval_steps=(3,))
-    straight, _ = _final(tmp_path / "s", task, mcfg, _cfg(steps=6, **kw))
-    _final(tmp_path / "r", task, mcfg, _cfg(steps=3, **kw))
-    resumed, _ = _final(tmp_path / "r", task, mcfg, _cfg(steps=6, **kw))
+    straight, _ = train_to_final(tmp_path / "s", task, mcfg, tiny_cfg(steps=6, **kw))
+    train_to_final(tmp_path / "r", task, mcfg, tiny_cfg(steps=3, **kw))
+    resumed, _ = train_to_final(tmp_path / "r", task, mcfg, tiny_cfg(steps=6, **kw))
     for p, q in zip(straight.parameters(), resumed.parameters()):
         assert torch.equal(p, q)
 
@@ -134,7 +112,7 @@ def test_record_with_grad_keeps_graph_and_cleans_up(tiny):
 def test_bad_he_config(tiny, tmp_path):
     task, mcfg = tiny
     with pytest.raises(ValueError, match="he_layers=\\(5,\\) names blocks past the model's 2"):
-        cfg = _cfg(he_lambda=0.2, he_layers=(5,))
+        cfg = tiny_cfg(he_lambda=0.2, he_layers=(5,))
         train(task, mcfg, cfg, tmp_path, progress=False, loss_terms=loss_terms(task, cfg))
     with pytest.raises(ValueError, match="he_lambda must be >= 0"):
         TrainConfig(he_lambda=-1.0)
@@ -157,13 +135,13 @@ def test_cli_sets_reach_the_regulariser():
 def test_trainer_needs_exactly_the_weighted_terms(tiny, tmp_path):
     """The trainer names no term: a weighted term its caller does not supply is an error."""
     task, mcfg = tiny
-    cfg = _cfg(steps=2, he_lambda=0.2, he_layers=(1, 2))
+    cfg = tiny_cfg(steps=2, he_lambda=0.2, he_layers=(1, 2))
     with pytest.raises(ValueError, match=r"weights the loss terms \['he_regulariser'\] but "
                        r"loss_terms= supplies \[\]; pass loss_terms=probekit.train.build"):
         train(task, mcfg, cfg, tmp_path / "a", progress=False, plot=False)
     with pytest.raises(ValueError, match=r"weights the loss terms \[\] but loss_terms= supplies "
                        r"\['he_regulariser'\]"):
-        train(task, mcfg, _cfg(steps=2), tmp_path / "b", progress=False, plot=False,
+        train(task, mcfg, tiny_cfg(steps=2), tmp_path / "b", progress=False, plot=False,
               loss_terms=loss_terms(task, cfg))
 
 
@@ -183,8 +161,8 @@ def test_trainer_adds_a_supplied_term_with_its_config_weight(tiny, tmp_path):
         def loss(self, model, step):
             return 0.0 * self.module.weight.sum()
 
-    plain, _ = _final(tmp_path / "plain", task, mcfg, _cfg(steps=4))
-    hist = train(task, mcfg, _cfg(steps=4, he_lambda=0.7), tmp_path / "toy", progress=False,
+    plain, _ = train_to_final(tmp_path / "plain", task, mcfg, tiny_cfg(steps=4))
+    hist = train(task, mcfg, tiny_cfg(steps=4, he_lambda=0.7), tmp_path / "toy", progress=False,
                  plot=False, loss_terms=[Zero])
     toy = load_checkpoint(list_checkpoints(tmp_path / "toy")[-1][1])
     for p, q in zip(plain.parameters(), toy.parameters()):

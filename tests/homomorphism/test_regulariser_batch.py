@@ -12,33 +12,16 @@ from probekit.homomorphism.regulariser_batch import (
     batch_pairs,
     he_batch_loss_term,
 )
-from probekit.models import build_model, load_checkpoint
-from probekit.testbeds import get_task
-from probekit.train import TrainConfig, list_checkpoints, loss_terms, train
+from probekit.models import build_model
+from probekit.train import loss_terms
 from probekit.train.loss_term import ForwardLossTerm, StepBatch
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    task = get_task(
-        "scan", n_noise=1, max_samples=60, ood_lengths=(5,), n_ood_per_length=8, n_ood_combo=8,
-        seed=0,
-    )
-    return task, task.model_config(n_layers=2, d_model=32, n_heads=2, d_head=16, d_mlp=64, seed=0)
+from tests.homomorphism.regulariser_helpers import tiny_cfg, train_to_final
 
 
 def _cfg(steps=12, **kw):
-    base = dict(
-        steps=steps, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.999), batch_size=16,
-        eval_steps=(steps,), checkpoint_steps=(steps,), he_lambda=0.5, he_layers=(1, 2),
-        he_pairs=32,
-    )
-    return TrainConfig(**{**base, **kw})
+    return tiny_cfg(steps, **{"he_lambda": 0.5, "he_layers": (1, 2), "he_pairs": 32, **kw})
 
 
-def _final(tmp, task, mcfg, cfg):
-    hist = train(task, mcfg, cfg, tmp, progress=False, plot=False, loss_terms=loss_terms(task, cfg))
-    return load_checkpoint(list_checkpoints(tmp)[-1][1]), hist
 
 
 def _sums(model):
@@ -52,7 +35,7 @@ def test_pool_source_is_the_regulariser_before_the_option(tiny, tmp_path):
     tensors 2637dfb59978faa0 there and here on the recording machine; another CPU's float
     kernels move the sums ~1e-5, hence rel 1e-4)."""
     task, mcfg = tiny
-    model, hist = _final(tmp_path / "p", task, mcfg, _cfg(he_source="pool"))
+    model, hist = train_to_final(tmp_path / "p", task, mcfg, _cfg(he_source="pool"))
     total, absolute = _sums(model)
     assert total == pytest.approx(140.23680658235025, rel=1e-4)
     assert absolute == pytest.approx(1831.3287940116943, rel=1e-4)
@@ -125,16 +108,16 @@ def test_batch_source_trains_and_resumes_exactly(tiny, tmp_path):
               eval_steps=(3,))
     assert isinstance(loss_terms(task, _cfg(**kw))[0](build_model(mcfg), torch.device("cpu")),
                       HEBatchLossTerm)
-    straight, _ = _final(tmp_path / "s", task, mcfg, _cfg(steps=6, **kw))
-    _final(tmp_path / "r", task, mcfg, _cfg(steps=3, **kw))
-    resumed, _ = _final(tmp_path / "r", task, mcfg, _cfg(steps=6, **kw))
+    straight, _ = train_to_final(tmp_path / "s", task, mcfg, _cfg(steps=6, **kw))
+    train_to_final(tmp_path / "r", task, mcfg, _cfg(steps=3, **kw))
+    resumed, _ = train_to_final(tmp_path / "r", task, mcfg, _cfg(steps=6, **kw))
     for p, q in zip(straight.parameters(), resumed.parameters()):
         assert torch.equal(p, q)
-    plain, _ = _final(tmp_path / "plain", task, mcfg, _cfg(steps=6, he_lambda=0.0))
+    plain, _ = train_to_final(tmp_path / "plain", task, mcfg, _cfg(steps=6, he_lambda=0.0))
     assert not all(torch.equal(p, q) for p, q in zip(straight.parameters(), plain.parameters()))
     with pytest.raises(ValueError, match=r"TrainConfig.he_source='pool' differs from the "
                        r"checkpointed run \('batch'\)"):
-        _final(tmp_path / "r", task, mcfg, _cfg(steps=9, **{**kw, "he_source": "pool"}))
+        train_to_final(tmp_path / "r", task, mcfg, _cfg(steps=9, **{**kw, "he_source": "pool"}))
 
 
 def test_batch_regulariser_shares_the_pool_regulariser_mlps(tiny):
@@ -157,7 +140,7 @@ def test_batch_regularised_training_lowers_modifier_he(tiny, tmp_path):
     he = {}
     for lam in (0.0, 1.0):
         cfg = _cfg(steps=40, he_lambda=lam, he_source="batch")
-        model, _ = _final(tmp_path / str(lam), task, mcfg, cfg)
+        model, _ = train_to_final(tmp_path / str(lam), task, mcfg, cfg)
         he[lam] = modifier_he(model, task, config=HEConfig(families=("affine", "mlp"),
                                                            solver="closed_form_ridge")).headline
     assert he[1.0] < 0.85 * he[0.0]
