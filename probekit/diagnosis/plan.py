@@ -353,8 +353,14 @@ def _timed_cost(run: Any, steps: int) -> tuple[float, float]:
     from ..train.history import History
     from ..train.trainer import train
 
-    sets = [s for s in run.sets if not s.startswith("train.checkpoint_steps=")]
+    # one checkpoint; a lean evaluation schedule (eval_steps at the planned steps) moves to the
+    # timing run's own last step
+    lean = any(s.startswith("train.eval_steps=") for s in run.sets)
+    sets = [s for s in run.sets
+            if not s.startswith(("train.checkpoint_steps=", "train.eval_steps="))]
     sets.append("train.n_checkpoints=1")
+    if lean:
+        sets.append(f"train.eval_steps=[{steps}]")
     task, mcfg, tcfg = build_run(run.preset, steps=steps, seed=run.seed, sets=sets,
                                  device=run.device)
     with tempfile.TemporaryDirectory(prefix="probekit-plan-") as tmp:

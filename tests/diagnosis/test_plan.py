@@ -163,3 +163,15 @@ def test_a_run_with_an_unreachable_target_is_refused_before_training(tmp_path, m
     assert code == 2
     assert "[population] target_mde: target_mde 0.6 is out of reach" in capsys.readouterr().err
     assert not (tmp_path / "cache" / "diagnosis").exists()  # nothing trained
+
+
+def test_timing_run_moves_a_lean_evaluation_schedule_to_its_own_last_step(tmp_path):
+    """A grid evaluated only at its series steps (train.eval_steps=[30, 120]) is timed over fewer
+    steps: the schedule must follow the timing run (it was refused by TrainConfig before)."""
+    from probekit.diagnosis.population import grid_runs
+
+    spec = load_diagnosis(_smoke_copy(tmp_path))
+    run = grid_runs(spec)[0].run
+    assert "train.eval_steps=[30, 120]" in run.sets
+    overhead, rate = plan_mod._timed_cost(run, 8)
+    assert overhead >= 0.0 and 0.0 < rate < 5.0
