@@ -2,7 +2,7 @@
 
 Each marker's ``mde_partial_r`` in a diagnosis report is the 80 %-power partial r of the test
 the report ran (:mod:`.power`: HC3, Freedman-Lane permutations within the groups, at
-``alpha / K`` for ``K`` tested markers), simulated on the very rows, covariate terms and groups
+``alpha / K`` for ``K`` tested markers; a family of layers counts once, :func:`unit_levels`), simulated on the very rows, covariate terms and groups
 the marker was analysed on, not the noncentral-t formula (:func:`.inference.mde_partial_r`),
 whose value the test reaches with 65-74 % power only on populations of tens of models.
 
@@ -29,7 +29,7 @@ from probekit.errors import ProbekitError
 
 from .power import PowerCurve, simulated_power
 
-__all__ = ["MDE_SIMULATIONS", "design_curve", "with_simulated_mde"]
+__all__ = ["MDE_SIMULATIONS", "design_curve", "unit_levels", "with_simulated_mde"]
 
 #: simulated populations per design (Monte Carlo SE of a power near 80 %: 2 points)
 MDE_SIMULATIONS = 400
@@ -124,13 +124,14 @@ def with_simulated_mde(
     C, _ = t.design(analysis.covariates, coding=dict(covariate_coding or {}) or None,
                     spline_df=spline_df, groups=analysis.groups)
     g = t.codes(analysis.groups, "groups")[0] if analysis.groups else None
-    level = float(settings["alpha"]) / max(int(settings.get("n_markers_tested", 1)), 1)
-    by_rows: dict[tuple[int, ...], list[str]] = {}
+    levels = unit_levels(analysis.markers, float(settings["alpha"]),
+                         int(settings.get("n_markers_tested", 1)))
+    by_rows: dict[tuple[tuple[int, ...], float], list[str]] = {}
     for s in analysis.markers:
         if s.rows and math.isfinite(s.mde_partial_r):
-            by_rows.setdefault(tuple(s.rows), []).append(s.marker)
+            by_rows.setdefault((tuple(s.rows), levels[s.marker]), []).append(s.marker)
     mde: dict[str, float] = {}
-    for rows, names in by_rows.items():
+    for (rows, level), names in by_rows.items():
         idx = np.asarray(rows, dtype=np.int64)
         try:
             curve, key = design_curve(C[idx], None if g is None else g[idx], level=level,
@@ -145,6 +146,26 @@ def with_simulated_mde(
     markers = tuple(dataclasses.replace(s, mde_partial_r=mde[s.marker]) if s.marker in mde
                     else s for s in analysis.markers)
     return dataclasses.replace(analysis, markers=markers), record
+
+
+def unit_levels(markers: Sequence[Any], alpha: float, n_tested: int) -> dict[str, float]:
+    """The level of each marker's first test in the report's weighted Holm procedure.
+
+    Families count once (:mod:`.families`): with ``U`` units (a family, or a marker outside
+    any), a marker outside a family is first tested at ``alpha / U`` and a family's best layer at
+    ``alpha / (U |F|)``. Without families ``U = K``, the markers tested: ``alpha / K``. Markers
+    with no ``family`` attribute or no MDE (not tested) are units of their own.
+    """
+    tested = [s for s in markers if math.isfinite(getattr(s, "mde_partial_r", math.nan))]
+    sizes: dict[str, int] = {}
+    for s in tested:
+        if getattr(s, "family", ""):
+            sizes[s.family] = sizes.get(s.family, 0) + 1
+    units = len(sizes) + sum(1 for s in tested if not getattr(s, "family", ""))
+    units = max(units, 1) if tested else max(int(n_tested), 1)
+    return {s.marker: alpha / (units * (sizes.get(getattr(s, "family", ""), 1)
+                                        if getattr(s, "family", "") else 1))
+            for s in markers}
 
 
 def mde_sentence(record: Mapping[str, Any]) -> str | None:
@@ -168,10 +189,14 @@ def mde_sentence(record: Mapping[str, Any]) -> str | None:
     if not parts:
         return None
     designs = record.get("designs", ())
-    level = next((d["level"] for d in designs if "level" in d), None)
+    levels = sorted({d["level"] for d in designs if "level" in d}, reverse=True)
+    level_text = ("-" if not levels else " / ".join(format(v, ".3g") for v in levels))
     n_perm = next((d["n_permutations"] for d in designs if "n_permutations" in d), None)
     return ("MDE (80%-power |partial r|) simulated for this test on this design "
             f"({record['n_simulations']} simulated populations, HC3 + {n_perm} Freedman-Lane "
-            f"permutations, level {'-' if level is None else format(level, '.3g')} = alpha / "
-            "markers tested; +- Monte Carlo SE): "
+            f"permutations, level {level_text} = "
+            + ("alpha / markers tested" if len(levels) <= 1 else
+               "alpha / units tested (a family of layers counts once; its layers at alpha / "
+               "(units x layers))")
+            + "; +- Monte Carlo SE): "
             + "; ".join(parts) + ".")

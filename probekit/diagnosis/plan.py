@@ -67,7 +67,9 @@ class PlannedDesign:
         covariates: the analysis' covariates; those not in ``columns`` are measured after
             training and simulated (module docstring).
         groups: the groups column (the seed), or None (the models are the unit).
-        n_markers: ``K``, the markers Holm adjusts over (the level is ``alpha / K``).
+        n_markers: ``K``, the markers Holm adjusts over (the level is ``alpha / K``); from a
+            file, a family of layers (``NAME@L0..``) counts once: the level of a marker outside
+            it (:func:`probekit.diagnosis.mde.unit_levels`).
         alpha: the report's level.
         covariate_coding, spline_df: the ``[diagnosis]`` coding keys.
         measured_r2: :data:`MEASURED_R2`.
@@ -238,7 +240,8 @@ def design_from_spec(spec: Any) -> PlannedDesign:
         raise ConfigError(f"{spec.where('diagnosis', 'groups')} = {groups!r}: not a grid key; the "
                           f"grid keys are {keys}")
     return PlannedDesign(columns=cols, covariates=covariates, groups=groups,
-                         n_markers=len(spec.markers), alpha=d.alpha,
+                         n_markers=len({m.name.partition("@")[0] for m in spec.markers}),
+                         alpha=d.alpha,
                          covariate_coding=dict(d.covariate_coding),
                          spline_df=d.spline_df or 4, inference=d.inference or "within_groups")
 

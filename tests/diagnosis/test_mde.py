@@ -92,3 +92,20 @@ def test_power_at_the_reported_mde_is_at_least_75_percent():
         hits += res["m"].partial_p_holm <= 0.05
     power = hits / S
     assert power >= 0.75, (power, reported)
+
+
+def test_unit_levels_count_a_family_once_and_its_layers_within_it():
+    """Weighted Holm (probekit.diagnosis.families): U units; a marker outside a family is first
+    tested at alpha / U, a family's best layer at alpha / (U |F|); without families alpha / K."""
+    from types import SimpleNamespace as S
+
+    from probekit.diagnosis.mde import unit_levels
+
+    ms = [S(marker="he", family="", mde_partial_r=0.3), S(marker="cap", family="", mde_partial_r=0.3),
+          *[S(marker=f"probe@L{i}", family="probe", mde_partial_r=0.3) for i in range(4)],
+          S(marker="na", family="", mde_partial_r=float("nan"))]
+    lv = unit_levels(ms, 0.05, 6)
+    assert lv["he"] == pytest.approx(0.05 / 3) and lv["cap"] == pytest.approx(0.05 / 3)
+    assert lv["probe@L2"] == pytest.approx(0.05 / 12)
+    plain = unit_levels(ms[:2], 0.05, 2)
+    assert plain == {"he": pytest.approx(0.025), "cap": pytest.approx(0.025)}
