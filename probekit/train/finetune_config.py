@@ -92,7 +92,8 @@ class FinetuneConfig(Validated):
             raise ConfigError(f"FinetuneConfig.trainable_blocks = {self.trainable_blocks} and "
                               f"trainable_layers = {list(self.trainable_layers)} both choose the "
                               "trained blocks; set one of them (trainable_blocks = k: the top k "
-                              "blocks on the cached fast path)")
+                              "blocks on the cached fast path; over a preset's trainable_layers "
+                              "add trainable_layers=null)")
         if self.checkpoint_steps is not None and any(s > self.steps for s in self.checkpoint_steps):
             raise ConfigError(f"FinetuneConfig.checkpoint_steps must be <= steps={self.steps}, "
                               f"got {list(self.checkpoint_steps)}; drop the later steps or raise "
