@@ -140,12 +140,15 @@ class Packed:
     slots: tuple[tuple[int, int, int], ...]
 
 
-def pack_rows(rows: list[Any]) -> Packed:
-    """Pack ``(n_i, d)`` row tensors with :func:`pack` (capacity: the longest row)."""
+def pack_rows(rows: list[Any], *, padded: bool = False) -> Packed:
+    """Pack ``(n_i, d)`` row tensors with :func:`pack` (capacity: the longest row).
+
+    ``padded``: one row per sequence instead (a right-padded batch; for comparisons).
+    """
     import torch
 
     lengths = [int(r.shape[0]) for r in rows]
-    bins = pack(lengths)
+    bins = [[i] for i in range(len(rows))] if padded else pack(lengths)
     width = max(lengths)
     hidden = rows[0].new_zeros((len(bins), width, rows[0].shape[-1]))
     positions = torch.zeros((len(bins), width), dtype=torch.long)
@@ -210,11 +213,15 @@ def full_scored_loss(model: Any, ids: Any, labels: Any, mask: Any) -> Any:
     return scored_loss(model, hidden[keep], target[keep])
 
 
-def packed_scored_loss(model: Any, rows: list[Any], labels: list[list[int]], first: int) -> Any:
-    """The answer-only loss of rows given by their cached inputs at block ``first``, packed."""
+def packed_scored_loss(model: Any, rows: list[Any], labels: list[list[int]], first: int,
+                       *, padded: bool = False) -> Any:
+    """The answer-only loss of rows given by their cached inputs at block ``first``, packed.
+
+    ``padded``: one row per sequence (:func:`pack_rows`), the same loss with padding computed.
+    """
     import torch
 
-    packed = pack_rows(rows)
+    packed = pack_rows(rows, padded=padded)
     hidden = top_hidden(model, packed, first)
     width = hidden.shape[1]
     index, target = [], []

@@ -123,7 +123,8 @@ def test_scored_head_loss_and_its_gradient_equal_the_full_logits_loss(tiny_dir):
     cached = compute_block_inputs(model, ROWS, 2)
     ref, g_ref = value_and_grad(all_logits)
     for fn in (lambda: full_scored_loss(model, ids, lab, mask),
-               lambda: packed_scored_loss(model, cached, labels, 2)):
+               lambda: packed_scored_loss(model, cached, labels, 2),
+               lambda: packed_scored_loss(model, cached, labels, 2, padded=True)):
         value, grad = value_and_grad(fn)
         assert value == pytest.approx(ref, rel=1e-6)
         assert float((grad - g_ref).norm() / g_ref.norm()) < 1e-5
