@@ -3,8 +3,9 @@
 SmolLM2-135M on the biographies testbed (``n_people`` people, ``augmentation`` biographies each,
 rows <= ``max_length`` tokens), batches of ``batch_size`` rows drawn like the trainer draws them;
 every variant trains the same batches from the same base weights. CPU time per step
-(``time.process_time`` over ``steps`` steps after one warm-up step, ``accuracy_steps - 1`` for the
-two fast variants; run it with ``OMP_NUM_THREADS=1``), each step as the trainer takes it (AdamW,
+(``time.process_time``, the mean over the same ``steps`` batches after one warm-up step for every
+variant; bfloat16 vs float32 also over all ``accuracy_steps - 1``; run it with
+``OMP_NUM_THREADS=1``), each step as the trainer takes it (AdamW,
 the preset's warm-up and gradient clip). Variants:
 
 - ``preset``: ``smollm2_bio``'s step as it was (LoRA r=16 on the 7 linear layers of all 30 blocks,
@@ -69,7 +70,7 @@ def _variant(setup: Any, config: Any, batches: list[list[int]], loss_fn: Any) ->
         if i:  # the first step is the warm-up
             cpu.append(time.process_time() - c0)
         losses.append(float(loss.detach()))
-    return {"cpu_s_per_step": float(np.mean(cpu)), "losses": losses, "first_grad": grads}
+    return {"cpu_s": cpu, "losses": losses, "first_grad": grads}
 
 
 def bench_finetune_step(steps: int = 3, batch_size: int = 16, max_length: int = 64,
@@ -81,7 +82,7 @@ def bench_finetune_step(steps: int = 3, batch_size: int = 16, max_length: int = 
     from probekit.train.block_inputs import block_inputs
     from probekit.train.finetune_data import batch_rows
     from probekit.train.finetune_presets import FINETUNE_PRESETS
-    from probekit.train.top_blocks import first_block, packed_scored_loss
+    from probekit.train.top_blocks import first_block, pack, packed_scored_loss
 
     work = Path(tempfile.mkdtemp(prefix="pk-bench-ft-"))
     data = write_biographies(BiographiesConfig(n_people=n_people, augmentation=augmentation),
@@ -128,8 +129,13 @@ def bench_finetune_step(steps: int = 3, batch_size: int = 16, max_length: int = 
         fn = make(s) if make is not None else (lambda t, c=config, s=s: ft.step_loss(c, s, t))
         out[name] = _variant(s, config, todo, fn)
         del s, fn
+    for v in out.values():  # every ratio over the same timed batches (steps 2..steps + 1)
+        v["cpu_s_per_step"] = float(np.mean(v["cpu_s"][:steps]))
     ref = out["preset"]["cpu_s_per_step"]
     a, b = out["fast"], out["fast_bf16"]
+    tokens = [sum(lengths[i] for i in t) for t in short[1:]]
+    padded = [len(t) * max(lengths[i] for i in t) for t in short[1:]]
+    packed = [len(pack([lengths[i] for i in t])) * max(lengths[i] for i in t) for t in short[1:]]
     cos = float(torch.nn.functional.cosine_similarity(a["first_grad"], b["first_grad"], dim=0))
     result: dict[str, Any] = {
         "torch_threads": torch.get_num_threads(), "rows": len(rows),
@@ -142,8 +148,11 @@ def bench_finetune_step(steps: int = 3, batch_size: int = 16, max_length: int = 
         result[f"{name}_cpu_s_per_step"] = v["cpu_s_per_step"]
         result[f"{name}_ratio_to_preset"] = v["cpu_s_per_step"] / ref
         result[f"{name}_losses"] = v["losses"]
+    result["timed_tokens_per_step"] = float(np.mean(tokens))
+    result["timed_padded_tokens_per_step"] = float(np.mean(padded))
+    result["timed_packed_tokens_per_step"] = float(np.mean(packed))
     result["fast_vs_fast_padded"] = a["cpu_s_per_step"] / out["fast_padded"]["cpu_s_per_step"]
-    result["bf16_vs_fast"] = b["cpu_s_per_step"] / a["cpu_s_per_step"]
+    result["bf16_vs_fast_all_accuracy_steps"] = float(np.mean(b["cpu_s"]) / np.mean(a["cpu_s"]))
     result["bf16_max_rel_loss_diff"] = max(abs(x - y) / abs(x) for x, y in zip(a["losses"],
                                                                                b["losses"]))
     result["bf16_last5_mean_loss"] = float(np.mean(b["losses"][-5:]))
