@@ -10,7 +10,13 @@ next-token cross-entropy over the answer tokens only,
 
 the prompt tokens being context (masked with ``-100``). Prompt and answer are tokenized
 separately and concatenated, so the answer's first token is the one a greedy decoder must emit
-after the prompt.
+after the prompt. The LM head is applied at the scored positions only (the same loss).
+
+**Fast path** (``trainable_blocks = k``, :mod:`probekit.train.top_blocks`): only the top ``k``
+blocks train, on each row's input of block ``L - k`` computed once into a verified, resumable
+cache shared by every run on the same model, rows and ``k`` (:mod:`probekit.train.block_inputs`),
+with the rows of a batch packed instead of padded. ``dtype = "bfloat16"`` runs the step under
+``torch.autocast``.
 
 **LoRA** (Hu et al. 2021): each targeted weight ``W`` (``d_out x d_in``) of the trainable blocks
 is replaced by ``W + (alpha / r) B A`` with ``A`` (``r x d_in``, random) and ``B``
@@ -65,6 +71,7 @@ __all__ = [
     "list_finetune_checkpoints",
     "read_finetune_meta",
     "read_rows",
+    "step_loss",
 ]
 
 FINETUNE_META = "finetune.json"
