@@ -12,7 +12,8 @@ beside a busy core, ``scripts/bench_load.py``; load_tuner: SmolLM2 deactivation 
 torch's threads, one thread and ``ThreadTuner``, quiet and busy; load_train: 450 training steps
 of the ``scan`` model, the same three ways; population_throughput: models per CPU-hour of each
 preset the shipped populations train, and a step's achieved FLOP/s vs a float32 matmul,
-``scripts/bench_population.py``) run when their modules exist.
+``scripts/bench_population.py``; finetune_step: CPU time of the preset's all-block LoRA fine-tune
+step vs the cached top-block path, ``scripts/bench_finetune.py``) run when their modules exist.
 
     python scripts/bench.py --out out/bench.json [--model smollm2-135m] [--sections capture,probes]
         [--device cuda] [--sklearn-threads 4]   # probe sweep on the GPU; sklearn on 4 CPU threads
@@ -227,6 +228,7 @@ def bench_cli_startup(repeats: int = 3) -> dict:
 
 
 OPTIONAL = {
+    "finetune_step": ("scripts.bench_finetune", "bench_finetune_step"),
     "probes": ("scripts.bench_probes", "bench_probe_sweep"),
     "grokking": ("scripts.bench_grokking", "bench_grokking"),
     "homomorphism": ("scripts.bench_homomorphism", "bench_homomorphism"),
@@ -252,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
     parser.add_argument("--sections", default="capture,store_memory,store_read,cli,probes",
-                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,eap,neurons,generation,geometry,ray,ray_capture,load,load_tuner,load_train,population_throughput")
+                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,eap,neurons,generation,geometry,ray,ray_capture,load,load_tuner,load_train,population_throughput,finetune_step")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
@@ -275,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                              "timed step cost)")
     parser.add_argument("--pop-threads", type=int, default=1,
                         help="torch threads of the population_throughput section")
+    parser.add_argument("--ft-steps", type=int, default=3,
+                        help="timed steps per variant of the finetune_step section (after a warm-up)")
     parser.add_argument("--load-suites", default=None,
                         help="comma list of probes/*.toml stems of the load section (default: every shipped suite)")
     args = parser.parse_args(argv)
@@ -305,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs = {"suites": args.load_suites}
             if section == "population_throughput":
                 kwargs = {"steps_run": args.pop_steps, "threads": args.pop_threads}
+            if section == "finetune_step":
+                kwargs = {"steps": args.ft_steps}
             if section in ("patching", "eap", "geometry"):
                 kwargs = {"device": args.device}
             results[section] = getattr(importlib.import_module(module), fn)(**kwargs)

@@ -10,7 +10,13 @@ next-token cross-entropy over the answer tokens only,
 
 the prompt tokens being context (masked with ``-100``). Prompt and answer are tokenized
 separately and concatenated, so the answer's first token is the one a greedy decoder must emit
-after the prompt.
+after the prompt. The LM head is applied at the scored positions only (the same loss).
+
+**Fast path** (``trainable_blocks = k``, :mod:`probekit.train.top_blocks`): only the top ``k``
+blocks train, on each row's input of block ``L - k`` computed once into a verified, resumable
+cache shared by every run on the same model, rows and ``k`` (:mod:`probekit.train.block_inputs`),
+with the rows of a batch packed instead of padded. ``dtype = "bfloat16"`` runs the step under
+``torch.autocast``.
 
 **LoRA** (Hu et al. 2021): each targeted weight ``W`` (``d_out x d_in``) of the trainable blocks
 is replaced by ``W + (alpha / r) B A`` with ``A`` (``r x d_in``, random) and ``B``
@@ -49,11 +55,11 @@ from typing import Any
 
 from ..errors import ConfigError, DataError, ModelLoadError
 from ..util.io import atomic_write_json, fsync_dir, sha256_bytes
-from .finetune_config import FinetuneConfig
-from .finetune_data import IGNORE_INDEX as _IGNORE
+from .finetune_config import LATER_FIELDS, FinetuneConfig
 from .finetune_data import batch_rows as _batch
 from .finetune_data import encode_rows, read_rows
 from .history import History
+from .top_blocks import block_of as _block_of
 
 __all__ = [
     "FINETUNE_META",
@@ -65,6 +71,7 @@ __all__ = [
     "list_finetune_checkpoints",
     "read_finetune_meta",
     "read_rows",
+    "step_loss",
 ]
 
 FINETUNE_META = "finetune.json"
@@ -76,12 +83,15 @@ def config_key(config: FinetuneConfig, extra: dict[str, Any] | None = None) -> s
     """16 hex digits of sha256 over the config, the data file's content and ``extra``.
 
     The data enters by its sha256, not its path (a moved population keeps its runs); ``extra``
-    is e.g. the testbed config that generated the data.
+    is e.g. the testbed config that generated the data. Fields added later
+    (:data:`~probekit.train.finetune_config.LATER_FIELDS`) enter only when not at their default.
     """
     from ..util.io import sha256_file
 
     data = sha256_file(config.data) if Path(config.data).is_file() else config.data
-    payload = {"config": {**config.to_dict(), "data": data}, "extra": extra or {}, "format": FORMAT}
+    fields = {k: v for k, v in config.to_dict().items()
+              if k not in LATER_FIELDS or v != LATER_FIELDS[k]}  # older runs keep their keys
+    payload = {"config": {**fields, "data": data}, "extra": extra or {}, "format": FORMAT}
     return sha256_bytes(json.dumps(payload, sort_keys=True).encode())[:16]
 
 
@@ -165,7 +175,12 @@ def _load_base(base: Path, device: str) -> Any:
     return copy.deepcopy(_BASE_CACHE[key]).to(device)
 
 
-def _block_indices(layers: tuple[int, ...] | None, n_layers: int) -> list[int] | None:
+def _block_indices(config: FinetuneConfig, n_layers: int) -> list[int] | None:
+    from .top_blocks import first_block
+
+    layers = config.trainable_layers
+    if config.trainable_blocks is not None:
+        return list(range(first_block(n_layers, config.trainable_blocks), n_layers))
     if layers is None:
         return None
     bad = [b for b in layers if not -n_layers <= b < n_layers]
@@ -174,14 +189,6 @@ def _block_indices(layers: tuple[int, ...] | None, n_layers: int) -> list[int] |
                           f"not exist; the model has {n_layers} blocks (0..{n_layers - 1}, or "
                           "-1 for the last)")
     return sorted({b % n_layers for b in layers})
-
-
-def _block_of(name: str) -> int | None:
-    parts = name.split(".")
-    for a, b in zip(parts, parts[1:]):
-        if a in ("layers", "h", "blocks") and b.isdigit():
-            return int(b)
-    return None
 
 
 def _targeted(model: Any, config: FinetuneConfig, blocks: list[int] | None) -> list[str]:
@@ -202,7 +209,7 @@ def _targeted(model: Any, config: FinetuneConfig, blocks: list[int] | None) -> l
 
 def _prepare(model: Any, config: FinetuneConfig) -> tuple[Any, list[str]]:
     """The model with its trainable parameters set (LoRA adapters added), and the targets."""
-    blocks = _block_indices(config.trainable_layers, int(model.config.num_hidden_layers))
+    blocks = _block_indices(config, int(model.config.num_hidden_layers))
     targets = _targeted(model, config, blocks)
     model.requires_grad_(False)
     if config.method == "full":
@@ -271,11 +278,30 @@ class _Setup:
     encoded: list[tuple[list[int], list[int]]]
     pad_id: int
     meta: dict[str, Any]
+    inputs: list[Any] | None = None  # the fast path: each row's cached input of block `first`
+    first: int = 0
+
+
+def _cached_inputs(model: Any, config: FinetuneConfig, ids: list[list[int]],
+                   root: str | Path | None) -> tuple[list[Any], int, Path]:
+    """The rows' cached inputs of block ``L - k`` (computed once per model, rows and ``k``)."""
+    from ..util.cache import cache_dir
+    from .block_inputs import block_inputs
+    from .top_blocks import check_supported, first_block
+
+    check_supported(model)
+    first = first_block(int(model.config.num_hidden_layers), int(config.trainable_blocks or 0))
+    where = Path(root) if root is not None else cache_dir("block-inputs")
+    return block_inputs(model, ids, first, where, model_id=config.base_model), first, where
 
 
 def _setup(config: FinetuneConfig, rows: list[dict[str, Any]], out: Path, key: str,
-           extra: dict[str, Any]) -> _Setup:
-    """Load the base model and tokenizer, encode the rows, add adapters, record the run."""
+           extra: dict[str, Any], input_cache: str | Path | None = None) -> _Setup:
+    """Load the base model and tokenizer, encode the rows, add adapters, record the run.
+
+    With ``trainable_blocks`` the rows' inputs of block ``L - k`` are taken from (or first
+    written to) the block-input cache, on the base model before adapters are added.
+    """
     import torch
 
     from ..models.hf import set_offline_env
@@ -288,22 +314,47 @@ def _setup(config: FinetuneConfig, rows: list[dict[str, Any]], out: Path, key: s
     encoded = encode_rows(tokenizer, rows, max_length=config.max_length,
                           answer_only=config.answer_only, add_eos=config.add_eos)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    model = _load_base(base, config.device)
+    inputs, first, fast = None, 0, {}
+    if config.trainable_blocks is not None:
+        inputs, first, where = _cached_inputs(model, config, [x for x, _ in encoded], input_cache)
+        fast = {"first_cached_block": first, "block_input_cache": str(where)}
     torch.manual_seed(config.seed)
-    model, targets = _prepare(_load_base(base, config.device), config)
+    model, targets = _prepare(model, config)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / RUN_META, {"format": FORMAT, "config_key": key,
                                        "config": config.to_dict(), "extra": extra})
     meta = {"format": FORMAT, "config_key": key, "config": config.to_dict(), "extra": extra,
             "base_model": config.base_model, "base_dir": str(base), "targets": targets,
-            "n_train_rows": len(rows)}
-    return _Setup(model=model, tokenizer=tokenizer, encoded=encoded, pad_id=int(pad_id), meta=meta)
+            "n_train_rows": len(rows), **fast}
+    return _Setup(model=model, tokenizer=tokenizer, encoded=encoded, pad_id=int(pad_id), meta=meta,
+                  inputs=inputs, first=first)
+
+
+def step_loss(config: FinetuneConfig, s: _Setup, take: list[int]) -> Any:
+    """The answer-only loss of rows ``take``: cached top blocks, packed, or the full forward.
+
+    Both apply the LM head at the scored positions only; ``dtype = "bfloat16"`` runs the
+    forward under ``torch.autocast`` (the loss is reduced in float32).
+    """
+    import torch
+
+    from .top_blocks import full_scored_loss, packed_scored_loss
+
+    device = torch.device(config.device).type
+    with torch.autocast(device, dtype=torch.bfloat16, enabled=config.dtype == "bfloat16"):
+        if s.inputs is not None:
+            return packed_scored_loss(s.model, [s.inputs[i] for i in take],
+                                      [s.encoded[i][1] for i in take], s.first)
+        ids, labels, mask = (t.to(config.device)
+                             for t in _batch([s.encoded[i] for i in take], s.pad_id))
+        return full_scored_loss(s.model, ids, labels, mask)
 
 
 def _train_loop(config: FinetuneConfig, s: _Setup, out: Path) -> History:
     """AdamW over seeded per-epoch permutations; saves at ``checkpoint_steps`` and the end."""
     import numpy as np
     import torch
-    import torch.nn.functional as F  # noqa: N812
 
     params = [p for p in s.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
@@ -316,13 +367,10 @@ def _train_loop(config: FinetuneConfig, s: _Setup, out: Path) -> History:
             order += np.random.default_rng([config.seed, epoch]).permutation(len(s.encoded)).tolist()
             epoch += 1
         take, order = order[: config.batch_size], order[config.batch_size:]
-        ids, labels, mask = (t.to(config.device) for t in _batch([s.encoded[i] for i in take], s.pad_id))
         lr = config.lr * min(1.0, step / config.warmup_steps) if config.warmup_steps else config.lr
         for group in opt.param_groups:
             group["lr"] = lr
-        logits = s.model(input_ids=ids, attention_mask=mask).logits[:, :-1]
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
-                               labels[:, 1:].reshape(-1), ignore_index=_IGNORE)
+        loss = step_loss(config, s, take)
         if not torch.isfinite(loss):
             raise DataError(f"fine-tune loss is {loss.item()} at step {step}; lower lr "
                             f"(= {config.lr:g}) or check the data")
@@ -343,6 +391,7 @@ def _train_loop(config: FinetuneConfig, s: _Setup, out: Path) -> History:
 
 def finetune(
     config: FinetuneConfig, out_dir: str | Path, *, extra: dict[str, Any] | None = None,
+    input_cache: str | Path | None = None,
 ) -> History:
     """Fine-tune ``config.base_model`` on ``config.data`` into ``out_dir``; returns the history.
 
@@ -351,6 +400,9 @@ def finetune(
         out_dir: the run directory (see the module docstring for its layout).
         extra: JSON recorded with the run and part of its identity (e.g. the testbed config
             that generated the data).
+        input_cache: the folder of the block-input cache of ``trainable_blocks`` (default
+            ``cache_dir("block-inputs")``, shared by every run of the user); not part of the
+            run's identity.
 
     Returns:
         One record per step: ``step``, ``elapsed_s``, ``lr``, ``batch_loss`` (mean answer-token
@@ -366,4 +418,4 @@ def finetune(
     if cached is not None:
         return cached
     resolve_device(config.device)  # one line (e.g. no CUDA here) before the model loads
-    return _train_loop(config, _setup(config, rows, out, key, extra or {}), out)
+    return _train_loop(config, _setup(config, rows, out, key, extra or {}, input_cache), out)

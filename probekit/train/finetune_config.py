@@ -10,10 +10,15 @@ from ..errors import ConfigError
 from ..util.config import check_keys
 from ..util.constraints import Between, Each, Finite, Ge, Gt, NonEmpty, Validated
 
-__all__ = ["FinetuneConfig", "LLAMA_LINEAR"]
+__all__ = ["LATER_FIELDS", "FinetuneConfig", "LLAMA_LINEAR"]
 
 #: the linear layers of a Llama-style decoder block (SmolLM2, Llama, Mistral, Qwen2)
 LLAMA_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+#: fields added after runs were first recorded, with their defaults: a run's identity
+#: (:func:`probekit.train.finetune.config_key`) holds them only when set, so that the runs made
+#: before them keep their keys (and their cached checkpoints)
+LATER_FIELDS: dict[str, Any] = {"trainable_blocks": None, "dtype": "float32"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +38,12 @@ class FinetuneConfig(Validated):
             (``"full"``); default: every linear layer of a Llama block.
         trainable_layers: 0-indexed decoder blocks whose ``target_modules`` are trained;
             ``None``: every block. Negative indices count from the last block (``-1``).
+        trainable_blocks: ``k``: train the top ``k`` blocks only, on the fast path
+            (:mod:`probekit.train.top_blocks`): the residual stream entering block ``L - k`` is
+            computed once per training row and cached (:mod:`probekit.train.block_inputs`),
+            rows are packed without padding. Exclusive with ``trainable_layers``.
+        dtype: ``"bfloat16"`` runs the forward and backward under ``torch.autocast``
+            (bfloat16 matmuls, float32 weights, optimiser and loss); ``"float32"`` does not.
         steps: optimiser steps.
         lr, weight_decay, warmup_steps, grad_clip: AdamW with linear warm-up
             ``lr * min(1, (step + 1) / warmup_steps)``, then constant; gradient L2 clip.
@@ -56,6 +67,8 @@ class FinetuneConfig(Validated):
     lora_dropout: Annotated[float, Between(0, 1, closed="left")] = 0.0
     target_modules: Annotated[tuple[str, ...], NonEmpty()] = LLAMA_LINEAR
     trainable_layers: tuple[int, ...] | None = None
+    trainable_blocks: Annotated[int, Ge(1)] | None = None
+    dtype: Literal["float32", "bfloat16"] = "float32"
     steps: Annotated[int, Ge(1)] = 100
     lr: Annotated[float, Gt(0), Finite()] = 1e-3
     weight_decay: Annotated[float, Ge(0), Finite()] = 0.0
@@ -75,6 +88,12 @@ class FinetuneConfig(Validated):
         if self.trainable_layers is not None and not self.trainable_layers:
             raise ConfigError("FinetuneConfig.trainable_layers must name at least one block, got "
                               "[]; give block indices (e.g. [-2, -1]) or None for every block")
+        if self.trainable_blocks is not None and self.trainable_layers is not None:
+            raise ConfigError(f"FinetuneConfig.trainable_blocks = {self.trainable_blocks} and "
+                              f"trainable_layers = {list(self.trainable_layers)} both choose the "
+                              "trained blocks; set one of them (trainable_blocks = k: the top k "
+                              "blocks on the cached fast path; over a preset's trainable_layers "
+                              "add trainable_layers=null)")
         if self.checkpoint_steps is not None and any(s > self.steps for s in self.checkpoint_steps):
             raise ConfigError(f"FinetuneConfig.checkpoint_steps must be <= steps={self.steps}, "
                               f"got {list(self.checkpoint_steps)}; drop the later steps or raise "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -192,3 +193,88 @@ def test_probekit_train_runs_a_finetune_preset_and_reruns_it_from_cache(tiny_dir
     capsys.readouterr()
     assert main([*argv[:4], "--set", "train.rank=0"]) == 2
     assert "FinetuneConfig.rank must be >= 1, got 0" in capsys.readouterr().err
+
+
+def _weights(ckpt: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(ckpt / "model.safetensors"))
+
+
+@pytest.mark.parametrize("method", ["lora", "full"])
+def test_top_blocks_fast_path_trains_as_the_full_forward_does(tiny_dir, tmp_path, monkeypatch,
+                                                             method):
+    """trainable_blocks = 1 (cached block-2 input, packed rows) vs the same block through the
+    full forward: the same losses and weights, the cache computed once for two seeds."""
+    from probekit.train import block_inputs as bi
+
+    computed: list[int] = []
+    real = bi.compute_block_inputs
+    monkeypatch.setattr(bi, "compute_block_inputs",
+                        lambda m, ids, first, batch_size=16: computed.append(first)
+                        or real(m, ids, first, batch_size))
+    data = _data(tmp_path / "d.jsonl")
+    full = ft.finetune(_config(tiny_dir, data, method=method, steps=6), tmp_path / "full")
+    cfg = _config(tiny_dir, data, method=method, steps=6, trainable_layers=None,
+                  trainable_blocks=1)
+    fast = ft.finetune(cfg, tmp_path / "fast", input_cache=tmp_path / "cache")
+    a = [r["batch_loss"] for r in full.records]
+    b = [r["batch_loss"] for r in fast.records]
+    assert b == pytest.approx(a, rel=1e-5) and b[-1] < b[0] - 0.5
+    (_, d_full), = ft.list_finetune_checkpoints(tmp_path / "full")
+    (_, d_fast), = ft.list_finetune_checkpoints(tmp_path / "fast")
+    assert _changed(tiny_dir, d_fast) == _changed(tiny_dir, d_full) == {
+        "model.layers.2.self_attn.q_proj.weight", "model.layers.2.mlp.down_proj.weight"}
+    base, w_full, w_fast = _weights(tiny_dir), _weights(d_full), _weights(d_fast)
+    for name in _changed(tiny_dir, d_full):
+        step = w_full[name] - base[name]
+        assert float((w_fast[name] - w_full[name]).norm() / step.norm()) < 1e-4
+    meta = ft.read_finetune_meta(d_fast)
+    assert meta["first_cached_block"] == 2 and meta["block_input_cache"] == str(tmp_path / "cache")
+    ft.finetune(dataclasses.replace(cfg, seed=1, lr=1e-2), tmp_path / "fast_s1",
+                input_cache=tmp_path / "cache")
+    assert computed == [2]  # one computation shared by both seeds and learning rates
+
+
+def test_bfloat16_autocast_trains_close_to_float32(tiny_dir, tmp_path):
+    data = _data(tmp_path / "d.jsonl")
+    kw = dict(steps=6, trainable_layers=None, trainable_blocks=2)
+    f32 = ft.finetune(_config(tiny_dir, data, **kw), tmp_path / "a", input_cache=tmp_path / "c")
+    b16 = ft.finetune(_config(tiny_dir, data, dtype="bfloat16", **kw), tmp_path / "b",
+                      input_cache=tmp_path / "c")
+    a = [r["batch_loss"] for r in f32.records]
+    b = [r["batch_loss"] for r in b16.records]
+    assert b != a and b == pytest.approx(a, rel=5e-2) and b[-1] < b[0] - 0.5
+
+
+def test_config_keys_of_runs_recorded_before_the_fast_path_are_unchanged(tmp_path):
+    """The new fields enter a run's identity only when set: earlier runs stay cached."""
+    from probekit.util.io import sha256_bytes, sha256_file
+
+    data = _data(tmp_path / "d.jsonl")
+    cfg = FinetuneConfig(data=str(data), trainable_layers=(-1,))
+    old = {k: v for k, v in cfg.to_dict().items() if k not in ("trainable_blocks", "dtype")}
+    payload = {"config": {**old, "data": sha256_file(data)}, "extra": {}, "format": ft.FORMAT}
+    assert ft.config_key(cfg) == sha256_bytes(json.dumps(payload, sort_keys=True).encode())[:16]
+    keys = {ft.config_key(c) for c in (cfg, dataclasses.replace(cfg, dtype="bfloat16"),
+                                        dataclasses.replace(cfg, trainable_layers=None,
+                                                            trainable_blocks=1))}
+    assert len(keys) == 3
+
+
+def test_trainable_blocks_is_a_grid_key_and_exclusive_with_trainable_layers(tiny_dir, tmp_path):
+    s = build_finetune("smollm2_finetune", sets=["train.data=x.jsonl", "train.trainable_blocks=2",
+                                                 "train.dtype=bfloat16"])
+    assert (s.config.trainable_blocks, s.config.dtype, s.config.trainable_layers) == (2, "bfloat16",
+                                                                                      None)
+    with pytest.raises(ConfigError, match=r"trainable_blocks = 2 and trainable_layers = \[-2, -1\] "
+                                          r"both choose.*add trainable_layers=null"):
+        build_finetune("smollm2_bio_smoke", sets=["train.trainable_blocks=2"])
+    s = build_finetune("smollm2_bio_smoke", sets=["train.trainable_blocks=2",
+                                                  "train.trainable_layers=null"])
+    assert s.config.trainable_blocks == 2
+    with pytest.raises(ConfigError, match=r"FinetuneConfig.trainable_blocks must be >= 1, got 0"):
+        FinetuneConfig(trainable_blocks=0)
+    with pytest.raises(ConfigError, match=r"dtype must be one of \['float32', 'bfloat16'\]"):
+        build_finetune("smollm2_bio_smoke", sets=["train.dtype=float16"])
+    with pytest.raises(ConfigError, match=r"trainable_blocks = 4: the model has 3 blocks"):
+        ft.finetune(_config(tiny_dir, _data(tmp_path / "d.jsonl"), trainable_layers=None,
+                            trainable_blocks=4), tmp_path / "r", input_cache=tmp_path / "c")
