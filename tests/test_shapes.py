@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from jaxtyping import Float
+from torch import Tensor
 
 from probekit.errors import DataError
 from probekit.shapes import ShapeError, ShapeSpec, check_shapes, parse_annotation, shape_checked
@@ -83,7 +87,7 @@ def test_annotations_give_their_top_level_layouts_only():
 
 def test_union_message_lists_every_layout_and_non_arrays_pass():
     @shape_checked
-    def f(acts: "Float[Tensor, 'layer n d'] | Float[Tensor, 'n d'] | Mapping[Any, Tensor]") -> int:
+    def f(acts: Float[Tensor, "layer n d"] | Float[Tensor, "n d"] | Mapping[Any, Tensor]) -> int:
         return 1
 
     with pytest.raises(ShapeError, match=r"^f: acts has shape \(5,\); expected \(layer, n, d\) or "
