@@ -164,6 +164,8 @@ def _shape(value: Any) -> tuple[int, ...] | None:
     shape = getattr(value, "shape", None)
     if shape is None or isinstance(value, type):
         return None
+    if isinstance(shape, tuple):  # numpy's tuple of ints; torch.Size is a tuple subclass
+        return shape
     try:
         return tuple(int(s) for s in shape)
     except (TypeError, ValueError):
@@ -258,14 +260,21 @@ def shape_checked(fn: F) -> F:
     if not declared:
         raise TypeError(f"shape_checked: {fn.__qualname__} declares no array layouts")
     name = fn.__name__
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [n for n, p in sig.parameters.items() if p.kind in kinds]
+    simple = all(p.kind in (*kinds, inspect.Parameter.KEYWORD_ONLY)
+                 for p in sig.parameters.values())
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            call = sig.bind(*args, **kwargs)
-        except TypeError:
-            return fn(*args, **kwargs)  # Python's own message for a wrong call
-        given = call.arguments
+        if simple and len(args) <= len(positional):  # the common call: no signature bind
+            given = dict(zip(positional, args, strict=False))
+            given.update(kwargs)
+        else:
+            try:
+                given = sig.bind(*args, **kwargs).arguments
+            except TypeError:
+                return fn(*args, **kwargs)  # Python's own message for a wrong call
         check_shapes(name, [(n, given[n], specs) for n, specs in declared if n in given])
         return fn(*args, **kwargs)
 
