@@ -18,8 +18,10 @@ The dimension language is jaxtyping's: a name binds one size across every argume
 call; an integer is that size; ``#name`` also accepts 1 (broadcasting); ``*name`` binds any
 number of leading/trailing axes (the same tuple everywhere); ``...``, ``*_``, ``_`` and ``_name``
 are free. Only top-level alternatives of an annotation are read (``X | None``, ``Float[Tensor,
-"layer n d"] | Float[Tensor, "n d"]``: one of them must fit); an argument without a ``shape``
-(a list, a mapping, ``None``) is left to the function's own checks. Dtypes are not checked.
+"layer n d"] | Float[Tensor, "n d"]``: one of them must fit), and only those of the argument's
+array type, as jaxtyping reads them (``Float[Tensor, "n d"] | np.ndarray`` checks a tensor and
+leaves an ndarray of any shape to the function); an argument without a ``shape`` (a list, a
+mapping, ``None``) is left to the function's own checks. Dtypes are not checked.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ __all__ = ["ShapeError", "ShapeSpec", "check_shapes", "parse_annotation", "shape
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: ``Dtype[ArrayType, "dims"]``: one jaxtyping array annotation (the whole member of a union)
-_ARRAY = re.compile(r"^\s*[A-Za-z_][\w.]*\[\s*[A-Za-z_][\w.]*\s*,\s*(['\"])(.*)\1\s*\]\s*$")
+_ARRAY = re.compile(r"^\s*[A-Za-z_][\w.]*\[\s*([A-Za-z_][\w.]*)\s*,\s*(['\"])(.*)\2\s*\]\s*$")
+#: a bare array type: an alternative that accepts any shape of that type
+_BARE = re.compile(r"^\s*((?:torch\.)?Tensor|(?:np\.|numpy\.)?ndarray)\s*$")
 _NAME = re.compile(r"^[A-Za-z][\w]*$")
 
 
@@ -64,10 +68,12 @@ class ShapeSpec:
     variadic: int | None = None
     variadic_name: str | None = None
     variadic_broadcast: bool = False
+    array: str = ""
+    any_shape: bool = False
 
     @classmethod
-    def parse(cls, text: str) -> ShapeSpec:
-        """The layout ``text`` (jaxtyping's dimension string)."""
+    def parse(cls, text: str, array: str = "") -> ShapeSpec:
+        """The layout ``text`` (jaxtyping's dimension string) of an ``array`` (``_array_kind``)."""
         axes: list[tuple[str, Any]] = []
         variadic, vname, vbroad = None, None, False
         for token in text.split():
@@ -86,7 +92,7 @@ class ShapeSpec:
                 axes.append(("bname" if broadcast else "name", token))
             else:  # "_", "_name", expressions such as "n+1": not checked
                 axes.append(("free", token))
-        return cls(text, tuple(axes), variadic, vname, vbroad)
+        return cls(text, tuple(axes), variadic, vname, vbroad, array)
 
     @property
     def layout(self) -> str:
@@ -154,17 +160,35 @@ def parse_annotation(annotation: Any) -> tuple[ShapeSpec, ...]:
     members.append(annotation[start:])
     specs = []
     for member in members:
-        m = _ARRAY.match(member)
-        if m and all(s.text != m.group(2) for s in specs):  # Tensor | ndarray: one layout
-            specs.append(ShapeSpec.parse(m.group(2)))
-    return tuple(specs)
+        m, bare = _ARRAY.match(member), _BARE.match(member)
+        if m:
+            spec = ShapeSpec.parse(m.group(3), _array_kind(m.group(1)))
+        elif bare:  # e.g. ``Float[Tensor, "n d"] | np.ndarray``: an ndarray of any shape
+            spec = ShapeSpec("...", (), 0, None, False, _array_kind(bare.group(1)), True)
+        else:
+            continue
+        if spec not in specs:
+            specs.append(spec)
+    return tuple(specs) if any(not s.any_shape for s in specs) else ()
+
+
+def _array_kind(type_name: str) -> str:
+    """``"torch"``, ``"numpy"`` or ``""`` (an alias such as ``A``: any array) for a type name."""
+    if "Tensor" in type_name:
+        return "torch"
+    return "numpy" if "ndarray" in type_name or "NDArray" in type_name else ""
+
+
+def _kind_of(value: Any) -> str:
+    module = type(value).__module__
+    return "torch" if module.startswith("torch") else "numpy" if module == "numpy" else "other"
 
 
 def _shape(value: Any) -> tuple[int, ...] | None:
     shape = getattr(value, "shape", None)
     if shape is None or isinstance(value, type):
         return None
-    if isinstance(shape, tuple):  # numpy's tuple of ints; torch.Size is a tuple subclass
+    if type(shape) is tuple:  # numpy's tuple of ints (torch.Size prints itself otherwise)
         return shape
     try:
         return tuple(int(s) for s in shape)
@@ -185,9 +209,13 @@ def check_shapes(fn: str, arrays: list[tuple[str, Any, tuple[ShapeSpec, ...]]]) 
     """
     bound: dict[str, Any] = {}
     owner: dict[str, tuple[str, tuple[int, ...], ShapeSpec]] = {}
-    for name, value, specs in arrays:
+    for name, value, declared in arrays:
         shape = _shape(value)
-        if shape is None or not specs:
+        if shape is None:
+            continue
+        kind = _kind_of(value)  # the annotation's alternatives for this array type, as jaxtyping
+        specs = [s for s in declared if s.array in ("", kind)]
+        if not specs or any(s.any_shape for s in specs):
             continue
         reasons = []
         for spec in specs:

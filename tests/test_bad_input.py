@@ -1553,7 +1553,7 @@ def _method_cases():
         ("progress-gini", lambda m: GK.gini(torch.tensor([-1.0, 2.0])), DataError, "gini needs finite non-negative values"),
         # neurons
         ("neurons-auc-shape", lambda m: N.roc_auc(np.array([0.1, 0.2]), np.array([1, 0])), DataError,
-         "roc_auc: scores has shape (2,) (1-D); expected (prompt, unit)"),
+         "expected scores of shape (n_prompts, n_units), got (2,)"),
         ("neurons-relations", lambda m: N.neuron_statistics(m, [[1, 4]], ["a", "b"], ["mlp_pre@0"]), DataError,
          "1 prompts but 2 relation ids"),
         ("neurons-k", lambda m: N.select_neurons(N.statistics_from_responses(resp, two), "a", k=-1), ConfigError, "k=-1"),

@@ -79,8 +79,9 @@ def test_layouts_bind_dimensions_across_arguments(layouts, shapes, ok):
 def test_annotations_give_their_top_level_layouts_only():
     assert [s.text for s in parse_annotation("Float[Tensor, 'layer n d'] | Float[Tensor, 'n d'] | "
                                              "Mapping[Any, Tensor]")] == ["layer n d", "n d"]
-    assert [s.text for s in parse_annotation("Float[Tensor, 'n1 d1'] | Float[np.ndarray, 'n1 d1']")
-            ] == ["n1 d1"]
+    assert [(s.text, s.array) for s in parse_annotation(
+        "Float[Tensor, 'n1 d1'] | Float[np.ndarray, 'n1 d1']")] == [("n1 d1", "torch"),
+                                                                     ("n1 d1", "numpy")]
     assert parse_annotation("Sequence[Float[Tensor, 'n d']]") == ()  # a list of arrays: its own check
     assert parse_annotation("int | None") == ()
 
@@ -96,6 +97,21 @@ def test_union_message_lists_every_layout_and_non_arrays_pass():
     assert f({"a": torch.zeros(1)}) == 1 and f(torch.zeros(2, 3)) == 1
     with pytest.raises(TypeError, match="declares no array layouts"):
         shape_checked(lambda x: x)
+
+
+def test_only_the_alternatives_of_the_arguments_array_type_are_checked():
+    """As jaxtyping reads a union: ``Float[Tensor, "n d"] | np.ndarray`` takes any ndarray."""
+
+    @shape_checked
+    def f(x: Float[Tensor, "n d"] | np.ndarray, y: Float[np.ndarray, " n"] | None = None) -> int:
+        return 1
+
+    assert f(np.zeros(5)) == 1 and f(np.zeros((2, 3, 4))) == 1
+    assert f(torch.zeros(5, 2), y=torch.zeros(4)) == 1  # a tensor y: not declared, the body's
+    with pytest.raises(ShapeError, match=r"^f: x has shape \(5,\) \(1-D\); expected \(n, d\)"):
+        f(torch.zeros(5))
+    with pytest.raises(ShapeError, match=r"'n' is 4 in y and 5 in x"):
+        f(torch.zeros(5, 2), y=np.zeros(4))
 
 
 # ------------------------------------------------------------ the walk over the public API
@@ -131,8 +147,8 @@ def _mismatches(fn) -> list[tuple[str, dict, str, tuple]]:
     named too) or, with no shared name, no axis at all (a 0-d tensor).
     """
     sig = inspect.signature(fn)
-    declared = {n: parse_annotation(p.annotation)[0] for n, p in sig.parameters.items()
-                if parse_annotation(p.annotation)}
+    declared = {n: next(s for s in parse_annotation(p.annotation) if not s.any_shape)
+                for n, p in sig.parameters.items() if parse_annotation(p.annotation)}
     names: dict[str, int] = {}
     for spec in declared.values():
         for kind, value in spec.axes:
@@ -177,7 +193,9 @@ def test_a_broken_shape_is_a_shape_error_naming_the_shapes(as_a_user, name, fn, 
     kwargs = {n: None for n, p in sig.parameters.items()
               if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL,
                                                                          p.VAR_KEYWORD)}
-    kwargs.update({n: torch.zeros(s, dtype=torch.float64) for n, s in shapes.items()})
+    layouts = fn.__shape_layouts__
+    kwargs.update({n: np.zeros(s) if next(x for x in layouts[n] if not x.any_shape).array == "numpy"
+                   else torch.zeros(s, dtype=torch.float64) for n, s in shapes.items()})
     with pytest.raises(ShapeError) as err:
         fn(**kwargs)
     message = str(err.value)

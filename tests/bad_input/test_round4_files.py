@@ -73,12 +73,28 @@ def _read_jsonl(root: Path, encoding: str) -> None:
 
 
 def _call(fn: str, *shapes: tuple[int, ...], **kwargs: Any) -> None:
-    """``fn`` on zero tensors of ``shapes`` (``kwargs``: shapes of keyword arrays, or values)."""
+    """``fn`` on zero arrays of ``shapes`` (``kwargs``: shapes of keyword arrays, or values).
+
+    Each array is of the type its annotation declares (a tensor, or a numpy array).
+    """
     import importlib
+    import inspect
+
+    import numpy as np
 
     package, name = fn.rsplit(".", 1)
-    given = {k: torch.zeros(v) if isinstance(v, tuple) else v for k, v in kwargs.items()}
-    getattr(importlib.import_module(package), name)(*(torch.zeros(s) for s in shapes), **given)
+    func = getattr(importlib.import_module(package), name)
+    layouts = func.__shape_layouts__
+    given = dict(zip(inspect.signature(func).parameters, shapes, strict=False))
+    given.update(kwargs)
+
+    def array(arg: str, value: Any) -> Any:
+        if not isinstance(value, tuple):
+            return value
+        kind = next(s.array for s in layouts[arg] if not s.any_shape)
+        return np.zeros(value) if kind == "numpy" else torch.zeros(value)
+
+    func(**{k: array(k, v) for k, v in given.items()})
 
 
 CASES: list[dict[str, Any]] = [
