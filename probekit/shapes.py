@@ -102,7 +102,8 @@ class ShapeSpec:
     def match(self, shape: tuple[int, ...], bound: dict[str, Any]) -> tuple[dict[str, Any], str]:
         """``(new bindings, "")`` if ``shape`` fits given ``bound``, else ``({}, reason)``.
 
-        The reason is ``"ndim"``, ``"int:AXIS"`` or ``"dim:NAME"`` (a name bound to another size).
+        The reason is ``"ndim"``, ``"int:I"`` (``axes[I]``, a fixed size, differs) or
+        ``"dim:NAME"`` (a name bound to another size).
         """
         fixed = len(self.axes)
         if len(shape) != fixed if self.variadic is None else len(shape) < fixed:
@@ -246,9 +247,9 @@ def _message(fn: str, name: str, shape: tuple[int, ...], reasons: list[tuple[Sha
         return (f"{fn}: {_describe(name, shape)} ({len(shape)}-D); expected {spec.layout} "
                 f"({axes}); reshape {name} to {spec.layout}")
     if reason.startswith("int:"):
-        i = int(reason[4:])
-        return (f"{fn}: {_describe(name, shape)}; axis {i} must have size {spec.axes[i][1]} "
-                f"(layout {spec.layout}); pass {name} in that layout")
+        size = spec.axes[int(reason[4:])][1]
+        return (f"{fn}: {_describe(name, shape)}, but its layout {spec.layout} fixes an axis at "
+                f"size {size}; pass {name} in that layout")
     dim = reason[4:]
     if dim not in owner:  # the clash is inside this argument ("p p p", "n n")
         return (f"{fn}: {_describe(name, shape)}; the axes named '{dim}' in {spec.layout} must "

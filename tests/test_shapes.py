@@ -93,10 +93,13 @@ def test_union_message_lists_every_layout_and_non_arrays_pass():
 
     with pytest.raises(ShapeError, match=r"^f: acts has shape \(5,\); expected \(layer, n, d\) or "
                                          r"\(n, d\); pass acts in one of these layouts$"):
-        f(np.zeros(5))
+        f(torch.zeros(5))
     assert f({"a": torch.zeros(1)}) == 1 and f(torch.zeros(2, 3)) == 1
     with pytest.raises(TypeError, match="declares no array layouts"):
         shape_checked(lambda x: x)
+    with pytest.raises(ShapeError, match=r"^f: x0 has shape \(5, 3\), but its layout \(\*b, n, 2\) "
+                                         r"fixes an axis at size 2; pass x0 in that layout$"):
+        check_shapes("f", [("x0", np.zeros((5, 3)), (_spec("*b n 2"),))])
 
 
 def test_only_the_alternatives_of_the_arguments_array_type_are_checked():
