@@ -232,7 +232,8 @@ def check_destination(dest: str | Path) -> Path:
     path = Path(dest).expanduser()
     _refuse_link(path, path)
     if path.exists() and not path.is_dir():
-        raise ConfigError(f"examples copy: {path} is a file; give a folder (it is created)")
+        raise ConfigError(f"examples copy DIR {path} is a file, not a folder; give a folder (it "
+                          "is created)")
     return path
 
 
