@@ -310,9 +310,10 @@ def _cmd_examples_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_examples_copy(args: argparse.Namespace) -> int:
-    from .examples import copy_examples
+    from .examples import check_destination, copy_examples
     from .util.outdir import check_writable
 
+    check_destination(args.dir)  # empty, a symbolic link or a file: one line, before any write
     check_writable(args.dir, flag="examples copy DIR")  # a file or a read-only place: one line
     result = copy_examples(args.names, args.dir)
     kept = f" ({len(result.unchanged)} identical files already there kept)" if result.unchanged else ""

@@ -16,11 +16,15 @@ from ``DIR`` as from a clone. ``probekit demo`` runs the README demo on the pack
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import errno
 import fnmatch
 import glob
+import os
 import posixpath
 import shutil
+import stat
 import tempfile
 import tomllib
 from collections.abc import Iterator, Sequence
@@ -210,6 +214,94 @@ class CopyResult:
     examples: tuple[Example, ...]
 
 
+def check_destination(dest: str | Path) -> Path:
+    """``dest`` as a path, refused if it is empty, a symbolic link or a file.
+
+    An empty string would silently mean the current folder; a symbolic link (dangling or not)
+    would send the copy somewhere other than the folder named. Checked with ``lstat``, which
+    never follows a link.
+
+    Raises:
+        ConfigError: naming the value and the fix.
+    """
+    if not str(dest).strip():
+        raise ConfigError(
+            f"examples copy DIR is empty ({str(dest)!r}); name a folder, e.g. `probekit examples "
+            "copy all my-examples` (write `.` for the current folder)"
+        )
+    path = Path(dest).expanduser()
+    _refuse_link(path, path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"examples copy DIR {path} is a file, not a folder; give a folder (it "
+                          "is created)")
+    return path
+
+
+def _refuse_link(path: Path, dest: Path) -> None:
+    """Refuse ``path`` if ``lstat`` finds a symbolic link there (a missing path passes)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as err:  # e.g. a component that is a file: the conflict check names it
+        if err.errno == errno.ENOTDIR:
+            return
+        raise
+    if stat.S_ISLNK(mode):
+        where = "" if path == dest else f" inside {dest}"
+        raise ConfigError(
+            f"examples copy: {path}{where} is a symbolic link (to {os.readlink(path)!r}); "
+            "nothing was copied (remove the link, or copy into another folder)"
+        )
+
+
+def _components(dest: Path, rel: str) -> Iterator[Path]:
+    """``dest`` and every path from it down to ``dest/rel``."""
+    node = dest
+    yield node
+    for part in rel.split("/"):
+        node = node / part
+        yield node
+
+
+class _Journal:
+    """What one copy created (folders, files), so that an error can remove exactly that."""
+
+    def __init__(self) -> None:
+        self.dirs: list[Path] = []
+        self.files: list[Path] = []
+
+    def mkdirs(self, folder: Path) -> None:
+        missing = []
+        node = folder
+        while not os.path.lexists(node):
+            missing.append(node)
+            node = node.parent
+        for node in reversed(missing):
+            node.mkdir()
+            self.dirs.append(node)
+
+    def write(self, source: Traversable, target: Path) -> None:
+        """Copy ``source`` to a temporary sibling of ``target``, then rename it into place."""
+        self.mkdirs(target.parent)
+        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        try:
+            with source.open("rb") as src, open(tmp, "xb") as dst:
+                shutil.copyfileobj(src, dst)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        self.files.append(target)
+
+    def undo(self) -> None:
+        for file in reversed(self.files):
+            file.unlink(missing_ok=True)
+        for folder in reversed(self.dirs):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
 def copy_examples(names: Sequence[str], dest: str | Path) -> CopyResult:
     """Copy examples and the files they name into ``dest``, in the repository's layout.
 
@@ -217,17 +309,20 @@ def copy_examples(names: Sequence[str], dest: str | Path) -> CopyResult:
     copied files stay valid because the files they name are copied beside them, in the same
     relative places (``dest/probes/checkpoints/...``, ``dest/docs/diagnosis/...``). Nothing
     existing is overwritten: a destination file with the same bytes is left alone, and any
-    other existing file stops the copy before a byte is written.
+    other existing file stops the copy before a byte is written. Every path is checked with
+    ``lstat``: a symbolic link at or inside ``dest`` (dangling or not) stops the copy too, so
+    nothing is ever written outside ``dest``. Each file is written to a temporary sibling and
+    renamed into place; an error part-way (a ``PermissionError``, a full disk) removes every
+    file and folder this copy created, so the copy is all or nothing.
 
     Raises:
-        ConfigError: an unknown name, ``dest`` is a file, or files in ``dest`` would be replaced
-            (all of them named).
+        ConfigError: an unknown name, an empty ``dest``, ``dest`` is a file, a symbolic link at
+            or inside ``dest``, files in ``dest`` would be replaced (all of them named), or a
+            write failed (the copy undone).
     """
     if not names:
         raise ConfigError("examples copy needs a NAME (or `all`); `probekit examples list` names them")
-    dest = Path(dest).expanduser()
-    if dest.exists() and not dest.is_dir():
-        raise ConfigError(f"examples copy: {dest} is a file; give a folder (it is created)")
+    dest = check_destination(dest)
     examples = (list_examples() if list(names) == ["all"]
                 else list(dict.fromkeys(find_example(n) for n in names)))
     root = examples_root()
@@ -235,6 +330,8 @@ def copy_examples(names: Sequence[str], dest: str | Path) -> CopyResult:
     sources = {rel: _child(root, rel) for rel in relpaths}
     unchanged, conflicts = [], []
     for rel, source in sources.items():
+        for node in _components(dest, rel):
+            _refuse_link(node, dest)
         target = dest.joinpath(*rel.split("/"))
         if target.is_dir() or any(p.is_file() for p in target.parents if dest in p.parents):
             conflicts.append(target)
@@ -248,17 +345,24 @@ def copy_examples(names: Sequence[str], dest: str | Path) -> CopyResult:
             f"would be replaced: {listed}{more}; nothing was copied (move them, or copy into "
             "another folder)"
         )
-    written = []
-    for rel, source in sources.items():
-        target = dest.joinpath(*rel.split("/"))
-        if target in unchanged:
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with source.open("rb") as src, open(target, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        written.append(target.resolve())
+    journal, target = _Journal(), dest
+    try:
+        for rel, source in sources.items():
+            target = dest.joinpath(*rel.split("/"))
+            if target not in unchanged:
+                journal.write(source, target)
+    except OSError as err:
+        journal.undo()
+        raise ConfigError(
+            f"examples copy: cannot write {target} ({err.strerror or err}); nothing was copied "
+            f"(the {len(journal.files)} file(s) written before were removed); choose a folder "
+            "you can write to"
+        ) from None
+    except BaseException:
+        journal.undo()
+        raise
     return CopyResult(
-        written=tuple(written),
+        written=tuple(p.resolve() for p in journal.files),
         unchanged=tuple(p.resolve() for p in unchanged),
         examples=tuple(examples),
     )

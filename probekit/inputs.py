@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DataError
+from .textfile import read_text
 
 POSITION_KEYWORDS = ("last", "all")
 
@@ -91,20 +92,8 @@ def read_jsonl(path: str | Path) -> list[JsonlRow]:
 
 
 def _decoded_lines(path: Path) -> list[str]:
-    """The file's lines as text: UTF-8 (a leading byte-order mark is dropped), one error per bad byte."""
-    out = []
-    for lineno, raw in enumerate(path.read_bytes().split(b"\n"), 1):
-        if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]
-        try:
-            out.append(raw.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError as err:
-            col = len(raw[: err.start].decode("utf-8", errors="replace")) + 1
-            raise DataError(
-                f"{path}:{lineno}:{col}: byte 0x{raw[err.start]:02x} is not UTF-8; save the file "
-                "as UTF-8 (JSON text must be UTF-8)"
-            ) from None
-    return out
+    """The file's lines as text (:func:`probekit.textfile.read_text`: byte-order marks, UTF-16)."""
+    return [line.rstrip("\r") for line in read_text(path).split("\n")]
 
 
 def parse_jsonl_line(line: str, *, path: str, lineno: int) -> JsonlRow:
@@ -398,7 +387,7 @@ def peek_model_limits(name_or_path: str | Path) -> dict[str, int]:
     """
     path = Path(name_or_path).expanduser() / "config.json"
     try:
-        config = json.loads(path.read_text())
+        config = json.loads(read_text(path))
     except (OSError, ValueError):
         return {}
     if not isinstance(config, dict):

@@ -1,9 +1,10 @@
 """Write the bad-input table of docs/reports.md from the ``CASES`` lists of the bad-input tests.
 
-Every ``tests/bad_input/test_round3_*.py`` module holds a module-level ``CASES`` list of dicts
+Every ``tests/bad_input/test_round*_*.py`` module holds a module-level ``CASES`` list of dicts
 with the keys ``id``, ``surface``, ``input`` and ``message`` (the expected one-line error's
 fragment); each test module drives its parametrized tests from that list, so the table lists
-exactly the inputs that are tested. The table replaces the text between :data:`START` and
+exactly the inputs that are tested. A module with a ``HEADING`` string gets its own table
+under that heading, after the table of the modules without one. The table replaces the text between :data:`START` and
 :data:`END` in docs/reports.md.
 
     python scripts/bad_input_table.py          # rewrite the section
@@ -20,14 +21,17 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "reports.md"
-PATTERN = "tests/bad_input/test_round3_*.py"
+PATTERN = "tests/bad_input/test_round*_*.py"
 START = "<!-- bad-input-table:start (scripts/bad_input_table.py writes this section) -->"
 END = "<!-- bad-input-table:end -->"
 KEYS = ("id", "surface", "input", "message")
 
 
 def load_cases(root: Path = ROOT) -> list[tuple[str, dict[str, Any]]]:
-    """``(module file name, case)`` for every case of every ``test_round3_*.py``, in file order."""
+    """``(module file name, case)`` for every case of every ``test_round*_*.py``, in file order.
+
+    Each case carries its module's ``HEADING`` (``""`` if none) under the key ``_heading``.
+    """
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))  # the test modules import tests.conftest
     out: list[tuple[str, dict[str, Any]]] = []
@@ -36,11 +40,12 @@ def load_cases(root: Path = ROOT) -> list[tuple[str, dict[str, Any]]]:
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
+        heading = getattr(module, "HEADING", "")
         for case in getattr(module, "CASES", []):
             missing = [k for k in KEYS if k not in case]
             if missing:
                 raise SystemExit(f"{path.name}: case {case.get('id')!r} lacks {missing}")
-            out.append((path.name, case))
+            out.append((path.name, {**case, "_heading": heading}))
     return out
 
 
@@ -49,13 +54,17 @@ def _cell(text: Any) -> str:
 
 
 def render(cases: list[tuple[str, dict[str, Any]]]) -> str:
-    """The markdown table (one row per case) between the markers."""
-    lines = [START, "",
-             "| id | surface | input | error message (fragment; exit status 2) | test file |",
-             "|---|---|---|---|---|"]
-    for name, case in cases:
-        lines.append(f"| `{_cell(case['id'])}` | {_cell(case['surface'])} | {_cell(case['input'])} "
-                     f"| `{_cell(case['message'])}` | `{name}` |")
+    """The markdown tables (one row per case; one table per heading) between the markers."""
+    headings = list(dict.fromkeys(case.get("_heading", "") for _, case in cases))
+    lines = [START]
+    for heading in sorted(headings, key=bool):  # the modules without a heading first
+        lines += [""] + ([f"#### {heading}", ""] if heading else [])
+        lines += ["| id | surface | input | error message (fragment; exit status 2) | test file |",
+                  "|---|---|---|---|---|"]
+        for name, case in cases:
+            if case.get("_heading", "") == heading:
+                lines.append(f"| `{_cell(case['id'])}` | {_cell(case['surface'])} | "
+                             f"{_cell(case['input'])} | `{_cell(case['message'])}` | `{name}` |")
     lines += ["", END]
     return "\n".join(lines)
 

@@ -13,7 +13,8 @@ torch's threads, one thread and ``ThreadTuner``, quiet and busy; load_train: 450
 of the ``scan`` model, the same three ways; population_throughput: models per CPU-hour of each
 preset the shipped populations train, and a step's achieved FLOP/s vs a float32 matmul,
 ``scripts/bench_population.py``; finetune_step: CPU time of the preset's all-block LoRA fine-tune
-step vs the cached top-block path, ``scripts/bench_finetune.py``) run when their modules exist.
+step vs the cached top-block path, ``scripts/bench_finetune.py``; shape_checks: the per-call cost
+of ``shapes.shape_checked``, ``scripts/bench_shapes.py``) run when their modules exist.
 
     python scripts/bench.py --out out/bench.json [--model smollm2-135m] [--sections capture,probes]
         [--device cuda] [--sklearn-threads 4]   # probe sweep on the GPU; sklearn on 4 CPU threads
@@ -245,6 +246,7 @@ OPTIONAL = {
     "load_tuner": ("scripts.bench_load", "bench_tuner"),
     "load_train": ("scripts.bench_load", "bench_train"),
     "population_throughput": ("scripts.bench_population", "bench_population_throughput"),
+    "shape_checks": ("scripts.bench_shapes", "bench_shape_checks"),
 }
 
 
@@ -254,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="out/bench.json")
     parser.add_argument("--model", default=None, help="named model for the capture bench (default: native)")
     parser.add_argument("--sections", default="capture,store_memory,store_read,cli,probes",
-                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,eap,neurons,generation,geometry,ray,ray_capture,load,load_tuner,load_train,population_throughput,finetune_step")
+                        help="comma list: capture,store_memory,store_read,cli,probes,grokking,homomorphism,similarity,similarity_memory,patching,eap,neurons,generation,geometry,ray,ray_capture,load,load_tuner,load_train,population_throughput,finetune_step,shape_checks")
     parser.add_argument("--n-examples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)

@@ -1492,7 +1492,7 @@ def _method_cases():
     two = ["a", "b"] * 2
     return [
         # geometry
-        ("geo-pr-1d", lambda m: G.participation_ratio(r(5)), DataError, "acts of shape (5,); expected (layer, n, d) or (n, d)"),
+        ("geo-pr-1d", lambda m: G.participation_ratio(r(5)), DataError, "participation_ratio: acts has shape (5,) (1-D); expected (*lay, n, d)"),
         ("geo-pr-nan", lambda m: G.participation_ratio(torch.full((5, 3), float("nan"))), NonFiniteError,
          "acts of shape (5, 3) has 15 NaN/inf values"),
         ("geo-ncomp-threshold", lambda m: G.n_components_for_variance(r(10, 3), 1.5), ConfigError,
@@ -1507,14 +1507,14 @@ def _method_cases():
         ("geo-factorization-len", lambda m: G.concept_factorization(r(10, 3), [0] * 10, [1] * 9), DataError,
          "concept_b (9,)"),
         ("geo-weight-rotation", lambda m: G.weight_rotation(r(3, 4), r(3, 5)), DataError, "weights of shapes (3, 4) and (3, 5)"),
-        ("geo-condition-1d", lambda m: G.matrix_condition_number(r(5)), DataError, "expected a matrix (m, n), got shape (5,)"),
+        ("geo-condition-1d", lambda m: G.matrix_condition_number(r(5)), DataError, "matrix_condition_number: w has shape (5,) (1-D); expected (m, n)"),
         # similarity
         ("sim-cka-rows", lambda m: S.cka(r(10, 3), r(9, 3)), DataError, "the row counts 10 != 9"),
         ("sim-cka-nan", lambda m: S.cka(torch.full((10, 3), float("nan")), r(10, 3)), NonFiniteError, "X (shape (10, 3)) has 30 NaN/inf"),
-        ("sim-gram-1d", lambda m: S.linear_gram(r(10)), DataError, "X has shape (10,); expected a representation (n_stimuli, d)"),
+        ("sim-gram-1d", lambda m: S.linear_gram(r(10)), DataError, "linear_gram: X has shape (10,) (1-D); expected (n, d)"),
         ("sim-rbf-bandwidth", lambda m: S.rbf_gram(r(10, 3), bandwidth=-1.0), ConfigError, "bandwidth=-1.0 must be > 0"),
         ("sim-rdm-metric", lambda m: S.rdm(r(10, 3), metric="manhattan"), ConfigError, "metric='manhattan' is not supported"),
-        ("sim-rsa-perms", lambda m: S.rsa_test(r(10, 3), r(10, 3), n_permutations=0), ConfigError, "n_permutations must be >= 1, got 0"),
+        ("sim-rsa-perms", lambda m: S.rsa_test(r(10, 10), r(10, 10), n_permutations=0), ConfigError, "n_permutations must be >= 1, got 0"),
         ("sim-layers-measure", lambda m: S.SimilarityConfig(measure="kcca"), ConfigError, "unknown similarity measure 'kcca'"),
         ("sim-layers-rows", lambda m: S.layer_similarity([r(10, 3)], [r(9, 3)]), DataError, "different row counts"),
         # circuits
@@ -1564,14 +1564,14 @@ def _method_cases():
         ("neurons-method", lambda m: N.deactivation_ops(None, method="explode"), ConfigError, "unknown deactivation method 'explode'"),
         # homomorphism
         ("he-ridge-rows", lambda m: H.ridge_fit(r(1, 10, 3), r(1, 9, 3), 1.0), DataError,
-         "X (1, 10, 3) and Y (1, 9, 3) must be (layer, pair, p) and (layer, pair, d)"),
+         "ridge_fit: Y has shape (1, 9, 3) but X has shape (1, 10, 3): 'pair' is 9 in Y and 10 in X"),
         ("he-ridge-alpha", lambda m: H.ridge_fit(r(1, 10, 3), r(1, 10, 3), -1.0), ConfigError, "alpha=-1.0: the ridge penalty must be >= 0"),
         ("he-operator-alpha", lambda m: H.make_operator("affine", alpha=-1.0), ConfigError, "alpha=-1.0: the ridge penalty"),
         ("he-operator-family", lambda m: H.make_operator("cubic"), ConfigError, "unknown operator family 'cubic'"),
         ("he-config-fraction", lambda m: H.HEConfig(train_fraction=1.5), ConfigError, "HEConfig.train_fraction must be in (0, 1), got 1.5"),
         ("he-split-empty", lambda m: H.split_pairs(0), DataError, "0 pairs split 0.8/0.2 leave 0 to fit"),
         ("he-composition-shape", lambda m: H.composition_he(r(1, 10, 3), r(1, 9, 3)), DataError,
-         "a (1, 10, 3) and b (1, 9, 3) must both be (layer, pair, d)"),
+         "composition_he: b has shape (1, 9, 3) but a has shape (1, 10, 3): 'pair' is 9 in b"),
         ("he-composition-nan", lambda m: H.composition_he(torch.full((1, 10, 3), float("nan")), r(1, 10, 3)),
          NonFiniteError, "a contains NaN/inf"),
         # probes (sklearn-style estimators)

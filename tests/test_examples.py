@@ -119,3 +119,75 @@ def test_copy_runs_where_it_lands_and_never_overwrites(tmp_path, capsys):
 def test_example_path_in_the_clone_is_the_file_itself():
     with example_path("modadd_grokked") as path:
         assert path == REPO / "probes/modadd_grokked.toml"
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every entry under ``root`` (links not followed): files by bytes, links by target."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            out[rel] = "-> " + str(path.readlink())
+        elif path.is_file():
+            out[rel] = path.read_bytes().hex()
+        else:
+            out[rel] = "dir"
+    return out
+
+
+@pytest.mark.parametrize("where", ["dest", "folder", "file"])
+@pytest.mark.parametrize("dangling", [True, False])
+def test_copy_refuses_a_symlink_at_or_inside_dest(tmp_path, where, dangling):
+    """lstat on every component: a link, dangling or not, stops the copy before any write."""
+    outside = tmp_path / "outside"
+    if not dangling:
+        outside.mkdir()
+    dest = tmp_path / "mine"
+    link = {"dest": dest, "folder": dest / "probes",
+            "file": dest / "probes" / "modadd_grokked.toml"}[where]
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside / "x" if where == "file" else outside)
+    before = _tree(tmp_path)
+    with pytest.raises(ConfigError, match=rf"{link.name}.* is a symbolic link .*nothing was copied"):
+        copy_examples(["modadd_grokked"], dest)
+    assert _tree(tmp_path) == before
+
+
+def test_cli_copy_refuses_a_dangling_link_and_an_empty_dir(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").symlink_to(tmp_path / "elsewhere")
+    for bad, message in [("mine", "is a symbolic link"), ("", "examples copy DIR is empty"),
+                         ("  ", "examples copy DIR is empty")]:
+        assert main(["examples", "copy", "modadd_grokked", bad]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and message in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+    assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_permission_error_mid_copy_leaves_nothing_written(tmp_path, capsys, monkeypatch, existing):
+    """The third file fails: the two written before and every folder created are removed."""
+    import shutil
+
+    dest = tmp_path / "mine"
+    if existing:  # the user's folder with a file of their own: kept as it was
+        (dest / "probes").mkdir(parents=True)
+        (dest / "probes" / "notes.txt").write_text("mine")
+    before = _tree(tmp_path)
+    calls = []
+    real = shutil.copyfileobj
+
+    def failing(src, dst, *args):
+        calls.append(dst.name)
+        if len(calls) == 3:
+            raise PermissionError(13, "Permission denied", dst.name)
+        return real(src, dst, *args)
+
+    monkeypatch.setattr("probekit.examples.shutil.copyfileobj", failing)
+    assert main(["examples", "copy", "modadd_similarity", str(dest)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "Permission denied" in err and "(the 2 file(s) written before were removed)" in err
+    assert len(calls) == 3
+    assert _tree(tmp_path) == before

@@ -19,10 +19,12 @@ from jaxtyping import Bool, Float, Shaped
 from torch import Tensor
 
 from ..errors import ConfigError, DataError
+from ..shapes import shape_checked
 from .batching import TokenBatch
 from .positions import AllTokens, LastToken, PositionRule, SpanMean, TokenIndex, _take
 
 
+@shape_checked
 def to_aligned(
     padded: Shaped[Tensor, "batch pos ..."], batch: TokenBatch, *, axis: int = 1, fill: float = 0.0
 ) -> Shaped[Tensor, "batch pos ..."]:
@@ -54,6 +56,7 @@ def _mask_tail(padded: Tensor, batch: TokenBatch, axis: int, fill: float) -> Ten
     return out.movedim(1, axis)
 
 
+@shape_checked
 def to_padded(
     aligned: Shaped[Tensor, "batch apos ..."],
     batch: TokenBatch,
@@ -98,6 +101,7 @@ def pad_keys(
     return aligned[..., :key_width]
 
 
+@shape_checked
 def position_mask(
     batch: TokenBatch,
     positions: PositionRule | Bool[Tensor, "batch apos"] | Bool[Tensor, "batch apos head"],

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from ..errors import DataError
 from ..inputs import as_int, position_spec_error
+from ..shapes import shape_checked
 from .batching import TokenBatch
 
 
@@ -137,6 +138,7 @@ def slice_rule(rule: PositionRule, start: int, end: int) -> PositionRule:
     return rule
 
 
+@shape_checked
 def select_positions(
     acts: Float[Tensor, "batch pos ..."], batch: TokenBatch, rule: PositionRule
 ) -> Rows:

@@ -43,6 +43,7 @@ from ..models.protocol import HookedModel
 from ..progress import track
 from ..report.blocks import Block, Column, Table, Text
 from ..report.notebook import NotebookMixin
+from ..shapes import shape_checked
 from ..sites import Site
 from .metrics import as_pair_metric
 from .patch_grid import check_token_limits
@@ -367,6 +368,7 @@ def _patch_fn(model: HookedModel, graph: EdgeGraph, site: Site, sl: slice, ref: 
     return fn, inputs
 
 
+@shape_checked
 def edge_patched_metric(
     model: HookedModel,
     clean_tokens: Tensor | Sequence[Sequence[int]],

@@ -26,6 +26,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..errors import ConfigError, DataError
+from ..shapes import shape_checked
 
 _EXPECTED = ("metric(logits: (row, d_vocab), pair: (row,)) -> (row,), or TransformerLens' "
              "metric(logits) -> scalar")
@@ -131,6 +132,7 @@ def _pick(logits: Tensor, pair: Tensor, ids: Tensor, what: str) -> Tensor:
     return ids[pair]
 
 
+@shape_checked
 def logit_diff(
     logits: Float[Tensor, "row vocab"],
     pair: Int[Tensor, " row"],
@@ -145,6 +147,7 @@ def logit_diff(
     return logits[rows, a] - logits[rows, f]
 
 
+@shape_checked
 def answer_logprob(
     logits: Float[Tensor, "row vocab"], pair: Int[Tensor, " row"], *, answer: Int[Tensor, " n_pairs"]
 ) -> Float[Tensor, " row"]:
@@ -154,6 +157,7 @@ def answer_logprob(
     return torch.log_softmax(logits, -1)[rows, a]
 
 
+@shape_checked
 def last_token_logits(
     logits: Float[Tensor, "batch pos vocab"], lengths: Int[Tensor, " batch"]
 ) -> Float[Tensor, "batch vocab"]:

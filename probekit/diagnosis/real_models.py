@@ -34,12 +34,14 @@ when the file is loaded, naming the marker's ``measure`` line.
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ConfigError
 from ..suites.spec import SuiteError, location
+from ..textfile import read_text
 from ..util.config import close_match_hint
 from ..util.io import sha256_bytes, sha256_file
 
@@ -74,8 +76,8 @@ def model_config(directory: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
+        data = json.loads(read_text(path))
+    except ValueError:
         return None
     return data if isinstance(data, dict) else None
 
@@ -319,7 +321,7 @@ def _csv_design(name: str, models: list[str], path: Path, text: str) -> dict[str
     if not file.is_file():
         raise SuiteError(f"{where} = {name!r}: no such file ({file}); give a CSV relative to the "
                          f"diagnosis file, with a {DESIGN_KEY!r} column naming each model entry")
-    with open(file, newline="", encoding="utf-8-sig") as fh:
+    with io.StringIO(read_text(file), newline="") as fh:
         reader = csv.DictReader(fh)
         if reader.fieldnames is None or DESIGN_KEY not in reader.fieldnames:
             raise SuiteError(f"{where} = {name!r}: {file} has no {DESIGN_KEY!r} column (columns "

@@ -17,9 +17,10 @@ Types are inferred per column, and give the column's dtype:
   "not applicable"); a column that is mostly text keeps its number-like cells as text.
   Integers beyond the range of a float are refused; integer columns beyond int64 (but within
   the float range) stay ``object`` columns of Python ints.
-- **Encoding**: UTF-8; a byte-order mark selects UTF-8/16/32 (Excel's "Unicode text" is
-  UTF-16); other bytes that are not UTF-8 are read as Latin-1 with a warning
-  (:func:`decode_table_text`).
+- **Encoding**: the one decoder of user text files (:func:`probekit.textfile.read_text`): UTF-8;
+  a byte-order mark selects UTF-8/16/32 (Excel's "Unicode text" is UTF-16); UTF-16/32 without
+  a mark is told by its NUL bytes; other bytes that are not UTF-8 are read as Latin-1 with a
+  warning (``fallback="latin-1"``: a Western European spreadsheet export).
 - **JSON**: a list of records (objects), or ``{"records": [...]}``; ``null`` or an absent key is
   a missing value; JSON numbers and strings keep their types (:func:`marker_frame`); a string
   in a numeric column is an error naming the record.
@@ -32,14 +33,12 @@ cells (empty for missing; floats as ``repr``).
 
 from __future__ import annotations
 
-import codecs
 import csv
 import io
 import json
 import math
 import re
 import sys
-import warnings
 from collections.abc import Mapping, Sequence
 from numbers import Integral
 from pathlib import Path
@@ -49,9 +48,10 @@ import numpy as np
 import pandas as pd
 
 from probekit.errors import DataError
+from probekit.textfile import read_text
 from probekit.util.integrity import check_sidecar
 
-__all__ = ["decode_table_text", "marker_csv", "marker_frame", "read_marker_table", "to_columns"]
+__all__ = ["marker_csv", "marker_frame", "read_marker_table", "to_columns"]
 
 _FLOAT_MAX = sys.float_info.max
 _INT64_MAX = 2**63 - 1
@@ -69,40 +69,6 @@ def _number(text: str) -> int | float | None:
         return float(text)
     except ValueError:
         return None
-
-
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
-         (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
-         (codecs.BOM_UTF16_BE, "utf-16"))
-
-
-def decode_table_text(path: Path) -> str:
-    """The text of a table file: UTF-8, or the encoding its byte-order mark names, else Latin-1.
-
-    A byte-order mark selects UTF-8/16/32 (Excel writes UTF-16 "Unicode text" with one). Bytes
-    that are not UTF-8 without a mark are read as Latin-1 (every byte is a character there: a
-    Western European spreadsheet export) with a warning naming the first such byte, since the
-    guess can be wrong for other code pages.
-
-    Raises:
-        DataError: a byte-order mark whose encoding the bytes then do not follow.
-    """
-    data = path.read_bytes()
-    for bom, encoding in _BOMS:
-        if data.startswith(bom):
-            try:
-                return data.decode(encoding)
-            except UnicodeDecodeError as err:
-                raise DataError(f"{path}: starts with a {encoding} byte-order mark but byte "
-                                f"{err.start} is not {encoding}; save the file as UTF-8") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        warnings.warn(f"{path}:{line}: byte 0x{data[err.start]:02x} is not UTF-8; read the file "
-                      "as Latin-1 (ISO-8859-1); save it as UTF-8 if its text looks wrong",
-                      stacklevel=3)
-        return data.decode("latin-1")
 
 
 def _record_lines(path: Path, text: str) -> tuple[list[str], list[int]]:
@@ -139,7 +105,7 @@ def _record_lines(path: Path, text: str) -> tuple[list[str], list[int]]:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    text = decode_table_text(path)
+    text = read_text(path, fallback="latin-1")
     header, lines = _record_lines(path, text)
     try:
         raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, index_col=False,
@@ -288,7 +254,7 @@ def marker_csv(table: pd.DataFrame | Mapping[str, Any]) -> str:
 
 def _read_json(path: Path) -> pd.DataFrame:
     try:
-        data = json.loads(decode_table_text(path))
+        data = json.loads(read_text(path, fallback="latin-1"))
     except json.JSONDecodeError as err:
         raise DataError(f"{path}:{err.lineno}: invalid JSON: {err.msg}") from None
     if isinstance(data, dict) and "records" in data:

@@ -30,6 +30,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from ..shapes import shape_checked
 from ..util.threads import small_work_threads
 
 
@@ -52,6 +53,7 @@ class AnchorSolution:
     n_unconverged: int
 
 
+@shape_checked
 def anchor_points(
     points: Float[Tensor, "p d1 m"],
     t: Float[Tensor, "p d1 t"],

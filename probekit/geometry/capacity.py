@@ -31,6 +31,7 @@ from probekit.errors import DataError
 
 from ..report.blocks import Block, Column, Table
 from ..report.notebook import NotebookMixin
+from ..shapes import shape_checked
 from ._validation import as_tensor64, check_manifolds, check_positive
 from .anchors import anchor_points
 from .centers import common_center_subspace, fixed_center_subspace, max_common_dim
@@ -113,6 +114,7 @@ class ManifoldCapacityResult(NotebookMixin):
                 f"{self.radius:.3g}, dimension {self.dimension:.3g}")
 
 
+@shape_checked
 def manifolds_from_labels(
     acts: Float[Tensor, "n d"] | np.ndarray,
     labels: Sequence[object] | np.ndarray | Tensor,

@@ -26,6 +26,7 @@ from scipy.optimize import minimize
 from torch import Tensor
 
 from ..errors import DataError
+from ..shapes import shape_checked
 from ..util.threads import small_work_threads
 
 
@@ -109,6 +110,7 @@ def _fit_subspaces(
     return torch.linalg.qr(torch.from_numpy(res.x).reshape(shape)).Q
 
 
+@shape_checked
 def common_center_subspace(
     centers: Float[Tensor, "n p"],
     *,

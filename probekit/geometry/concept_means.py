@@ -35,6 +35,7 @@ from probekit.errors import DataError
 from probekit.report.blocks import Block
 from probekit.report.notebook import NotebookMixin
 
+from ..shapes import shape_checked
 from ._validation import as_tensor64
 
 
@@ -112,6 +113,7 @@ def _unit_rows(m: Float[Tensor, "... k d"]) -> Float[Tensor, "... k d"]:
     return m / (m.norm(dim=-1, keepdim=True) + 1e-9)
 
 
+@shape_checked
 def concept_means_scores(
     acts: Float[Tensor, "*lay n d"] | np.ndarray,
     concepts: Sequence[Sequence[object] | np.ndarray],

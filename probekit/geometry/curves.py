@@ -27,6 +27,7 @@ from probekit.report.blocks import Block
 from probekit.report.notebook import NotebookMixin
 from probekit.store import ActivationStore
 
+from ..shapes import shape_checked
 from ._validation import as_tensor64
 from .capacity import manifold_capacity, manifolds_from_labels
 from .dimension import (
@@ -120,6 +121,7 @@ class GeometryCurves(NotebookMixin):
                 f"{max(self.capacity):.3g} (max at {self.layers[best]})")
 
 
+@shape_checked
 def geometry_by_layer(
     acts: Float[Tensor, "*lay n d"] | np.ndarray,
     labels: Sequence[object] | np.ndarray | Tensor,

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from probekit.errors import ConfigError, DataError
 
+from ..shapes import shape_checked
 from ._validation import as_tensor64
 
 
@@ -53,6 +54,7 @@ def _labels(labels: object, n: int) -> tuple[np.ndarray, np.ndarray]:
     return classes, inv
 
 
+@shape_checked
 def covariance_spectrum(acts: Float[Tensor, "*lay n d"] | np.ndarray) -> Float[Tensor, "layer k"]:
     """Eigenvalues (descending) of each layer's covariance, ``k = min(n, d)`` (via the smaller Gram)."""
     x = _layers(acts)
@@ -62,12 +64,14 @@ def covariance_spectrum(acts: Float[Tensor, "*lay n d"] | np.ndarray) -> Float[T
     return ev.clamp(min=0.0)
 
 
+@shape_checked
 def participation_ratio(acts: Float[Tensor, "*lay n d"] | np.ndarray) -> Float[Tensor, " layer"]:
     """``PR = (sum_i l_i)^2 / sum_i l_i^2`` of the covariance eigenvalues, per layer."""
     ev = covariance_spectrum(acts)
     return ev.sum(dim=1) ** 2 / (ev**2).sum(dim=1)
 
 
+@shape_checked
 def participation_ratio_per_class(
     acts: Float[Tensor, "*lay n d"] | np.ndarray, labels: Sequence[object] | np.ndarray | Tensor
 ) -> Float[Tensor, "layer c"]:
@@ -79,6 +83,7 @@ def participation_ratio_per_class(
     return torch.stack(cols, dim=1)
 
 
+@shape_checked
 def n_components_for_variance(
     acts: Float[Tensor, "*lay n d"] | np.ndarray, threshold: float = 0.9
 ) -> Int[Tensor, " layer"]:
@@ -91,6 +96,7 @@ def n_components_for_variance(
     return (frac < threshold - 1e-12).sum(dim=1) + 1
 
 
+@shape_checked
 def numerical_rank(
     acts: Float[Tensor, "*lay n d"] | np.ndarray, rtol: float = 1e-3
 ) -> Int[Tensor, " layer"]:
@@ -113,6 +119,7 @@ def _scatter(x: Tensor, inv: np.ndarray, n_classes: int) -> tuple[Tensor, Tensor
     return s_w, s_b
 
 
+@shape_checked
 def nc1(
     acts: Float[Tensor, "*lay n d"] | np.ndarray,
     labels: Sequence[object] | np.ndarray | Tensor,
@@ -129,6 +136,7 @@ def nc1(
     return torch.einsum("lij,lji->l", s_w, pinv) / classes.size
 
 
+@shape_checked
 def fisher_ratio(
     acts: Float[Tensor, "*lay n d"] | np.ndarray, labels: Sequence[object] | np.ndarray | Tensor
 ) -> Float[Tensor, " layer"]:

@@ -25,6 +25,7 @@ from probekit.errors import DataError
 from probekit.report.blocks import Block
 from probekit.report.notebook import NotebookMixin
 
+from ..shapes import shape_checked
 from .dimension import covariance_spectrum
 
 _SKIP = ("b_", "bias", "ln", "norm", ".w", "IGNORE", "mask")
@@ -121,6 +122,7 @@ def weight_rotation(w0: Tensor, w: Tensor) -> float:
     return float(1.0 - (a @ b) / norm)
 
 
+@shape_checked
 def matrix_condition_number(w: Float[Tensor, "m n"]) -> float:
     """``s_max / s_min`` over the ``min(m, n)`` singular values of a matrix (inf if singular).
 
@@ -143,6 +145,7 @@ def weight_condition_numbers(state: Mapping[str, Tensor]) -> dict[str, float]:
     return out
 
 
+@shape_checked
 def activation_condition_number(
     acts: Float[Tensor, "*lay n d"],
 ) -> Float[Tensor, " layer"]:

@@ -29,6 +29,7 @@ from probekit.errors import DataError
 
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
+from ..shapes import shape_checked
 from ._validation import as_tensor64
 
 
@@ -110,6 +111,7 @@ def _r2(z: Tensor, pred: Tensor) -> Tensor:
     return 1.0 - resid / total
 
 
+@shape_checked
 def concept_factorization(
     acts: Float[Tensor, "*lay n d"] | np.ndarray,
     concept_a: Sequence[object] | np.ndarray,

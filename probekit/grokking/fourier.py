@@ -14,6 +14,7 @@ import numpy as np
 from jaxtyping import Float, Int
 
 from ..errors import ConfigError, DataError, NonFiniteError
+from ..shapes import shape_checked
 
 __all__ = ["fourier_basis", "frequency_power", "key_frequencies", "key_frequency_share"]
 
@@ -30,6 +31,7 @@ def fourier_basis(p: int) -> Float[np.ndarray, "p p"]:
     return np.stack(rows)
 
 
+@shape_checked
 def frequency_power(
     x: Float[np.ndarray, " p *rest"], p: int | None = None
 ) -> Float[np.ndarray, " freq *rest"]:
@@ -47,6 +49,7 @@ def frequency_power(
     return np.concatenate([sq[:1], sq[1::2] + sq[2::2]])
 
 
+@shape_checked
 def key_frequencies(power: Float[np.ndarray, " freq"], k: int) -> Int[np.ndarray, " k"]:
     """The ``k`` non-constant frequencies of largest ``power`` (``(freq,)``), strongest first."""
     if not 1 <= k < power.shape[0]:
@@ -55,6 +58,7 @@ def key_frequencies(power: Float[np.ndarray, " freq"], k: int) -> Int[np.ndarray
     return order[:k]
 
 
+@shape_checked
 def key_frequency_share(power: Float[np.ndarray, "*batch freq"], keys: Int[np.ndarray, " k"]) -> Float[np.ndarray, "*batch"] | float:
     """``sum(power[keys]) / sum(power[1:])``: the key frequencies' share of the non-constant power.
 

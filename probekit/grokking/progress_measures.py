@@ -70,6 +70,7 @@ from scipy.special import logsumexp
 from ..errors import ConfigError, DataError, NonFiniteError
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
+from ..shapes import shape_checked
 from .fourier import fourier_basis
 
 __all__ = [
@@ -146,6 +147,7 @@ def _project(x: np.ndarray, keys: Sequence[int] | np.ndarray) -> np.ndarray:
     return (d.T @ (d @ flat)).reshape(x.shape)
 
 
+@shape_checked
 def restricted_logits(
     logits: Float[np.ndarray, "p p p"], keys: Sequence[int] | np.ndarray
 ) -> Float[np.ndarray, "p p p"]:
@@ -157,6 +159,7 @@ def restricted_logits(
     return x.mean(axis=(0, 1), keepdims=True) + _project(x, keys)
 
 
+@shape_checked
 def excluded_logits(
     logits: Float[np.ndarray, "p p p"], keys: Sequence[int] | np.ndarray
 ) -> Float[np.ndarray, "p p p"]:
@@ -199,6 +202,7 @@ def _check_neurons(x: np.ndarray, neurons: NeuronPath) -> None:
                         f"p={x.shape[0]}; compute both from the same model and modulus")
 
 
+@shape_checked
 def neuron_restricted_logits(
     logits: Float[np.ndarray, "p p p"], neurons: NeuronPath, keys: Sequence[int] | np.ndarray
 ) -> Float[np.ndarray, "p p p"]:
@@ -212,6 +216,7 @@ def neuron_restricted_logits(
     return x.mean(axis=(0, 1), keepdims=True) + _project(neurons.acts, keys) @ neurons.w_logit
 
 
+@shape_checked
 def neuron_excluded_logits(
     logits: Float[np.ndarray, "p p p"], neurons: NeuronPath, keys: Sequence[int] | np.ndarray
 ) -> Float[np.ndarray, "p p p"]:
@@ -326,6 +331,7 @@ def fourier_component_norms(w: Float[np.ndarray, "p d"]) -> Float[np.ndarray, " 
     return np.linalg.norm(fourier_basis(w.shape[0]) @ w, axis=1)
 
 
+@shape_checked
 def gini(x: Float[np.ndarray, " n"]) -> float:
     """Gini coefficient (Hurley & Rickard 2009) of non-negative ``x``.
 
@@ -567,6 +573,7 @@ class ProgressSeries(NotebookMixin):
                 **{n: self.curve(n).tolist() for n in names}}
 
 
+@shape_checked
 def progress_measures(
     checkpoints: Sequence[tuple[int, str | Path]], *, train_mask: Bool[np.ndarray, "p p"],
     keys: Sequence[int] | None = None, n_keys: int = 5, restricted_split: str = "all",

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from ..errors import DataError, NonFiniteError
 from ..progress import track
+from ..shapes import shape_checked
 from ..stats import bootstrap_indices, percentile_interval
 from .config import HEConfig
 from .operators import make_operator
@@ -48,6 +49,7 @@ def _states(x: object, name: str) -> Tensor:
     return t
 
 
+@shape_checked
 def composite_target(
     a: Float[Tensor, "layer pair d"], b: Float[Tensor, "layer pair d"]
 ) -> Float[Tensor, "layer pair d"]:
@@ -55,6 +57,7 @@ def composite_target(
     return (a + b) / 2
 
 
+@shape_checked
 def composition_he(
     a: Float[Tensor, "layer pair d"],
     b: Float[Tensor, "layer pair d"],

@@ -27,6 +27,7 @@ from torch import Tensor
 
 from ..errors import ConfigError, DataError, NonFiniteError
 from ..progress import track
+from ..shapes import shape_checked
 from ..util.threads import small_work_threads
 from .config import Family, Solver
 
@@ -66,6 +67,7 @@ def bilinear_features(X: Float[Tensor, "*batch pair twod"]) -> Float[Tensor, "*b
     return torch.cat([X, X[..., :d] * X[..., d:]], dim=-1)
 
 
+@shape_checked
 def ridge_fit(
     X: Float[Tensor, "layer pair p"], Y: Float[Tensor, "layer pair d"], alpha: float
 ) -> tuple[Float[Tensor, "layer p d"], Float[Tensor, "layer d"]]:

@@ -25,6 +25,7 @@ from jaxtyping import Float
 
 from ..capture.positions import AllTokens
 from ..errors import ConfigError, DataError
+from ..shapes import shape_checked
 from ..sites import Site
 from .ops import Add, Positions
 
@@ -37,6 +38,7 @@ def _check_strength(strength: float) -> float:
     return float(strength)
 
 
+@shape_checked
 def direction_steering(
     site: Site,
     direction: Float[np.ndarray, " d"],
@@ -64,6 +66,7 @@ def direction_steering(
     return Add(site=site, vector=vector, scale=alpha, positions=positions if positions is not None else AllTokens())
 
 
+@shape_checked
 def unit_steering(
     site: Site,
     units: Sequence[int],

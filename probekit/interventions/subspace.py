@@ -25,6 +25,7 @@ from torch import Tensor
 
 from ..capture.positions import AllTokens
 from ..errors import ConfigError, DataError
+from ..shapes import shape_checked
 from ..sites import Site
 from .ops import Positions, Recompute
 
@@ -33,6 +34,7 @@ __all__ = ["SUBSPACE_METHODS", "orthonormal_rows", "random_subspace", "subspace_
 SUBSPACE_METHODS = ("zero", "mean", "resample")
 
 
+@shape_checked
 def orthonormal_rows(vectors: Float[np.ndarray, "k d"], *, tol: float = 1e-10) -> Float[np.ndarray, "r d"]:
     """An orthonormal basis (rows) of the span of ``vectors``'s rows; rank ``r <= k``.
 
@@ -57,6 +59,7 @@ def random_subspace(d: int, k: int, seed: int) -> Float[np.ndarray, "k d"]:
     return (q * np.sign(np.diag(r))).T
 
 
+@shape_checked
 def subspace_ablation(
     site: Site,
     basis: Float[np.ndarray, "k d"],

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError, ModelLoadError
+from ..textfile import read_text
 from .checkpoint import MissingModelFileError, check_safetensors_file
 from .protocol import HookedModel
 
@@ -88,7 +89,7 @@ def load_hf_dir(
             f"{HF_CONFIG_FILE} (plus model.safetensors or pytorch_model.bin); found {present}"
         )
     try:
-        config = json.loads(config_path.read_text())
+        config = json.loads(read_text(config_path))
     except ValueError as err:
         raise ModelLoadError(f"{config_path} is not valid JSON ({err}); re-save the model") from err
     if isinstance(config, dict) and config.get("format") == PROBEKIT_CHECKPOINT_FORMAT:

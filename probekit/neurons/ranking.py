@@ -11,6 +11,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ..errors import DataError
+from ..shapes import shape_checked
 
 
 def _check(scores: Tensor, labels: Tensor) -> None:
@@ -68,6 +69,7 @@ def one_vs_rest(
     return ap, auroc
 
 
+@shape_checked
 def average_precision(
     scores: Float[Tensor, "prompt unit"], labels: Bool[Tensor, " prompt"]
 ) -> Float[Tensor, " unit"]:
@@ -80,6 +82,7 @@ def average_precision(
     return one_vs_rest(scores, (~labels).long(), 1)[0][:, 0]
 
 
+@shape_checked
 def roc_auc(
     scores: Float[Tensor, "prompt unit"], labels: Bool[Tensor, " prompt"]
 ) -> Float[Tensor, " unit"]:

@@ -36,6 +36,7 @@ from sklearn.exceptions import ConvergenceWarning
 from torch import Tensor
 
 from ..optim.lbfgs import lbfgs_batched
+from ..shapes import shape_checked
 from ..util.threads import small_work_threads
 
 __all__ = [
@@ -264,6 +265,7 @@ def _check_batch(X: Tensor, y: Tensor, n_classes: int, train_mask: Tensor, C: Te
         raise ValueError("a problem has an empty training set; every fold needs training rows")
 
 
+@shape_checked
 def fit_logistic_batched(
     X: Float[Tensor, "layer n d"],
     y: Int[Tensor, "target n"] | Int[Tensor, " n"],
@@ -414,6 +416,7 @@ class LogisticCVResult:
     fit: BatchedLogisticFit
 
 
+@shape_checked
 def cv_logistic_batched(
     X: Float[Tensor, "layer n d"],
     y: Int[Tensor, " n"],

@@ -42,6 +42,7 @@ from ..errors import DataError, KeyedValueError
 from ..progress import track
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
+from ..shapes import shape_checked
 from ..stats.bootstrap import MIN_RESAMPLES, bootstrap_indices, percentile_interval
 from ..stats.permutation import permutation_result
 from ..stats.result import ConfidenceInterval, StatTestResult
@@ -321,6 +322,7 @@ def _explicit_folds(folds: object, n: int) -> Folds:
     return out
 
 
+@shape_checked
 def correctness_probe(
     acts: Float[Tensor, "layer n d"],
     correct: Sequence[bool] | np.ndarray | Tensor,

@@ -15,6 +15,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..errors import DataError
+from ..shapes import shape_checked
 from ..util.numeric import diff_of_means
 from ._validation import check_class_targets, validate_finite
 from .metrics import auroc
@@ -22,6 +23,7 @@ from .metrics import auroc
 __all__ = ["DiffMeansProbe", "best_threshold", "diffmeans_direction"]
 
 
+@shape_checked
 def diffmeans_direction(
     X: Float[np.ndarray, "*layer n d"], y: Shaped[np.ndarray, " n"]
 ) -> tuple[Float[np.ndarray, "*layer d"], Float[np.ndarray, "*layer d"]]:

@@ -6,9 +6,12 @@ import numpy as np
 from jaxtyping import Float, Shaped
 from scipy.stats import rankdata
 
+from ..shapes import shape_checked
+
 __all__ = ["accuracy", "auroc", "r2_score", "within_group_auroc"]
 
 
+@shape_checked
 def auroc(
     scores: Float[np.ndarray, "*batch n"], labels: Shaped[np.ndarray, "*#batch n"]
 ) -> Float[np.ndarray, "*batch"]:
@@ -28,6 +31,7 @@ def auroc(
         return np.asarray((r1 - n1 * (n1 + 1) / 2.0) / (n1 * n0))
 
 
+@shape_checked
 def accuracy(
     pred: Shaped[np.ndarray, "*batch n"], labels: Shaped[np.ndarray, "*#batch n"]
 ) -> Float[np.ndarray, "*batch"]:
@@ -35,6 +39,7 @@ def accuracy(
     return np.asarray((np.asarray(pred) == np.asarray(labels)).mean(-1))
 
 
+@shape_checked
 def r2_score(
     pred: Float[np.ndarray, "*batch n"], target: Float[np.ndarray, "*#batch n"]
 ) -> Float[np.ndarray, "*batch"]:
@@ -47,6 +52,7 @@ def r2_score(
         return np.asarray(1.0 - ss_res / ss_tot)
 
 
+@shape_checked
 def within_group_auroc(
     scores: Float[np.ndarray, "*batch n"],
     labels: Shaped[np.ndarray, "*#batch n"],

@@ -12,6 +12,7 @@ import torch
 from jaxtyping import Float
 
 from ..errors import ConfigError, DataError
+from ..shapes import shape_checked
 from ..stats.permutation import check_n_permutations, check_seed, permutation_result
 from ..stats.result import StatTestResult
 from ._validation import check_disjoint, check_indices, check_n_labels
@@ -21,6 +22,7 @@ from .splits import check_class_splits
 __all__ = ["probe_permutation_test"]
 
 
+@shape_checked
 def probe_permutation_test(
     acts: Float[np.ndarray, "n d"] | torch.Tensor,
     labels: np.ndarray,

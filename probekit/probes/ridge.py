@@ -21,6 +21,7 @@ from sklearn.model_selection import KFold
 from sklearn.utils.validation import check_is_fitted
 from torch import Tensor
 
+from ..shapes import shape_checked
 from ..util.numeric import standardization, standardize
 from ._validation import validate_finite
 
@@ -39,6 +40,7 @@ def alpha_grid(alphas: int | Sequence[float] | np.ndarray) -> np.ndarray:
     return grid
 
 
+@shape_checked
 def fit_ridge_batched(
     X: Float[Tensor, "layer n d"],
     y: Float[Tensor, "n t"],

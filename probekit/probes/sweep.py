@@ -33,6 +33,7 @@ from ..errors import DataError, KeyedValueError
 from ..progress import track
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
+from ..shapes import shape_checked
 from ..stats.bootstrap import MIN_RESAMPLES, bootstrap_indices, percentile_interval
 from ._validation import (
     IndexLike,
@@ -270,6 +271,7 @@ class SweepConfig:
             raise KeyedValueError("tol", f"tol = {self.tol!r}: the solver tolerance must be > 0, e.g. 1e-4")
 
 
+@shape_checked
 def sweep_layers(
     acts: Float[Tensor, "layer n d"] | Float[Tensor, "n d"] | Mapping[Any, Tensor],
     labels: Sequence | np.ndarray | Tensor,

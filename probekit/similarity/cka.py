@@ -21,6 +21,7 @@ from torch import Tensor
 
 from probekit.errors import ConfigError, DataError
 
+from ..shapes import shape_checked
 from ._validation import as_pair, check_choice, check_not_constant
 
 __all__ = [
@@ -44,6 +45,7 @@ def centre(X: Float[Tensor, "n d"]) -> Float[Tensor, "n d"]:
     return X - X.mean(0, keepdim=True)
 
 
+@shape_checked
 def linear_gram(X: Float[Tensor, "n d"]) -> Float[Tensor, "n n"]:
     """Linear kernel ``K = X X^T``."""
     if X.ndim != 2:
@@ -60,6 +62,7 @@ def _sq_distances(X: Float[Tensor, "n d"]) -> Float[Tensor, "n n"]:
     return d2
 
 
+@shape_checked
 def rbf_gram(X: Float[Tensor, "n d"], bandwidth: float = DEFAULT_BANDWIDTH) -> Float[Tensor, "n n"]:
     """RBF kernel ``K_ij = exp(-||x_i - x_j||^2 / (2 sigma^2))``, ``sigma = bandwidth * median dist``.
 
@@ -81,6 +84,7 @@ def rbf_gram(X: Float[Tensor, "n d"], bandwidth: float = DEFAULT_BANDWIDTH) -> F
     return torch.exp(-d2 / (2.0 * bandwidth**2 * med))
 
 
+@shape_checked
 def centre_gram(K: Float[Tensor, "n n"]) -> Float[Tensor, "n n"]:
     """Double-centred Gram matrix ``H K H`` with ``H = I - 11^T / n``."""
     return K - K.mean(0, keepdim=True) - K.mean(1, keepdim=True) + K.mean()
@@ -99,6 +103,7 @@ def _hsic_u(K: Tensor, L: Tensor) -> float:
     return float(val) / (n * (n - 3))
 
 
+@shape_checked
 def hsic(K: Float[Tensor, "n n"], L: Float[Tensor, "n n"], *, debiased: bool = False) -> float:
     """Hilbert-Schmidt independence criterion of two Gram matrices.
 
@@ -175,6 +180,7 @@ def _gram(Xc: Tensor, kernel: str, bandwidth: float) -> Tensor:
     return linear_gram(Xc) if kernel == "linear" else rbf_gram(Xc, bandwidth)
 
 
+@shape_checked
 def cka(
     X: Float[Tensor, "n1 d1"] | Float[np.ndarray, "n1 d1"],
     Y: Float[Tensor, "n2 d2"] | Float[np.ndarray, "n2 d2"],
@@ -265,6 +271,7 @@ class MinibatchCKA:
         return _ratio(xy, xx, yy)
 
 
+@shape_checked
 def minibatch_cka(
     X: Float[Tensor, "n1 d1"] | Float[np.ndarray, "n1 d1"],
     Y: Float[Tensor, "n2 d2"] | Float[np.ndarray, "n2 d2"],

@@ -25,6 +25,7 @@ from probekit.stats import StatTestResult
 from probekit.stats.bootstrap import check_n_resamples
 from probekit.stats.permutation import check_n_permutations
 
+from ..shapes import shape_checked
 from ._validation import as_rep, check_choice, check_finite
 
 __all__ = ["compare_vectors", "rdm", "rsa", "rsa_test", "upper_triangle"]
@@ -33,6 +34,7 @@ METRICS = ("correlation", "cosine", "euclidean", "sqeuclidean")
 METHODS = ("spearman", "kendall_tau_a", "cosine")
 
 
+@shape_checked
 def rdm(
     X: Float[Tensor, "n d"] | Float[np.ndarray, "n d"], metric: str = "correlation"
 ) -> Float[Tensor, "n n"]:
@@ -130,6 +132,7 @@ def _pair(rdm_a: object, rdm_b: object) -> tuple[np.ndarray, np.ndarray]:
     return A, B
 
 
+@shape_checked
 def rsa(
     rdm_a: Float[Tensor, "n1 n1"] | Float[np.ndarray, "n1 n1"],
     rdm_b: Float[Tensor, "n2 n2"] | Float[np.ndarray, "n2 n2"],
@@ -147,6 +150,7 @@ def rsa(
     return compare_vectors(upper_triangle(A), upper_triangle(B), method)
 
 
+@shape_checked
 def rsa_test(
     rdm_a: Float[Tensor, "n1 n1"] | Float[np.ndarray, "n1 n1"],
     rdm_b: Float[Tensor, "n2 n2"] | Float[np.ndarray, "n2 n2"],

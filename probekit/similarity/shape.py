@@ -17,6 +17,7 @@ from torch import Tensor
 
 from probekit.errors import ConfigError, DataError
 
+from ..shapes import shape_checked
 from ._validation import as_pair, check_choice, check_not_constant
 from .cka import centre
 
@@ -45,6 +46,7 @@ def nuclear_cross(A: Float[Tensor, "n da"], B: Float[Tensor, "n db"]) -> float:
     return float(torch.linalg.svdvals((Ua * Sa).T @ (Ub * Sb)).sum())
 
 
+@shape_checked
 def procrustes_distance(
     X: Float[Tensor, "n1 d1"] | Float[np.ndarray, "n1 d1"],
     Y: Float[Tensor, "n2 d2"] | Float[np.ndarray, "n2 d2"],
@@ -89,6 +91,7 @@ def _basis(Xc: Tensor, keep: Keep, name: str) -> Tensor:
     return U[:, :k]
 
 
+@shape_checked
 def canonical_correlations(
     X: Float[Tensor, "n1 d1"] | Float[np.ndarray, "n1 d1"],
     Y: Float[Tensor, "n2 d2"] | Float[np.ndarray, "n2 d2"],
@@ -108,6 +111,7 @@ def canonical_correlations(
     return torch.linalg.svdvals(Qx.T @ Qy).clamp(0.0, 1.0)
 
 
+@shape_checked
 def cca_similarity(
     X: Float[Tensor, "n1 d1"] | Float[np.ndarray, "n1 d1"],
     Y: Float[Tensor, "n2 d2"] | Float[np.ndarray, "n2 d2"],

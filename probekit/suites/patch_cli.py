@@ -105,10 +105,11 @@ def _vocab(model_arg: str) -> Any:
     import json
 
     from ..testbeds.base import Vocab
+    from ..textfile import read_text
 
     path = Path(model_arg).expanduser() / "config.json"
     try:
-        config = json.loads(path.read_text())
+        config = json.loads(read_text(path))
         vocab = config["extra"]["vocab"]
         return Vocab(tokens=tuple(vocab["tokens"]), pad=vocab["pad"])
     except (OSError, ValueError, KeyError, TypeError):  # a named model or a Hugging Face dir

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import ConfigError, KeyedValueError
+from ..errors import ConfigError, DataError, KeyedValueError
+from ..textfile import read_text
 from ..util.config import close_match_hint
 from ..util.constraints import ConstraintError, keys_of
 
@@ -408,7 +409,10 @@ def read_toml(path: str | Path, what: str = "suite") -> tuple[Path, str, dict[st
     path = Path(path)
     if not path.is_file():
         raise SuiteError(f"{what} file {path} not found")
-    text = path.read_text()
+    try:
+        text = read_text(path)
+    except DataError as err:  # UTF-16 without a mark that is no text, a byte not UTF-8
+        raise SuiteError(str(err)) from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DataError, ModelLoadError
+from ..textfile import read_text
 from ..util.io import atomic_write_json, fsync_dir, sha256_bytes
 from .finetune_config import LATER_FIELDS, FinetuneConfig
 from .finetune_data import batch_rows as _batch
@@ -146,7 +147,7 @@ def base_model_dir(base_model: str) -> Path:
         return ensure_converted(base_model)
     path = Path(base_model).expanduser()
     try:
-        config = json.loads((path / "config.json").read_text())
+        config = json.loads(read_text(path / "config.json"))  # the user's HF dir: any encoding
     except (OSError, ValueError):
         config = None
     if not isinstance(config, dict) or "model_type" not in config:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
+from ..textfile import read_text
 
 __all__ = ["IGNORE_INDEX", "batch_rows", "encode_rows", "read_rows"]
 
@@ -32,7 +33,7 @@ def read_rows(path: str | Path, split: str) -> list[dict[str, Any]]:
         raise DataError(f"fine-tune data {str(path)!r} is not a file; give a JSONL of "
                         '{"prompt": ..., "answer": ..., "split": ...} rows')
     rows, splits = [], set()
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(read_text(p).splitlines(), start=1):
         if not line.strip():
             continue
         try:
