@@ -177,19 +177,27 @@ def _depth(ctx: Context) -> int | None:
     return None if n is None else int(n)
 
 
-def measure_marker(marker: MarkerSpec, ctx: Context, reference: Context | None = None) -> MarkerCell:
+def measure_marker(marker: MarkerSpec, ctx: Context, reference: Context | None = None, *,
+                   model: str = "?") -> MarkerCell:
     """The marker on the context's model: estimate and percentile CI, or not applicable.
+
+    The kind is called through :func:`~probekit.hypotheses.calls.call_kind`: a plug-in's
+    failure (an exception, ``sys.exit``, a result that is no ``Measurement``) and a non-finite
+    value are one line naming the marker, ``model`` and the kind (and its plug-in module).
 
     Args:
         marker: the ``[[marker]]`` spec.
         ctx: an :class:`~probekit.suites.context.AnalysisContext` whose model is the checkpoint.
         reference: with ``marker.reference``, the context of the reference checkpoint on the
             same examples (:func:`reference_similarity`).
+        model: how messages name the checkpoint or model entry.
 
     Raises:
         ConfigError: a marker with a reference and no reference context, or the reverse.
+        PluginError: a plug-in kind failed (:mod:`probekit.hypotheses.calls`).
     """
     from ..errors import ConfigError, NotApplicableError
+    from ..hypotheses.calls import call_kind
     from ..hypotheses.registry import get_kind
     from ..stats.bootstrap import bootstrap_indices, percentile_interval
 
@@ -205,8 +213,8 @@ def measure_marker(marker: MarkerSpec, ctx: Context, reference: Context | None =
         if reference is not None:
             m = reference_similarity(spec, ctx, reference)
         else:
-            m = (kind.measure(spec, ctx, control=False) if kind.control
-                 else kind.measure(spec, ctx))
+            m = call_kind(kind, spec, ctx, subject=f"marker {marker.name!r} on model {model!r}",
+                          control=False if kind.control else None)
     except NotApplicableError as err:
         return MarkerCell(marker=marker.name, value=None, reason=str(err))
     st = ctx.stats

@@ -165,6 +165,7 @@ def checkpoint_cells(task: CheckpointTask) -> dict[str, Any]:
         store.put(task.fingerprint, task.outcome_key, outcomes)
     cells = {}
     where = f"{Path(task.checkpoint.run).name} step {task.checkpoint.step}"
+    model = _row_label(task.checkpoint)
     refs = dict(task.references)
     column = position_column(task.suite.capture.positions)
     positioned: Any = None  # the context on the examples with a capture position, built once
@@ -187,12 +188,19 @@ def checkpoint_cells(task: CheckpointTask) -> dict[str, Any]:
                 cells[key] = cell
                 continue
         if marker.reference is None:
-            cell = measure_marker(marker, mctx).to_dict()
+            cell = measure_marker(marker, mctx, model=model).to_dict()
         else:
-            cell = measure_marker(marker, mctx, _reference_context(task, mctx, refs[marker.name])).to_dict()
+            cell = measure_marker(marker, mctx, _reference_context(task, mctx, refs[marker.name]),
+                                  model=model).to_dict()
         store.put(task.fingerprint, key, cell)
         cells[key] = cell
     return {"outcomes": outcomes, "cells": cells}
+
+
+def _row_label(row: Checkpoint) -> str:
+    """How messages name a row: a model entry as written, else its run's folder (+ step)."""
+    name = row.run if not Path(row.run).is_absolute() else Path(row.run).name
+    return name if row.step is None else f"{name} step {row.step}"
 
 
 def user_outcomes(model: Any, eval_outcome: Any, fn: Any, *, seed: int = 0) -> dict[str, Any]:
