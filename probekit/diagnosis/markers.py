@@ -11,7 +11,9 @@ raises :class:`~probekit.errors.NotApplicableError` gives an explicit not-applic
 Cells are cached per (checkpoint fingerprint, marker key) as small JSON files written
 atomically (:class:`CellStore`), so a killed diagnosis resumes without redoing finished cells and
 a new ``[[marker]]`` computes only itself. The key digests everything that changes the value:
-the kind, its keys and the file's ``[data]``, ``[capture]`` and ``[stats]`` sections.
+the kind, its keys, the file's ``[data]``, ``[capture]`` and ``[stats]`` sections, and for a
+plug-in kind its code (source digest or distribution version), so an edited plug-in is measured
+again.
 """
 
 from __future__ import annotations
@@ -76,8 +78,18 @@ def _plain(value: Any) -> Any:
 
 
 def marker_key(marker: MarkerSpec, suite: Any) -> str:
-    """Digest (16 hex digits) of what a marker's value depends on besides the checkpoint."""
+    """Digest (16 hex digits) of what a marker's value depends on besides the checkpoint.
+
+    A plug-in kind's code identity is part of it (:func:`~probekit.hypotheses.plugin_version.kind_version`):
+    editing the plug-in measures its markers again.
+    """
+    from ..hypotheses.plugin_version import kind_version
+    from ..hypotheses.registry import find_kind
+
+    kind = find_kind(marker.measure)
+    version = None if kind is None else kind_version(kind)
     payload = {
+        **({} if version is None else {"plugin": version}),
         "measure": marker.measure, "spec": dataclasses.asdict(marker.spec),
         **({} if marker.reference is None else {"reference": marker.reference}),
         "data": dataclasses.asdict(suite.data), "capture": dataclasses.asdict(suite.capture),

@@ -53,8 +53,9 @@ from .table_io import marker_csv
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CheckpointTask", "DiagnosisResult", "Settings", "analysis_inputs", "check_diagnosis",
-           "checkpoint_cells", "diagnose", "population_facts", "reference_checkpoints"]
+__all__ = ["RECOMPUTE_ALL", "CheckpointTask", "DiagnosisResult", "Settings", "analysis_inputs",
+           "check_diagnosis", "checkpoint_cells", "diagnose", "population_facts", "recompute_set",
+           "reference_checkpoints"]
 
 FIXED = ("checkpoint", "run", "step", "final")
 #: the fewest models of a population the statistics analyse (leave-one-out)
@@ -923,9 +924,38 @@ def _survival(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]], cen
     return blocks
 
 
+#: ``recompute`` value meaning every marker and the outcomes
+RECOMPUTE_ALL = "*"
+
+
+def recompute_set(spec: DiagnosisFile, recompute: Sequence[str] | None) -> tuple[set[str], bool]:
+    """The marker names whose cached cells ``--recompute`` discards, and whether the outcomes too.
+
+    ``"*"`` (``--recompute`` alone): every marker and the outcome columns; a marker name: that
+    marker (a family's name: every member, ``NAME@...``).
+
+    Raises:
+        ConfigError: a name that is no marker of the file (the markers listed).
+    """
+    if not recompute:
+        return set(), False
+    if RECOMPUTE_ALL in recompute:
+        return {m.name for m in spec.markers}, True
+    names: set[str] = set()
+    for name in recompute:
+        hit = {m.name for m in spec.markers if m.name == name or m.name.split("@", 1)[0] == name}
+        if not hit:
+            bases = list(dict.fromkeys(m.name.split("@", 1)[0] for m in spec.markers))
+            raise ConfigError(f"--recompute {name!r}: no marker of {spec.source} is named so; its "
+                              f"markers are {bases} (--recompute alone: all of them)")
+        names |= hit
+    return names, False
+
+
 def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str | Path | None,
                      start: float, stamp: str, progress: bool = False,
-                     outcome_fn: Any = None) -> DiagnosisResult:
+                     outcome_fn: Any = None, recompute: Sequence[str] | None = None
+                     ) -> DiagnosisResult:
     """The body of :func:`diagnose` run while ``pop_dir`` is locked."""
     from ..executor import check_worker_paths
 
@@ -941,11 +971,12 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
     mkeys = [{m.name: base_keys[m.name] if m.name not in refs else
               f"{base_keys[m.name]}-{ref_fps[refs[m.name][i]]}" for m in spec.markers}
              for i in range(len(rows))]
+    again, outcomes_again = recompute_set(spec, recompute)
     tasks, where = [], []
     for i, (r, fp) in enumerate(zip(rows, fps)):
         todo = tuple((m, mkeys[i][m.name]) for m in spec.markers
-                     if store.get(fp, mkeys[i][m.name]) is None)
-        need_outcomes = store.get(fp, okey) is None
+                     if m.name in again or store.get(fp, mkeys[i][m.name]) is None)
+        need_outcomes = outcomes_again or store.get(fp, okey) is None
         if todo or need_outcomes:
             suite = dataclasses.replace(spec.suite, model=_model_spec(r.path))
             tasks.append(CheckpointTask(
@@ -1025,6 +1056,7 @@ def diagnose(
     spec_or_path: str | Path | DiagnosisFile, *, out: str | Path | None = None,
     executor: Any = None, check: bool = False, progress: bool = False,
     cache_dir: str | Path | None = None, outcome: Any = None,
+    recompute: Sequence[str] | None = None,
 ) -> DiagnosisResult | None:
     """Run a diagnosis file; with ``out``, write markers.csv/json and report.html/json there.
 
@@ -1041,6 +1073,8 @@ def diagnose(
             the number of examples behind ``COLUMN``. Its columns join ``[outcome]``'s (or
             replace the testbed evaluation) and are cached per model under the function's name
             and source text (:mod:`probekit.diagnosis.eval_outcome`).
+        recompute: marker names whose cached cells are measured again (``"*"``: every marker
+            and the outcomes; :func:`recompute_set`), e.g. after editing what a plug-in calls.
     """
     from ..executor import get_executor
     from ..report.write import check_report_dir
@@ -1051,6 +1085,7 @@ def diagnose(
     if outcome is not None and not callable(outcome):
         raise ConfigError(f"outcome = {outcome!r}: pass a function fn(model) -> {{column: value}}, "
                           "or name the evaluation file in the diagnosis file's [outcome]")
+    recompute_set(spec, recompute)  # an unknown marker name: refused before any work
     if check:
         check_diagnosis(spec, outcome=outcome)
         return None
@@ -1063,7 +1098,8 @@ def diagnose(
     lock = DirectoryLock(pop_dir, what="population directory")
     lock.acquire()
     try:
-        result = _diagnose_locked(spec, ex, pop_dir, cache_dir, start, stamp, progress, outcome)
+        result = _diagnose_locked(spec, ex, pop_dir, cache_dir, start, stamp, progress, outcome,
+                                  recompute)
     finally:
         lock.release()
     if out is not None:

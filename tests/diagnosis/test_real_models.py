@@ -224,11 +224,11 @@ def test_killed_run_resumes_without_recomputing_finished_models(population, cach
     outcomes: list[str] = []
     real_measure, real_outcomes = runner.measure_marker, runner.user_outcomes
 
-    def measure(marker, ctx, *rest):
+    def measure(marker, ctx, *rest, **kw):
         if len(log) == measure.kill_at:
             raise Killed()
         log.append(f"{Path(str(ctx.suite.model.name)).name}:{marker.name}")
-        return real_measure(marker, ctx, *rest)
+        return real_measure(marker, ctx, *rest, **kw)
 
     def outcome(model, *args, **kwargs):
         outcomes.append(str(model.probekit_source))
