@@ -54,7 +54,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["RECOMPUTE_ALL", "CheckpointTask", "DiagnosisResult", "Settings", "analysis_inputs",
-           "check_diagnosis", "checkpoint_cells", "diagnose", "population_facts", "recompute_set",
+           "check_diagnosis", "checkpoint_cells", "diagnose", "models_statement", "population_facts",
+           "recompute_set",
            "reference_checkpoints"]
 
 FIXED = ("checkpoint", "run", "step", "final")
@@ -196,6 +197,25 @@ def checkpoint_cells(task: CheckpointTask) -> dict[str, Any]:
         store.put(task.fingerprint, key, cell)
         cells[key] = cell
     return {"outcomes": outcomes, "cells": cells}
+
+
+def models_statement(n: int) -> Text:
+    """How many models a population of model entries has, and whether it supports a verdict.
+
+    Each entry is one unit of the analysis (a model, not a seed of one design); below
+    :data:`MIN_MODELS` no population-level claim is made (as for too few seed groups: the
+    leave-one-out statistics need at least that many units), a warning that says why.
+    """
+    head = f"This population has {n} model entr{'y' if n == 1 else 'ies'} (each one unit of " \
+        "the analysis)"
+    if n < MIN_MODELS:
+        return Text(text=f"{head}: no population-level verdict. {n} model(s) cannot support a "
+                    f"claim about models in general: the statistics need at least {MIN_MODELS} "
+                    "(leave-one-out), as for seed groups. markers.csv holds the markers and "
+                    "outcomes, nothing is tested. Add models to the population.",
+                    level="warning")
+    return Text(text=f"{head}: population-level verdicts need at least {MIN_MODELS} "
+                "(leave-one-out); with few models, one model moves every estimate.")
 
 
 def _row_label(row: Checkpoint) -> str:
@@ -590,7 +610,7 @@ class DiagnosisResult(DiagnosisDisplay):
         return with_report_sections(strict_json({
             "suite": {**self.spec.to_dict(), "name": self.spec.name,
                       "description": self.spec.suite.description},
-            "model": {"id": f"population of {n_final} models ({n} checkpoints with the series)",
+            "model": {"id": _population_id(self.spec, n_final, n),
                       "fingerprint": self.provenance.get("population_key", ""),
                       "n_layers": self.provenance.get("n_layers", 0),
                       "d_model": self.provenance.get("d_model", 0),
@@ -599,8 +619,7 @@ class DiagnosisResult(DiagnosisDisplay):
             "data": {"n_examples": n, "splits": {"final checkpoints": n_final,
                                                  "series checkpoints": n - n_final},
                      "positions": self.spec.suite.capture.positions, "probe_device": "cpu",
-                     "source": {"task": self.spec.suite.data.task or "(each checkpoint's training task)",
-                                "task_options": dict(self.spec.suite.data.task_options)}},
+                     "source": _data_source(self.spec)},
             "provenance": self.provenance,
             "hypotheses": [],
             "diagnosis": {"settings": dataclasses.asdict(self.settings), "analysis": analysis,
@@ -611,6 +630,39 @@ class DiagnosisResult(DiagnosisDisplay):
                           f"{self.settings.outcome}", "data": {}, "warnings": [], "hypotheses": [],
                           "blocks": blocks_to_dicts(list(self.blocks))}],
         }))
+
+
+def _population_id(spec: DiagnosisFile, n_final: int, n: int) -> str:
+    """The report header's model line: how many models, and what kind of population."""
+    from .real_models import finetune_grid
+
+    if spec.population.models is not None:
+        return (f"population of {n_final} model entr{'y' if n_final == 1 else 'ies'} "
+                "(pretrained or saved models, not trained here)")
+    if finetune_grid(spec.population):
+        return f"population of {n_final} fine-tunes of preset {spec.population.preset!r}"
+    return f"population of {n_final} models ({n} checkpoints with the series)"
+
+
+def _data_source(spec: DiagnosisFile) -> dict[str, Any]:
+    """The report header's data line: the ``[data] file`` of real LMs, else the testbed task.
+
+    A population of model entries or fine-tunes has no training task: its markers read the
+    JSONL file (tokenized by each model), which the header names with its digest.
+    """
+    from ..util.io import sha256_file
+    from .real_models import finetune_grid
+
+    data = spec.suite.data
+    if data.file is not None and (spec.population.models is not None
+                                  or finetune_grid(spec.population)):
+        path = spec.suite.resolve(data.file)
+        return {"file": str(path), "sha256": sha256_file(path) if path.is_file() else ""}
+    if data.task is None and (spec.population.models is not None
+                              or finetune_grid(spec.population)):
+        return {"task": "(none: the markers read no examples)", "task_options": {}}
+    return {"task": data.task or "(each checkpoint's training task)",
+            "task_options": dict(data.task_options)}
 
 
 def _csv(table: pd.DataFrame | Mapping[str, Any]) -> str:
@@ -727,7 +779,11 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     # first so that the few-groups flag can say the coverage measured for this design
     from .calibration import calibration_section, coverage_note
 
-    calibration = calibration_section(final_table, s.outcome, s.covariates, s.groups, d, extras)
+    # a constant outcome: the degenerate warning says it all; no power simulation (whose refusal
+    # would suggest dropping a covariate) and no granulated tau (a table of zeros)
+    constant = len({v for v in final_table[s.outcome] if v is not None}) <= 1
+    calibration = (() if constant else
+                   calibration_section(final_table, s.outcome, s.covariates, s.groups, d, extras))
     note = coverage_note(extras.get("calibration"))
     if note:
         extra["coverage_note"] = note
@@ -757,7 +813,7 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     granulated: list[Any] = []
     levels: list[Any] = []
     early = None
-    if s.knobs:
+    if s.knobs and not constant:
         granulated = each(granulated_kendall_tau, list(s.knobs), s.groups)
         granulated += each(conditional_mutual_information, list(s.knobs), 2, s.groups)
         extras["granulated"] = [r for g in granulated for r in g.to_records()]
@@ -787,7 +843,7 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     from .mde import mde_sentence
     from .population_section import state_units
 
-    power_text = mde_sentence(extras["power"])
+    power_text = None if constant else mde_sentence(extras["power"])
     if power_text:
         calibration = (*calibration, Text(text=power_text))
     blocks = state_units((*blocks, *causal, *calibration),
@@ -1025,19 +1081,17 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
         blocks.append(Text(text=censored.warning(), level="warning"))
     analysis, extras = None, {}
     few = spec.population.models is not None and len(finals) < MIN_MODELS
-    if few:  # a couple of pretrained LMs: their table and outcomes, no statistics
-        blocks.append(Text(text=f"{len(finals)} model(s): the statistics need at least "
-                           f"{MIN_MODELS} (leave-one-out); markers.csv holds the markers and "
-                           "outcomes, nothing is tested. Add models to the population.",
-                           level="warning"))
-    elif usable:
+    if spec.population.models is not None:
+        blocks.append(models_statement(len(finals)))
+    # a couple of pretrained LMs (few): their table and outcomes, no statistics (stated above)
+    if not few and usable:
         facts = population_facts(spec, rows, refs, settings.outcome)
         analysis, extras, stat_blocks = _analyse(spec, settings, analysed, usable, facts,
                                                  marker_cis=cell_cis(cells, usable))
         blocks += list(stat_blocks)
         if censored is not None and censored.n_censored:
             blocks += _survival(spec, settings, table, censored.censor, usable, extras)
-    else:
+    elif not few:
         blocks.append(Text(text="No marker is applicable to every final model: nothing to "
                            "analyse (see the table below).", level="warning"))
     blocks += _na_blocks(spec, table, cells)
