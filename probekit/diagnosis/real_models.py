@@ -43,7 +43,8 @@ from ..suites.spec import SuiteError, location
 from ..util.config import close_match_hint
 from ..util.io import sha256_bytes, sha256_file
 
-__all__ = ["DESIGN_KEY", "TESTBED_KINDS", "check_marker_kinds", "check_real_data", "config_depth",
+__all__ = ["DESIGN_KEY", "TESTBED_KINDS", "check_marker_kinds", "check_prepend_bos", "check_real_data",
+           "config_depth", "entry_family",
            "entry_fingerprint", "entry_kind", "entry_model_spec", "finetune_grid", "model_config",
            "model_depth", "parse_models", "real_entries", "real_subject"]
 
@@ -454,3 +455,47 @@ def check_real_data(pop: Any, suite: Any, settings: Any, path: Path, text: str) 
         raise SuiteError(f"{location(path, text, 'data')}: no training task gives examples to "
                          f"{subject}; give [data] file = "
                          "\"examples.jsonl\" (rows with text, the label column and a split)")
+
+
+def entry_family(source: str) -> str:
+    """A model entry's family: its architecture (``LlamaForCausalLM``), else its ``model_type``.
+
+    A named model's registered architecture; a Hugging Face directory's ``architectures[0]`` (or
+    ``model_type``); ``"probekit checkpoint"`` for a testbed checkpoint.
+    """
+    from ..models.named import REGISTRY
+
+    if source in REGISTRY:
+        return REGISTRY[source].architecture
+    config = model_config(Path(source)) or {}
+    if entry_kind(source) == "checkpoint":
+        return "probekit checkpoint"
+    archs = config.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        return archs[0]
+    return str(config.get("model_type", "unknown"))
+
+
+def check_prepend_bos(pop: Any, suite: Any, outcome: Any, path: Path, text: str) -> str | None:
+    """The warning when one forced ``prepend_bos`` applies to models of different families.
+
+    ``prepend_bos`` unset (``[data]`` and ``[outcome]``) follows each model's own default (its
+    tokenizer's: Gemma is trained with a BOS token, SmolLM2 without); a value given in the file is
+    applied to every model, which is wrong for some family when the population mixes them
+    (Gemma 3 scored without its BOS loses most exact matches). ``None``: nothing to warn.
+    """
+    forced = [(section, value) for section, value in
+              (("data", getattr(suite.data, "prepend_bos", None)),
+               ("outcome", getattr(outcome, "prepend_bos", None))) if value is not None]
+    if not forced or not getattr(pop, "models", None):
+        return None
+    families: dict[str, list[str]] = {}
+    for entry, source in zip(pop.models, pop.model_sources, strict=True):
+        families.setdefault(entry_family(source), []).append(entry)
+    if len(families) < 2:
+        return None
+    section, value = forced[0]
+    mixed = "; ".join(f"{f}: {', '.join(e)}" for f, e in families.items())
+    return (f"{location(path, text, section, 'prepend_bos')} = {str(value).lower()} is applied to "
+            f"every model, but the population mixes model families ({mixed}), whose own defaults "
+            "may differ; remove prepend_bos to follow each model's own default")

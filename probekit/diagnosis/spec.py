@@ -867,10 +867,15 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
     fixed = {k: v for k, v in raw.items() if k in SUITE_SECTIONS}
     suite = build_suite(path, text, {**fixed, "model": _PLACEHOLDER_MODEL})
     from .eval_outcome import parse_outcome
-    from .real_models import check_marker_kinds, check_real_data
+    from .real_models import check_marker_kinds, check_prepend_bos, check_real_data
 
     outcome = parse_outcome(raw.get("outcome"), path, text)
     check_marker_kinds(markers, population, path, text)
     check_real_data(population, suite, settings, path, text)
+    mixed_bos = check_prepend_bos(population, suite, outcome, path, text)
+    if mixed_bos is not None:
+        import warnings
+
+        warnings.warn(mixed_bos, stacklevel=2)
     return DiagnosisFile(suite=suite, population=population, markers=markers,
                          diagnosis=settings, plugins=plugins, text=text, outcome=outcome)

@@ -47,6 +47,21 @@ def _check_weights_are_safetensors(directory: Path) -> None:
         )
 
 
+def tokenizer_adds_bos(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` puts its BOS token before a text by itself: the model's own default.
+
+    A tokenizer without a BOS token, or one that cannot encode, says ``False``.
+    """
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None:
+        return False
+    try:
+        ids = list(tokenizer("a")["input_ids"])
+    except Exception:  # a tokenizer that cannot encode a plain text has no BOS habit to follow
+        return False
+    return bool(ids) and ids[0] == bos
+
+
 def load_hf_dir(
     path: str | Path,
     *,
@@ -63,8 +78,10 @@ def load_hf_dir(
             ideally the tokenizer files.
         device: torch device for the weights.
         dtype: parameter dtype (float32 for analysis; comparisons with HF use log-softmax).
-        prepend_bos: overrides ``cfg.default_prepend_bos`` (the bridge defaults to ``True``,
-            which is wrong for models trained without BOS, e.g. SmolLM2). ``None`` keeps it.
+        prepend_bos: ``cfg.default_prepend_bos``. ``None``: the model's own default, read from
+            its tokenizer as saved (:func:`tokenizer_adds_bos`: whether it puts its BOS token
+            before a text by itself, e.g. Gemma and Llama 2 do, SmolLM2 and GPT-2 do not),
+            instead of the bridge's ``True`` for every model.
         compatibility_mode: call ``enable_compatibility_mode()`` (folds LayerNorm, centres the
             unembed; changes residual values and shifts logits by a constant; ~20 s on
             SmolLM2-135M). Recorded as ``model.probekit_compatibility_mode``.
@@ -115,8 +132,12 @@ def load_hf_dir(
     model = TransformerBridge.boot_transformers(
         str(directory), device=device, dtype=dtype, tokenizer=tokenizer
     )
-    if prepend_bos is not None:
-        model.cfg.default_prepend_bos = prepend_bos
+    if prepend_bos is None:  # the tokenizer as saved (the bridge's copy always adds BOS)
+        from transformers import AutoTokenizer
+
+        own = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(str(directory))
+        prepend_bos = tokenizer_adds_bos(own)
+    model.cfg.default_prepend_bos = prepend_bos
     model.eval()
     if compatibility_mode:
         model.enable_compatibility_mode()
