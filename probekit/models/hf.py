@@ -47,21 +47,6 @@ def _check_weights_are_safetensors(directory: Path) -> None:
         )
 
 
-def tokenizer_adds_bos(tokenizer: Any) -> bool:
-    """Whether ``tokenizer`` puts its BOS token before a text by itself: the model's own default.
-
-    A tokenizer without a BOS token, or one that cannot encode, says ``False``.
-    """
-    bos = getattr(tokenizer, "bos_token_id", None)
-    if bos is None:
-        return False
-    try:
-        ids = list(tokenizer("a")["input_ids"])
-    except Exception:  # a tokenizer that cannot encode a plain text has no BOS habit to follow
-        return False
-    return bool(ids) and ids[0] == bos
-
-
 def load_hf_dir(
     path: str | Path,
     *,
@@ -78,10 +63,10 @@ def load_hf_dir(
             ideally the tokenizer files.
         device: torch device for the weights.
         dtype: parameter dtype (float32 for analysis; comparisons with HF use log-softmax).
-        prepend_bos: ``cfg.default_prepend_bos``. ``None``: the model's own default, read from
-            its tokenizer as saved (:func:`tokenizer_adds_bos`: whether it puts its BOS token
-            before a text by itself, e.g. Gemma and Llama 2 do, SmolLM2 and GPT-2 do not),
-            instead of the bridge's ``True`` for every model.
+        prepend_bos: ``cfg.default_prepend_bos``. ``None``: the model's own default
+            (:func:`probekit.models.bos.own_prepend_bos`: a registered base model's value, else
+            whether its saved tokenizer puts a BOS token before a text by itself), instead of
+            the bridge's ``True`` for every model.
         compatibility_mode: call ``enable_compatibility_mode()`` (folds LayerNorm, centres the
             unembed; changes residual values and shifts logits by a constant; ~20 s on
             SmolLM2-135M). Recorded as ``model.probekit_compatibility_mode``.
@@ -132,11 +117,10 @@ def load_hf_dir(
     model = TransformerBridge.boot_transformers(
         str(directory), device=device, dtype=dtype, tokenizer=tokenizer
     )
-    if prepend_bos is None:  # the tokenizer as saved (the bridge's copy always adds BOS)
-        from transformers import AutoTokenizer
+    if prepend_bos is None:  # the model's own (the bridge's tokenizer copy always adds BOS)
+        from .bos import own_prepend_bos
 
-        own = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(str(directory))
-        prepend_bos = tokenizer_adds_bos(own)
+        prepend_bos = own_prepend_bos(directory, tokenizer)
     model.cfg.default_prepend_bos = prepend_bos
     model.eval()
     if compatibility_mode:

@@ -12,7 +12,8 @@ import shutil
 import warnings
 
 from probekit.diagnosis.spec import load_diagnosis
-from probekit.models.hf import load_hf_dir, tokenizer_adds_bos
+from probekit.models.bos import DERIVED_FROM, own_prepend_bos, tokenizer_adds_bos
+from probekit.models.hf import load_hf_dir
 from probekit.suites.spec import DataSpec
 from tests.diagnosis.test_real_models import _file, population  # noqa: F401 (fixture)
 
@@ -44,6 +45,20 @@ def test_an_hf_directory_follows_its_tokenizers_bos_habit(population, tmp_path):
     assert with_bos.to_tokens("w1 w2")[0].tolist() == [bos, 1, 2]
     assert without.to_tokens("w1 w2")[0].tolist() == [1, 2]
     assert load_hf_dir(population / "gpt-a", prepend_bos=True).cfg.default_prepend_bos is True
+
+
+def test_a_finetune_of_a_registered_model_takes_its_base_models_default(population, tmp_path):  # noqa: F811
+    """SmolLM2's tokenizer adds <|im_start|>, but SmolLM2 is used without BOS: its fine-tunes too."""
+    from probekit.models.real import MANIFEST_FILE
+    from probekit.train.finetune import FINETUNE_META
+
+    assert DERIVED_FROM == ((MANIFEST_FILE, "model"), (FINETUNE_META, "base_model"))
+    ft = _with_bos(population / "gpt-a", tmp_path / "ft")
+    assert own_prepend_bos(ft) is True  # its tokenizer's habit
+    (ft / FINETUNE_META).write_text('{"base_model": "smollm2-135m"}')
+    assert own_prepend_bos(ft) is False and own_prepend_bos("gemma3-270m") is True
+    (ft / FINETUNE_META).write_text(f'{{"base_model": "{population / "gpt-a"}"}}')
+    assert own_prepend_bos(ft) is False  # a directory base: that directory's own default
 
 
 def test_data_prepend_bos_is_unset_by_default():
