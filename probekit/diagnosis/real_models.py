@@ -209,8 +209,11 @@ def parse_models(table: dict[str, Any], path: Path, text: str
     base = path.parent
     sources = {m: _resolve_entry(m, base) for m in models}
     for m, source in sources.items():
-        if entry_kind(source) is None:
+        kind = entry_kind(source)
+        if kind is None:
             raise SuiteError(f"{where}: {_why_not(m, source)}")
+        if kind == "hf":  # weights and tokenizer up front, not after the other models ran
+            _check_hf_files(m, source, where)
     if len(set(sources.values())) != len(sources):
         seen: dict[str, str] = {}
         for m, s in sources.items():
@@ -220,6 +223,17 @@ def parse_models(table: dict[str, Any], path: Path, text: str
             seen[s] = m
     designs = _designs(design, list(models), path, text) if design is not None else {}
     return tuple(models), tuple(sources[m] for m in models), designs
+
+
+def _check_hf_files(entry: str, source: str, where: str) -> None:
+    """Refuse a Hugging Face model entry that lacks weights or tokenizer files (``--check``)."""
+    from ..errors import ProbekitError
+    from ..models.hf import check_hf_dir_files
+
+    try:
+        check_hf_dir_files(source)
+    except ProbekitError as err:
+        raise SuiteError(f"{where}: model entry {entry!r}: {err}") from None
 
 
 def _expand_globs(models: list[str], base: Path, where: str) -> list[str]:

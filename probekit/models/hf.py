@@ -47,6 +47,27 @@ def _check_weights_are_safetensors(directory: Path) -> None:
         )
 
 
+def check_hf_dir_files(directory: str | Path) -> None:
+    """Refuse a Hugging Face directory without loadable weights or tokenizer files, up front.
+
+    What :func:`load_hf_dir` needs besides ``config.json``, checked without loading anything
+    (the safetensors headers only): ``*.safetensors`` weights (never pickles) and one of
+    :data:`TOKENIZER_FILES`.
+
+    Raises:
+        ModelLoadError: no safetensors weights (or only pickled ones), a damaged header, or no
+            tokenizer file; the message names the directory, what it holds and the fix.
+    """
+    directory = Path(directory)
+    _check_weights_are_safetensors(directory)
+    if not any((directory / name).is_file() for name in TOKENIZER_FILES):
+        present = sorted(p.name for p in directory.iterdir())[:10]
+        raise MissingModelFileError(
+            f"{directory} has no tokenizer (none of {list(TOKENIZER_FILES)}; it holds {present}); "
+            "save one there with tokenizer.save_pretrained(directory)"
+        )
+
+
 def load_hf_dir(
     path: str | Path,
     *,
