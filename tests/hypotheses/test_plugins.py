@@ -366,6 +366,17 @@ def test_entry_point_exiting_at_import_is_recorded_not_raised(plugin_dir, monkey
     assert get_kind("weight_norm").name == "weight_norm"
 
 
+def test_list_kinds_names_an_installed_plugin_that_failed(plugin_dir, monkeypatch, capsys):
+    import importlib.metadata as md
+
+    _entry_points(monkeypatch, md.EntryPoint(name="broken", value="no_such_kinds_pkg",
+                                             group="probekit.kinds"))
+    assert main(["test", "--list-kinds"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == ("not loaded: plug-in module 'no_such_kinds_pkg' (from entry point 'broken' in "
+                    "group 'probekit.kinds'): ModuleNotFoundError: No module named 'no_such_kinds_pkg'")
+
+
 def test_diagnosis_file_markers_from_a_plugin(plugin_dir):
     from probekit.diagnosis.spec import load_diagnosis
 
