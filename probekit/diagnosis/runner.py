@@ -781,7 +781,7 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
 
     # a constant outcome: the degenerate warning says it all; no power simulation (whose refusal
     # would suggest dropping a covariate) and no granulated tau (a table of zeros)
-    constant = len({v for v in final_table[s.outcome] if v is not None}) <= 1
+    constant = len({v for v in final_table[s.outcome] if v is not None and v == v}) <= 1  # NaN: missing
     calibration = (() if constant else
                    calibration_section(final_table, s.outcome, s.covariates, s.groups, d, extras))
     note = coverage_note(extras.get("calibration"))
