@@ -150,7 +150,7 @@ def _claim(table: Any, i: int, path: Path, text: str) -> Claim:
             f"{list(COMPARISONS)}"
         )
     if compare == "greater_than_control" and not kind.control:
-        with_control = sorted(k for k, v in kinds.items() if v.control)
+        with_control = sorted(k for k, v in registered_kinds().items() if v.control)
         raise SuiteError(
             f"{location(path, text, 'claim', 'compare', i)}: measure {measure!r} supplies no control; "
             f"use '>=', '<=' or 'between', or a kind with a control: {with_control}"
