@@ -41,7 +41,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from ..suites.cli import execution_from_args
     from ..util.outdir import check_out_dir, claim_out_dir
-    from .runner import check_diagnosis, diagnose, recompute_set
+    from .runner import MIN_MODELS, check_diagnosis, diagnose, recompute_set
     from .spec import load_diagnosis
     from .table_diagnosis import is_table_diagnosis, run_table_cli
 
@@ -101,7 +101,12 @@ def _run(args: argparse.Namespace) -> int:
             result = diagnose(spec, out=out, executor=executor, progress=not args.quiet,
                               recompute=recompute)
     n = len(result.table["checkpoint"])
-    print(f"{args.file}: {n} checkpoints, outcome {result.settings.outcome!r}")
+    what = (f"model entr{'y' if n == 1 else 'ies'}" if spec.population.models is not None
+            else "checkpoints")
+    print(f"{args.file}: {n} {what}, outcome {result.settings.outcome!r}")
+    if spec.population.models is not None and n < MIN_MODELS:
+        print(f"  no population-level verdict: {n} {what} (the statistics need at least "
+              f"{MIN_MODELS}); markers.csv holds the markers and outcomes")
     if result.analysis is not None:
         for stats in result.analysis.markers:
             print(f"  {result.analysis.sentence(stats.marker)}")

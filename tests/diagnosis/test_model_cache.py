@@ -107,6 +107,10 @@ def test_recompute_flag_of_the_cli(population, cache, capsys):  # noqa: F811
     assert "--recompute 'nope': no marker" in capsys.readouterr().err
     assert main(["diagnose", str(path), "--quiet", "--executor", "inprocess",
                  "--recompute"]) == 0
+    out = capsys.readouterr().out.splitlines()  # one model: said plainly, no verdict
+    assert out[:2] == [f"{path}: 1 model entry, outcome 'logprob_ood'",
+                       "  no population-level verdict: 1 model entry (the statistics need at "
+                       "least 3); markers.csv holds the markers and outcomes"]
 
 
 PLUGIN = '''
