@@ -54,6 +54,14 @@ class NotApplicableError(ConfigError):
     """
 
 
+class PluginError(ProbekitError, RuntimeError):
+    """A plug-in's own code failed: it raised, exited, or returned the wrong type.
+
+    The message blames the plug-in, naming what was measured, the kind and the module
+    (``marker 'm' on model 'x' (kind 'k' from plug-in 'mod'): ZeroDivisionError: ...``).
+    """
+
+
 class StoreError(ProbekitError, RuntimeError):
     """An activation store is missing, incomplete, corrupted or made by a different run."""
 
@@ -79,6 +87,7 @@ __all__ = [
     "ModelLoadError",
     "NonFiniteError",
     "NotApplicableError",
+    "PluginError",
     "ProbekitError",
     "StoreError",
 ]

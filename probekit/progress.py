@@ -12,6 +12,11 @@ Progress counts examples or cells (a probe per site x layer, a patched position 
 permutation refit, a claim), never batches, and always goes to stderr: stdout stays clean for
 JSON. A phase that ends within ``delay`` seconds prints nothing.
 
+A step that reports no count (a library call: a GGUF dequantised by ``transformers``) gets a
+:func:`heartbeat` instead: a line when each of its phases starts and one every ``interval``
+seconds while it runs (``converting gemma3-270m from its GGUF: dequantising the weights, 120 s
+elapsed``), then ``done``.
+
 Switches (an off anywhere wins): the environment variable ``PROBEKIT_PROGRESS=0``; a
 :func:`progress_settings` scope (the CLIs' ``--quiet``, ``run_suite(progress=False)``); an
 ``enabled=False`` / ``progress=False`` argument of the call.
@@ -24,6 +29,7 @@ import contextvars
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -33,6 +39,7 @@ from tqdm.auto import tqdm
 
 __all__ = [
     "ProgressSettings",
+    "heartbeat",
     "in_notebook",
     "progress_bar",
     "progress_enabled",
@@ -248,3 +255,55 @@ def track(
         for item in iterable:
             yield item
             bar.update(1 if weight is None else weight(item))
+
+
+@contextlib.contextmanager
+def heartbeat(desc: str, *, interval: float | int = 30.0, delay: float | int = 0.0,
+              enabled: bool | None = None, stream: Any = None) -> Iterator[Callable[[str], None]]:
+    """Yield ``phase(name)``: announce a phase; a background line every ``interval`` seconds.
+
+    For a step whose library call reports no count; the lines go to stderr whatever it is (a
+    terminal or a log), one per phase and one per ``interval``, and follow the progress
+    switches (:func:`progress_enabled`).
+
+    Args:
+        desc: what runs (``"converting smollm2-135m from its GGUF (once)"``).
+        interval: seconds between lines while one phase runs (> 0).
+        delay: nothing is printed before this many seconds have passed.
+        enabled: ``False`` prints nothing (as ``--quiet``).
+        stream: where lines go (default ``sys.stderr``).
+    """
+    if not interval > 0:
+        raise ValueError(f"heartbeat interval = {interval!r}: use seconds > 0")
+    out = sys.stderr if stream is None else stream
+    on = progress_enabled(enabled)
+    start = time.monotonic()
+    state = {"phase": "starting", "printed": False}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def emit(text: str) -> None:
+        if not on or time.monotonic() - start < delay:
+            return
+        with lock:
+            out.write(f"{desc}: {text}, {time.monotonic() - start:.0f} s elapsed\n")
+            out.flush()
+            state["printed"] = True
+
+    def phase(name: str) -> None:
+        state["phase"] = name
+        emit(name)
+
+    def beat() -> None:
+        while not stop.wait(interval):
+            emit(str(state["phase"]))
+
+    thread = threading.Thread(target=beat, name="probekit-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield phase
+    finally:
+        stop.set()
+        thread.join()
+    if state["printed"]:
+        emit("done")

@@ -1,4 +1,4 @@
-"""``probekit diagnose FILE.toml [FILE_B.toml] [--out DIR] [--check] [--plan] [--executor NAME] [--ray-address ADDR]``.
+"""``probekit diagnose FILE.toml [FILE_B.toml] [--out DIR] [--check] [--plan] [--recompute [MARKER]] [--executor NAME]``.
 
 Exit status: 0 when the diagnosis ran (or ``--check`` found the file valid, or ``--plan``'s
 design reaches its target), 2 on a spec or data error, or a design that cannot reach its
@@ -41,7 +41,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from ..suites.cli import execution_from_args
     from ..util.outdir import check_out_dir, claim_out_dir
-    from .runner import check_diagnosis, diagnose
+    from .runner import MIN_MODELS, check_diagnosis, diagnose, recompute_set
     from .spec import load_diagnosis
     from .table_diagnosis import is_table_diagnosis, run_table_cli
 
@@ -78,6 +78,8 @@ def _run(args: argparse.Namespace) -> int:
     execution = execution_from_args(args, spec.suite)  # --executor / --executor-opt
     if execution != spec.suite.execution:
         spec = dataclasses.replace(spec, suite=dataclasses.replace(spec.suite, execution=execution))
+    recompute = args.recompute or None
+    recompute_set(spec, recompute)  # an unknown marker: refused before any model loads
     lines = check_diagnosis(spec)
     if args.check:
         print("\n".join(lines))
@@ -92,12 +94,19 @@ def _run(args: argparse.Namespace) -> int:
         connect()  # an unreachable cluster fails here, before any training
     out = Path(args.out) if args.out is not None else None
     if out is None:
-        result = diagnose(spec, out=None, executor=executor, progress=not args.quiet)
+        result = diagnose(spec, out=None, executor=executor, progress=not args.quiet,
+                          recompute=recompute)
     else:
         with claim_out_dir(out, **owner):  # locked: a second run into --out is refused
-            result = diagnose(spec, out=out, executor=executor, progress=not args.quiet)
+            result = diagnose(spec, out=out, executor=executor, progress=not args.quiet,
+                              recompute=recompute)
     n = len(result.table["checkpoint"])
-    print(f"{args.file}: {n} checkpoints, outcome {result.settings.outcome!r}")
+    what = (f"model entr{'y' if n == 1 else 'ies'}" if spec.population.models is not None
+            else "checkpoints")
+    print(f"{args.file}: {n} {what}, outcome {result.settings.outcome!r}")
+    if spec.population.models is not None and n < MIN_MODELS:
+        print(f"  no population-level verdict: {n} {what} (the statistics need at least "
+              f"{MIN_MODELS}); markers.csv holds the markers and outcomes")
     if result.analysis is not None:
         for stats in result.analysis.markers:
             print(f"  {result.analysis.sentence(stats.marker)}")
@@ -169,6 +178,11 @@ def add_diagnose_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argpars
     parser.add_argument("--plan-simulations", type=int, default=400, metavar="N",
                         help="simulated populations of --plan (default 400: Monte Carlo SE of "
                         "80%% power 2 points)")
+    parser.add_argument("--recompute", nargs="?", const="*", action="append", metavar="MARKER",
+                        help="measure MARKER again instead of reading its cached cells (a "
+                        "family's name: every member; repeat for several); alone: every marker "
+                        "and the outcomes. Plug-in markers are already measured again when the "
+                        "plug-in's source changes")
     parser.add_argument("--force", action="store_true",
                         help="write into a non-empty --out that probekit did not write, or "
                         "replace another diagnosis there (default: refused)")

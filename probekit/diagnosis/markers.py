@@ -11,7 +11,9 @@ raises :class:`~probekit.errors.NotApplicableError` gives an explicit not-applic
 Cells are cached per (checkpoint fingerprint, marker key) as small JSON files written
 atomically (:class:`CellStore`), so a killed diagnosis resumes without redoing finished cells and
 a new ``[[marker]]`` computes only itself. The key digests everything that changes the value:
-the kind, its keys and the file's ``[data]``, ``[capture]`` and ``[stats]`` sections.
+the kind, its keys, the file's ``[data]``, ``[capture]`` and ``[stats]`` sections, and for a
+plug-in kind its code (source digest or distribution version), so an edited plug-in is measured
+again.
 """
 
 from __future__ import annotations
@@ -76,8 +78,18 @@ def _plain(value: Any) -> Any:
 
 
 def marker_key(marker: MarkerSpec, suite: Any) -> str:
-    """Digest (16 hex digits) of what a marker's value depends on besides the checkpoint."""
+    """Digest (16 hex digits) of what a marker's value depends on besides the checkpoint.
+
+    A plug-in kind's code identity is part of it (:func:`~probekit.hypotheses.plugin_version.kind_version`):
+    editing the plug-in measures its markers again.
+    """
+    from ..hypotheses.plugin_version import kind_version
+    from ..hypotheses.registry import find_kind
+
+    kind = find_kind(marker.measure)
+    version = None if kind is None else kind_version(kind)
     payload = {
+        **({} if version is None else {"plugin": version}),
         "measure": marker.measure, "spec": dataclasses.asdict(marker.spec),
         **({} if marker.reference is None else {"reference": marker.reference}),
         "data": dataclasses.asdict(suite.data), "capture": dataclasses.asdict(suite.capture),
@@ -177,19 +189,27 @@ def _depth(ctx: Context) -> int | None:
     return None if n is None else int(n)
 
 
-def measure_marker(marker: MarkerSpec, ctx: Context, reference: Context | None = None) -> MarkerCell:
+def measure_marker(marker: MarkerSpec, ctx: Context, reference: Context | None = None, *,
+                   model: str = "?") -> MarkerCell:
     """The marker on the context's model: estimate and percentile CI, or not applicable.
+
+    The kind is called through :func:`~probekit.hypotheses.calls.call_kind`: a plug-in's
+    failure (an exception, ``sys.exit``, a result that is no ``Measurement``) and a non-finite
+    value are one line naming the marker, ``model`` and the kind (and its plug-in module).
 
     Args:
         marker: the ``[[marker]]`` spec.
         ctx: an :class:`~probekit.suites.context.AnalysisContext` whose model is the checkpoint.
         reference: with ``marker.reference``, the context of the reference checkpoint on the
             same examples (:func:`reference_similarity`).
+        model: how messages name the checkpoint or model entry.
 
     Raises:
         ConfigError: a marker with a reference and no reference context, or the reverse.
+        PluginError: a plug-in kind failed (:mod:`probekit.hypotheses.calls`).
     """
     from ..errors import ConfigError, NotApplicableError
+    from ..hypotheses.calls import call_kind
     from ..hypotheses.registry import get_kind
     from ..stats.bootstrap import bootstrap_indices, percentile_interval
 
@@ -205,8 +225,8 @@ def measure_marker(marker: MarkerSpec, ctx: Context, reference: Context | None =
         if reference is not None:
             m = reference_similarity(spec, ctx, reference)
         else:
-            m = (kind.measure(spec, ctx, control=False) if kind.control
-                 else kind.measure(spec, ctx))
+            m = call_kind(kind, spec, ctx, subject=f"marker {marker.name!r} on model {model!r}",
+                          control=False if kind.control else None)
     except NotApplicableError as err:
         return MarkerCell(marker=marker.name, value=None, reason=str(err))
     st = ctx.stats

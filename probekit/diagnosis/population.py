@@ -82,9 +82,20 @@ class GridRun:
 
 
 def population_dir(spec: DiagnosisFile) -> Path:
-    """``[population] out`` (relative to the file), else ``<cache>/diagnosis/<name>-<key>``."""
+    """``[population] out`` (relative to the file), else ``<cache>/diagnosis/<name>-<key>``.
+
+    A population of model entries is cached per model: its cells are keyed by each model's
+    own fingerprint, so its default folder leaves the model list and design out of the key
+    (``<name>-models-<key>``): adding a model to ``[population] models`` measures only it.
+    """
     if spec.population.out is not None:
         return spec.suite.resolve(spec.population.out)
+    if spec.population.models is not None:
+        import dataclasses
+
+        pop = dataclasses.replace(spec.population, models=(), model_sources=(), design={})
+        key = dataclasses.replace(spec, population=pop).population_key()
+        return cache_dir("diagnosis", f"{spec.name}-models-{key}")
     return cache_dir("diagnosis", f"{spec.name}-{spec.population_key()}")
 
 

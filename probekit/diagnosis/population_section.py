@@ -224,6 +224,18 @@ def _short(v: Any, limit: int = 48) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _split_name(key: str, value: Any, data: dict[str, Any]) -> Any:
+    """A marker's split key as the split it reads: ``"train"`` is ``[data] train_split``.
+
+    A kind's ``train_split = "train"`` / ``test_split = "test"`` name the suite's roles, which
+    ``[data] train_split`` / ``test_split`` map to the file's splits (``identify``, ``test``):
+    the report shows the split read, never ``train`` for a split called otherwise.
+    """
+    if not key.endswith("split") or value not in ("train", "test"):
+        return value
+    return data.get(f"{value}_split") or value
+
+
 def _markers_table(report: dict[str, Any], markers: list[str]) -> Table | Text:
     defs = {m.get("name"): m for m in _origin(report).get("marker") or []}
     if not any(name in defs for name in markers):
@@ -231,11 +243,13 @@ def _markers_table(report: dict[str, Any], markers: list[str]) -> Table | Text:
         return Text(text=f"Markers ({len(markers)}, columns of {source}; their definitions "
                     f"are where the table was made): {', '.join(markers)}.")
     rows, own = [], {}
+    data = _origin(report).get("data") or {}
     for name in markers:
         d = defs.get(name)
         if d is not None:
-            own[name] = {k: _short(v, 200) for k, v in d.items() if k not in _SKIP_KEYS
-                         and k not in _SITE_KEYS and v not in (None, "", [], {})}
+            own[name] = {k: _short(_split_name(k, v, data), 200) for k, v in d.items()
+                         if k not in _SKIP_KEYS and k not in _SITE_KEYS
+                         and v not in (None, "", [], {})}
     # a key with the same value on every defined marker is stated once, in the caption
     common = ({k: v for k, v in next(iter(own.values())).items()
                if all(o.get(k) == v for o in own.values())} if len(own) > 1 else {})

@@ -45,7 +45,8 @@ from ..textfile import read_text
 from ..util.config import close_match_hint
 from ..util.io import sha256_bytes, sha256_file
 
-__all__ = ["DESIGN_KEY", "TESTBED_KINDS", "check_marker_kinds", "check_real_data", "config_depth",
+__all__ = ["DESIGN_KEY", "TESTBED_KINDS", "check_marker_kinds", "check_prepend_bos", "check_real_data",
+           "config_depth", "entry_family",
            "entry_fingerprint", "entry_kind", "entry_model_spec", "finetune_grid", "model_config",
            "model_depth", "parse_models", "real_entries", "real_subject"]
 
@@ -210,8 +211,11 @@ def parse_models(table: dict[str, Any], path: Path, text: str
     base = path.parent
     sources = {m: _resolve_entry(m, base) for m in models}
     for m, source in sources.items():
-        if entry_kind(source) is None:
+        kind = entry_kind(source)
+        if kind is None:
             raise SuiteError(f"{where}: {_why_not(m, source)}")
+        if kind == "hf":  # weights and tokenizer up front, not after the other models ran
+            _check_hf_files(m, source, where)
     if len(set(sources.values())) != len(sources):
         seen: dict[str, str] = {}
         for m, s in sources.items():
@@ -221,6 +225,17 @@ def parse_models(table: dict[str, Any], path: Path, text: str
             seen[s] = m
     designs = _designs(design, list(models), path, text) if design is not None else {}
     return tuple(models), tuple(sources[m] for m in models), designs
+
+
+def _check_hf_files(entry: str, source: str, where: str) -> None:
+    """Refuse a Hugging Face model entry that lacks weights or tokenizer files (``--check``)."""
+    from ..errors import ProbekitError
+    from ..models.hf import check_hf_dir_files
+
+    try:
+        check_hf_dir_files(source)
+    except ProbekitError as err:
+        raise SuiteError(f"{where}: model entry {entry!r}: {err}") from None
 
 
 def _expand_globs(models: list[str], base: Path, where: str) -> list[str]:
@@ -456,3 +471,47 @@ def check_real_data(pop: Any, suite: Any, settings: Any, path: Path, text: str) 
         raise SuiteError(f"{location(path, text, 'data')}: no training task gives examples to "
                          f"{subject}; give [data] file = "
                          "\"examples.jsonl\" (rows with text, the label column and a split)")
+
+
+def entry_family(source: str) -> str:
+    """A model entry's family: its architecture (``LlamaForCausalLM``), else its ``model_type``.
+
+    A named model's registered architecture; a Hugging Face directory's ``architectures[0]`` (or
+    ``model_type``); ``"probekit checkpoint"`` for a testbed checkpoint.
+    """
+    from ..models.named import REGISTRY
+
+    if source in REGISTRY:
+        return REGISTRY[source].architecture
+    config = model_config(Path(source)) or {}
+    if entry_kind(source) == "checkpoint":
+        return "probekit checkpoint"
+    archs = config.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        return archs[0]
+    return str(config.get("model_type", "unknown"))
+
+
+def check_prepend_bos(pop: Any, suite: Any, outcome: Any, path: Path, text: str) -> str | None:
+    """The warning when one forced ``prepend_bos`` applies to models of different families.
+
+    ``prepend_bos`` unset (``[data]`` and ``[outcome]``) follows each model's own default (its
+    tokenizer's: Gemma is trained with a BOS token, SmolLM2 without); a value given in the file is
+    applied to every model, which is wrong for some family when the population mixes them
+    (Gemma 3 scored without its BOS loses most exact matches). ``None``: nothing to warn.
+    """
+    forced = [(section, value) for section, value in
+              (("data", getattr(suite.data, "prepend_bos", None)),
+               ("outcome", getattr(outcome, "prepend_bos", None))) if value is not None]
+    if not forced or not getattr(pop, "models", None):
+        return None
+    families: dict[str, list[str]] = {}
+    for entry, source in zip(pop.models, pop.model_sources, strict=True):
+        families.setdefault(entry_family(source), []).append(entry)
+    if len(families) < 2:
+        return None
+    section, value = forced[0]
+    mixed = "; ".join(f"{f}: {', '.join(e)}" for f, e in families.items())
+    return (f"{location(path, text, section, 'prepend_bos')} = {str(value).lower()} is applied to "
+            f"every model, but the population mixes model families ({mixed}), whose own defaults "
+            "may differ; remove prepend_bos to follow each model's own default")

@@ -53,8 +53,10 @@ from .table_io import marker_csv
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CheckpointTask", "DiagnosisResult", "Settings", "analysis_inputs", "check_diagnosis",
-           "checkpoint_cells", "diagnose", "population_facts", "reference_checkpoints"]
+__all__ = ["RECOMPUTE_ALL", "CheckpointTask", "DiagnosisResult", "Settings", "analysis_inputs",
+           "check_diagnosis", "checkpoint_cells", "diagnose", "models_statement", "population_facts",
+           "recompute_set",
+           "reference_checkpoints"]
 
 FIXED = ("checkpoint", "run", "step", "final")
 #: the fewest models of a population the statistics analyse (leave-one-out)
@@ -165,6 +167,7 @@ def checkpoint_cells(task: CheckpointTask) -> dict[str, Any]:
         store.put(task.fingerprint, task.outcome_key, outcomes)
     cells = {}
     where = f"{Path(task.checkpoint.run).name} step {task.checkpoint.step}"
+    model = _row_label(task.checkpoint)
     refs = dict(task.references)
     column = position_column(task.suite.capture.positions)
     positioned: Any = None  # the context on the examples with a capture position, built once
@@ -187,12 +190,38 @@ def checkpoint_cells(task: CheckpointTask) -> dict[str, Any]:
                 cells[key] = cell
                 continue
         if marker.reference is None:
-            cell = measure_marker(marker, mctx).to_dict()
+            cell = measure_marker(marker, mctx, model=model).to_dict()
         else:
-            cell = measure_marker(marker, mctx, _reference_context(task, mctx, refs[marker.name])).to_dict()
+            cell = measure_marker(marker, mctx, _reference_context(task, mctx, refs[marker.name]),
+                                  model=model).to_dict()
         store.put(task.fingerprint, key, cell)
         cells[key] = cell
     return {"outcomes": outcomes, "cells": cells}
+
+
+def models_statement(n: int) -> Text:
+    """How many models a population of model entries has, and whether it supports a verdict.
+
+    Each entry is one unit of the analysis (a model, not a seed of one design); below
+    :data:`MIN_MODELS` no population-level claim is made (as for too few seed groups: the
+    leave-one-out statistics need at least that many units), a warning that says why.
+    """
+    head = f"This population has {n} model entr{'y' if n == 1 else 'ies'} (each one unit of " \
+        "the analysis)"
+    if n < MIN_MODELS:
+        return Text(text=f"{head}: no population-level verdict. {n} model(s) cannot support a "
+                    f"claim about models in general: the statistics need at least {MIN_MODELS} "
+                    "(leave-one-out), as for seed groups. markers.csv holds the markers and "
+                    "outcomes, nothing is tested. Add models to the population.",
+                    level="warning")
+    return Text(text=f"{head}: population-level verdicts need at least {MIN_MODELS} "
+                "(leave-one-out); with few models, one model moves every estimate.")
+
+
+def _row_label(row: Checkpoint) -> str:
+    """How messages name a row: a model entry as written, else its run's folder (+ step)."""
+    name = row.run if not Path(row.run).is_absolute() else Path(row.run).name
+    return name if row.step is None else f"{name} step {row.step}"
 
 
 def user_outcomes(model: Any, eval_outcome: Any, fn: Any, *, seed: int = 0) -> dict[str, Any]:
@@ -581,7 +610,7 @@ class DiagnosisResult(DiagnosisDisplay):
         return with_report_sections(strict_json({
             "suite": {**self.spec.to_dict(), "name": self.spec.name,
                       "description": self.spec.suite.description},
-            "model": {"id": f"population of {n_final} models ({n} checkpoints with the series)",
+            "model": {"id": _population_id(self.spec, n_final, n),
                       "fingerprint": self.provenance.get("population_key", ""),
                       "n_layers": self.provenance.get("n_layers", 0),
                       "d_model": self.provenance.get("d_model", 0),
@@ -590,8 +619,7 @@ class DiagnosisResult(DiagnosisDisplay):
             "data": {"n_examples": n, "splits": {"final checkpoints": n_final,
                                                  "series checkpoints": n - n_final},
                      "positions": self.spec.suite.capture.positions, "probe_device": "cpu",
-                     "source": {"task": self.spec.suite.data.task or "(each checkpoint's training task)",
-                                "task_options": dict(self.spec.suite.data.task_options)}},
+                     "source": _data_source(self.spec)},
             "provenance": self.provenance,
             "hypotheses": [],
             "diagnosis": {"settings": dataclasses.asdict(self.settings), "analysis": analysis,
@@ -602,6 +630,39 @@ class DiagnosisResult(DiagnosisDisplay):
                           f"{self.settings.outcome}", "data": {}, "warnings": [], "hypotheses": [],
                           "blocks": blocks_to_dicts(list(self.blocks))}],
         }))
+
+
+def _population_id(spec: DiagnosisFile, n_final: int, n: int) -> str:
+    """The report header's model line: how many models, and what kind of population."""
+    from .real_models import finetune_grid
+
+    if spec.population.models is not None:
+        return (f"population of {n_final} model entr{'y' if n_final == 1 else 'ies'} "
+                "(pretrained or saved models, not trained here)")
+    if finetune_grid(spec.population):
+        return f"population of {n_final} fine-tunes of preset {spec.population.preset!r}"
+    return f"population of {n_final} models ({n} checkpoints with the series)"
+
+
+def _data_source(spec: DiagnosisFile) -> dict[str, Any]:
+    """The report header's data line: the ``[data] file`` of real LMs, else the testbed task.
+
+    A population of model entries or fine-tunes has no training task: its markers read the
+    JSONL file (tokenized by each model), which the header names with its digest.
+    """
+    from ..util.io import sha256_file
+    from .real_models import finetune_grid
+
+    data = spec.suite.data
+    if data.file is not None and (spec.population.models is not None
+                                  or finetune_grid(spec.population)):
+        path = spec.suite.resolve(data.file)
+        return {"file": str(path), "sha256": sha256_file(path) if path.is_file() else ""}
+    if data.task is None and (spec.population.models is not None
+                              or finetune_grid(spec.population)):
+        return {"task": "(none: the markers read no examples)", "task_options": {}}
+    return {"task": data.task or "(each checkpoint's training task)",
+            "task_options": dict(data.task_options)}
 
 
 def _csv(table: pd.DataFrame | Mapping[str, Any]) -> str:
@@ -718,7 +779,11 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     # first so that the few-groups flag can say the coverage measured for this design
     from .calibration import calibration_section, coverage_note
 
-    calibration = calibration_section(final_table, s.outcome, s.covariates, s.groups, d, extras)
+    # a constant outcome: the degenerate warning says it all; no power simulation (whose refusal
+    # would suggest dropping a covariate) and no granulated tau (a table of zeros)
+    constant = len({v for v in final_table[s.outcome] if v is not None and v == v}) <= 1  # NaN: missing
+    calibration = (() if constant else
+                   calibration_section(final_table, s.outcome, s.covariates, s.groups, d, extras))
     note = coverage_note(extras.get("calibration"))
     if note:
         extra["coverage_note"] = note
@@ -748,7 +813,7 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     granulated: list[Any] = []
     levels: list[Any] = []
     early = None
-    if s.knobs:
+    if s.knobs and not constant:
         granulated = each(granulated_kendall_tau, list(s.knobs), s.groups)
         granulated += each(conditional_mutual_information, list(s.knobs), 2, s.groups)
         extras["granulated"] = [r for g in granulated for r in g.to_records()]
@@ -778,7 +843,7 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     from .mde import mde_sentence
     from .population_section import state_units
 
-    power_text = mde_sentence(extras["power"])
+    power_text = None if constant else mde_sentence(extras["power"])
     if power_text:
         calibration = (*calibration, Text(text=power_text))
     blocks = state_units((*blocks, *causal, *calibration),
@@ -915,9 +980,38 @@ def _survival(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]], cen
     return blocks
 
 
+#: ``recompute`` value meaning every marker and the outcomes
+RECOMPUTE_ALL = "*"
+
+
+def recompute_set(spec: DiagnosisFile, recompute: Sequence[str] | None) -> tuple[set[str], bool]:
+    """The marker names whose cached cells ``--recompute`` discards, and whether the outcomes too.
+
+    ``"*"`` (``--recompute`` alone): every marker and the outcome columns; a marker name: that
+    marker (a family's name: every member, ``NAME@...``).
+
+    Raises:
+        ConfigError: a name that is no marker of the file (the markers listed).
+    """
+    if not recompute:
+        return set(), False
+    if RECOMPUTE_ALL in recompute:
+        return {m.name for m in spec.markers}, True
+    names: set[str] = set()
+    for name in recompute:
+        hit = {m.name for m in spec.markers if m.name == name or m.name.split("@", 1)[0] == name}
+        if not hit:
+            bases = list(dict.fromkeys(m.name.split("@", 1)[0] for m in spec.markers))
+            raise ConfigError(f"--recompute {name!r}: no marker of {spec.source} is named so; its "
+                              f"markers are {bases} (--recompute alone: all of them)")
+        names |= hit
+    return names, False
+
+
 def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str | Path | None,
                      start: float, stamp: str, progress: bool = False,
-                     outcome_fn: Any = None) -> DiagnosisResult:
+                     outcome_fn: Any = None, recompute: Sequence[str] | None = None
+                     ) -> DiagnosisResult:
     """The body of :func:`diagnose` run while ``pop_dir`` is locked."""
     from ..executor import check_worker_paths
 
@@ -933,11 +1027,12 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
     mkeys = [{m.name: base_keys[m.name] if m.name not in refs else
               f"{base_keys[m.name]}-{ref_fps[refs[m.name][i]]}" for m in spec.markers}
              for i in range(len(rows))]
+    again, outcomes_again = recompute_set(spec, recompute)
     tasks, where = [], []
     for i, (r, fp) in enumerate(zip(rows, fps)):
         todo = tuple((m, mkeys[i][m.name]) for m in spec.markers
-                     if store.get(fp, mkeys[i][m.name]) is None)
-        need_outcomes = store.get(fp, okey) is None
+                     if m.name in again or store.get(fp, mkeys[i][m.name]) is None)
+        need_outcomes = outcomes_again or store.get(fp, okey) is None
         if todo or need_outcomes:
             suite = dataclasses.replace(spec.suite, model=_model_spec(r.path))
             tasks.append(CheckpointTask(
@@ -986,19 +1081,17 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
         blocks.append(Text(text=censored.warning(), level="warning"))
     analysis, extras = None, {}
     few = spec.population.models is not None and len(finals) < MIN_MODELS
-    if few:  # a couple of pretrained LMs: their table and outcomes, no statistics
-        blocks.append(Text(text=f"{len(finals)} model(s): the statistics need at least "
-                           f"{MIN_MODELS} (leave-one-out); markers.csv holds the markers and "
-                           "outcomes, nothing is tested. Add models to the population.",
-                           level="warning"))
-    elif usable:
+    if spec.population.models is not None:
+        blocks.append(models_statement(len(finals)))
+    # a couple of pretrained LMs (few): their table and outcomes, no statistics (stated above)
+    if not few and usable:
         facts = population_facts(spec, rows, refs, settings.outcome)
         analysis, extras, stat_blocks = _analyse(spec, settings, analysed, usable, facts,
                                                  marker_cis=cell_cis(cells, usable))
         blocks += list(stat_blocks)
         if censored is not None and censored.n_censored:
             blocks += _survival(spec, settings, table, censored.censor, usable, extras)
-    else:
+    elif not few:
         blocks.append(Text(text="No marker is applicable to every final model: nothing to "
                            "analyse (see the table below).", level="warning"))
     blocks += _na_blocks(spec, table, cells)
@@ -1017,6 +1110,7 @@ def diagnose(
     spec_or_path: str | Path | DiagnosisFile, *, out: str | Path | None = None,
     executor: Any = None, check: bool = False, progress: bool = False,
     cache_dir: str | Path | None = None, outcome: Any = None,
+    recompute: Sequence[str] | None = None,
 ) -> DiagnosisResult | None:
     """Run a diagnosis file; with ``out``, write markers.csv/json and report.html/json there.
 
@@ -1033,6 +1127,8 @@ def diagnose(
             the number of examples behind ``COLUMN``. Its columns join ``[outcome]``'s (or
             replace the testbed evaluation) and are cached per model under the function's name
             and source text (:mod:`probekit.diagnosis.eval_outcome`).
+        recompute: marker names whose cached cells are measured again (``"*"``: every marker
+            and the outcomes; :func:`recompute_set`), e.g. after editing what a plug-in calls.
     """
     from ..executor import get_executor
     from ..report.write import check_report_dir
@@ -1043,6 +1139,7 @@ def diagnose(
     if outcome is not None and not callable(outcome):
         raise ConfigError(f"outcome = {outcome!r}: pass a function fn(model) -> {{column: value}}, "
                           "or name the evaluation file in the diagnosis file's [outcome]")
+    recompute_set(spec, recompute)  # an unknown marker name: refused before any work
     if check:
         check_diagnosis(spec, outcome=outcome)
         return None
@@ -1055,7 +1152,8 @@ def diagnose(
     lock = DirectoryLock(pop_dir, what="population directory")
     lock.acquire()
     try:
-        result = _diagnose_locked(spec, ex, pop_dir, cache_dir, start, stamp, progress, outcome)
+        result = _diagnose_locked(spec, ex, pop_dir, cache_dir, start, stamp, progress, outcome,
+                                  recompute)
     finally:
         lock.release()
     if out is not None:

@@ -640,7 +640,7 @@ def _family(table: dict[str, Any], i: int, path: Path, text: str,
     Member names ``NAME@L<k>`` (layers) or ``NAME@<site>`` (sites); the member's ``layer``
     key (when its kind has one) or the layer of its ``site`` is the member's.
     """
-    from ..hypotheses.registry import registered_kinds
+    from ..hypotheses.registry import find_kind
     from .families import member_name
 
     given = _family_keys(table)
@@ -650,7 +650,7 @@ def _family(table: dict[str, Any], i: int, path: Path, text: str,
     key = given[0]
     where = location(path, text, "marker", key, i)
     value = table[key]
-    kind = registered_kinds().get(str(table.get("measure")))
+    kind = find_kind(table.get("measure"))
     fields = keys_of(kind.spec) if kind is not None else []
     base = {k: v for k, v in table.items() if k not in given}
     name = str(table.get("name"))
@@ -690,9 +690,9 @@ def _family_keys(table: dict[str, Any]) -> list[str]:
     ``sites`` of a kind that has its own ``sites`` key (``neuron_deactivation``) is that kind's
     key, not a family.
     """
-    from ..hypotheses.registry import registered_kinds
+    from ..hypotheses.registry import find_kind
 
-    kind = registered_kinds().get(str(table.get("measure")))
+    kind = find_kind(table.get("measure"))
     own = keys_of(kind.spec) if kind is not None else []
     return [k for k in FAMILY_KEYS if k in table and k not in own]
 
@@ -720,23 +720,26 @@ def _markers(tables: list[Any], path: Path, text: str,
 
 
 def _marker(table: Any, i: int, path: Path, text: str) -> MarkerSpec:
-    from ..hypotheses.registry import registered_kinds
+    from ..hypotheses.registry import find_kind, registered_kinds, unknown_kind_note
 
     head = location(path, text, "marker", index=i)
     if not isinstance(table, dict):
         raise SuiteError(f"{head}: expected a table ([[marker]])")
-    kinds = registered_kinds()
     name, measure = table.get("name"), table.get("measure")
     if not isinstance(name, str) or not name:
         raise SuiteError(f"{head}: missing key 'name' (the marker's column in markers.csv)")
     if measure is None:
-        raise SuiteError(f"{head}: missing required key 'measure'; registered kinds are {sorted(kinds)}")
-    if measure not in kinds:
+        raise SuiteError(f"{head}: missing required key 'measure'; registered kinds are "
+                         f"{sorted(registered_kinds())}")
+    kind = find_kind(measure)  # installed plug-ins imported only for a kind no other defines
+    if kind is None:
+        kinds = registered_kinds()
         raise SuiteError(
             f"{location(path, text, 'marker', 'measure', i)} = {measure!r}: unknown measurement "
             f"kind{close_match_hint(str(measure), kinds)}; registered kinds are {sorted(kinds)}"
+            f"{unknown_kind_note()}"
         )
-    spec_cls = kinds[measure].spec
+    spec_cls = kind.spec
     fields = keys_of(spec_cls)
     reference = table.get("reference")
     if reference is not None:
@@ -864,10 +867,15 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
     fixed = {k: v for k, v in raw.items() if k in SUITE_SECTIONS}
     suite = build_suite(path, text, {**fixed, "model": _PLACEHOLDER_MODEL})
     from .eval_outcome import parse_outcome
-    from .real_models import check_marker_kinds, check_real_data
+    from .real_models import check_marker_kinds, check_prepend_bos, check_real_data
 
     outcome = parse_outcome(raw.get("outcome"), path, text)
     check_marker_kinds(markers, population, path, text)
     check_real_data(population, suite, settings, path, text)
+    mixed_bos = check_prepend_bos(population, suite, outcome, path, text)
+    if mixed_bos is not None:
+        import warnings
+
+        warnings.warn(mixed_bos, stacklevel=2)
     return DiagnosisFile(suite=suite, population=population, markers=markers,
                          diagnosis=settings, plugins=plugins, text=text, outcome=outcome)

@@ -33,6 +33,10 @@ def _list_kinds(files: Sequence[str]) -> int:
         load_file_plugins(path)
     for origin in kind_origins():
         print(origin.line())
+    from .registry import MEASUREMENT_KINDS
+
+    for error in MEASUREMENT_KINDS.broken():  # listed, not raised: they stop no other file
+        print(f"not loaded: {error}")
     return 0
 
 

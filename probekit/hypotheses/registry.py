@@ -15,8 +15,9 @@ control, which ``compare = "greater_than_control"`` needs. Modules in
 :mod:`probekit.hypotheses.kinds` are imported on first use of the registry, so adding a kind
 is adding one module there. Kinds of the user's own code come from a module named by a
 file's ``[plugins] modules`` (:mod:`probekit.hypotheses.plugins`) or from an installed
-distribution's entry point in the group ``probekit.kinds`` (:data:`ENTRY_POINT_GROUP`), loaded
-on the first lookup after the built-in kinds.
+distribution's entry point in the group ``probekit.kinds`` (:data:`ENTRY_POINT_GROUP`), imported
+only when a file names a kind that neither the built-ins nor its own plug-ins define
+(:func:`find_kind`): a broken installed plug-in stops only such files.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from typing import Any
 from ..errors import ConfigError
 from ..util.registry import Registry
 
-__all__ = ["ENTRY_POINT_GROUP", "MEASUREMENT_KINDS", "MeasurementKind", "get_kind", "register_measurement", "registered_kinds"]
+__all__ = ["ENTRY_POINT_GROUP", "MEASUREMENT_KINDS", "MeasurementKind", "find_kind", "get_kind",
+           "register_measurement", "registered_kinds", "unknown_kind_note"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +87,20 @@ def register_measurement(
 def registered_kinds() -> dict[str, MeasurementKind]:
     """All measurement kinds by name (built-ins loaded)."""
     return MEASUREMENT_KINDS.items()
+
+
+def find_kind(name: object) -> MeasurementKind | None:
+    """The kind registered as ``name``, or ``None``.
+
+    Installed plug-ins are imported only when no built-in or file plug-in defines ``name``
+    (:meth:`~probekit.util.registry.Registry.find`).
+    """
+    return MEASUREMENT_KINDS.find(name)
+
+
+def unknown_kind_note() -> str:
+    """What follows an unknown-kind message: the errors of installed plug-ins that failed."""
+    return MEASUREMENT_KINDS.broken_note()
 
 
 def get_kind(name: str) -> MeasurementKind:

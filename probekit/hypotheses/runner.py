@@ -11,6 +11,7 @@ from typing import Any
 from ..progress import progress_settings
 from ..report.blocks import Block, blocks_to_dicts, strict_json
 from ..report.notebook import NotebookMixin
+from .calls import call_kind
 from .measurement import Measurement
 from .registry import get_kind
 from .spec import Claim, HypothesisFile, load_hypotheses
@@ -28,12 +29,15 @@ class MeasureTask:
 
 
 def measure_claim(task: MeasureTask) -> Measurement:
-    """Run the claim's registered kind (with its control when the comparison needs one)."""
+    """Run the claim's registered kind (with its control when the comparison needs one).
+
+    A plug-in kind's failure is one line naming the claim, the kind and its module
+    (:func:`~probekit.hypotheses.calls.call_kind`).
+    """
     kind = get_kind(task.claim.measure)
-    if kind.control:
-        return kind.measure(task.claim.spec, task.context,
-                            control=task.claim.compare == "greater_than_control")
-    return kind.measure(task.claim.spec, task.context)
+    control = task.claim.compare == "greater_than_control" if kind.control else None
+    return call_kind(kind, task.claim.spec, task.context, subject=f"claim {task.claim.name!r}",
+                     control=control)
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)

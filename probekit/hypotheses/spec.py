@@ -28,7 +28,7 @@ from ..suites.spec import Suite, SuiteError, build_suite, build_table, location,
 from ..util.config import close_match_hint
 from ..util.constraints import keys_of
 from .plugins import PLUGINS_SECTION, load_plugins, parse_plugins
-from .registry import registered_kinds
+from .registry import find_kind, registered_kinds, unknown_kind_note
 
 __all__ = ["COMPARISONS", "Claim", "HypothesisFile", "load_hypotheses"]
 
@@ -119,17 +119,18 @@ def _claim(table: Any, i: int, path: Path, text: str) -> Claim:
     head = location(path, text, "claim", index=i)
     if not isinstance(table, dict):
         raise SuiteError(f"{head}: expected a table ([[claim]])")
-    kinds = registered_kinds()
     measure = table.get("measure")
     if measure is None:
-        raise SuiteError(f"{head}: missing required key 'measure'; registered kinds are {sorted(kinds)}")
-    if measure not in kinds:
+        raise SuiteError(f"{head}: missing required key 'measure'; registered kinds are "
+                         f"{sorted(registered_kinds())}")
+    kind = find_kind(measure)  # installed plug-ins imported only for a kind no other defines
+    if kind is None:
+        kinds = registered_kinds()
         hint = close_match_hint(str(measure), kinds)
         raise SuiteError(
             f"{location(path, text, 'claim', 'measure', i)} = {measure!r}: unknown measurement "
-            f"kind{hint}; registered kinds are {sorted(kinds)}"
+            f"kind{hint}; registered kinds are {sorted(kinds)}{unknown_kind_note()}"
         )
-    kind = kinds[measure]
     import dataclasses
 
     fields = keys_of(kind.spec)
@@ -149,7 +150,7 @@ def _claim(table: Any, i: int, path: Path, text: str) -> Claim:
             f"{list(COMPARISONS)}"
         )
     if compare == "greater_than_control" and not kind.control:
-        with_control = sorted(k for k, v in kinds.items() if v.control)
+        with_control = sorted(k for k, v in registered_kinds().items() if v.control)
         raise SuiteError(
             f"{location(path, text, 'claim', 'compare', i)}: measure {measure!r} supplies no control; "
             f"use '>=', '<=' or 'between', or a kind with a control: {with_control}"

@@ -48,6 +48,27 @@ def _check_weights_are_safetensors(directory: Path) -> None:
         )
 
 
+def check_hf_dir_files(directory: str | Path) -> None:
+    """Refuse a Hugging Face directory without loadable weights or tokenizer files, up front.
+
+    What :func:`load_hf_dir` needs besides ``config.json``, checked without loading anything
+    (the safetensors headers only): ``*.safetensors`` weights (never pickles) and one of
+    :data:`TOKENIZER_FILES`.
+
+    Raises:
+        ModelLoadError: no safetensors weights (or only pickled ones), a damaged header, or no
+            tokenizer file; the message names the directory, what it holds and the fix.
+    """
+    directory = Path(directory)
+    _check_weights_are_safetensors(directory)
+    if not any((directory / name).is_file() for name in TOKENIZER_FILES):
+        present = sorted(p.name for p in directory.iterdir())[:10]
+        raise MissingModelFileError(
+            f"{directory} has no tokenizer (none of {list(TOKENIZER_FILES)}; it holds {present}); "
+            "save one there with tokenizer.save_pretrained(directory)"
+        )
+
+
 def load_hf_dir(
     path: str | Path,
     *,
@@ -64,8 +85,10 @@ def load_hf_dir(
             ideally the tokenizer files.
         device: torch device for the weights.
         dtype: parameter dtype (float32 for analysis; comparisons with HF use log-softmax).
-        prepend_bos: overrides ``cfg.default_prepend_bos`` (the bridge defaults to ``True``,
-            which is wrong for models trained without BOS, e.g. SmolLM2). ``None`` keeps it.
+        prepend_bos: ``cfg.default_prepend_bos``. ``None``: the model's own default
+            (:func:`probekit.models.bos.own_prepend_bos`: a registered base model's value, else
+            whether its saved tokenizer puts a BOS token before a text by itself), instead of
+            the bridge's ``True`` for every model.
         compatibility_mode: call ``enable_compatibility_mode()`` (folds LayerNorm, centres the
             unembed; changes residual values and shifts logits by a constant; ~20 s on
             SmolLM2-135M). Recorded as ``model.probekit_compatibility_mode``.
@@ -116,8 +139,11 @@ def load_hf_dir(
     model = TransformerBridge.boot_transformers(
         str(directory), device=device, dtype=dtype, tokenizer=tokenizer
     )
-    if prepend_bos is not None:
-        model.cfg.default_prepend_bos = prepend_bos
+    if prepend_bos is None:  # the model's own (the bridge's tokenizer copy always adds BOS)
+        from .bos import own_prepend_bos
+
+        prepend_bos = own_prepend_bos(directory, tokenizer)
+    model.cfg.default_prepend_bos = prepend_bos
     model.eval()
     if compatibility_mode:
         model.enable_compatibility_mode()

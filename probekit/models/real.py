@@ -131,16 +131,28 @@ def _convert(spec: RealModelSpec, out: Path, scratch: Path) -> str:
     set_offline_env()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    source = spec.fetch(scratch)
-    try:
-        folder, filename = str(source.path.parent), source.path.name
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
-        model = AutoModelForCausalLM.from_pretrained(
-            folder, gguf_file=filename, dtype=torch.float32
-        )
-    finally:
-        if source.cleanup is not None:
-            source.cleanup()
+    from ..progress import heartbeat
+
+    with heartbeat(f"converting {spec.name} from its GGUF (once, cached after)") as phase:
+        phase("reading the GGUF")
+        source = spec.fetch(scratch)
+        try:
+            folder, filename = str(source.path.parent), source.path.name
+            phase("loading the tokenizer")
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
+            phase("dequantising the weights to float32 (the long part)")
+            model = AutoModelForCausalLM.from_pretrained(
+                folder, gguf_file=filename, dtype=torch.float32
+            )
+        finally:
+            if source.cleanup is not None:
+                source.cleanup()
+        phase("saving the Hugging Face directory")
+        return _save_converted(spec, model, tokenizer, out, source.sha256)
+
+
+def _save_converted(spec: RealModelSpec, model: Any, tokenizer: Any, out: Path, sha: str) -> str:
+    """Write the dequantised model and tokenizer to ``out``; returns the GGUF sha256 ``sha``."""
     # GGUF-derived configs carry a quantization_config and no architectures: strip / set them,
     # or save_pretrained writes a config that reloads as "quantized" and TL cannot dispatch.
     if hasattr(model.config, "quantization_config"):
@@ -151,7 +163,7 @@ def _convert(spec: RealModelSpec, out: Path, scratch: Path) -> str:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     del model
-    return source.sha256
+    return sha
 
 
 def _write_manifest(entry: Path, spec: RealModelSpec, gguf_sha256: str) -> None:

@@ -70,7 +70,7 @@ class DataSpec:
     holdout_fraction: float = 0.3
     max_per_split: int | None = 2000
     prompt_only: bool = True
-    prepend_bos: bool = False
+    prepend_bos: bool | None = None  # None: each model's own default (its tokenizer's habit)
     control_column: str | None = None
     answer_column: str | None = None
     max_new_tokens: int = 8

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DataError, ModelLoadError
+from ..progress import progress_bar
 from ..textfile import read_text
 from ..util.io import atomic_write_json, fsync_dir, sha256_bytes
 from .finetune_config import LATER_FIELDS, FinetuneConfig
@@ -363,6 +364,8 @@ def _train_loop(config: FinetuneConfig, s: _Setup, out: Path) -> History:
     order: list[int] = []
     epoch, start = 0, time.perf_counter()
     s.model.train()
+    # stderr: a bar on a terminal, a plain line every 10 s in a log (rate-limited)
+    bar = progress_bar(desc=f"fine-tune {out.name}", total=config.steps, unit="step")
     for step in range(1, config.steps + 1):
         while len(order) < config.batch_size:
             order += np.random.default_rng([config.seed, epoch]).permutation(len(s.encoded)).tolist()
@@ -382,11 +385,13 @@ def _train_loop(config: FinetuneConfig, s: _Setup, out: Path) -> History:
         opt.step()
         history.append({"step": step, "elapsed_s": round(time.perf_counter() - start, 3),
                         "lr": lr, "batch_loss": float(loss.item())})
+        bar.update(1)
         if step in saves:
             s.model.eval()
             _save(s.model, s.tokenizer, out, step, {**s.meta, "history": history.records},
                   lora=config.method == "lora", last=step == config.steps)
             s.model.train()
+    bar.close()
     return history
 
 

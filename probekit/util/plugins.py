@@ -10,7 +10,9 @@ Two sources of plug-ins, besides a registry's own package (:func:`import_submodu
 
 A plug-in that cannot be imported is one :class:`~probekit.errors.ConfigError` line naming the
 module, where it was named, and the problem (``plug-in module 'x' (from FILE): SyntaxError:
-...``), never a traceback from deep inside the import machinery.
+...``), never a traceback from deep inside the import machinery. A plug-in calling
+``sys.exit()`` at import is such an error too (``SystemExit`` is caught like any exception), so
+it cannot end probekit with its own exit status and nothing checked.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from types import ModuleType
 from ..errors import ConfigError
 
 __all__ = ["EntryPointPlugin", "entry_point_modules", "import_plugin_module", "import_submodules",
-           "plugin_error"]
+           "first_line", "plugin_error"]
 
 
 def import_submodules(package: ModuleType | str) -> None:
@@ -46,7 +48,10 @@ def plugin_error(module: str, source: str, problem: str) -> ConfigError:
     return ConfigError(f"plug-in module {module!r} (from {source}): {problem}")
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
+    """``TYPE: first line of the message`` of an exception raised by a plug-in's code."""
+    if isinstance(err, SystemExit):
+        return f"SystemExit: the plug-in called sys.exit({err.code!r}) (a plug-in must not exit)"
     text = str(err).strip()
     if isinstance(err, SyntaxError) and err.filename:  # str() drops the file for some errors
         text = f"{err.msg} ({Path(err.filename).name}, line {err.lineno})"
@@ -98,9 +103,9 @@ def import_plugin_module(name: str, *, source: str, folder: str | Path | None = 
             where = " (a module the plug-in imports: install it)"  # found, but a dependency is not
         else:
             where = f" (looked in {folder} and sys.path)" if folder is not None else ""
-        raise plugin_error(name, source, f"{_first_line(err)}{where}") from None
-    except Exception as err:  # SyntaxError, a refused registration, any error of its own code
-        raise plugin_error(name, source, _first_line(err)) from None
+        raise plugin_error(name, source, f"{first_line(err)}{where}") from None
+    except (Exception, SystemExit) as err:  # SyntaxError, a refused registration, its own errors
+        raise plugin_error(name, source, first_line(err)) from None
 
 
 @dataclass(frozen=True)
@@ -138,9 +143,9 @@ class EntryPointPlugin:
                                    "(the entry point's value is MODULE or MODULE:FUNCTION)")
             try:
                 hook()
-            except Exception as err:
+            except (Exception, SystemExit) as err:
                 raise plugin_error(self.module, self.source,
-                                   f"{self.attr}() raised {_first_line(err)}") from None
+                                   f"{self.attr}() raised {first_line(err)}") from None
         return module
 
 

@@ -16,10 +16,15 @@ The rules, the same everywhere:
 * an unknown name is a :class:`~probekit.errors.ConfigError` listing the registered names and
   suggesting the close ones (:func:`difflib.get_close_matches`).
 
-A registry with an entry-point ``group`` also imports, on the first lookup and after its own
-package, every installed entry point of that group (:func:`~probekit.util.plugins.entry_point_modules`),
-and :meth:`Registry.load_plugin` imports a module of the user's own code named by a file; a
-plug-in that registers nothing, or fails to import, is one ``ConfigError`` line.
+A registry with an entry-point ``group`` also imports the installed entry points of that
+group (:func:`~probekit.util.plugins.entry_point_modules`), lazily: only when a name is not
+registered by the package or a file's own plug-ins (the entry point of that name first, then the
+others, stopping at the first that registers it), or when every name is listed. One broken
+installed plug-in therefore stops only the files that need a name it might define: its one-line
+error is kept and given with the unknown-name error (and by :meth:`Registry.broken`), never raised
+at a lookup that the other entries answer. :meth:`Registry.load_plugin` imports a module of the
+user's own code named by a file; a plug-in that registers nothing, or fails to import, is one
+``ConfigError`` line.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..errors import ConfigError
 from .plugins import entry_point_modules, import_plugin_module, import_submodules, plugin_error
@@ -62,7 +67,9 @@ class Registry(Generic[T]):
         self.hint = hint
         self.group = group
         self._plugins = plugins
-        self._loaded = plugins is None and group is None
+        self._loaded = plugins is None
+        self._pending: list[Any] | None = None  # entry points not imported yet (None: not listed)
+        self._broken: dict[str, str] = {}  # entry point source -> its one-line error
         self._sources: dict[str, str] = {}
         self._entries: dict[str, T] = {}
         self._origins: dict[str, str] = {}
@@ -99,21 +106,41 @@ class Registry(Generic[T]):
         return self._entries.pop(name)
 
     def _load(self) -> None:
+        """Import the registry's own package (once); entry points wait for :meth:`_load_entry_points`."""
         if not self._loaded:
             self._loaded = True
             if self._plugins is not None:
                 import_submodules(self._plugins)
-            if self.group is not None:
-                try:
-                    for ep in entry_point_modules(self.group):
-                        self.load_plugin(ep.module, source=ep.source, importer=ep.load)
-                except ConfigError:
-                    self._loaded = False  # a broken installed plug-in fails every lookup alike
-                    raise
+
+    def _load_entry_points(self, wanted: str | None = None) -> None:
+        """Import installed entry points until ``wanted`` is registered (``None``: all of them).
+
+        The entry point named ``wanted`` goes first. A broken one is recorded (:meth:`broken`)
+        and skipped, so it stops only a lookup no other entry answers.
+        """
+        self._load()
+        if self.group is None:
+            return
+        if self._pending is None:
+            self._pending = list(entry_point_modules(self.group))
+        if wanted is not None:
+            self._pending.sort(key=lambda ep: ep.name != wanted)
+        while self._pending and (wanted is None or wanted not in self._entries):
+            ep = self._pending.pop(0)
+            try:
+                self.load_plugin(ep.module, source=ep.source, importer=ep.load)
+            except ConfigError as err:
+                self._broken[ep.source] = str(err)
+
+    def broken(self) -> tuple[str, ...]:
+        """The one-line errors of the installed plug-ins that failed to import (so far)."""
+        return tuple(self._broken.values())
 
     def rescan(self) -> None:
-        """Import the plug-in package again on the next lookup (after its path changed)."""
-        self._loaded = self._plugins is None and self.group is None
+        """Import the plug-in package and list the entry points again on the next lookup."""
+        self._loaded = self._plugins is None
+        self._pending = None
+        self._broken = {}
 
     def origin(self, name: str) -> str:
         """``module.qualname`` of the definition that registered ``name``."""
@@ -151,7 +178,7 @@ class Registry(Generic[T]):
         import importlib
         import sys
 
-        self._load()  # built-ins and installed plug-ins first (a name clash names both)
+        self._load()  # built-ins first (a name clash names both)
         before = set(self._entries)
         if importer is not None:
             importer()  # type: ignore[operator]
@@ -161,7 +188,7 @@ class Registry(Generic[T]):
         if not names and module in sys.modules:  # imported before, its entries dropped since
             try:
                 importlib.reload(sys.modules[module])
-            except Exception as err:
+            except (Exception, SystemExit) as err:
                 raise plugin_error(module, source, f"{type(err).__name__}: {err}") from None
             names = self.defined_by(module)
         if not names:
@@ -171,51 +198,69 @@ class Registry(Generic[T]):
         self._sources.setdefault(module, source)
         return names
 
+    def find(self, name: object) -> T | None:
+        """The entry registered as ``name``, or ``None`` (installed plug-ins imported only if needed)."""
+        self._load()
+        if isinstance(name, str) and name not in self._entries:
+            self._load_entry_points(name)
+        return self._entries.get(name) if isinstance(name, str) else None
+
     def get(self, name: object) -> T:
-        """The entry registered as ``name`` (plug-ins loaded; ``object``: names come from files).
+        """The entry registered as ``name`` (``object``: names come from files).
 
         Raises:
-            ConfigError: unknown name; the message lists the registered names and the close ones.
+            ConfigError: unknown name; the message lists the registered names and the close
+                ones, and the error of every installed plug-in that failed to import.
         """
-        self._load()
-        if isinstance(name, str) and name in self._entries:
-            return self._entries[name]
+        found = self.find(name)
+        if found is not None:
+            return found
         names = self.names()
         close = difflib.get_close_matches(name, names, n=3) if isinstance(name, str) else []
         maybe = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
         hint = f"; {self.hint}" if self.hint else ""
         raise ConfigError(
             f"unknown {self.what} {name!r}{maybe}; registered {self.what}s are {list(names)}{hint}"
+            f"{self.broken_note()}"
         )
 
+    def broken_note(self) -> str:
+        """``"; installed plug-ins that failed to import: ERROR | ERROR"`` (``""``: none failed)."""
+        errors = self.broken()
+        return f"; installed plug-ins that failed to import: {' | '.join(errors)}" if errors else ""
+
     def names(self) -> tuple[str, ...]:
-        """Every registered name (plug-ins loaded), sorted."""
-        self._load()
+        """Every registered name (every plug-in that imports loaded), sorted."""
+        self._load_entry_points()
         return tuple(sorted(self._entries))
 
     def items(self) -> dict[str, T]:
-        """``{name: entry}`` (plug-ins loaded), sorted by name."""
-        self._load()
+        """``{name: entry}`` (every plug-in that imports loaded), sorted by name."""
+        self._load_entry_points()
         return dict(sorted(self._entries.items()))
 
     def __contains__(self, name: object) -> bool:
-        self._load()
-        return name in self._entries
+        return self.find(name) is not None
 
     @contextmanager
     def temporary(self) -> Iterator[Registry[T]]:
         """Entries registered inside the block are removed at its end (tests' toy entries).
 
-        The plug-ins are loaded first: a plug-in module imported inside the block would
+        The package's plug-ins are loaded first: a module imported inside the block would
         otherwise be dropped at its end and, already in ``sys.modules``, never register again.
+        Installed entry points imported inside the block are pending again after it (their
+        modules are re-imported by :meth:`load_plugin` when next needed).
         """
         self._load()
-        saved = (dict(self._entries), dict(self._origins), dict(self._sources))
+        saved = (dict(self._entries), dict(self._origins), dict(self._sources),
+                 None if self._pending is None else list(self._pending), dict(self._broken))
         try:
             yield self
         finally:
             self._entries, self._origins = dict(saved[0]), dict(saved[1])
             self._sources = dict(saved[2])
+            self._pending = None if saved[3] is None else list(saved[3])
+            self._broken = dict(saved[4])
 
     def __repr__(self) -> str:
         return f"Registry({self.what!r}, {sorted(self._entries)})"

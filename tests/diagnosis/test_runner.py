@@ -62,11 +62,11 @@ def calls(monkeypatch):
     log: list[str] = []
     real = runner.measure_marker
 
-    def counting(marker, ctx):
+    def counting(marker, ctx, **kw):
         if getattr(counting, "kill_at", None) == len(log):
             raise Killed()
         log.append(marker.name)
-        return real(marker, ctx)
+        return real(marker, ctx, **kw)
 
     monkeypatch.setattr(runner, "measure_marker", counting)
     counting.log = log

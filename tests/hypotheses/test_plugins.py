@@ -284,22 +284,97 @@ def test_entry_point_plugins_are_discovered(plugin_dir, monkeypatch):
     assert "(from entry point 'offsets' in group 'probekit.kinds' of distribution 'mykinds')" in line
 
 
-def test_broken_entry_point_fails_every_lookup_in_one_line(plugin_dir, monkeypatch):
+def _entry_points(monkeypatch, *eps):
+    """Installed entry points of ``probekit.kinds`` replaced by ``eps`` (rescanned)."""
+    import importlib.metadata as md
+
+    monkeypatch.setattr(md, "entry_points", lambda group=None: list(eps) if group == "probekit.kinds" else [])
+    MEASUREMENT_KINDS.rescan()
+
+
+def test_broken_entry_point_stops_only_lookups_no_other_plugin_answers(plugin_dir, monkeypatch):
+    """A broken installed plug-in: built-in kinds still work; an unknown name gives its error."""
     import importlib.metadata as md
 
     from probekit.hypotheses import get_kind
 
-    ep = md.EntryPoint(name="broken", value="no_such_kinds_pkg", group="probekit.kinds")
-    monkeypatch.setattr(md, "entry_points", lambda group=None: [ep] if group == "probekit.kinds" else [])
-    MEASUREMENT_KINDS.rescan()
+    _entry_points(monkeypatch, md.EntryPoint(name="broken", value="no_such_kinds_pkg",
+                                             group="probekit.kinds"))
     for _ in range(2):
-        with pytest.raises(ConfigError, match=r"^plug-in module 'no_such_kinds_pkg' \(from entry "
-                           r"point 'broken' in group 'probekit.kinds'\): ModuleNotFoundError: No "
-                           r"module named 'no_such_kinds_pkg'$"):
-            get_kind("weight_norm")
+        assert get_kind("weight_norm").name == "weight_norm"  # not imported: not needed
+    assert MEASUREMENT_KINDS.broken() == ()
+    error = ("plug-in module 'no_such_kinds_pkg' (from entry point 'broken' in group "
+             "'probekit.kinds'): ModuleNotFoundError: No module named 'no_such_kinds_pkg'")
+    with pytest.raises(ConfigError) as info:
+        get_kind("kind_of_the_broken_plugin")
+    message = str(info.value)
+    assert message.startswith("unknown measurement kind 'kind_of_the_broken_plugin'")
+    assert message.endswith(f"; installed plug-ins that failed to import: {error}")
+    assert "\n" not in message and MEASUREMENT_KINDS.broken() == (error,)
     monkeypatch.undo()
     MEASUREMENT_KINDS.rescan()
     assert get_kind("weight_norm").name == "weight_norm"
+
+
+def test_entry_points_are_imported_lazily_per_file(plugin_dir, monkeypatch):
+    """A claim file using only built-in kinds imports no entry point; one naming its kind does,
+    and a broken second plug-in stops neither file."""
+    import importlib.metadata as md
+
+    from probekit.hypotheses import load_hypotheses
+
+    folder, module, name = plugin_dir
+    monkeypatch.syspath_prepend(str(folder))
+    _entry_points(monkeypatch,
+                  md.EntryPoint(name="zz_broken", value="no_such_kinds_pkg", group="probekit.kinds"),
+                  md.EntryPoint(name="offsets", value=module, group="probekit.kinds"))
+    builtin = _claims(folder, "[]", measure="weight_norm")
+    builtin.write_text(builtin.read_text().replace("[plugins]\nmodules = []\n", "")
+                       .replace("offset = 2.0\n", ""))
+    (claim,) = load_hypotheses(builtin).claims
+    assert claim.measure == "weight_norm" and module not in sys.modules
+    plugin = _claims(folder, "[]", measure=name)
+    plugin.write_text(plugin.read_text().replace("[plugins]\nmodules = []\n", ""))
+    (claim,) = load_hypotheses(plugin).claims
+    assert claim.spec.offset == 2.0 and module in sys.modules
+    assert MEASUREMENT_KINDS.broken() == ()  # found before the broken one was needed
+
+
+def test_plugin_exiting_at_import_is_one_line_exit_2(plugin_dir, capsys):
+    """``sys.exit(0)`` in a plug-in's module body: exit 2 and the plug-in named, not exit 0."""
+    folder, module, name = plugin_dir
+    (folder / f"{module}.py").write_text("import sys\nsys.exit(0)\n")
+    path = _claims(folder, f'["{module}"]', measure=name)
+    assert main(["test", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"probekit test: error: plug-in module '{module}' (from {path}:2): SystemExit: the plug-in "
+                   "called sys.exit(0) (a plug-in must not exit)"]
+
+
+def test_entry_point_exiting_at_import_is_recorded_not_raised(plugin_dir, monkeypatch):
+    import importlib.metadata as md
+
+    from probekit.hypotheses import get_kind
+
+    folder, module, _ = plugin_dir
+    (folder / f"{module}.py").write_text("raise SystemExit(3)\n")
+    monkeypatch.syspath_prepend(str(folder))
+    _entry_points(monkeypatch, md.EntryPoint(name="exits", value=module, group="probekit.kinds"))
+    assert "weight_norm" in MEASUREMENT_KINDS.names()  # every plug-in imported: this one fails
+    (error,) = MEASUREMENT_KINDS.broken()
+    assert error.endswith("SystemExit: the plug-in called sys.exit(3) (a plug-in must not exit)")
+    assert get_kind("weight_norm").name == "weight_norm"
+
+
+def test_list_kinds_names_an_installed_plugin_that_failed(plugin_dir, monkeypatch, capsys):
+    import importlib.metadata as md
+
+    _entry_points(monkeypatch, md.EntryPoint(name="broken", value="no_such_kinds_pkg",
+                                             group="probekit.kinds"))
+    assert main(["test", "--list-kinds"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == ("not loaded: plug-in module 'no_such_kinds_pkg' (from entry point 'broken' in "
+                    "group 'probekit.kinds'): ModuleNotFoundError: No module named 'no_such_kinds_pkg'")
 
 
 def test_diagnosis_file_markers_from_a_plugin(plugin_dir):
