@@ -166,6 +166,18 @@ PRESETS: dict[str, Preset] = {
         train=_KG_PAPER_TRAIN,
         description="Wang et al. (2024) comparison: |E|=1000, 20 attributes, GPT-2 8 layers",
     ),
+    "bio_scratch": Preset(
+        task="bio_scratch",
+        train=TrainConfig(
+            steps=3000, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.98), batch_size=64,
+            warmup_steps=100, grad_clip=1.0, n_evals=10, n_checkpoints=2,
+        ),
+        description=(
+            "Allen-Zhu & Li (2023) bioS from scratch, mixed training (biographies of everyone + "
+            "QA of the ID half): 400 people, 8 values per attribute, 2 layers d_model 128; "
+            "--set task.augmentation=5 for multi5 + permute"
+        ),
+    ),
     "relation_facts": Preset(
         task="relation_facts",
         train=TrainConfig(
