@@ -31,7 +31,8 @@ Splits (the paper's *mixed training*: biographies and ID QA trained together):
 * ``test_id``: the QA rows of the ID people (trained: in-distribution extraction);
 * ``test_ood``: the QA rows of the OOD people, seen only in biographies (knowledge extraction);
 * ``probe_train`` / ``probe_test``: one row per person, ``<bos>`` and the full name, people split
-  50/50 (seeded independently of ID/OOD). The model is causal, so the last position's hidden
+  50/50 (seeded independently of ID/OOD), then a test person whose value of some attribute no
+  training person holds moved to ``probe_train`` (so every test class is a training class). The model is causal, so the last position's hidden
   state *is* the state at the name's last token in every biography that starts with the name
   (P-probing; the label columns are the attributes). Its scored token is the word after the
   name in biography 1 (only there to give the row a scored position; its accuracy means little).
@@ -222,6 +223,10 @@ class BioScratch:
         probe_rng = np.random.default_rng([c.seed, 12])
         in_train = np.zeros(c.n_people, dtype=bool)
         in_train[probe_rng.permutation(c.n_people)[: c.n_people // 2]] = True
+        for p in self.people:  # every value of a probe_test person occurs in probe_train
+            for a in ATTRIBUTES:
+                if not any(in_train[q["index"]] and q[a] == p[a] for q in self.people):
+                    in_train[p["index"]] = True
         for p in self.people:
             n_name = 1 + len(p["name"].split())
             ids = first_bios[p["index"]][:n_name]
@@ -230,7 +235,7 @@ class BioScratch:
                  {"kind": "probe", "attribute": None, "answer": None, **meta_of[p["index"]]}))
         out = {}
         for name, rs in rows.items():
-            keys = list(rs[0][3]) if rs else []
+            keys = ["kind", "attribute", "answer", "person", "in_distribution", *ATTRIBUTES]
             out[name] = TaskDataset(
                 name=name, tokens=[r[0] for r in rs], targets=[r[1] for r in rs],
                 target_positions=[r[2] for r in rs],

@@ -27,7 +27,7 @@ def test_exact_counts_per_split(aug):
     # 20 people x aug biographies; 10 ID people x 6 questions trained and in test_id; 10 OOD x 6
     assert _kinds(s["train"]) == {"bio": 20 * aug, "qa": 60}
     assert len(s["test_id"]) == len(s["test_ood"]) == 60
-    assert len(s["probe_train"]) == len(s["probe_test"]) == 10
+    assert len(s["probe_train"]) + len(s["probe_test"]) == 20 and len(s["probe_train"]) >= 10
     assert set(s) == {"train", "test_id", "test_ood", "probe_train", "probe_test"}
 
 
@@ -113,3 +113,12 @@ def test_model_config_fits_the_longest_row():
     cfg = task.model_config()
     assert cfg.n_ctx == max(ds.max_len for ds in task.splits().values())
     assert cfg.d_vocab == len(task.vocab)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_every_probe_test_value_occurs_in_probe_train(seed):
+    s = BioScratch(BioScratchConfig(n_people=24, n_values=6, seed=seed)).splits()
+    tr, te = s["probe_train"].metadata, s["probe_test"].metadata
+    for a in ATTRIBUTES:
+        assert set(te[a]) <= set(tr[a]), a
+    assert len(tr["person"]) + len(te["person"]) == 24 and len(te["person"]) >= 4
