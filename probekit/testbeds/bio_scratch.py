@@ -31,8 +31,10 @@ Splits (the paper's *mixed training*: biographies and ID QA trained together):
 * ``test_id``: the QA rows of the ID people (trained: in-distribution extraction);
 * ``test_ood``: the QA rows of the OOD people, seen only in biographies (knowledge extraction);
 * ``probe_train`` / ``probe_test``: one row per person, ``<bos>`` and the full name, people split
-  50/50 (seeded independently of ID/OOD), then a test person whose value of some attribute no
-  training person holds moved to ``probe_train`` (so every test class is a training class). The model is causal, so the last position's hidden
+  50/50 (seeded independently of ID/OOD), then every person whose value of some attribute fewer
+  than two ``probe_train`` people hold moved there (in index order): every test class is a
+  training class with >= 2 people, as a validated, permutation-tested probe needs (a value
+  only one person holds is a singleton training class: keep ``n_people >> n_values``). The model is causal, so the last position's hidden
   state *is* the state at the name's last token in every biography that starts with the name
   (P-probing; the label columns are the attributes). Its scored token is the word after the
   name in biography 1 (only there to give the row a scored position; its accuracy means little).
@@ -223,9 +225,9 @@ class BioScratch:
         probe_rng = np.random.default_rng([c.seed, 12])
         in_train = np.zeros(c.n_people, dtype=bool)
         in_train[probe_rng.permutation(c.n_people)[: c.n_people // 2]] = True
-        for p in self.people:  # every value of a probe_test person occurs in probe_train
+        for p in self.people:  # every value in probe_train is held by >= 2 training people
             for a in ATTRIBUTES:
-                if not any(in_train[q["index"]] and q[a] == p[a] for q in self.people):
+                if sum(in_train[q["index"]] and q[a] == p[a] for q in self.people) < 2:
                     in_train[p["index"]] = True
         for p in self.people:
             n_name = 1 + len(p["name"].split())

@@ -121,4 +121,6 @@ def test_every_probe_test_value_occurs_in_probe_train(seed):
     tr, te = s["probe_train"].metadata, s["probe_test"].metadata
     for a in ATTRIBUTES:
         assert set(te[a]) <= set(tr[a]), a
+        everyone = Counter(tr[a]) + Counter(te[a])
+        assert all(n >= 2 for v, n in Counter(tr[a]).items() if everyone[v] >= 2), a
     assert len(tr["person"]) + len(te["person"]) == 24 and len(te["person"]) >= 4
