@@ -13,6 +13,8 @@ from .base import Task as Task
 from .base import TaskDataset as TaskDataset
 from .base import Vocab as Vocab
 from .base import pad_examples as pad_examples
+from .bio_scratch import BioScratch as BioScratch
+from .bio_scratch import BioScratchConfig as BioScratchConfig
 from .biographies import Biographies as Biographies
 from .biographies import BiographiesConfig as BiographiesConfig
 from .biographies import write_biographies as write_biographies

@@ -8,6 +8,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..util.config import check_keys
 from .base import Task
+from .bio_scratch import BioScratch, BioScratchConfig
 from .knowledge import (
     KGComparisonConfig,
     KGCompositionConfig,
@@ -25,6 +26,7 @@ TASKS: dict[str, tuple[type, type]] = {
     "kg_composition": (KnowledgeComposition, KGCompositionConfig),
     "kg_comparison": (KnowledgeComparison, KGComparisonConfig),
     "relation_facts": (RelationFacts, RelationFactsConfig),
+    "bio_scratch": (BioScratch, BioScratchConfig),
 }
 
 

@@ -36,6 +36,7 @@ SMALL = {
                        "test_id_fraction": 0.05, "ood_fraction": 0.2},
     "kg_comparison": {"n_entities": 30, "n_attributes": 3, "n_values": 5, "phi": 2.0, "n_test": 50},
     "relation_facts": {"n_entities": 20, "n_relations": 3, "out_degree": 3},
+    "bio_scratch": {"n_people": 24, "n_values": 3, "augmentation": 2},
 }
 
 
