@@ -201,6 +201,36 @@ def _layer_refs(spec: Any) -> list[tuple[str, int]]:
     return out
 
 
+def check_task_vocab(suite: Suite, limits: dict[str, int] | None = None) -> None:
+    """A testbed task's vocabulary fits the model's embedding (``d_vocab``).
+
+    The examples of a ``[data] task`` (or of the checkpoint's own task with ``task_options``,
+    e.g. a larger ``p``) hold token ids up to the task's vocabulary size; the run would refuse
+    the first id beyond the model's ``d_vocab`` only when it captures, after the model loaded.
+    Checked from ``config.json`` and the task's definition; a JSONL file's ids are checked row
+    by row instead (:func:`probekit.inputs.check_vocab`).
+
+    Raises:
+        SuiteError: ``FILE: [data] task 'modular_addition' {'p': 113}: 115 tokens, but the
+            model's vocabulary has 55 (ids 0..54) ...``.
+    """
+    limits = model_config_limits(suite) if limits is None else limits
+    data = suite.data
+    if "d_vocab" not in limits or (data.task is None and (data.file is not None
+                                                          or not data.task_options)):
+        return  # a file, or the checkpoint's own task unchanged: its vocabulary is the model's
+    from .data import _data_task
+
+    vocab = getattr(_data_task(suite), "vocab", None)
+    size = len(vocab) if vocab is not None else None
+    if size is not None and size > limits["d_vocab"]:
+        name = data.task or "(the checkpoint's task)"
+        raise SuiteError(f"{suite.source}: [data] task {name!r} {dict(data.task_options)}: {size} "
+                         f"tokens, but the model's vocabulary has {limits['d_vocab']} (ids "
+                         f"0..{limits['d_vocab'] - 1}); use the task the model was trained on "
+                         "(its options) or a model with a larger vocabulary")
+
+
 def check_suite_model(
     suite: Suite, rows: list[JsonlRow] | None, *, claims: Sequence[tuple[str, Any]] = (),
 ) -> list[str]:
@@ -234,6 +264,7 @@ def check_suite_model(
                         f"({suite.model.checkpoint or suite.model.name}) has {n_layers} layers "
                         f"(0..{n_layers - 1})"
                     )
+    check_task_vocab(suite, limits)
     warnings: list[str] = []
     if rows is None:
         return warnings

@@ -35,6 +35,8 @@ _METHOD_WORDS = {"both": "activation and attribution"}  # how the report names -
 
 def _spec(args: argparse.Namespace) -> Any:
     from ..errors import ConfigError as CliError
+    from ..util.constraints import ConstraintError
+    from ..util.list_option import check_list_option
     from .analyses.patching import PatchingSpec
 
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
@@ -47,6 +49,9 @@ def _spec(args: argparse.Namespace) -> Any:
 
     layers = int_list("--layers", args.layers, "block indices like 0,1,2")
     edge_ks = int_list("--edge-ks", args.edge_ks, "circuit sizes like 10,100,1000")
+    check_list_option("--layers", layers, low=0, what="block index")
+    check_list_option("--edge-ks", edge_ks, low=1, what="circuit size")
+    check_list_option("--kinds", kinds, what="kind")
     try:
         return PatchingSpec(kinds=kinds, method=args.method, metric=args.metric,
                             direction=args.direction, answer_column=args.answer_column,
@@ -54,6 +59,8 @@ def _spec(args: argparse.Namespace) -> Any:
                             layers=layers, window=args.window, head_grid=args.head_grid,
                             edges=args.edges, edge_ks=edge_ks, edge_top=args.edge_top,
                             batch_size=args.batch_size, answer_tokens=args.answer_tokens)
+    except ConstraintError as err:  # a declared rule: name the option as it was typed
+        raise CliError(f"--{err.key.replace('_', '-')} {err.value!r}: must be {err.rule}") from None
     except ValueError as err:
         raise CliError(f"--kinds/--window/--edge-ks/--batch-size: {err}") from None
 
