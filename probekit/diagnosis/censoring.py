@@ -24,7 +24,7 @@ from ..errors import DataError
 __all__ = ["CensoredCrossing", "censor_crossing", "check_censor"]
 
 
-def check_censor(censor: Any, observed: Sequence[float] = ()) -> float:
+def check_censor(censor: Any, observed: Sequence[float | None] = ()) -> float:
     """The one rule on a censoring step: a finite number > 0, above every observed crossing.
 
     A run that never crosses is placed after every run that does (its crossing happens, if at
@@ -39,7 +39,9 @@ def check_censor(censor: Any, observed: Sequence[float] = ()) -> float:
     """
     if isinstance(censor, bool) or not isinstance(censor, (int, float)) or not (
             math.isfinite(censor) and censor > 0):
-        raise DataError(f"censor = {censor!r}: a censoring step must be a finite number > 0 (a "
+        number = isinstance(censor, (int, float)) and not isinstance(censor, bool)
+        raise DataError(f"censor = {f'{censor:g}' if number else repr(censor)}: a censoring step "
+                        "must be a finite number > 0 (a "
                         "training step after the last evaluation), or \"next_eval\"")
     seen = [float(v) for v in observed if v is not None]
     if seen and censor <= max(seen):

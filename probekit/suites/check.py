@@ -201,6 +201,28 @@ def _layer_refs(spec: Any) -> list[tuple[str, int]]:
     return out
 
 
+def data_task(suite: Suite) -> Any:
+    """The task named in [data], else the model's training task.
+
+    That is ``[model.train]``'s, or the task a probekit checkpoint records in its config.json.
+    """
+    from ..models.checkpoint import read_checkpoint_meta
+    from ..testbeds import get_task, task_from_dict
+    from .model import training_task
+
+    if suite.data.task is not None:
+        return get_task(suite.data.task, **suite.data.task_options)
+    if suite.model.train is not None:
+        return training_task(suite.model.train)
+    extra = read_checkpoint_meta(suite.resolve(suite.model.checkpoint))["extra"]
+    if "task" not in extra:
+        raise SuiteError(
+            f"{suite.source}: [data] names no task or file and checkpoint "
+            f"{suite.model.checkpoint} records no training task; add [data] task = \"...\""
+        )
+    return task_from_dict(extra["task"], {**extra["task_config"], **suite.data.task_options})
+
+
 def check_task_vocab(suite: Suite, limits: dict[str, int] | None = None) -> None:
     """A testbed task's vocabulary fits the model's embedding (``d_vocab``).
 
@@ -219,13 +241,12 @@ def check_task_vocab(suite: Suite, limits: dict[str, int] | None = None) -> None
     if "d_vocab" not in limits or (data.task is None and (data.file is not None
                                                           or not data.task_options)):
         return  # a file, or the checkpoint's own task unchanged: its vocabulary is the model's
-    from .data import _data_task
-
-    vocab = getattr(_data_task(suite), "vocab", None)
+    vocab = getattr(data_task(suite), "vocab", None)
     size = len(vocab) if vocab is not None else None
     if size is not None and size > limits["d_vocab"]:
-        name = data.task or "(the checkpoint's task)"
-        raise SuiteError(f"{suite.source}: [data] task {name!r} {dict(data.task_options)}: {size} "
+        name = repr(data.task) if data.task else "(the checkpoint's task)"
+        options = f" with {dict(data.task_options)}" if data.task_options else ""
+        raise SuiteError(f"{suite.source}: [data] task {name}{options}: {size} "
                          f"tokens, but the model's vocabulary has {limits['d_vocab']} (ids "
                          f"0..{limits['d_vocab'] - 1}); use the task the model was trained on "
                          "(its options) or a model with a larger vocabulary")

@@ -140,6 +140,22 @@ def _prompt_at(row: Any) -> str:
     return row.at("tokens" if "tokens" in row.data else "text")
 
 
+def _check_blocks(spec: Any, limits: dict[str, int]) -> None:
+    """``--layers`` and ``--window`` against the model's blocks (``config.json``), before it loads.
+
+    The rules :func:`probekit.circuits.patch_grid.prepare_grid` applies once the model is loaded.
+    """
+    if "n_layers" not in limits:
+        return
+    from ..circuits.patch_grid import check_window
+    from ..util.list_option import check_list_option
+
+    n = limits["n_layers"]
+    check_list_option("--layers", list(spec.layers), low=0, high=n, what="block index",
+                      note=f"the model has {n} blocks")
+    check_window(spec.window, n)
+
+
 def _run(args: argparse.Namespace) -> int:
     import time
     from datetime import UTC, datetime
@@ -155,7 +171,9 @@ def _run(args: argparse.Namespace) -> int:
     clean_rows, corrupt_rows = _pairs(rows, spec)
     ids = {id(r): token_ids(r) for r in rows if "tokens" in r.data}
     known = [r for r in rows if id(r) in ids]
-    _check_limits(known, [ids[id(r)] for r in known], peek_model_limits(args.model))
+    limits = peek_model_limits(args.model)
+    _check_limits(known, [ids[id(r)] for r in known], limits)
+    _check_blocks(spec, limits)
     if all(id(r) in ids for r in rows):
         _check_lengths(clean_rows, [ids[id(r)] for r in clean_rows], corrupt_rows,
                        [ids[id(r)] for r in corrupt_rows])

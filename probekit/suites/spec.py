@@ -396,7 +396,8 @@ def _build(
     try:
         return cls(**kwargs)
     except ConstraintError as err:  # a declared rule (probekit.util.constraints), at its key's line
-        raise SuiteError(f"{_where(path, text, section, err.key, index)} = {err.value!r}: must be "
+        shown = table.get(err.key, err.value)  # as written in the file (a list, not a tuple)
+        raise SuiteError(f"{_where(path, text, section, err.key, index)} = {shown!r}: must be "
                          f"{err.rule}") from None
     except KeyedValueError as err:  # a __post_init__ check naming its key: at that key's line
         key = err.key if err.key in kwargs else None

@@ -38,7 +38,8 @@ def check_list_option(option: str, values: Sequence[Any], *, low: int | None = N
     Args:
         option: the option as the user wrote it (``"--layers"``, ``"[[patching]] layers"``).
         values: the given values.
-        low, high: the half-open valid range ``[low, high)`` of int values (``None``: unbounded).
+        low: the smallest valid int value (``None``: unbounded).
+        high: one past the largest valid int value, so the range is ``[low, high)``.
         what: what one value is, for the message (``"block index"``).
         note: why the range is what it is (``"the model has 2 blocks"``).
 
