@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import KeyedValueError
+from ..errors import ConfigError, KeyedValueError
 from ..suites.spec import Suite, SuiteError, build_suite, build_table, location, read_toml
 from ..util.config import close_match_hint
 from ..util.constraints import keys_of
@@ -379,6 +379,13 @@ class DiagnosisSettings:
                 check_censor(self.censor)
             except DataError as err:
                 raise KeyedValueError("censor", str(err)) from None
+        if self.covariates is not None:  # the list-option rule: a covariate twice is collinear
+            from ..util.list_option import check_list_option
+
+            try:
+                check_list_option("covariates", self.covariates, what="covariate")
+            except ConfigError as err:
+                raise KeyedValueError("covariates", str(err)) from None
         if self.max_eval_examples is not None and self.max_eval_examples < 1:
             raise KeyedValueError("max_eval_examples", f"max_eval_examples = {self.max_eval_examples}: must be >= 1 or unset")
         if self.max_permutations is not None and not 1 <= self.max_permutations <= MAX_PERMUTATIONS:
@@ -539,6 +546,13 @@ def _population(raw: Any, path: Path, text: str) -> PopulationSpec:
     if pop.series is not None and any(s < 1 for s in pop.series):
         raise SuiteError(f"{location(path, text, 'population', 'series')} = {list(pop.series)}: "
                          "steps must be >= 1")
+    if pop.series is not None:  # the list-option rule: a step twice would be measured twice
+        from ..util.list_option import check_list_option
+
+        try:
+            check_list_option("series", pop.series, what="step")
+        except ConfigError as err:
+            raise SuiteError(f"{location(path, text, 'population', 'series')}: {err}") from None
     if pop.steps is not None and pop.steps < 1:
         raise SuiteError(f"{location(path, text, 'population', 'steps')} = {pop.steps}: must be >= 1")
     return pop

@@ -37,12 +37,12 @@ def test_check_censor_refuses_a_step_that_is_not_positive_and_finite(censor):
 
 
 def test_check_censor_against_the_observed_crossings():
-    assert check_censor(1000, [200, None, 800]) == 1000.0
+    assert check_censor(1000, [200.0, None, 800.0]) == 1000.0
     with pytest.raises(DataError, match="censor = 500 is not above the largest observed crossing "
                                         "step 800"):
-        check_censor(500, [200, None, 800])
+        check_censor(500, [200.0, None, 800.0])
     with pytest.raises(DataError, match="censor = 800 is not above"):
-        check_censor(800, [800])  # a tie would rank a never-crossing run with one that crossed
+        check_censor(800, [800.0])  # a tie would rank a never-crossing run with one that crossed
 
 
 @pytest.mark.parametrize("censor", [0.0, -5.0])
