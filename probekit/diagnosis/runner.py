@@ -503,6 +503,24 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
                     knobs=knobs)
 
 
+def _check_data_task_vocab(spec: DiagnosisFile, rows: list[Checkpoint]) -> None:
+    """``[data] task`` (every checkpoint's evaluation) within each final checkpoint's vocabulary."""
+    from ..models.checkpoint import read_checkpoint_meta
+    from ..suites.check import check_vocab_fits
+    from .outcomes import checkpoint_task
+
+    task = None  # the [data] task is the same for every checkpoint: built once
+    for r in rows:
+        if not r.final:
+            continue
+        meta = read_checkpoint_meta(r.path)
+        d_vocab = (meta.get("model") or {}).get("d_vocab")
+        if isinstance(d_vocab, int):
+            task = checkpoint_task(spec.suite.data, meta) if task is None else task
+            check_vocab_fits(task, spec.suite.data, d_vocab, spec.where("data", "task").split(": [")[0],
+                             model=f"checkpoint {r.path}")
+
+
 def check_columns(spec: DiagnosisFile, design: list[str], expected: dict[str, set[str]]) -> None:
     """The marker table's full column set (:func:`.columns.check_table_columns`), before any run.
 
@@ -556,6 +574,8 @@ def checked_question(spec_or_path: str | Path | DiagnosisFile, *,
                   for r in rows if r.final]
         what = f"{sum(r.final for r in rows)} checkpoints ({len(rows)} rows with the series)"
     s = resolve_settings(spec, rows, expected)
+    if spec.suite.data.task is not None and spec.population.models is None and not spec.population.trained:
+        _check_data_task_vocab(spec, rows)
     if (spec.diagnosis.crossing is not None and not spec.population.trained
             and s.outcome == crossing_column(spec.diagnosis.crossing)):
         check_crossing_censor(spec, rows)  # existing runs: their crossings are known now

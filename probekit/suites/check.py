@@ -241,15 +241,27 @@ def check_task_vocab(suite: Suite, limits: dict[str, int] | None = None) -> None
     if "d_vocab" not in limits or (data.task is None and (data.file is not None
                                                           or not data.task_options)):
         return  # a file, or the checkpoint's own task unchanged: its vocabulary is the model's
-    vocab = getattr(data_task(suite), "vocab", None)
+    check_vocab_fits(data_task(suite), data, limits["d_vocab"], str(suite.source))
+
+
+def check_vocab_fits(task: Any, data: Any, d_vocab: int, where: str, *,
+                     model: str = "the model") -> None:
+    """The rule of :func:`check_task_vocab`: ``task``'s vocabulary within ``d_vocab`` ids.
+
+    Shared by the suites and claim files and the diagnosis (``[data] task`` on checkpoints).
+
+    Raises:
+        SuiteError: ``WHERE: [data] task 'modular_addition': 115 tokens, but the model's
+            vocabulary has 55 (ids 0..54); ...``.
+    """
+    vocab = getattr(task, "vocab", None)
     size = len(vocab) if vocab is not None else None
-    if size is not None and size > limits["d_vocab"]:
+    if size is not None and size > d_vocab:
         name = repr(data.task) if data.task else "(the checkpoint's task)"
         options = f" with {dict(data.task_options)}" if data.task_options else ""
-        raise SuiteError(f"{suite.source}: [data] task {name}{options}: {size} "
-                         f"tokens, but the model's vocabulary has {limits['d_vocab']} (ids "
-                         f"0..{limits['d_vocab'] - 1}); use the task the model was trained on "
-                         "(its options) or a model with a larger vocabulary")
+        raise SuiteError(f"{where}: [data] task {name}{options}: {size} tokens, but the vocabulary "
+                         f"of {model} has {d_vocab} (ids 0..{d_vocab - 1}); use the task the "
+                         "model was trained on (its options) or a model with a larger vocabulary")
 
 
 def check_suite_model(

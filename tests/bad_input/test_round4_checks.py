@@ -151,9 +151,14 @@ CASES: list[dict[str, Any]] = [
          diagnosis(r, "b.toml"), "--out", str(r / "out")]},
     {"id": "report-check-task-vocab", "surface": "probekit report --check",
      "input": '[data] task = "modular_addition" (p = 113: 115 tokens) on an 11-token model',
-     "message": "[data] task 'modular_addition': 115 tokens, but the model's vocabulary has 11 "
-                "(ids 0..10)",
+     "message": "[data] task 'modular_addition': 115 tokens, but the vocabulary of the model has "
+                "11 (ids 0..10)",
      "setup": lambda r: ["report", _task_suite(r), "--check"]},
+    {"id": "diagnose-check-task-vocab", "surface": "probekit diagnose --check",
+     "input": "[data] task_options = { p = 113 } on the p = 53 checkpoint (55 tokens)",
+     "message": "[data] task 'modular_addition' with {'p': 113}: 115 tokens, but the vocabulary of "
+                "checkpoint",
+     "setup": lambda r: ["diagnose", _vocab_diagnosis(r), "--check"]},
     {"id": "test-check-claim-split", "surface": "probekit test --check",
      "input": '[[claim]] split = "tset"', "message": "[claim] split = 'tset': not a split of the "
      "examples (did you mean 'test'?)",
@@ -277,6 +282,16 @@ def _task_suite(root: Path) -> str:
         'label = "planted"', 'label = "answer"').replace('test_split = "test"',
                                                          'test_split = "test_id"'))
     return str(path)
+
+
+def _vocab_diagnosis(root: Path) -> str:
+    ckpt = ROOT / "probes" / "checkpoints" / "modadd-p53"
+    (root / "v.toml").write_text(
+        f'[suite]\nname = "v"\n\n[population]\ncheckpoints = {json.dumps(str(ckpt))}\n\n'
+        '[data]\nlabel = "answer"\ntask = "modular_addition"\ntask_options = { p = 113 }\n\n'
+        '[[marker]]\nname = "weight_norm"\nmeasure = "weight_norm"\n\n'
+        '[diagnosis]\noutcome = "id_accuracy"\ngroups = ""\n')
+    return str(root / "v.toml")
 
 
 def tree(root: Path) -> dict[str, str]:
