@@ -14,6 +14,7 @@ import numpy as np
 from jaxtyping import Float, Int
 
 from ..errors import ConfigError, DataError, NonFiniteError
+from ..util.list_option import check_top_k
 
 __all__ = ["fourier_basis", "frequency_power", "key_frequencies", "key_frequency_share"]
 
@@ -56,9 +57,7 @@ def check_key_count(k: int, n_freq: int) -> int:
     Raises:
         ConfigError: ``k=0: choose 1 <= k <= 26 (the non-constant frequencies)``.
     """
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n_freq:
-        raise ConfigError(f"k={k}: choose 1 <= k <= {n_freq} (the non-constant frequencies)")
-    return int(k)
+    return check_top_k(k, n_freq, what="the non-constant frequencies")
 
 
 def key_frequencies(power: Float[np.ndarray, " freq"], k: int) -> Int[np.ndarray, " k"]:

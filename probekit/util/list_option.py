@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["check_list_option", "repeated"]
+__all__ = ["check_list_option", "check_top_k", "repeated"]
 
 
 def repeated(values: Iterable[Any]) -> list[Any]:
@@ -29,6 +29,22 @@ def repeated(values: Iterable[Any]) -> list[Any]:
             out.append(v)
         seen.add(key)
     return out
+
+
+def check_top_k(k: Any, n: int, *, what: str) -> int:
+    """How many of ``n`` items to keep: an int ``1 <= k <= n``.
+
+    ``what`` names the items (``"the non-constant frequencies"``). Light on purpose: a spec
+    checks its ``k`` with it when the file loads, the method it feeds checks the same rule.
+
+    Raises:
+        ConfigError: ``k=0: choose 1 <= k <= 26 (the non-constant frequencies)``.
+    """
+    import numbers
+
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= n:
+        raise ConfigError(f"k={k}: choose 1 <= k <= {n} ({what})")
+    return int(k)
 
 
 def check_list_option(option: str, values: Sequence[Any], *, low: int | None = None,

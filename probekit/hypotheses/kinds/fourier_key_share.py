@@ -35,10 +35,10 @@ class FourierKeyShareSpec(Validated):
     def __post_init__(self) -> None:
         """The declared rules, then ``k`` within p's non-constant frequencies (the run's rule)."""
         super().__post_init__()
-        from ...grokking.fourier import check_key_count
+        from ...util.list_option import check_top_k
 
         try:
-            check_key_count(self.k, (self.p - 1) // 2)
+            check_top_k(self.k, (self.p - 1) // 2, what="the non-constant frequencies")
         except ConfigError as err:
             raise KeyedValueError("k", f"k = {self.k} with p = {self.p}: {err}") from None
 

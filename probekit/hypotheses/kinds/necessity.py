@@ -86,10 +86,10 @@ class NecessitySpec(Validated):
                                           f"(method is {self.method!r}); remove it, or set method = \"steer\"")
         if self.substrate == "key_frequencies" and self.p >= 3:
             from ...errors import ConfigError, KeyedValueError
-            from ...grokking.fourier import check_key_count
+            from ...util.list_option import check_top_k
 
             try:
-                check_key_count(self.k, (self.p - 1) // 2)
+                check_top_k(self.k, (self.p - 1) // 2, what="the non-constant frequencies")
             except ConfigError as err:
                 raise KeyedValueError("k", f"k = {self.k} with p = {self.p}: {err}") from None
         if self.method == "steer" and self.strength == 0:
