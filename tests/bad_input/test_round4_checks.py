@@ -263,6 +263,11 @@ CASES: list[dict[str, Any]] = [
      "message": "covariate 'train_loss' is given twice; give each covariate once",
      "setup": lambda r: ["diagnose", diagnosis(r, **{
          '"task.train_fraction", "train_loss"]': '"train_loss", "train_loss"]'}), "--check"]},
+    {"id": "capture-sites-twice", "surface": "probekit capture",
+     "input": "--sites resid_post@0,blocks.0.hook_resid_post (one site, two spellings)",
+     "message": "--sites ['resid_post@0', 'resid_post@0']: site 'resid_post@0' is given twice",
+     "setup": lambda r: ["capture", str(r / "ckpt"), str(r / "data.jsonl"), "--out", str(r / "o"),
+                         "--sites", "resid_post@0,blocks.0.hook_resid_post"]},
     {"id": "check-patching-layers-twice", "surface": "probekit report --check",
      "input": "[[patching]] layers = [1, 1]",
      "message": "[patching] layers = [1, 1]: must be distinct (each value once)",
