@@ -96,6 +96,9 @@ def _capture_inputs(args: argparse.Namespace) -> dict[str, Any]:
             sites = [Site.parse(s.strip()) for s in args.sites.split(",")]
         except (ValueError, KeyError) as err:
             raise CliError(f"--sites {args.sites!r}: {err.args[0] if err.args else err}") from None
+        from .util.list_option import check_list_option
+
+        check_list_option("--sites", [s.short for s in sites], what="site")  # each site once
     return {"rows": rows, "tokens": tokens, "positions": positions, "spec": spec,
             "meta_keys": meta_keys, "sites": sites, "limits": limits}
 

@@ -426,7 +426,7 @@ def test_suite_stats_sizes_are_checked_before_the_model(ckpt, tmp_path, capsys, 
     path = _suite(tmp_path, ckpt, rows)
     path.write_text(path.read_text() + "[stats]\nn_bootstrap = 200\n")
     line = cli_error(capsys, ["report", str(path), "--check"])
-    assert "[stats]" in line and "n_bootstrap = 200: percentile intervals need >= 1000" in line
+    assert "[stats]" in line and "n_bootstrap = 200: must be >= 1000 (percentile intervals need" in line
 
 
 # ================================================================== issue 36: no silent wrong answers
@@ -1124,7 +1124,7 @@ def _api_cases():
         ("patch-direction", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), direction="up"),
          ConfigError, "direction 'up' unknown"),
         ("patch-layers", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), layers=[5]),
-         ConfigError, "layers [5] out of range; the model has 2 layers"),
+         ConfigError, "layers [5]: block index 5 is outside 0..1 (the model has 2 blocks)"),
         ("patch-window", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), window=0),
          ConfigError, "window must be an int >= 1"),
         ("patch-batch", lambda m: activation_patching(m, [[1, 2]], [[2, 2]], met(), batch_size=0),

@@ -25,6 +25,7 @@ from ..models.protocol import HookedModel
 from ..report.blocks import Block, Text
 from ..report.notebook import NotebookMixin
 from ..sites import HEAD_KINDS, Site
+from ..util.list_option import check_list_option
 from .metrics import as_pair_metric
 
 Metric = Callable[[Tensor, Tensor], Tensor]
@@ -191,6 +192,11 @@ class PatchOptions:
             isinstance(x, bool) or not isinstance(x, int) for x in self.layers
         ):
             raise KeyedValueError("layers", f"layers = {list(self.layers)}: give block indices (ints)")
+        if self.layers is not None:
+            try:
+                check_list_option("layers", self.layers, low=0, what="block index")
+            except ConfigError as err:
+                raise KeyedValueError("layers", str(err)) from None
 
     @classmethod
     def build(cls, options: PatchOptions | None = None, /, **keywords: Any) -> PatchOptions:
@@ -271,13 +277,28 @@ def check_token_limits(model: HookedModel, prompts: list[list[int]], what: str) 
 
 
 def check_layers(model: HookedModel, layers: Sequence[int] | None) -> list[int]:
-    """``layers`` (default: every block) as ints within the model's blocks."""
+    """``layers`` (default: every block): distinct ints within the model's blocks.
+
+    The list-option rule (:func:`probekit.util.list_option.check_list_option`): a block given
+    twice would patch and report the same cells twice.
+    """
     n_layers = int(model.cfg.n_layers)
-    layer_list = list(range(n_layers)) if layers is None else [int(x) for x in layers]
-    bad = [x for x in layer_list if not 0 <= x < n_layers]
-    if bad:
-        raise ConfigError(f"layers {bad} out of range; the model has {n_layers} layers")
-    return layer_list
+    if layers is None:
+        return list(range(n_layers))
+    return check_list_option("layers", [int(x) for x in layers], low=0, high=n_layers,
+                             what="block index", note=f"the model has {n_layers} blocks")
+
+
+def check_window(window: int, n_layers: int) -> int:
+    """``window`` within ``1 .. n_layers``: a longer window would be clipped to the model silently.
+
+    Raises:
+        ConfigError: ``window = 100 exceeds the model's 1 block(s); give window in 1..1``.
+    """
+    if window > n_layers:
+        raise ConfigError(f"window = {window} exceeds the model's {n_layers} block(s) (a cell "
+                          f"patches at most every block); give window in 1..{n_layers}")
+    return window
 
 
 def prepare_grid(
@@ -295,7 +316,8 @@ def prepare_grid(
     base, source = (corrupt, clean) if options.direction == "denoise" else (clean, corrupt)
     return Grid(base=base, source=source, kind=options.kind, by=options.resolved_by(),
                 direction=options.direction, layers=check_layers(model, options.layers),
-                window=options.window, n_layers=int(model.cfg.n_layers))
+                window=check_window(options.window, int(model.cfg.n_layers)),
+                n_layers=int(model.cfg.n_layers))
 
 
 def run_metric(metric: Metric, last_logits: Tensor, pair: Tensor) -> Tensor:

@@ -372,12 +372,13 @@ class MarkerAnalysis(NotebookMixin):
 def _check_args(n_permutations: int, n_bootstrap: int, alpha: float, confidence_level: float,
                 equivalence_margin: float, max_permutations: int, inference: str) -> None:
     from probekit.stats.bootstrap import check_n_resamples
+    from probekit.stats.limits import MIN_RESAMPLES
 
     check_n_permutations(n_permutations)
     check_n_permutations(max_permutations, name="max_permutations")
-    if n_bootstrap < 1000:
-        raise ConfigError(f"n_bootstrap={n_bootstrap} is below the 1000 the wild cluster "
-                          "bootstrap needs; pass n_bootstrap >= 1000")
+    if n_bootstrap < MIN_RESAMPLES:  # also [diagnosis] n_bootstrap's rule when the file loads
+        raise ConfigError(f"n_bootstrap={n_bootstrap} is below the {MIN_RESAMPLES} the wild cluster "
+                          f"bootstrap needs; pass n_bootstrap >= {MIN_RESAMPLES}")
     check_n_resamples(n_bootstrap, name="n_bootstrap")
     for name, v in (("alpha", alpha), ("confidence_level", confidence_level)):
         if not 0.0 < v < 1.0:

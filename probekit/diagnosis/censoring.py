@@ -14,12 +14,41 @@ so that the early-warning analysis (:func:`probekit.diagnosis.early_warning`) ca
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DataError
 
-__all__ = ["CensoredCrossing", "censor_crossing"]
+__all__ = ["CensoredCrossing", "censor_crossing", "check_censor"]
+
+
+def check_censor(censor: Any, observed: Sequence[float | None] = ()) -> float:
+    """The one rule on a censoring step: a finite number > 0, above every observed crossing.
+
+    A run that never crosses is placed after every run that does (its crossing happens, if at
+    all, after training ended), so ``censor`` must exceed the largest observed crossing step;
+    0 or a negative step would rank the never-crossing runs first. Called with the value alone
+    where the crossings are not known yet (a file's ``[diagnosis] censor``, a grid not trained),
+    and with ``observed`` wherever they are (``--check`` on existing runs, the run itself).
+
+    Raises:
+        DataError: ``censor = 0: a censoring step must be a finite number > 0 ...`` or
+            ``censor = 500 is not above the largest observed crossing step 800 ...``.
+    """
+    if isinstance(censor, bool) or not isinstance(censor, (int, float)) or not (
+            math.isfinite(censor) and censor > 0):
+        number = isinstance(censor, (int, float)) and not isinstance(censor, bool)
+        raise DataError(f"censor = {f'{censor:g}' if number else repr(censor)}: a censoring step "
+                        "must be a finite number > 0 (a "
+                        "training step after the last evaluation), or \"next_eval\"")
+    seen = [float(v) for v in observed if v is not None]
+    if seen and censor <= max(seen):
+        raise DataError(f"censor = {censor:g} is not above the largest observed crossing step "
+                        f"{max(seen):g}; give a step after the end of training (e.g. one "
+                        "evaluation past the last)")
+    return float(censor)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,11 +99,8 @@ def censor_crossing(table: dict[str, list[Any]], column: str, censor: float, *,
         if c not in table:
             raise DataError(f"column {c!r} is not in the table; columns are {sorted(table)}")
     values = [None if v in (None, "") else float(v) for v in table[column]]
-    observed = [v for v in values if v is not None]
-    if observed and censor <= max(observed):
-        raise DataError(f"censor = {censor:g} is not above the largest observed crossing step "
-                        f"{max(observed):g}; give a step after the end of training (e.g. one "
-                        "evaluation past the last)")
+    if censor != math.inf:  # inf: no censoring requested (the runs all cross)
+        check_censor(censor, values)
     runs = table[run]
     final = table.get("final")
     last: dict[Any, int] = {}

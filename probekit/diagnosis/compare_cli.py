@@ -10,7 +10,44 @@ from typing import Any
 from ..errors import ConfigError, DataError
 from .compare import compare_populations
 
-__all__ = ["run_compare_cli"]
+__all__ = ["check_comparison", "run_compare_cli"]
+
+
+def _question(path: Any) -> tuple[Any, list[str], list[str]]:
+    """A file's checked question: ``(settings, marker names, --check lines)``."""
+    from .runner import checked_question
+    from .spec import load_diagnosis
+    from .table_diagnosis import checked_table_question, is_table_diagnosis, load_table_diagnosis
+
+    if is_table_diagnosis(path):
+        return checked_table_question(load_table_diagnosis(path))
+    spec = load_diagnosis(path)
+    settings, lines = checked_question(spec)
+    return settings, [m.name for m in spec.markers], lines
+
+
+def check_comparison(files: list[Any]) -> list[str]:
+    """The rules of a two-population comparison, before either population is diagnosed.
+
+    Each file is checked as on its own; then both must ask the same question (outcome and
+    covariates: the comparison tests marker x population under one model) and share a marker.
+    Called by ``--check`` and at the start of the run.
+
+    Raises:
+        ConfigError: ``B asks outcome 'x' given [...], A outcome 'y' given [...] ...`` or
+            ``A and B share no marker (A: [...]; B: [...]) ...``.
+    """
+    (sa, ma, la), (sb, mb, lb) = _question(files[0]), _question(files[1])
+    if sa.outcome != sb.outcome or tuple(sa.covariates) != tuple(sb.covariates):
+        raise ConfigError(f"{files[1]} asks outcome {sb.outcome!r} given {list(sb.covariates)}, "
+                          f"{files[0]} outcome {sa.outcome!r} given {list(sa.covariates)}: a "
+                          "comparison needs the same question; align their [diagnosis]")
+    shared = [m for m in ma if m in mb]
+    if not shared:
+        raise ConfigError(f"{files[0]} and {files[1]} share no marker ({files[0]}: {ma}; "
+                          f"{files[1]}: {mb}); name at least one marker the same in both")
+    return [*la, *lb, f"  comparison: outcome {sa.outcome!r}, {len(shared)} shared marker(s) "
+                      f"{shared}"]
 
 
 def _finals(result: Any) -> dict[str, list[Any]]:
@@ -48,13 +85,9 @@ def run_compare_cli(args: Any) -> int:
     if args.table is not None:
         raise ConfigError("--table takes one diagnosis file; to compare two tables give two "
                           "table diagnosis files ([population] table = ...)")
+    lines = check_comparison(files)  # the --check rules, before either population is diagnosed
     if args.check:
-        from .runner import check_diagnosis
-        from .table_diagnosis import check_table_diagnosis, load_table_diagnosis
-
-        for f in files:
-            print("\n".join(check_table_diagnosis(load_table_diagnosis(f))  # noqa: T201
-                            if is_table_diagnosis(f) else check_diagnosis(load_diagnosis(f))))
+        print("\n".join(lines))  # noqa: T201
         return 0
     labels = (files[0].stem, files[1].stem)
     if labels[0] == labels[1]:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,12 +180,27 @@ def read_eval_rows(spec: EvalOutcomeSpec, *, seed: int = 0) -> list[EvalRow]:
 
 
 def eval_outcome_names(spec: EvalOutcomeSpec) -> set[str]:
-    """The columns (and ``__n`` columns) :func:`eval_outcome_columns` gives (no model run)."""
+    """The columns (and ``__n`` columns) :func:`eval_outcome_columns` gives (no model run).
+
+    Built in full and checked (:func:`probekit.diagnosis.columns.check_generated`): a split
+    whose column would coincide with another column (``capitals__n`` is the example count of
+    ``capitals``) is refused, naming both.
+    """
+    return set(_generated(spec, dict.fromkeys(r.split for r in read_eval_rows(spec))))
+
+
+def _generated(spec: EvalOutcomeSpec, splits: Iterable[str]) -> list[str]:
+    """Every column of ``spec``'s scores on ``splits``, in order, checked for collisions."""
+    from .columns import check_generated
     from .outcomes import examples_column
 
-    splits = dict.fromkeys(r.split for r in read_eval_rows(spec))
-    cols = {spec.column(s, split) for s in spec.scores for split in splits}
-    return cols | {examples_column(c) for c in cols}
+    cols = []
+    for s in spec.scores:
+        for split in splits:
+            col = spec.column(s, split)
+            what = f"score {s!r} on split {split!r}"
+            cols += [(col, what, False), (examples_column(col), f"the example count of {what}", True)]
+    return check_generated(cols, f"{spec.file}: [outcome]")
 
 
 def _answer_logprobs(model: Any, prompts: list[list[int]], answers: list[list[int]],
@@ -223,6 +238,7 @@ def eval_outcome_columns(model: Any, spec: EvalOutcomeSpec, *, seed: int = 0) ->
     from .outcomes import examples_column
 
     rows = read_eval_rows(spec, seed=seed)
+    _generated(spec, dict.fromkeys(r.split for r in rows))  # the load-time rule, on these rows
     prompts = [tokenize_text(model, r.prompt, prepend_bos=spec.prepend_bos, where=r.where)
                for r in rows]
     answers = []

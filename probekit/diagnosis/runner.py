@@ -332,8 +332,10 @@ def _expected_columns(spec: DiagnosisFile, rows: list[Checkpoint],
         from .eval_outcome import eval_outcome_names
 
         names = eval_outcome_names(spec.outcome) if spec.outcome is not None else set()
-        if fn is not None:
-            names |= {spec.diagnosis.outcome, *(spec.diagnosis.covariates or ())}
+        if fn is not None:  # taken on trust until fn ran (a design covariate is the design's)
+            design = {k for r in rows for k in r.design}
+            names |= {spec.diagnosis.outcome,
+                      *(c for c in spec.diagnosis.covariates or () if c not in design)}
         return {r.path: set(names) for r in rows if r.final}
     from .real_models import finetune_grid, real_entries
 
@@ -488,6 +490,7 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
         raise ConfigError(f"{spec.where('diagnosis', 'outcome')} = {d.outcome!r}: no such outcome "
                           f"column; the checkpoints have {some}")
     design = list(dict.fromkeys(k for r in finals for k in r.design))
+    check_columns(spec, design, expected)
     knobs = tuple(varying_knobs(rows))
     columns = set(design) | set().union(*expected.values())
     if d.covariates is not None:
@@ -520,12 +523,48 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
     from .spec import check_causal_pairs
 
     markers = [m.name for m in spec.markers]
+    measured = set().union(*expected.values()) - set(design)  # outcomes of training
     check_causal_pairs(spec.population.interventions, "interventions", design, markers,
-                       spec.where("population", "interventions"))
+                       spec.where("population", "interventions"), measured=measured)
     check_causal_pairs(d.mediation, "mediation", design, markers,
-                       spec.where("diagnosis", "mediation"))
+                       spec.where("diagnosis", "mediation"), measured=measured)
     return Settings(outcome=d.outcome, covariates=covariates, groups=groups, color_by=color_by,
                     knobs=knobs)
+
+
+def _check_data_task_vocab(spec: DiagnosisFile, rows: list[Checkpoint]) -> None:
+    """``[data] task`` (every checkpoint's evaluation) within each final checkpoint's vocabulary."""
+    from ..models.checkpoint import read_checkpoint_meta
+    from ..suites.check import check_vocab_fits
+    from .outcomes import checkpoint_task
+
+    task = None  # the [data] task is the same for every checkpoint: built once
+    for r in rows:
+        if not r.final:
+            continue
+        meta = read_checkpoint_meta(r.path)
+        d_vocab = (meta.get("model") or {}).get("d_vocab")
+        if isinstance(d_vocab, int):
+            task = checkpoint_task(spec.suite.data, meta) if task is None else task
+            check_vocab_fits(task, spec.suite.data, d_vocab, spec.where("data", "task").split(": [")[0],
+                             model=f"checkpoint {r.path}")
+
+
+def check_columns(spec: DiagnosisFile, design: list[str], expected: dict[str, set[str]]) -> None:
+    """The marker table's full column set (:func:`.columns.check_table_columns`), before any run.
+
+    The table's own columns, the design columns, every outcome column (with its counts) and the
+    markers: a design or marker column named like an outcome (or like another group's column)
+    is refused at the key that names it.
+    """
+    from .columns import check_table_columns
+
+    design_at = (spec.where("population", "design") if spec.population.design
+                 else spec.where("population", "grid"))
+    check_table_columns(
+        {"table": ("checkpoint", "run", "step", "final"), "outcome": sorted(set().union(*expected.values())),
+         "design": design, "marker": [m.name for m in spec.markers]},
+        {"design": design_at, "marker": spec.where("marker", "name")})
 
 
 def check_diagnosis(spec_or_path: str | Path | DiagnosisFile, *, outcome: Any = None) -> list[str]:
@@ -540,6 +579,12 @@ def check_diagnosis(spec_or_path: str | Path | DiagnosisFile, *, outcome: Any = 
     Raises:
         ConfigError: the first problem (``FILE:LINE`` where it comes from the file).
     """
+    return checked_question(spec_or_path, outcome=outcome)[1]
+
+
+def checked_question(spec_or_path: str | Path | DiagnosisFile, *,
+                     outcome: Any = None) -> tuple[Settings, list[str]]:
+    """:func:`check_diagnosis`'s checks; returns the resolved question and the report lines."""
     spec = spec_or_path if isinstance(spec_or_path, DiagnosisFile) else load_diagnosis(spec_or_path)
     from ..models.checkpoint import read_checkpoint_meta
 
@@ -558,17 +603,22 @@ def check_diagnosis(spec_or_path: str | Path | DiagnosisFile, *, outcome: Any = 
                   for r in rows if r.final]
         what = f"{sum(r.final for r in rows)} checkpoints ({len(rows)} rows with the series)"
     s = resolve_settings(spec, rows, expected)
+    if spec.suite.data.task is not None and spec.population.models is None and not spec.population.trained:
+        _check_data_task_vocab(spec, rows)
+    if (spec.diagnosis.crossing is not None and not spec.population.trained
+            and s.outcome == crossing_column(spec.diagnosis.crossing)):
+        check_crossing_censor(spec, rows)  # existing runs: their crossings are known now
     reference_checkpoints(spec, rows)
     check_block_indices(spec.markers, [d for d in depths if d > 0], spec.where)
     from .options import analysis_kwargs
     from .spec import causal_lines
 
     options = analysis_kwargs(spec.diagnosis)
-    return [f"{spec.source}: diagnosis file is valid", f"  population: {what}",
-            f"  markers: {', '.join(m.name for m in spec.markers)}",
-            f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}",
-            *([f"  analysis options: {options}"] if options else []),
-            *causal_lines(spec.population.interventions, spec.diagnosis.mediation)]
+    return s, [f"{spec.source}: diagnosis file is valid", f"  population: {what}",
+               f"  markers: {', '.join(m.name for m in spec.markers)}",
+               f"  outcome {s.outcome!r}, covariates {list(s.covariates)}, groups {s.groups!r}",
+               *([f"  analysis options: {options}"] if options else []),
+               *causal_lines(spec.population.interventions, spec.diagnosis.mediation)]
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -915,11 +965,36 @@ def _censor(spec: DiagnosisFile, rows: list[Checkpoint], table: dict[str, list[A
 
     d = spec.diagnosis
     column = crossing_column(d.crossing)
-    never = {r.run for r, v in zip(rows, table[column], strict=True) if v is None}
-    n_runs = len({r.run for r in rows})
+    censor = check_crossing_censor(spec, rows, dict(zip((r.run for r in rows), table[column])))
+    try:
+        return censor_crossing(table, column, censor)
+    except DataError as err:
+        raise ConfigError(f"{spec.where('diagnosis', 'censor')}: {err}") from err
+
+
+def check_crossing_censor(spec: DiagnosisFile, rows: list[Checkpoint],
+                          steps: Mapping[str, Any] | None = None) -> float:
+    """The censoring step of a crossing-step outcome, checked against the runs' crossings.
+
+    The rule shared by ``--check`` (existing runs: their histories) and the run (its table):
+    runs that never cross need ``censor``; ``"next_eval"`` needs two held-out evaluations per
+    run; a number must exceed every observed crossing (:func:`.censoring.check_censor`).
+    ``steps``: run -> crossing step (``None``: never), read from the histories when not given.
+    Returns the step (``inf`` when no run needs censoring and none is given).
+
+    Raises:
+        ConfigError: at ``[diagnosis] censor`` (or ``outcome``), naming the run and the fix.
+    """
+    from .censoring import check_censor
+
+    d = spec.diagnosis
+    column = crossing_column(d.crossing)
+    if steps is None:
+        steps = {r.run: crossing_step(_run_dir(r), d.crossing) for r in rows}
+    never = {run for run, v in steps.items() if v in (None, "")}
     if never and d.censor is None:
         raise ConfigError(
-            f"{spec.where('diagnosis', 'outcome')} = {column!r}: {len(never)} of {n_runs} runs "
+            f"{spec.where('diagnosis', 'outcome')} = {column!r}: {len(never)} of {len(steps)} runs "
             f"never reach held-out accuracy {d.crossing:g} (e.g. {sorted(never)[0]}); set "
             "[diagnosis] censor = \"next_eval\" (one evaluation past the end) or a step number "
             "to censor them there")
@@ -932,10 +1007,12 @@ def _censor(spec: DiagnosisFile, rows: list[Checkpoint], table: dict[str, list[A
                               f"{lacking[0]} has no history of two held-out evaluations; give "
                               "the censoring step as a number")
         censor = max(v for v in nxt.values() if v is not None)
+    if censor is None:
+        return math.inf
     try:
-        return censor_crossing(table, column, float(censor if censor is not None else math.inf))
+        return check_censor(censor, [float(v) for v in steps.values() if v not in (None, "")])
     except DataError as err:
-        raise ConfigError(f"{spec.where('diagnosis', 'censor')}: {err}") from err
+        raise ConfigError(f"{spec.where('diagnosis', 'censor')}: {err}") from None
 
 
 def _survival(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]], censor: float,
@@ -1140,8 +1217,8 @@ def diagnose(
         raise ConfigError(f"outcome = {outcome!r}: pass a function fn(model) -> {{column: value}}, "
                           "or name the evaluation file in the diagnosis file's [outcome]")
     recompute_set(spec, recompute)  # an unknown marker name: refused before any work
+    check_diagnosis(spec, outcome=outcome)  # the --check rules, before any training or forward
     if check:
-        check_diagnosis(spec, outcome=outcome)
         return None
     start = time.perf_counter()
     stamp = datetime.now(UTC).isoformat(timespec="seconds")

@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import KeyedValueError
+from ..errors import ConfigError, KeyedValueError
 from ..suites.spec import Suite, SuiteError, build_suite, build_table, location, read_toml
 from ..util.config import close_match_hint
 from ..util.constraints import keys_of
@@ -156,16 +156,29 @@ def parse_causal_pairs(raw: dict[str, Any], key: str, path: Path, text: str,
 
 
 def check_causal_pairs(pairs: tuple[CausalPair, ...], key: str, knobs: Any, markers: Any,
-                       where: str) -> None:
-    """Every pair's knob among ``knobs`` and its marker among ``markers`` (``None``: unchecked).
+                       where: str, *, measured: Any = ()) -> None:
+    """Every pair's knob a design knob among ``knobs``, its marker among ``markers``.
+
+    ``None``: unchecked. The treatment of an intervention arm (2SLS) or a mediation must be a
+    knob the design sets: both estimands read the knob's variation as assigned, independent of
+    whatever else drives the outcome (Angrist & Pischke 2009, ch. 4; Imai et al. 2010, sequential
+    ignorability). A ``measured`` column (an outcome of training such as ``id_accuracy``, or a
+    marker) is not assigned, so its "effect" is confounded by construction and is refused rather
+    than reported under a causal heading.
 
     Raises:
-        ConfigError: ``where`` + the unknown column, the valid ones and the fix.
+        ConfigError: ``where`` + the measured or unknown column, the valid ones and the fix.
     """
     from ..errors import ConfigError
 
     mkey = CAUSAL_KEYS[key]
     for p in pairs:
+        if p.knob in measured or (markers is not None and p.knob in markers):
+            valid = f"; the design knobs are {sorted(knobs)}" if knobs is not None else ""
+            raise ConfigError(f"{where}: knob {p.knob!r} is a measured column, not a design knob: "
+                              "a causal estimate needs a knob the design sets (a manipulated "
+                              f"treatment){valid}; study {p.knob!r} as a covariate or a marker "
+                              "instead")
         if knobs is not None and p.knob not in knobs:
             raise ConfigError(f"{where}: knob {p.knob!r} is not a design knob of the population; "
                               f"the knobs are {sorted(knobs)}")
@@ -337,10 +350,15 @@ class DiagnosisSettings:
 
     def __post_init__(self) -> None:
         """Refuse sizes the statistics cannot use."""
-        from ..stats.limits import MAX_PERMUTATIONS, MAX_RESAMPLES, MAX_SIMULATIONS
+        from ..stats.limits import MAX_PERMUTATIONS, MAX_RESAMPLES, MAX_SIMULATIONS, MIN_RESAMPLES
 
-        if self.n_permutations < 1 or self.n_bootstrap < 1:
-            raise ValueError("n_permutations and n_bootstrap must be >= 1")
+        if self.n_permutations < 1:
+            raise KeyedValueError("n_permutations", f"n_permutations = {self.n_permutations}: "
+                                  "must be >= 1")
+        if self.n_bootstrap < MIN_RESAMPLES:  # the rule marker_analysis applies at the end
+            raise KeyedValueError("n_bootstrap", f"n_bootstrap = {self.n_bootstrap}: must be >= "
+                                  f"{MIN_RESAMPLES} (the marker analysis' wild cluster bootstrap "
+                                  "and the mediation's percentile intervals need it)")
         if self.n_permutations > MAX_PERMUTATIONS:
             raise KeyedValueError("n_permutations", f"n_permutations = {self.n_permutations}: must be <= "
                              f"{MAX_PERMUTATIONS} (p resolved to 1e-5; more only costs time)")
@@ -353,6 +371,21 @@ class DiagnosisSettings:
             raise KeyedValueError("crossing", f"crossing = {self.crossing}: an accuracy in (0, 1]")
         if isinstance(self.censor, str) and self.censor != "next_eval":
             raise KeyedValueError("censor", f"censor = {self.censor!r}: a step number or \"next_eval\"")
+        if self.censor is not None and not isinstance(self.censor, str):
+            from ..errors import DataError
+            from .censoring import check_censor
+
+            try:  # the value-only part of the rule; the crossings are checked where known
+                check_censor(self.censor)
+            except DataError as err:
+                raise KeyedValueError("censor", str(err)) from None
+        if self.covariates is not None:  # the list-option rule: a covariate twice is collinear
+            from ..util.list_option import check_list_option
+
+            try:
+                check_list_option("covariates", self.covariates, what="covariate")
+            except ConfigError as err:
+                raise KeyedValueError("covariates", str(err)) from None
         if self.max_eval_examples is not None and self.max_eval_examples < 1:
             raise KeyedValueError("max_eval_examples", f"max_eval_examples = {self.max_eval_examples}: must be >= 1 or unset")
         if self.max_permutations is not None and not 1 <= self.max_permutations <= MAX_PERMUTATIONS:
@@ -513,6 +546,13 @@ def _population(raw: Any, path: Path, text: str) -> PopulationSpec:
     if pop.series is not None and any(s < 1 for s in pop.series):
         raise SuiteError(f"{location(path, text, 'population', 'series')} = {list(pop.series)}: "
                          "steps must be >= 1")
+    if pop.series is not None:  # the list-option rule: a step twice would be measured twice
+        from ..util.list_option import check_list_option
+
+        try:
+            check_list_option("series", pop.series, what="step")
+        except ConfigError as err:
+            raise SuiteError(f"{location(path, text, 'population', 'series')}: {err}") from None
     if pop.steps is not None and pop.steps < 1:
         raise SuiteError(f"{location(path, text, 'population', 'steps')} = {pop.steps}: must be >= 1")
     return pop

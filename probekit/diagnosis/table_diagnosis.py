@@ -314,6 +314,28 @@ def _auto_groups(spec: TableDiagnosis, table: dict[str, list[Any]], finals: list
         raise ConfigError(f"{spec.at('diagnosis', 'groups')}: {err}") from None
 
 
+def _question(spec: TableDiagnosis, frame: pd.DataFrame) -> tuple[Any, ...]:
+    """The rules of a table diagnosis on its rows, shared by ``--check`` and the run.
+
+    Returns ``(rows, internal, censored, settings, markers)``: the rows as column lists, the
+    same with final flags, the censored crossing outcome (None without ``censor``), the
+    resolved question and the marker columns.
+    """
+    # the seam: the runner's analysis reads column lists (None = missing), as of its own table;
+    # its statistics turn them into arrays where they read them
+    rows = to_columns(frame)
+    internal = dict(rows)
+    # a table without final flags, or rows chosen by `where` among which none is a final
+    # checkpoint (e.g. where = { step = 300 }: each run's early checkpoint): every row is a model
+    if "final" not in internal or not any(_same(f, 1) for f in internal["final"]):
+        internal["final"] = [1] * len(frame)
+    censored = _censored(spec, internal)
+    outcome = spec.diagnosis.outcome  # the column checks see the outcome as analysed
+    settings, markers = _settings(spec, rows if censored is None
+                                  else {**rows, outcome: censored.table[outcome]})
+    return rows, internal, censored, settings, markers
+
+
 def _settings(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Any, list[str]]:
     """The runner's Settings and the marker columns, every named column checked."""
     from .runner import Settings, check_coded_covariates
@@ -375,9 +397,15 @@ def _settings(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Any, l
     if color_by is not None:
         need(color_by, "color_by", "color_by column")
     numeric = [c for c in columns if _numeric(table[c]) and c not in taken]
-    check_causal_pairs(spec.interventions, "interventions", numeric, markers,
-                       spec.at("population", "interventions"))
-    check_causal_pairs(d.mediation, "mediation", numeric, markers, spec.at("diagnosis", "mediation"))
+    # a treatment is a design knob: the declared knobs, else a numeric column that is neither a
+    # marker nor outcome-like (id_*, ood*, train_*, final_*: measured after training)
+    measured = {c for c in columns if _outcome_like(c)} | {d.outcome}
+    treatable = list(spec.knobs) if spec.knobs is not None else [
+        c for c in numeric if c not in measured and c not in markers]
+    check_causal_pairs(spec.interventions, "interventions", treatable, markers,
+                       spec.at("population", "interventions"), measured=measured)
+    check_causal_pairs(d.mediation, "mediation", treatable, markers,
+                       spec.at("diagnosis", "mediation"), measured=measured)
     return Settings(outcome=d.outcome, covariates=covariates, groups=groups, color_by=color_by,
                     knobs=knobs), markers
 
@@ -500,21 +528,8 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
         digest = sha256_bytes(spec.table.read_bytes())
     frame = _select_rows(spec, full)
     n = len(frame)
-    # the seam: the runner's analysis reads column lists (None = missing), as of its own table;
-    # its statistics turn them into arrays where they read them
-    rows = to_columns(frame)
-    internal = dict(rows)
-    # a table without final flags, or rows chosen by `where` among which none is a final
-    # checkpoint (e.g. where = { step = 300 }: each run's early checkpoint): every row is a model
-    if "final" not in internal or not any(_same(f, 1) for f in internal["final"]):
-        internal["final"] = [1] * n
-    censored = _censored(spec, internal)
-    raw = internal
-    if censored is not None:
-        internal = censored.table
-    outcome = spec.diagnosis.outcome  # the column checks see the outcome as analysed
-    settings, markers = _settings(spec, rows if censored is None
-                                  else {**rows, outcome: internal[outcome]})
+    rows, raw, censored, settings, markers = _question(spec, frame)
+    internal = raw if censored is None else censored.table
     host = DiagnosisFile(  # the runner's analysis reads only the [diagnosis] settings
         suite=build_suite(spec.source, spec.text, {"model": {"train": {"preset": "(table)"}}, "data": {"label": "(table)"}}),
         population=PopulationSpec(interventions=spec.interventions), markers=(),
@@ -554,13 +569,18 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
 
 def check_table_diagnosis(spec: TableDiagnosis) -> list[str]:
     """Read the table and resolve the question (every named column checked); one line each."""
+    return checked_table_question(spec)[2]
+
+
+def checked_table_question(spec: TableDiagnosis) -> tuple[Any, list[str], list[str]]:
+    """:func:`check_table_diagnosis`'s checks: the resolved question, the markers, the lines."""
     from .options import analysis_kwargs
 
     full = read_marker_table(spec.table)
     frame = _select_rows(spec, full)
-    s, markers = _settings(spec, to_columns(frame))
+    s, markers = _question(spec, frame)[3:]
     n = len(frame)
-    return [f"{spec.source}: table diagnosis is valid",
+    return s, list(markers), [f"{spec.source}: table diagnosis is valid",
             f"  table: {spec.table} ({n} of {len(full)} rows"
             + (f" where {spec.where})" if spec.where else ")"),
             f"  markers: {', '.join(markers)}; knobs: {list(s.knobs)}",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from ..util.constraints import Finite, Ge, Validated
+from ..util.constraints import SEED, Finite, Ge, Validated
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,4 +34,4 @@ class ManifoldConfig(Validated):
     max_points: Annotated[int | None, Ge(2)] = 50
     n_t: Annotated[int, Ge(2)] = 200
     kappa: Annotated[float, Finite()] = 0.0
-    seed: int = 0
+    seed: Annotated[int, SEED] = 0

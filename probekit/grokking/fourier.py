@@ -15,6 +15,7 @@ from jaxtyping import Float, Int
 
 from ..errors import ConfigError, DataError, NonFiniteError
 from ..shapes import shape_checked
+from ..util.list_option import check_top_k
 
 __all__ = ["fourier_basis", "frequency_power", "key_frequencies", "key_frequency_share"]
 
@@ -49,11 +50,22 @@ def frequency_power(
     return np.concatenate([sq[:1], sq[1::2] + sq[2::2]])
 
 
+def check_key_count(k: int, n_freq: int) -> int:
+    """The one rule on a number of key frequencies: ``1 <= k <= n_freq`` (the non-constant ones).
+
+    ``n_freq = (p - 1) // 2`` for residues mod ``p``. Checked where ``p`` is first known (a
+    claim's or marker's keys, when the file loads) and by :func:`key_frequencies`.
+
+    Raises:
+        ConfigError: ``k=0: choose 1 <= k <= 26 (the non-constant frequencies)``.
+    """
+    return check_top_k(k, n_freq, what="the non-constant frequencies")
+
+
 @shape_checked
 def key_frequencies(power: Float[np.ndarray, " freq"], k: int) -> Int[np.ndarray, " k"]:
     """The ``k`` non-constant frequencies of largest ``power`` (``(freq,)``), strongest first."""
-    if not 1 <= k < power.shape[0]:
-        raise ConfigError(f"k={k}: choose 1 <= k <= {power.shape[0] - 1} (the non-constant frequencies)")
+    check_key_count(k, power.shape[0] - 1)
     order = np.argsort(-power[1:], kind="stable") + 1
     return order[:k]
 

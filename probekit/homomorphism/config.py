@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from ..stats.limits import MAX_RESAMPLES
-from ..util.constraints import Between, Ge, Le, NonEmpty, Validated
+from ..util.constraints import SEED, Between, Ge, Le, NonEmpty, Validated
 
 Family = Literal["affine", "bilinear", "mlp"]
 Solver = Literal["adam", "closed_form_ridge"]
@@ -61,9 +61,9 @@ class HEConfig(Validated):
     parts: Parts = "same_pass"
     train_fraction: Annotated[float, Between(0, 1)] = 0.8
     shuffle: bool = False
-    seed: int = 0
+    seed: Annotated[int, SEED] = 0
     site: str = "resid_post"
-    layer: int = -1
+    layer: Annotated[int, Ge(-1, hint="a block index, -1 = the last block")] = -1
     pooling: Pooling = "mean"
     split: str = "train"
     max_examples: Annotated[int | None, Ge(1)] = None

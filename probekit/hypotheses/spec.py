@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from ..suites.registry import RESERVED_SECTIONS
-from ..suites.spec import Suite, SuiteError, build_suite, build_table, location, read_toml
+from ..suites.spec import (
+    Suite,
+    SuiteError,
+    build_suite,
+    build_table,
+    check_split_keys,
+    location,
+    read_toml,
+)
 from ..util.config import close_match_hint
 from ..util.constraints import keys_of
 from .plugins import PLUGINS_SECTION, load_plugins, parse_plugins
@@ -187,4 +195,7 @@ def load_hypotheses(path: str | Path) -> HypothesisFile:
     load_plugins(plugins, path, text)  # the kinds of the user's modules, before the claims
     claims = tuple(_claim(t, i, path, text) for i, t in enumerate(tables))
     suite_raw = {k: v for k, v in raw.items() if k != PLUGINS_SECTION}
-    return HypothesisFile(suite=build_suite(path, text, suite_raw), claims=claims, plugins=plugins)
+    suite = build_suite(path, text, suite_raw)
+    for i, claim in enumerate(claims):  # the run's split rule, before any model loads
+        check_split_keys(claim.spec, suite.data, lambda key, i=i: location(path, text, "claim", key, i))
+    return HypothesisFile(suite=suite, claims=claims, plugins=plugins)

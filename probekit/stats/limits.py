@@ -20,8 +20,14 @@ bootstrap (``n_bootstrap``, ``n_resamples``, wild cluster draws) by ``MAX_RESAMP
 
 Used by :mod:`probekit.stats.permutation`, :mod:`probekit.stats.bootstrap`, the suites'
 ``[stats]`` (also the ``[stats]`` of hypothesis files) and the diagnosis files' ``[diagnosis]``.
+
+``MIN_RESAMPLES``: the fewest bootstrap resamples of a percentile interval probekit reports
+(1000 for a 95% interval, Efron & Tibshirani 1993, ch. 19): the suites' ``[stats]`` and the
+diagnosis' ``[diagnosis] n_bootstrap`` (the marker analysis' wild cluster bootstrap and the
+mediation's intervals) refuse fewer when the file loads.
 """
 
+MIN_RESAMPLES = 1000
 MAX_PERMUTATIONS = 100_000
 MAX_RESAMPLES = 100_000
 MAX_SIMULATIONS = 10_000

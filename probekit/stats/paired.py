@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
@@ -46,8 +47,10 @@ def paired_ttest(
     ``mean(d)`` matching ``alternative``.
     """
     a, b = _paired(a, b)
-    res = stats.ttest_rel(a, b, alternative=alternative)
     d = a - b
+    if np.all(d == d[0]):
+        return _constant_differences(d, alternative, confidence_level)
+    res = stats.ttest_rel(a, b, alternative=alternative)
     sd = d.std(ddof=1)
     dz = float(d.mean() / sd) if sd > 0 else float(np.sign(d.mean()) * np.inf)
     ci = res.confidence_interval(confidence_level)
@@ -63,6 +66,32 @@ def paired_ttest(
         ci_high=float(ci.high),
         confidence_level=confidence_level,
     )
+
+
+def _constant_differences(d: np.ndarray, alternative: Alternative,
+                          confidence_level: float) -> StatTestResult:
+    """The paired t-test's result when every difference equals ``c = d[0]`` (zero variance).
+
+    ``t = mean / (0 / sqrt(n))`` is 0/0 for ``c = 0`` and infinite otherwise, where scipy returns
+    NaN or an infinite t. The result is flagged ``degenerate`` and states its convention: for
+    ``c = 0`` (identical samples) no difference is evidenced, t = 0 and p = 1; for ``c != 0`` the
+    difference is exact, t = +-inf and p is 0 on ``c``'s side (1 on the other). The interval is
+    the point ``[c, c]`` and ``d_z`` is 0 or +-inf.
+    """
+    c, n = float(d[0]), int(d.size)
+    if c == 0.0:
+        t, p, dz = 0.0, 1.0, 0.0
+        why = (f"all {n} paired differences are zero (identical samples): the t statistic is "
+               "0/0; reported as t = 0, p = 1 (no difference to test)")
+    else:
+        t = dz = math.copysign(math.inf, c)
+        side = {"two-sided": True, "greater": c > 0, "less": c < 0}[alternative]
+        p = 0.0 if side else 1.0
+        why = (f"all {n} paired differences equal {c:g} (zero variance): the t statistic is "
+               f"infinite; reported as t = {t}, p = {p:g}")
+    return StatTestResult(statistic=t, p_value=p, n=n, method="paired t-test",
+                          alternative=alternative, effect_size=dz, effect_size_name="cohen_dz",
+                          ci_low=c, ci_high=c, confidence_level=confidence_level, degenerate=why)
 
 
 def wilcoxon_signed_rank(

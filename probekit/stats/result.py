@@ -41,6 +41,9 @@ class StatTestResult(NotebookMixin):
         ci_low, ci_high: confidence interval for the effect / statistic (NaN if none).
         confidence_level: level of that interval.
         null_distribution: permutation null (permutation tests only).
+        degenerate: why the test's model does not hold for these data (e.g. every paired
+            difference is zero), ``""`` when it does; the result's numbers are then a stated
+            convention, shown beside the verdict, never a silent NaN.
     """
 
     statistic: float
@@ -54,6 +57,7 @@ class StatTestResult(NotebookMixin):
     ci_high: float = math.nan
     confidence_level: float = 0.95
     null_distribution: np.ndarray | None = field(default=None, repr=False, compare=False)
+    degenerate: str = ""
 
     def reject(self, alpha: float = 0.05) -> bool:
         """True when ``p_value <= alpha`` (reject H0 at level alpha)."""
@@ -68,9 +72,10 @@ class StatTestResult(NotebookMixin):
             if self.effect_size_name and not math.isnan(self.effect_size)
             else ""
         )
+        flag = f" [degenerate: {self.degenerate}]" if self.degenerate else ""
         return (
             f"{self.method}: statistic={self.statistic:.4g}, p={self.p_value:.3g}{eff} "
-            f"(n={self.n}, {self.alternative}) -> {word} at {alpha:g}"
+            f"(n={self.n}, {self.alternative}) -> {word} at {alpha:g}{flag}"
         )
 
     def to_records(self) -> list[dict[str, Any]]:
@@ -80,7 +85,7 @@ class StatTestResult(NotebookMixin):
             "p_value": float(self.p_value), "n": int(self.n), "alternative": self.alternative,
             "effect_size": float(self.effect_size), "effect_size_name": self.effect_size_name,
             "ci_low": float(self.ci_low), "ci_high": float(self.ci_high),
-            "confidence_level": float(self.confidence_level),
+            "confidence_level": float(self.confidence_level), "degenerate": self.degenerate,
         }]
 
     def _blocks(self) -> tuple[Block, ...]:

@@ -201,6 +201,69 @@ def _layer_refs(spec: Any) -> list[tuple[str, int]]:
     return out
 
 
+def data_task(suite: Suite) -> Any:
+    """The task named in [data], else the model's training task.
+
+    That is ``[model.train]``'s, or the task a probekit checkpoint records in its config.json.
+    """
+    from ..models.checkpoint import read_checkpoint_meta
+    from ..testbeds import get_task, task_from_dict
+    from .model import training_task
+
+    if suite.data.task is not None:
+        return get_task(suite.data.task, **suite.data.task_options)
+    if suite.model.train is not None:
+        return training_task(suite.model.train)
+    extra = read_checkpoint_meta(suite.resolve(suite.model.checkpoint))["extra"]
+    if "task" not in extra:
+        raise SuiteError(
+            f"{suite.source}: [data] names no task or file and checkpoint "
+            f"{suite.model.checkpoint} records no training task; add [data] task = \"...\""
+        )
+    return task_from_dict(extra["task"], {**extra["task_config"], **suite.data.task_options})
+
+
+def check_task_vocab(suite: Suite, limits: dict[str, int] | None = None) -> None:
+    """A testbed task's vocabulary fits the model's embedding (``d_vocab``).
+
+    The examples of a ``[data] task`` (or of the checkpoint's own task with ``task_options``,
+    e.g. a larger ``p``) hold token ids up to the task's vocabulary size; the run would refuse
+    the first id beyond the model's ``d_vocab`` only when it captures, after the model loaded.
+    Checked from ``config.json`` and the task's definition; a JSONL file's ids are checked row
+    by row instead (:func:`probekit.inputs.check_vocab`).
+
+    Raises:
+        SuiteError: ``FILE: [data] task 'modular_addition' {'p': 113}: 115 tokens, but the
+            model's vocabulary has 55 (ids 0..54) ...``.
+    """
+    limits = model_config_limits(suite) if limits is None else limits
+    data = suite.data
+    if "d_vocab" not in limits or (data.task is None and (data.file is not None
+                                                          or not data.task_options)):
+        return  # a file, or the checkpoint's own task unchanged: its vocabulary is the model's
+    check_vocab_fits(data_task(suite), data, limits["d_vocab"], str(suite.source))
+
+
+def check_vocab_fits(task: Any, data: Any, d_vocab: int, where: str, *,
+                     model: str = "the model") -> None:
+    """The rule of :func:`check_task_vocab`: ``task``'s vocabulary within ``d_vocab`` ids.
+
+    Shared by the suites and claim files and the diagnosis (``[data] task`` on checkpoints).
+
+    Raises:
+        SuiteError: ``WHERE: [data] task 'modular_addition': 115 tokens, but the model's
+            vocabulary has 55 (ids 0..54); ...``.
+    """
+    vocab = getattr(task, "vocab", None)
+    size = len(vocab) if vocab is not None else None
+    if size is not None and size > d_vocab:
+        name = repr(data.task) if data.task else "(the checkpoint's task)"
+        options = f" with {dict(data.task_options)}" if data.task_options else ""
+        raise SuiteError(f"{where}: [data] task {name}{options}: {size} tokens, but the vocabulary "
+                         f"of {model} has {d_vocab} (ids 0..{d_vocab - 1}); use the task the "
+                         "model was trained on (its options) or a model with a larger vocabulary")
+
+
 def check_suite_model(
     suite: Suite, rows: list[JsonlRow] | None, *, claims: Sequence[tuple[str, Any]] = (),
 ) -> list[str]:
@@ -234,6 +297,7 @@ def check_suite_model(
                         f"({suite.model.checkpoint or suite.model.name}) has {n_layers} layers "
                         f"(0..{n_layers - 1})"
                     )
+    check_task_vocab(suite, limits)
     warnings: list[str] = []
     if rows is None:
         return warnings

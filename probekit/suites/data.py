@@ -15,7 +15,7 @@ import numpy as np
 from ..inputs import tokenize_text
 from ..models.protocol import HookedModel
 from .check import check_suite_data
-from .model import training_task
+from .check import data_task as _data_task
 from .spec import Suite, SuiteError
 
 __all__ = ["Examples", "build_examples", "leaked_rows", "warn_leakage"]
@@ -96,27 +96,6 @@ class Examples:
         clean_idx = np.array([s[clean] for s in by_pair.values()], dtype=np.int64)
         corrupt_idx = np.array([s[corrupt] for s in by_pair.values()], dtype=np.int64)
         return clean_idx, corrupt_idx
-
-
-def _data_task(suite: Suite) -> Any:
-    """The task named in [data], else the model's training task.
-
-    That is ``[model.train]``'s, or the task a probekit checkpoint records in its config.json.
-    """
-    from ..models.checkpoint import read_checkpoint_meta
-    from ..testbeds import get_task, task_from_dict
-
-    if suite.data.task is not None:
-        return get_task(suite.data.task, **suite.data.task_options)
-    if suite.model.train is not None:
-        return training_task(suite.model.train)
-    extra = read_checkpoint_meta(suite.resolve(suite.model.checkpoint))["extra"]
-    if "task" not in extra:
-        raise SuiteError(
-            f"{suite.source}: [data] names no task or file and checkpoint "
-            f"{suite.model.checkpoint} records no training task; add [data] task = \"...\""
-        )
-    return task_from_dict(extra["task"], {**extra["task_config"], **suite.data.task_options})
 
 
 def _subsample(n: int, cap: int | None, rng: np.random.Generator) -> np.ndarray:

@@ -35,6 +35,8 @@ _METHOD_WORDS = {"both": "activation and attribution"}  # how the report names -
 
 def _spec(args: argparse.Namespace) -> Any:
     from ..errors import ConfigError as CliError
+    from ..util.constraints import ConstraintError
+    from ..util.list_option import check_list_option
     from .analyses.patching import PatchingSpec
 
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
@@ -47,6 +49,9 @@ def _spec(args: argparse.Namespace) -> Any:
 
     layers = int_list("--layers", args.layers, "block indices like 0,1,2")
     edge_ks = int_list("--edge-ks", args.edge_ks, "circuit sizes like 10,100,1000")
+    check_list_option("--layers", layers, low=0, what="block index")
+    check_list_option("--edge-ks", edge_ks, low=1, what="circuit size")
+    check_list_option("--kinds", kinds, what="kind")
     try:
         return PatchingSpec(kinds=kinds, method=args.method, metric=args.metric,
                             direction=args.direction, answer_column=args.answer_column,
@@ -54,6 +59,8 @@ def _spec(args: argparse.Namespace) -> Any:
                             layers=layers, window=args.window, head_grid=args.head_grid,
                             edges=args.edges, edge_ks=edge_ks, edge_top=args.edge_top,
                             batch_size=args.batch_size, answer_tokens=args.answer_tokens)
+    except ConstraintError as err:  # a declared rule: name the option as it was typed
+        raise CliError(f"--{err.key.replace('_', '-')} {err.value!r}: must be {err.rule}") from None
     except ValueError as err:
         raise CliError(f"--kinds/--window/--edge-ks/--batch-size: {err}") from None
 
@@ -134,6 +141,22 @@ def _prompt_at(row: Any) -> str:
     return row.at("tokens" if "tokens" in row.data else "text")
 
 
+def _check_blocks(spec: Any, limits: dict[str, int]) -> None:
+    """``--layers`` and ``--window`` against the model's blocks (``config.json``), before it loads.
+
+    The rules :func:`probekit.circuits.patch_grid.prepare_grid` applies once the model is loaded.
+    """
+    if "n_layers" not in limits:
+        return
+    from ..circuits.patch_grid import check_window
+    from ..util.list_option import check_list_option
+
+    n = limits["n_layers"]
+    check_list_option("--layers", list(spec.layers), low=0, high=n, what="block index",
+                      note=f"the model has {n} blocks")
+    check_window(spec.window, n)
+
+
 def _run(args: argparse.Namespace) -> int:
     import time
     from datetime import UTC, datetime
@@ -149,7 +172,9 @@ def _run(args: argparse.Namespace) -> int:
     clean_rows, corrupt_rows = _pairs(rows, spec)
     ids = {id(r): token_ids(r) for r in rows if "tokens" in r.data}
     known = [r for r in rows if id(r) in ids]
-    _check_limits(known, [ids[id(r)] for r in known], peek_model_limits(args.model))
+    limits = peek_model_limits(args.model)
+    _check_limits(known, [ids[id(r)] for r in known], limits)
+    _check_blocks(spec, limits)
     if all(id(r) in ids for r in rows):
         _check_lengths(clean_rows, [ids[id(r)] for r in clean_rows], corrupt_rows,
                        [ids[id(r)] for r in corrupt_rows])

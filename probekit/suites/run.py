@@ -13,7 +13,7 @@ from ..models.protocol import HookedModel
 from ..progress import progress_settings
 from ..report.blocks import Block, Column, Table, Text, strict_json
 from ..report.notebook import NotebookMixin
-from .check import check_suite_data
+from .check import check_suite_data, check_task_vocab
 from .context import AnalysisContext
 from .registry import analysis_for_spec
 from .result import AnalysisResult, Hypothesis
@@ -121,6 +121,7 @@ def run_suite(
     start = time.perf_counter()
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     check_suite_data(suite)  # FILE:LINE errors before the model loads
+    check_task_vocab(suite)  # the --check rule: a task's vocabulary within the model's
     ctx = AnalysisContext(suite, model=model, progress=progress, executor=executor,
                           cache_dir=cache_dir)
     tasks = [AnalysisTask(spec=spec, context=ctx) for spec in suite.analyses]

@@ -15,12 +15,24 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ..errors import ConfigError, DataError, KeyedValueError
+from ..stats.limits import MAX_PERMUTATIONS, MAX_RESAMPLES, MIN_RESAMPLES
 from ..textfile import read_text
 from ..util.config import close_match_hint
-from ..util.constraints import ConstraintError, keys_of
+from ..util.constraints import (
+    SEED,
+    Between,
+    ConstraintError,
+    Distinct,
+    Each,
+    Ge,
+    Le,
+    NonEmpty,
+    Validated,
+    keys_of,
+)
 
 
 class SuiteError(ConfigError):
@@ -28,12 +40,12 @@ class SuiteError(ConfigError):
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainSpec:
+class TrainSpec(Validated):
     """Train a testbed model when no checkpoint exists yet (deterministic for ``seed``)."""
 
-    preset: str
-    steps: int | None = None
-    seed: int = 0
+    preset: Annotated[str, NonEmpty(hint="a training preset, e.g. \"modular_addition\"")]
+    steps: Annotated[int | None, Ge(1)] = None
+    seed: Annotated[int, SEED] = 0
     task_options: dict[str, Any] = field(default_factory=dict)
     model_options: dict[str, Any] = field(default_factory=dict)
 
@@ -48,8 +60,12 @@ class ModelSpec:
     compatibility_mode: bool = False
 
 
+_COLUMN = NonEmpty(hint="a column name")
+_SPLIT = NonEmpty(hint="a split name")
+
+
 @dataclass(frozen=True, kw_only=True)
-class DataSpec:
+class DataSpec(Validated):
     """Examples and labels: a testbed ``task`` or a JSONL ``file`` (``text``/``tokens`` + columns).
 
     ``train_split``/``test_split`` are the probe's ID splits; if equal, ``holdout_fraction`` of
@@ -59,26 +75,27 @@ class DataSpec:
     is an error naming ``FILE:LINE`` unless ``drop_missing_labels`` drops such rows.
     """
 
-    label: str
+    label: Annotated[str, _COLUMN]
     task: str | None = None
     task_options: dict[str, Any] = field(default_factory=dict)
     file: str | None = None
-    split_column: str = "split"
-    train_split: str = "train"
-    test_split: str = "test_id"
-    ood_splits: tuple[str, ...] = ()
-    holdout_fraction: float = 0.3
-    max_per_split: int | None = 2000
+    split_column: Annotated[str, _COLUMN] = "split"
+    train_split: Annotated[str, _SPLIT] = "train"
+    test_split: Annotated[str, _SPLIT] = "test_id"
+    ood_splits: Annotated[tuple[str, ...], Each(_SPLIT), Distinct()] = ()
+    holdout_fraction: Annotated[float, Between(0, 1)] = 0.3
+    max_per_split: Annotated[int | None, Ge(1, hint="or unset for every example")] = 2000
     prompt_only: bool = True
     prepend_bos: bool | None = None  # None: each model's own default (its tokenizer's habit)
-    control_column: str | None = None
-    answer_column: str | None = None
-    max_new_tokens: int = 8
+    control_column: Annotated[str | None, _COLUMN] = None
+    answer_column: Annotated[str | None, _COLUMN] = None
+    max_new_tokens: Annotated[int, Ge(1)] = 8
     drop_missing_labels: bool = False
-    seed: int = 0
+    seed: Annotated[int, SEED] = 0
 
     def __post_init__(self) -> None:
-        """Refuse an OOD split that is an ID split (it would be scored as out-of-distribution)."""
+        """The keys' declared rules; an OOD split that is an ID split (scored as OOD) is refused."""
+        super().__post_init__()
         same = [s for s in self.ood_splits if s in (self.train_split, self.test_split)]
         if same:
             role = "train_split" if same[0] == self.train_split else "test_split"
@@ -90,56 +107,44 @@ class DataSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CaptureSpec:
+class CaptureSpec(Validated):
     """``sites``: ``["all"]`` (every block of ``kind``) or names like ``"resid_post@3"``.
 
     ``positions``: ``"last"``, ``"all"``, or ``"column:NAME"`` (token index from a column).
     """
 
-    sites: tuple[str, ...] = ("all",)
+    sites: Annotated[tuple[str, ...], NonEmpty(hint='["all"] or names like "resid_post@3"')] = ("all",)
     kind: str = "resid_post"
     include_embed: bool = False
     positions: str = "last"
-    batch_size: int = 64
+    batch_size: Annotated[int, Ge(1)] = 64
     padding_side: Literal["left", "right"] = "right"
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
 
 
 @dataclass(frozen=True, kw_only=True)
-class StatsSpec:
-    """``[stats]``: permutation and bootstrap sizes, CI level, alpha, multiplicity correction."""
+class StatsSpec(Validated):
+    """``[stats]``: permutation and bootstrap sizes, CI level, alpha, multiplicity correction.
 
-    n_permutations: int = 200
-    n_bootstrap: int = 1000
-    confidence_level: float = 0.95
-    alpha: float = 0.05
+    Every key's rule is declared (checked when the file loads, before any model loads): sizes
+    the statistics can use (percentile intervals need >= 1000 resamples, Efron & Tibshirani
+    1993, ch. 19; the bounds of :mod:`probekit.stats.limits`), levels in (0, 1) and a seed
+    numpy's and torch's generators take.
+    """
+
+    n_permutations: Annotated[int, Ge(1), Le(MAX_PERMUTATIONS, hint="p resolved to 1e-5; more "
+                                                                  "only costs time")] = 200
+    n_bootstrap: Annotated[int, Ge(MIN_RESAMPLES, hint="percentile intervals need >= 1000 resamples"),
+                           Le(MAX_RESAMPLES, hint="more only costs time")] = 1000
+    confidence_level: Annotated[float, Between(0, 1)] = 0.95
+    alpha: Annotated[float, Between(0, 1)] = 0.05
     correction: Literal["holm", "bh"] = "holm"
     permutation_sites: Literal["all", "best"] = "all"  # "best": only the CV-selected site
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        """Refuse sizes the statistics cannot use, before any model loads."""
-        from ..stats.limits import MAX_PERMUTATIONS, MAX_RESAMPLES
-
-        if self.n_permutations < 1:
-            raise KeyedValueError("n_permutations", f"n_permutations = {self.n_permutations}: must be >= 1")
-        if self.n_permutations > MAX_PERMUTATIONS:
-            raise KeyedValueError("n_permutations", f"n_permutations = {self.n_permutations}: must be <= "
-                             f"{MAX_PERMUTATIONS} (p resolved to 1e-5; more only costs time)")
-        if self.n_bootstrap < 1000:
-            raise KeyedValueError("n_bootstrap",
-                f"n_bootstrap = {self.n_bootstrap}: percentile intervals need >= 1000 resamples"
-            )
-        if self.n_bootstrap > MAX_RESAMPLES:
-            raise KeyedValueError("n_bootstrap", f"n_bootstrap = {self.n_bootstrap}: must be <= {MAX_RESAMPLES} "
-                             "(more only costs time)")
-        for name in ("confidence_level", "alpha"):
-            if not 0.0 < getattr(self, name) < 1.0:
-                raise KeyedValueError(name, f"{name} = {getattr(self, name)}: must be in (0, 1)")
+    seed: Annotated[int, SEED] = 0
 
 
 @dataclass(frozen=True, kw_only=True)
-class ExecutionSpec:
+class ExecutionSpec(Validated):
     """``[execution]``: which executor runs the suite's independent tasks, with its options.
 
     ``executor``: a registered executor name (:func:`probekit.executor.available_executors`:
@@ -155,16 +160,13 @@ class ExecutionSpec:
 
     executor: str = "inprocess"
     options: dict[str, Any] = field(default_factory=dict)
-    capture_examples_per_shard: int = 256
+    capture_examples_per_shard: Annotated[int, Ge(1)] = 256
 
     def __post_init__(self) -> None:
         """Refuse an unknown executor, options its backend refuses, a shard size < 1."""
         from ..executor import available_executors, executor_options
 
-        if self.capture_examples_per_shard < 1:
-            raise KeyedValueError("capture_examples_per_shard",
-                f"capture_examples_per_shard = {self.capture_examples_per_shard}: must be >= 1"
-            )
+        super().__post_init__()
         if self.executor not in available_executors():
             raise KeyedValueError("executor",
                 f"executor = {self.executor!r}: must be one of {available_executors()}"
@@ -395,7 +397,8 @@ def _build(
     try:
         return cls(**kwargs)
     except ConstraintError as err:  # a declared rule (probekit.util.constraints), at its key's line
-        raise SuiteError(f"{_where(path, text, section, err.key, index)} = {err.value!r}: must be "
+        shown = table.get(err.key, err.value)  # as written in the file (a list, not a tuple)
+        raise SuiteError(f"{_where(path, text, section, err.key, index)} = {shown!r}: must be "
                          f"{err.rule}") from None
     except KeyedValueError as err:  # a __post_init__ check naming its key: at that key's line
         key = err.key if err.key in kwargs else None
@@ -441,10 +444,54 @@ def load_suite(path: str | Path) -> Suite:
             + ", ".join(f"[[{name}]]" for name in analyses)
         )
     specs: list[Any] = []
-    for name, i in _sections_in_order(text, raw, analyses):
+    order = _sections_in_order(text, raw, analyses)
+    for name, i in order:
         tables = raw[name] if isinstance(raw[name], list) else [raw[name]]
         specs.append(_build(analyses[name].spec, tables[i], path, text, name, index=i))
-    return build_suite(path, text, raw, analyses=tuple(specs))
+    suite = build_suite(path, text, raw, analyses=tuple(specs))
+    for spec, (name, i) in zip(specs, order, strict=True):
+        check_split_keys(spec, suite.data,
+                         lambda key, name=name, i=i: _where(path, text, name, key, i))
+    return suite
+
+
+def split_names(data: DataSpec) -> tuple[str, ...]:
+    """The splits of the examples an analysis or claim reads (:meth:`.data.Examples.split`).
+
+    ``train`` and ``test`` (the probe's ID splits, whatever ``[data]`` calls them) and each
+    ``ood_splits`` entry, bare or as ``ood:NAME``: known when the file loads.
+    """
+    return ("train", "test", *data.ood_splits, *(f"ood:{n}" for n in data.ood_splits))
+
+
+def check_split_keys(spec: Any, data: DataSpec, where: Any) -> None:
+    """Every split-naming key of an analysis or claim spec names a split of the examples.
+
+    The keys ``split`` and ``*_split`` holding a string (``"all"`` and ``""`` mean every row /
+    none where a spec allows them; ``Literal`` keys such as ``group_split`` choose a method).
+    The run would refuse the name only when the examples are built, after the model loaded.
+    ``where(key)``: the ``FILE:LINE: [section] key`` of the key.
+
+    Raises:
+        SuiteError: ``FILE:LINE: [claim] split = 'tset': not a split of the examples; the
+            splits are [...]``.
+    """
+    if not dataclasses.is_dataclass(spec):
+        return
+    hints = typing.get_type_hints(type(spec))
+    names = split_names(data)
+    for f in dataclasses.fields(spec):
+        if not (f.init and (f.name == "split" or f.name.endswith("_split"))):
+            continue
+        value = getattr(spec, f.name)
+        if typing.get_origin(hints.get(f.name)) is Literal or not isinstance(value, str):
+            continue
+        if value in ("", "all") or value in names:
+            continue
+        hint = close_match_hint(value, names)
+        raise SuiteError(f"{where(f.name)} = {value!r}: not a split of the examples{hint}; the "
+                         f"splits are {list(names)} (train and test are [data] train_split and "
+                         "test_split; add other names to [data] ood_splits)")
 
 
 def build_suite(
@@ -485,8 +532,6 @@ def build_suite(
             f"{_where(path, text, 'data')}: give task or file (a checkpoint or [model.train] "
             "suite may omit both: it then probes the model's training task)"
         )
-    if not 0.0 < data.holdout_fraction < 1.0:
-        raise SuiteError(f"{_where(path, text, 'data', 'holdout_fraction')}: must be in (0, 1)")
     suite = Suite(
         name=str(meta.get("name", path.stem)),
         description=str(meta.get("description", "")),

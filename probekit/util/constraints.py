@@ -49,6 +49,7 @@ __all__ = [
     "Between",
     "Constraint",
     "ConstraintError",
+    "Distinct",
     "Each",
     "Finite",
     "Ge",
@@ -228,6 +229,22 @@ class NonEmpty(Constraint):
     def text(self) -> str:
         """``"non-empty"``."""
         return "non-empty"
+
+
+@dataclass(frozen=True)
+class Distinct(Constraint):
+    """A tuple whose values are each given once (:func:`probekit.util.list_option.repeated`)."""
+
+    def ok(self, value: Any) -> bool:
+        """No value repeats."""
+        from .list_option import repeated
+
+        return not repeated(value)
+
+    @property
+    def text(self) -> str:
+        """``"distinct (each value once)"``."""
+        return "distinct (each value once)"
 
 
 @dataclass(frozen=True)

@@ -62,3 +62,19 @@ def test_an_unknown_keyword_names_the_closest_option(model):
 def test_attribution_refuses_a_window(model):
     with pytest.raises(ConfigError, match="window = 2: attribution patching estimates single-block"):
         attribution_patching(model, CLEAN, CORRUPT, METRIC, PatchOptions(window=2))
+
+
+def test_layers_and_window_follow_the_list_option_rule(model):
+    """A block twice is refused (not patched twice); a window beyond the model is refused, not
+    clipped; a window of every block is the longest accepted."""
+    from probekit.circuits.patch_grid import check_window, prepare_grid
+
+    with pytest.raises(ConfigError, match=r"layers \[0, 0\]: block index 0 is given twice"):
+        PatchOptions(layers=(0, 0))
+    n = int(model.cfg.n_layers)
+    with pytest.raises(ConfigError, match=rf"window = {n + 1} exceeds the model's {n} block\(s\)"):
+        prepare_grid(model, CLEAN, CORRUPT, PatchOptions(window=n + 1))
+    assert prepare_grid(model, CLEAN, CORRUPT, PatchOptions(window=n)).window == n
+    assert check_window(1, 1) == 1
+    with pytest.raises(ConfigError, match="give window in 1..1"):
+        check_window(100, 1)

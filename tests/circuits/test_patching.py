@@ -120,7 +120,7 @@ def test_bad_inputs(gqa):
         activation_patching(model, clean, corrupt, metric, kind="resid_pots")
     with pytest.raises(ConfigError, match="by=\\['layer', 'head'\\] does not fit kind 'resid_pre'"):
         activation_patching(model, clean, corrupt, metric, kind="resid_pre", by=("layer", "head"))
-    with pytest.raises(ConfigError, match="layers \\[7\\] out of range; the model has 3 layers"):
+    with pytest.raises(ConfigError, match=r"layers \[7\]: block index 7 is outside 0..2 \(the model has 3 blocks\)"):
         activation_patching(model, clean, corrupt, metric, layers=[7])
     with pytest.raises(DataError, match="answer holds a token id outside 0..12"):
         activation_patching(model, clean, corrupt, partial(answer_logprob, answer=torch.tensor([2, 99])))

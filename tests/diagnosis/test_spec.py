@@ -58,7 +58,7 @@ def _line(path: Path, needle: str) -> int:
      "give series or every, not both", "every"),
     ('preset = "modular_addition"\ngrid = { seed = [0, 0, 1] }', WEIGHT_NORM,
      'outcome = "id_accuracy"', "repeats a value", None),
-    (GRID, WEIGHT_NORM, 'outcome = "id_accuracy"\nn_bootstrap = 0', "n_bootstrap must be >= 1", None),
+    (GRID, WEIGHT_NORM, 'outcome = "id_accuracy"\nn_bootstrap = 0', "n_bootstrap = 0: must be >= 1000", None),
     (GRID, WEIGHT_NORM, 'outcom = "id_accuracy"', r"\[diagnosis\] outcom: unknown key", "outcom"),
     (GRID, WEIGHT_NORM + '\nreference = { seed = 0 }', 'outcome = "id_accuracy"',
      r"\[marker\] reference: a reference checkpoint is read by \['representational_similarity'\] "

@@ -139,3 +139,34 @@ def test_spearman_ci_bonett_wright_exact_and_coverage():
         res = spearman(x, y)
         hits += res.ci_low <= truth <= res.ci_high
     assert 0.925 <= hits / REPS <= 0.975
+
+
+def test_paired_ttest_on_identical_samples_is_flagged_not_nan():
+    """Zero differences: t = 0/0 in scipy (NaN); here t = 0, p = 1, flagged degenerate."""
+    a = np.linspace(0.1, 0.9, 12)
+    res = paired_ttest(a, a.copy())
+    assert (res.statistic, res.p_value, res.effect_size, res.ci_low, res.ci_high) == (0, 1, 0, 0, 0)
+    assert res.n == 12 and not res.reject(0.05)
+    assert "all 12 paired differences are zero" in res.degenerate
+    assert "[degenerate: all 12 paired differences are zero" in res.verdict()
+    assert res.to_records()[0]["degenerate"] == res.degenerate
+    for alternative in ("greater", "less"):
+        assert paired_ttest(a, a, alternative=alternative).p_value == 1.0
+
+
+def test_paired_ttest_on_a_constant_shift_is_exact_and_flagged():
+    """Every difference equals c: zero variance, t = +-inf; p 0 on c's side, 1 on the other."""
+    a = np.arange(8.0)
+    res = paired_ttest(a + 0.5, a)
+    assert res.statistic == np.inf and res.p_value == 0.0 and (res.ci_low, res.ci_high) == (0.5, 0.5)
+    assert "all 8 paired differences equal 0.5" in res.degenerate
+    assert paired_ttest(a + 0.5, a, alternative="greater").p_value == 0.0
+    assert paired_ttest(a + 0.5, a, alternative="less").p_value == 1.0
+    assert paired_ttest(a - 2.0, a, alternative="less").statistic == -np.inf
+
+
+def test_paired_ttest_with_variance_is_not_flagged():
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=20)
+    res = paired_ttest(a, a + rng.normal(scale=0.1, size=20))
+    assert res.degenerate == "" and np.isfinite(res.p_value)

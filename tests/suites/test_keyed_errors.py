@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from probekit.errors import ConfigError, KeyedValueError
-from probekit.suites.spec import StatsSpec, SuiteError, build_table
+from probekit.suites.spec import DataSpec, StatsSpec, SuiteError, build_table
 from probekit.util.constraints import ConstraintError
 
 TEXT = "[demo]\na = 1\nb = 2\n"
@@ -51,11 +51,17 @@ def test_the_key_not_the_message_places_the_error(tmp_path):
 
 
 def test_a_shipped_check_keeps_its_message_at_its_line(tmp_path):
-    text = "[stats]\nseed = 1\nn_bootstrap = 500\n"
+    text = "[data]\nlabel = \"y\"\nood_splits = [\"train\"]\n"
+    with pytest.raises(SuiteError) as err:
+        build_table(DataSpec, {"label": "y", "ood_splits": ["train"]}, tmp_path / "s.toml", text,
+                    "data")
+    assert str(err.value).startswith(f"{tmp_path / 's.toml'}:3: [data] ood_splits: ood_splits = "
+                                      "['train']: 'train' is also the train_split")
+    text = "[stats]\nseed = 1\nn_bootstrap = 500\n"  # a declared rule: at its line, with its hint
     with pytest.raises(SuiteError) as err:
         build_table(StatsSpec, {"seed": 1, "n_bootstrap": 500}, tmp_path / "s.toml", text, "stats")
-    assert str(err.value) == (f"{tmp_path / 's.toml'}:3: [stats] n_bootstrap: n_bootstrap = 500: "
-                              "percentile intervals need >= 1000 resamples")
+    assert str(err.value) == (f"{tmp_path / 's.toml'}:3: [stats] n_bootstrap = 500: must be >= "
+                              "1000 (percentile intervals need >= 1000 resamples)")
     with pytest.raises(KeyedValueError) as direct:  # the Python API: the same message, its key
         StatsSpec(n_bootstrap=500)
     assert direct.value.key == "n_bootstrap" and isinstance(direct.value, (ConfigError, ValueError))

@@ -131,7 +131,7 @@ def cli_error(capsys, args):
     [
         (rows(), ["--kinds", "resid_pre,attn_zz"], r"'attn_zz' is not a patching kind; choose from \['resid_pre'"),
         (rows(), ["--layers", "0,x"], r"--layers '0,x': expected comma-separated block indices"),
-        (rows(), ["--batch-size", "0"], r"batch_size = 0: must be >= 1"),
+        (rows(), ["--batch-size", "0"], r"--batch-size 0: must be >= 1"),
         (rows(corrupt=[CORRUPT[0], CORRUPT[1], [2, 7, 3]]), [],
          r"pairs.jsonl:6: corrupt prompt has 3 tokens but its clean prompt \(.*pairs.jsonl:5\) has 5"),
         (rows()[:-1], [], r"pairs.jsonl:5: pair_id '2' has no 'corrupt' row"),
@@ -141,9 +141,9 @@ def cli_error(capsys, args):
         ([{**rows()[0], "tokens": [1, 2, 3, 4, 11]}, *rows()[1:]], [], r"pairs.jsonl:1:12: token id 11 is outside"),
         ([{**rows()[0], "answer": "Paris"}, *rows()[1:]], [], r"pairs.jsonl:1:70: answer 'Paris': .*no tokenizer"),
         ([{**rows()[0], "answer": 12}, *rows()[1:]], [], r"pairs.jsonl:1:70: answer token id 12 is outside"),
-        (rows(), ["--layers", "0,5"], r"layers \[5\] out of range; the model has 2 layers"),
+        (rows(), ["--layers", "0,5"], r"layers \[0, 5\]: block index 5 is outside 0..1 \(the model has 2 blocks\)"),
         (rows(), ["--window", "2", "--method", "both"], r"window = 2 needs method = 'activation'"),
-        (rows(), ["--window", "0"], r"window = 0: must be >= 1"),
+        (rows(), ["--window", "0"], r"--window 0: must be >= 1"),
         (rows(), ["--edges", "eap", "--edge-ks", "10,x"], r"--edge-ks '10,x': expected comma-separated"),
     ],
 )

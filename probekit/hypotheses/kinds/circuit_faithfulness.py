@@ -10,15 +10,16 @@ pairs it is evaluated on.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 from ...context import Context
+from ...util.constraints import Distinct, Each, Ge, Validated
 from ..measurement import Measurement
 from ..registry import register_measurement
 
 
 @dataclass(frozen=True, kw_only=True)
-class CircuitFaithfulnessSpec:
+class CircuitFaithfulnessSpec(Validated):
     """Keys of a ``circuit_faithfulness`` claim (data: clean/corrupt rows paired by ``pair_column``).
 
     ``k``: edges kept; ``method``: ``"eap"`` or ``"eap-ig"`` (``steps`` interpolation steps,
@@ -28,15 +29,15 @@ class CircuitFaithfulnessSpec:
     answer (token id, or text whose first token is used).
     """
 
-    k: int
+    k: Annotated[int, Ge(1, hint="edges kept")]
     method: Literal["eap", "eap-ig"] = "eap-ig"
-    steps: int = 5
+    steps: Annotated[int, Ge(1)] = 5
     ablation: Literal["patch", "mean"] = "patch"
-    curve: tuple[int, ...] = ()
+    curve: Annotated[tuple[int, ...], Each(Ge(1)), Distinct()] = ()
     answer_column: str = "answer"
     pair_column: str = "pair_id"
     role_column: str = "role"
-    batch_size: int = 32
+    batch_size: Annotated[int, Ge(1)] = 32
 
 
 @register_measurement("circuit_faithfulness", spec=CircuitFaithfulnessSpec)

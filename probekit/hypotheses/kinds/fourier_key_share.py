@@ -7,15 +7,17 @@ Fourier power (:func:`probekit.grokking.fourier.frequency_power`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 from ...context import Context
+from ...errors import ConfigError, KeyedValueError
+from ...util.constraints import Ge, Validated
 from ..measurement import Measurement
 from ..registry import register_measurement
 
 
 @dataclass(frozen=True, kw_only=True)
-class FourierKeyShareSpec:
+class FourierKeyShareSpec(Validated):
     """Keys of a ``fourier_key_share`` claim.
 
     ``p``: the modulus (residue tokens ``0..p-1``); ``k``: number of key frequencies;
@@ -24,11 +26,21 @@ class FourierKeyShareSpec:
     ``0..p-1`` of ``W_E``, transformed over the token; units = embedding dimensions).
     """
 
-    p: int
-    k: int = 5
+    p: Annotated[int, Ge(3, hint="an odd modulus, e.g. 53")]
+    k: Annotated[int, Ge(1)] = 5
     source: Literal["logits", "embedding"] = "logits"
     split: str = "test"
-    batch_size: int = 512
+    batch_size: Annotated[int, Ge(1)] = 512
+
+    def __post_init__(self) -> None:
+        """The declared rules, then ``k`` within p's non-constant frequencies (the run's rule)."""
+        super().__post_init__()
+        from ...util.list_option import check_top_k
+
+        try:
+            check_top_k(self.k, (self.p - 1) // 2, what="the non-constant frequencies")
+        except ConfigError as err:
+            raise KeyedValueError("k", f"k = {self.k} with p = {self.p}: {err}") from None
 
 
 @register_measurement("fourier_key_share", spec=FourierKeyShareSpec)

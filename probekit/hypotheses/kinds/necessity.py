@@ -45,7 +45,7 @@ class NecessitySpec(Validated):
 
     ``method = "steer"`` steers instead of ablating (activation addition along the substrate,
     :mod:`probekit.hypotheses.necessity`): ``strength`` standard deviations (finite, may be
-    negative; 0 is the identity) along the class-mean difference toward class ``steer_toward``
+    negative; 0, the identity, is refused: it intervenes on nothing) along the class-mean difference toward class ``steer_toward``
     within the probe directions' span (default the last of the sorted label values), or added to
     each of the ``units``; control: random directions with a step of the same norm (random unit
     sets). ``key_frequencies`` and ``modifier_subspace`` cannot be steered. ``strength`` (default
@@ -60,7 +60,7 @@ class NecessitySpec(Validated):
     C: float = 1.0
     units: tuple[int, ...] = ()
     p: int = 0
-    k: int = 5
+    k: Annotated[int, Ge(1, hint="key frequencies or subspace directions")] = 5
     method: Literal["mean", "zero", "resample", "steer"] = "mean"
     answer_column: str = "answer"
     select_split: str = "train"
@@ -84,6 +84,20 @@ class NecessitySpec(Validated):
                 if getattr(self, key) is not None:
                     raise KeyedValueError(key, f"{key} = {getattr(self, key)!r} is read by method \"steer\" only "
                                           f"(method is {self.method!r}); remove it, or set method = \"steer\"")
+        if self.substrate == "key_frequencies" and self.p >= 3:
+            from ...errors import ConfigError, KeyedValueError
+            from ...util.list_option import check_top_k
+
+            try:
+                check_top_k(self.k, (self.p - 1) // 2, what="the non-constant frequencies")
+            except ConfigError as err:
+                raise KeyedValueError("k", f"k = {self.k} with p = {self.p}: {err}") from None
+        if self.method == "steer" and self.strength == 0:
+            from ...errors import KeyedValueError
+
+            raise KeyedValueError("strength", "strength = 0 steers by zero standard deviations (the "
+                                  "identity): the claim would measure no intervention and fail; "
+                                  f"give a nonzero strength (default {DEFAULT_STEER_STRENGTH:g})")
         if self.method == "steer" and self.substrate in ("key_frequencies", "modifier_subspace"):
             from ...errors import ConfigError
 

@@ -30,7 +30,7 @@ class NeuronDeactivationSpec(Validated):
 
     relation: str
     sites: tuple[str, ...]
-    k: int = 50
+    k: Annotated[int, Ge(1)] = 50
     answer_column: str = "answer"
     relation_column: str | None = None
     select_split: str = "train"

@@ -17,18 +17,20 @@ reports, on the rows of ``split`` (the fitted combinations):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 
 from ...context import RunContext
 from ...errors import ConfigError
 from ...sites import site_label
+from ...util.constraints import Between, NonEmpty, Validated
 from ..registry import register_analysis
 from ..result import AnalysisResult
 
 
 @dataclass(frozen=True, kw_only=True)
-class FactorizationSpec:
+class FactorizationSpec(Validated):
     """``[[factorization]]`` keys.
 
     Attributes:
@@ -40,11 +42,11 @@ class FactorizationSpec:
         rtol: relative singular-value threshold of the per-concept rank.
     """
 
-    concept_a: str
-    concept_b: str
-    split: str = "train"
+    concept_a: Annotated[str, NonEmpty(hint="a column name")]
+    concept_b: Annotated[str, NonEmpty(hint="a column name")]
+    split: Annotated[str, NonEmpty(hint="a split name")] = "train"
     heldout_split: str = "test"
-    rtol: float = 1e-3
+    rtol: Annotated[float, Between(0, 1, hint="a relative singular-value threshold")] = 1e-3
 
 
 @register_analysis("factorization", spec=FactorizationSpec)

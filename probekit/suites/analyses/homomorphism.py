@@ -11,11 +11,12 @@ forward passes (:mod:`probekit.homomorphism.separate`) with one operator per mod
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
 from ...context import RunContext
 from ...homomorphism.config import HEConfig
 from ...sites import site_label
+from ...util.constraints import Distinct, NonEmpty
 from ..registry import register_analysis
 from ..result import AnalysisResult
 
@@ -34,7 +35,8 @@ class HomomorphismSpec(HEConfig):
         kinds: ``modifier`` (primitive + adjacent modifier) and/or ``sequence`` (``then``).
     """
 
-    kinds: tuple[Literal["modifier", "sequence"], ...] = ("modifier", "sequence")
+    kinds: Annotated[tuple[Literal["modifier", "sequence"], ...], NonEmpty(), Distinct()] = (
+        "modifier", "sequence")
     max_examples: int | None = field(default=None, init=False)
 
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
 from ...context import RunContext
 from ...neurons.config import DeactivationConfig, Share
+from ...util.constraints import Distinct
 from ..registry import register_analysis
 from ..result import AnalysisResult, Hypothesis
 
@@ -42,7 +43,7 @@ class NeuronsSpec(DeactivationConfig):
 
     object_column: str = "object"
     fraction: Share | None = 0.001
-    kinds: tuple[str, ...] = ()
+    kinds: Annotated[tuple[str, ...], Distinct()] = ()
     response: Literal["mean", "last"] = "mean"
     alpha: float = field(default=0.05, init=False)
     seed: int = field(default=0, init=False)

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ...context import RunContext
 from ...errors import KeyedValueError
+from ...util.constraints import Distinct, Each, Ge, NonEmpty, Validated
 from ..registry import register_analysis
 from ..result import AnalysisResult
 
@@ -32,7 +33,7 @@ AnswerTokens = Literal["single", "first"]  # = probekit.circuits.AnswerTokens (k
 
 
 @dataclass(frozen=True, kw_only=True)
-class PatchingSpec:
+class PatchingSpec(Validated):
     """One ``[[patching]]`` table.
 
     Attributes:
@@ -66,17 +67,19 @@ class PatchingSpec:
     answer_column: str = "answer"
     pair_column: str = "pair_id"
     role_column: str = "role"
-    layers: tuple[int, ...] = ()
-    window: int = 1
+    layers: Annotated[tuple[int, ...], Each(Ge(0, hint="block indices")), Distinct()] = ()
+    window: Annotated[int, Ge(1, hint="1 = one block per cell")] = 1
     head_grid: Literal["layer_head", "layer_pos_head"] = "layer_head"
     edges: Literal["none", "eap", "eap-ig"] = "none"
-    edge_ks: tuple[int, ...] = (10, 100, 1000)
-    edge_top: int = 20
-    batch_size: int = 64
+    edge_ks: Annotated[tuple[int, ...], NonEmpty(hint="circuit sizes, e.g. [10, 100]"), Each(Ge(1, hint="circuit sizes")),
+                       Distinct()] = (10, 100, 1000)
+    edge_top: Annotated[int, Ge(1)] = 20
+    batch_size: Annotated[int, Ge(1)] = 64
     answer_tokens: AnswerTokens = "single"
 
     def __post_init__(self) -> None:
         """Refuse unknown kinds, an empty kind list, bad sizes and a window without exact patching."""
+        super().__post_init__()
         if self.answer_tokens not in ("single", "first"):
             raise KeyedValueError("answer_tokens", f"answer_tokens = {self.answer_tokens!r}: use 'single' (refuse "
                              "multi-token answers) or 'first' (score their first token)")
@@ -84,21 +87,12 @@ class PatchingSpec:
         if bad or not self.kinds:
             what = f"{bad[0]!r} is not a patching kind" if bad else "no kind given"
             raise ValueError(f"kinds {list(self.kinds)}: {what}; choose from {list(PATCH_KINDS)}")
-        if self.batch_size < 1:
-            raise KeyedValueError("batch_size", f"batch_size = {self.batch_size}: must be >= 1")
         if len(set(self.kinds)) != len(self.kinds):
             raise ValueError(f"kinds {list(self.kinds)} lists a kind twice; give each once")
-        if self.window < 1:
-            raise KeyedValueError("window", f"window = {self.window}: must be >= 1 (1 = one block per cell)")
         if self.window > 1 and self.method != "activation":
             raise KeyedValueError("window",
                 f"window = {self.window} needs method = 'activation' (got {self.method!r}): "
                 "attribution patching estimates single-block cells only"
-            )
-        if not self.edge_ks or min(self.edge_ks) < 1 or self.edge_top < 1:
-            raise KeyedValueError("edge_ks",
-                f"edge_ks = {list(self.edge_ks)}, edge_top = {self.edge_top}: need circuit sizes "
-                ">= 1 and edge_top >= 1"
             )
 
 

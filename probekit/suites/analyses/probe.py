@@ -15,10 +15,10 @@ Each adapter is spec -> one method call -> hypotheses and blocks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from ...errors import KeyedValueError
-from ...util.constraints import ConstraintError
+from ...util.constraints import Ge, NonEmpty, Validated
 from ..registry import register_analysis
 from ..result import AnalysisResult, Hypothesis
 from ..spec import SuiteError
@@ -39,8 +39,11 @@ _MOVED = {"correctness": 'it is its own section now: write [[correctness]] (keys
                          '"correctness"'}
 
 
+_FOLDS = Ge(2, hint="cross-validation folds")
+
+
 @dataclass(frozen=True, kw_only=True)
-class ProbeSpec:
+class ProbeSpec(Validated):
     """One ``[[probe]]`` table.
 
     Attributes:
@@ -54,16 +57,16 @@ class ProbeSpec:
     """
 
     kind: str
-    label: str | None = None
-    Cs: int = 10
-    alphas: int = 9
-    cv: int = 5
+    label: Annotated[str | None, NonEmpty(hint="a column name")] = None
+    Cs: Annotated[int, Ge(1, hint="values of the C grid")] = 10
+    alphas: Annotated[int, Ge(1, hint="values of the alpha grid")] = 9
+    cv: Annotated[int, _FOLDS] = 5
     control: bool = False
     permutation_test: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.cv, bool) or not isinstance(self.cv, int) or self.cv < 2:
-            raise ConstraintError("ProbeSpec", "cv", self.cv, ">= 2 (cross-validation folds)")
+        """The declared rules, then the kind among the registered probe kinds."""
+        super().__post_init__()
         if self.kind in _MOVED:
             raise KeyedValueError("kind", f"kind = {self.kind!r}: {_MOVED[self.kind]}")
         from ...probes.kind import probe_kind
@@ -72,7 +75,7 @@ class ProbeSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CorrectnessSpec:
+class CorrectnessSpec(Validated):
     """One ``[[correctness]]`` table (needs ``[data] answer_column`` or a 0/1 label).
 
     Attributes:
@@ -85,15 +88,11 @@ class CorrectnessSpec:
             answer-confidence (max next-token probability) baselines.
     """
 
-    label: str | None = None
-    cv: int = 5
-    group_column: str | None = None
+    label: Annotated[str | None, NonEmpty(hint="a column name")] = None
+    cv: Annotated[int, _FOLDS] = 5
+    group_column: Annotated[str | None, NonEmpty(hint="a column name")] = None
     group_split: Literal["logo", "kfold"] = "logo"
     baselines: bool = True
-
-    def __post_init__(self) -> None:
-        if isinstance(self.cv, bool) or not isinstance(self.cv, int) or self.cv < 2:
-            raise ConstraintError("CorrectnessSpec", "cv", self.cv, ">= 2 (cross-validation folds)")
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)

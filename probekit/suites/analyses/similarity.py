@@ -16,10 +16,11 @@ import glob
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from ...context import RunContext
 from ...sites import site_label
+from ...util.constraints import Distinct, Ge, NonEmpty, Validated
 from ..registry import register_analysis
 from ..result import AnalysisResult
 from ..spec import SuiteError
@@ -31,7 +32,7 @@ __all__ = ["CheckpointActs", "SimilaritySpec", "capture_checkpoint", "run_simila
 
 
 @dataclass(frozen=True, kw_only=True)
-class SimilaritySpec:
+class SimilaritySpec(Validated):
     """One ``[[similarity]]`` table.
 
     Attributes:
@@ -56,12 +57,12 @@ class SimilaritySpec:
     measure: Literal["cka", "procrustes", "svcca", "pwcca", "rsa"] = "cka"
     kernel: Literal["linear", "rbf"] = "linear"
     debiased: bool = False
-    split: str = "all"
-    sites: tuple[str, ...] = ()
+    split: Annotated[str, NonEmpty(hint='"all" or a split name')] = "all"
+    sites: Annotated[tuple[str, ...], Distinct()] = ()
     compare_checkpoint: str | None = None
-    checkpoints: tuple[str, ...] = ()
-    drift_sites: tuple[str, ...] = ()
-    batch_size: int | None = None
+    checkpoints: Annotated[tuple[str, ...], Distinct()] = ()
+    drift_sites: Annotated[tuple[str, ...], Distinct()] = ()
+    batch_size: Annotated[int | None, Ge(1, hint="examples per minibatch, or unset")] = None
 
 
 @dataclass(frozen=True, kw_only=True)
