@@ -95,11 +95,11 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out is not None else None
     if out is None:
         result = diagnose(spec, out=None, executor=executor, progress=not args.quiet,
-                          recompute=recompute)
+                          recompute=recompute, checked=True)
     else:
         with claim_out_dir(out, **owner):  # locked: a second run into --out is refused
             result = diagnose(spec, out=out, executor=executor, progress=not args.quiet,
-                              recompute=recompute)
+                              recompute=recompute, checked=True)
     n = len(result.table["checkpoint"])
     what = (f"model entr{'y' if n == 1 else 'ies'}" if spec.population.models is not None
             else "checkpoints")

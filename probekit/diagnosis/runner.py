@@ -1187,7 +1187,7 @@ def diagnose(
     spec_or_path: str | Path | DiagnosisFile, *, out: str | Path | None = None,
     executor: Any = None, check: bool = False, progress: bool = False,
     cache_dir: str | Path | None = None, outcome: Any = None,
-    recompute: Sequence[str] | None = None,
+    recompute: Sequence[str] | None = None, checked: bool = False,
 ) -> DiagnosisResult | None:
     """Run a diagnosis file; with ``out``, write markers.csv/json and report.html/json there.
 
@@ -1206,6 +1206,8 @@ def diagnose(
             and source text (:mod:`probekit.diagnosis.eval_outcome`).
         recompute: marker names whose cached cells are measured again (``"*"``: every marker
             and the outcomes; :func:`recompute_set`), e.g. after editing what a plug-in calls.
+        checked: the caller has just run :func:`check_diagnosis` on this very spec (the CLI
+            does, to print its lines): not run a second time.
     """
     from ..executor import get_executor
     from ..report.write import check_report_dir
@@ -1217,7 +1219,8 @@ def diagnose(
         raise ConfigError(f"outcome = {outcome!r}: pass a function fn(model) -> {{column: value}}, "
                           "or name the evaluation file in the diagnosis file's [outcome]")
     recompute_set(spec, recompute)  # an unknown marker name: refused before any work
-    check_diagnosis(spec, outcome=outcome)  # the --check rules, before any training or forward
+    if not checked:  # the --check rules, before any training or forward
+        check_diagnosis(spec, outcome=outcome)
     if check:
         return None
     start = time.perf_counter()
