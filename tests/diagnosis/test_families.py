@@ -71,8 +71,8 @@ def _scan_finals() -> dict[str, list]:
 
 def test_family_equals_separate_markers_after_holm_on_scan_noise():
     """The 4 per-block probes of the SCAN noise table: separately, then as probe_primitive@L*."""
-    t = _scan_finals()
-    fam = {(f"probe_primitive@L{c[-1]}" if c in PROBES else c): v for c, v in t.items()}
+    fam = _scan_finals()  # the shipped table holds the family form
+    t = {(f"probe_primitive_b{c[-1]}" if c in FAMILY else c): v for c, v in fam.items()}
     kw = dict(covariates=["task.n_noise", "id_accuracy"], n_permutations=199,
               max_permutations=199)
     sep = marker_analysis(t, "ood:ood_len", markers=PROBES, **kw)
@@ -124,7 +124,7 @@ def test_planted_layer_is_named_with_its_selection_in_the_p():
 
 def _family_toml(tmp_path: Path, marker: str) -> Path:
     text = (ROOT / "probes" / "diagnose_scan_noise.toml").read_text()
-    a = text.index('[[marker]]\nname = "probe_primitive_b0"')
+    a = text.rindex("[[marker]]", 0, text.index('name = "probe_primitive"\n'))
     b = text.index('[[marker]]\nname = "capacity"')
     text = text[:a] + marker + "\n" + text[b:]
     text = text.replace('color_by = "task.n_noise"',
@@ -169,11 +169,9 @@ def test_spec_expands_layers_and_sites(tmp_path):
 
 @pytest.mark.slow
 def test_table_diagnosis_of_the_family_form_gives_one_curve(tmp_path):
-    """The shipped SCAN noise table, its probe columns renamed, re-analysed by the family TOML."""
-    t = read_marker_table(SCAN)
-    renamed = {(f"probe_primitive@L{c[-1]}" if c in PROBES else c): v for c, v in t.items()}
+    """The shipped SCAN noise table (probe columns in family form), re-analysed by the family TOML."""
     csv = tmp_path / "markers.csv"
-    csv.write_text(_csv(renamed))
+    csv.write_text(_csv(read_marker_table(SCAN)))
     spec = load_diagnosis(_family_toml(tmp_path, PROBE_FAMILY))
     result = diagnose_table(table_diagnosis_from_file(spec, csv))
     a = result.analysis
