@@ -256,7 +256,7 @@ def early_blocks(early: EarlyWarning) -> list[Block]:
         band = key == "partial_r"
         series = tuple(
             Series(name=marker,
-                   values=tuple(_finite(getattr(a[marker], key)) for a in early.analyses),
+                   values=tuple(_shown(a[marker], key) for a in early.analyses),
                    low=tuple(_finite(a[marker].partial_low) for a in early.analyses)
                    if band else None,
                    high=tuple(_finite(a[marker].partial_high) for a in early.analyses)
@@ -264,13 +264,23 @@ def early_blocks(early: EarlyWarning) -> list[Block]:
             for marker in early.markers
         )
         given = ", ".join(early.covariates) or "nothing"
+        note = (" (an unstable LOGO value, over < 5 groups or outside [-1, 1], is not drawn)"
+                if key == "delta_r2" else "")
         out.append(LinePlot(title=f"early warning: {name} with {outcome}, given "
-                            f"{given} (per step)", x_labels=labels, series=series,
+                            f"{given} (per step){note}", x_labels=labels, series=series,
                             xlabel=early.step, ylabel=name, hlines=((0.0, "0"),)))
     out.append(Fold(title=f"Early warning: one sentence per marker ({len(early.markers)})",
                     blocks=tuple(Text(text=f"{early.sentence(m)} p-values and CIs at each step "
                                       f"from {unit}.") for m in early.markers)))
     return out
+
+
+def _shown(s: Any, key: str) -> float | None:
+    """A curve's point: the statistic, None where it is not drawn (an unstable LOGO delta R^2)."""
+    v = getattr(s, key)
+    if key == "delta_r2" and isinstance(logo_cell(v, s.n_groups), dict):
+        return None  # unstable (< 5 groups or outside [-1, 1]): said in the ranking, not drawn
+    return _finite(v)
 
 
 def _unit(analysis: MarkerAnalysis) -> str:

@@ -16,6 +16,7 @@ from html import escape
 from typing import Any
 
 from .numbers import plain_number
+from .svg import _num
 
 __all__ = ["line_plot_svg"]
 
@@ -50,8 +51,8 @@ def _ticks(lo: float, hi: float) -> list[float]:
 
 
 def _value(v: float, lo: Any, hi: Any) -> str:
-    ci = f" [{plain_number(float(lo))}, {plain_number(float(hi))}]" if _finite(lo) and _finite(hi) else ""
-    return f"{plain_number(v)}{ci}"
+    ci = f" [{_num(float(lo))}, {_num(float(hi))}]" if _finite(lo) and _finite(hi) else ""
+    return f"{_num(v)}{ci}"
 
 
 def _y_range(block: dict[str, Any]) -> tuple[float, float]:

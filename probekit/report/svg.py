@@ -26,9 +26,8 @@ _SHAPES = ("circle", "square", "triangle", "diamond", "down", "plus", "cross")
 
 
 def _num(v: float) -> str:
-    """``v`` in 3 significant digits, never ``-0``."""
-    text = f"{v:.3g}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
+    """``v`` in 3 significant digits written out, its integer part whole (``1225``, ``0.0123``)."""
+    return plain_number(v, max(3, len(str(int(abs(v)))))) if math.isfinite(v) else str(v)
 
 
 def _finite(v: Any) -> bool:

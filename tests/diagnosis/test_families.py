@@ -218,3 +218,49 @@ def test_runner_end_to_end_family_columns_and_report(tmp_path, monkeypatch, sing
     report = (tmp_path / "out" / "report.json").read_text()
     assert '"family_sentences"' in report and "probe: partial r with id_accuracy per layer" \
         in report
+
+
+def test_a_family_is_one_ranking_row_and_one_curve_its_layers_folded():
+    """Issue 57 item 3: the page shrinks; the family's row is its best layer with the family p."""
+    from probekit.diagnosis.ranking import analysis_blocks
+    from probekit.report.blocks import Fold, LinePlot, Table, Text, blocks_to_dicts
+    from probekit.report.write import render_html
+
+    rng = np.random.default_rng(0)
+    n = 48
+    knob = np.repeat(np.arange(6.0), 8)
+    z = rng.normal(size=n)
+    table = {"knob": knob.tolist(), "seed": np.tile(np.arange(8), 6).tolist(),
+             "ood": (-0.5 * knob + z + 0.3 * rng.normal(size=n)).tolist(),
+             "other": rng.normal(size=n).tolist()}
+    for k in range(4):
+        table[f"probe@L{k}"] = ((z if k == 2 else 0.0) + knob + 0.3 * rng.normal(size=n)).tolist()
+    a = marker_analysis(table, "ood", covariates=["knob"], n_permutations=99,
+                        max_permutations=99)
+    blocks = analysis_blocks(a)
+    ranking = blocks[[isinstance(b, Table) for b in blocks].index(True)]
+    assert [r["label"].rstrip(" *") for r in ranking.rows] == ["probe (best L2 of 4)", "other"]
+    best = ranking.rows[0]
+    assert best["marker"] == "probe@L2" and best["partial_p_holm"] == a["probe@L2"].partial_p_holm
+    assert "A layer family is one row" in ranking.caption
+    (curve,) = [b for b in blocks if isinstance(b, LinePlot)]
+    assert [x.split(":")[0] for x in curve.x_labels] == ["L0", "L1", "L2", "L3"]
+    fam_fold, sentences = [b for b in blocks if isinstance(b, Fold)]
+    layers = fam_fold.blocks[0]
+    assert layers.collapsed and [r["marker"] for r in layers.rows] == [f"probe@L{k}"
+                                                                       for k in range(4)]
+    assert [b.text for b in fam_fold.blocks[1:]] == [a.sentence(f"probe@L{k}") for k in range(4)]
+    assert [b.text for b in sentences.blocks] == [a.sentence("other")]  # no layer repeated
+    visible = [b for b in blocks if isinstance(b, Text)]
+    assert len(visible) == 1 + len(a.warnings) and visible[-1].text.startswith("probe (4 layers")
+    html = render_html({"suite": {"name": "f", "description": ""}, "diagnosis": {},
+                        "model": {"id": "m", "fingerprint": "-", "n_layers": None},
+                        "data": {"splits": {}, "probe_device": "cpu", "positions": ""},
+                        "hypotheses": [],
+                        "analyses": [{"section": "diagnosis", "title": "Diagnosis",
+                                      "blocks": blocks_to_dicts(list(blocks))}]})
+    curve_svg = html[html.index('<svg class="lineplot"'):]
+    curve_svg = curve_svg[:curve_svg.index("</svg>")]
+    assert curve_svg.count('<g class="pt"><title>') == 4 and "<polygon" in curve_svg
+    # the family (its per-layer table folded once more inside), the sentences, the configuration
+    assert html.count("<details") == 4
