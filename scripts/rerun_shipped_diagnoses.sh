@@ -32,7 +32,7 @@ want scan_noise && run scan_noise probes/diagnose_scan_noise.toml --table docs/d
 if want compare_he_regulariser; then  # two arms of one table side by side (docs/diagnosis/compare_he_regulariser)
   echo "== compare_he_regulariser"
   c=docs/diagnosis/compare_he_regulariser
-  $PY -m probekit.cli diagnose $c/plain.toml $c/regularised.toml --out $c --quiet | tee $c/stdout.txt
+  $PY -m probekit.cli diagnose $c/plain.toml $c/regularised.toml --out $c --force --quiet | tee $c/stdout.txt
 fi
 if want modadd; then  # the grokking step as the outcome (censored), and its survival check
   $PY scripts/modadd_crossing_analysis.py docs/diagnosis/modadd/markers.csv --censor 1225 \

@@ -161,7 +161,8 @@ def test_report_starts_with_the_population_and_states_units(planted):
         if b["block"] == "table" and any(h.endswith((" p", "CI")) or h == "p" for h in heads):
             assert re.search(r"permuted|bootstrap over|resampl|unit|simulations",
                              b["caption"]), b["title"]
-    sentences = [b["text"] for b in blocks if b["block"] == "text"
+    opened = [x for b in blocks for x in (b["blocks"] if b["block"] == "fold" else [b])]
+    sentences = [b["text"] for b in opened if b["block"] == "text"
                  and b["text"].startswith(("planted:", "tracks:"))]
     assert len(sentences) == 2 and all(unit in s for s in sentences)
     ranking = next(b for b in blocks if b.get("anchor") == "verdicts")
