@@ -76,7 +76,8 @@ def line_plot_svg(block: dict[str, Any]) -> str:
     series = block["series"]
     colors = _colors(series)
     width = max(640, _LEFT + _RIGHT + 26 * n)
-    title_lines = textwrap.wrap(block.get("title", ""), 96) or [""]
+    # ~7 px a character at 12 px: a title line never runs past the plot's own box
+    title_lines = textwrap.wrap(block.get("title", ""), max(int((width - 16) / 7.0), 20)) or [""]
     top = 14 + 15 * len(title_lines)
     pw, ph = width - _LEFT - _RIGHT, _H - top - _BOTTOM
     y0, y1 = _y_range(block)
@@ -92,7 +93,7 @@ def line_plot_svg(block: dict[str, Any]) -> str:
            f'width="{width}" height="{_H}" role="img" aria-label="{escape(block.get("title", ""))}"'
            ' style="max-width:100%;height:auto;font-family:system-ui,sans-serif">']
     for k, line in enumerate(title_lines):
-        out.append(f'<text x="{_LEFT + pw / 2:.0f}" y="{14 + 15 * k}" font-size="12" '
+        out.append(f'<text x="{width / 2:.0f}" y="{14 + 15 * k}" font-size="12" '
                    f'text-anchor="middle">{escape(line)}</text>')
     out.append(f'<rect x="{_LEFT}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>')
     for t in _ticks(y0, y1):
