@@ -29,6 +29,11 @@ want modadd_causal_crossing && run modadd_causal_crossing probes/diagnose_modadd
 want scan_coverage && run scan_coverage probes/diagnose_scan_coverage.toml --table docs/diagnosis/scan_coverage/markers.csv
 want scan_depth && run scan_depth probes/diagnose_scan_depth.toml --table docs/diagnosis/scan_depth/markers.csv
 want scan_noise && run scan_noise probes/diagnose_scan_noise.toml --table docs/diagnosis/scan_noise/markers.csv
+if want compare_he_regulariser; then  # two arms of one table side by side (docs/diagnosis/compare_he_regulariser)
+  echo "== compare_he_regulariser"
+  c=docs/diagnosis/compare_he_regulariser
+  $PY -m probekit.cli diagnose $c/plain.toml $c/regularised.toml --out $c --force --quiet | tee $c/stdout.txt
+fi
 if want modadd; then  # the grokking step as the outcome (censored), and its survival check
   $PY scripts/modadd_crossing_analysis.py docs/diagnosis/modadd/markers.csv --censor 1225 \
     --out docs/diagnosis/modadd/crossing.json

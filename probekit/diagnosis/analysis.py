@@ -310,10 +310,9 @@ class MarkerAnalysis(NotebookMixin):
         return f"{self.n_models} models, outcome {self.outcome}, covariates {given}: {verdicts}"
 
     def _blocks(self) -> tuple[Any, ...]:
-        from .families import family_blocks
         from .ranking import analysis_blocks, partial_scatters
 
-        return (*analysis_blocks(self), *family_blocks(self), *partial_scatters(self))
+        return (*analysis_blocks(self), *partial_scatters(self))
 
     def _main_plot(self) -> Any:
         """The partial-residual scatter of the top-ranked marker (None without covariates)."""

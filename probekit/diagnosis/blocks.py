@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from probekit.errors import DataError
-from probekit.report.blocks import Block, Scatter
+from probekit.report.blocks import Block, Fold, Scatter
 
 from .analysis import MarkerAnalysis
 from .degenerate import degenerate_outcome
@@ -49,9 +49,11 @@ def _reordered(values: Sequence[Any] | None, order: list[int] | None) -> tuple |
 
 def _scatters(analysis: MarkerAnalysis, t: Any, color_by: str | None,
               shape_by: str | None = None, labels: Sequence[str] | None = None,
-              marker_cis: dict[str, Sequence[Any]] | None = None) -> list[Block]:
+              marker_cis: dict[str, Sequence[Any]] | None = None,
+              censored: Sequence[bool] | None = None) -> dict[str, list[Block]]:
+    """Marker -> its scatter against the outcome and its partial-residual scatter."""
     y_all = t.numeric(analysis.outcome, "outcome")
-    out: list[Block] = []
+    out: dict[str, list[Block]] = {}
     code = t.codes(color_by, "color_by")[0] if color_by else None
     for s in analysis.markers:
         if not s.applicable:
@@ -69,9 +71,11 @@ def _scatters(analysis: MarkerAnalysis, t: Any, color_by: str | None,
         order = sorted(range(len(rows)), key=lambda i: code[rows[i]]) if code is not None else None
         x, y, c = _sorted_by_category([float(m[i]) for i in rows], [float(y_all[i]) for i in rows],
                                       cats, order)
+        cens = None if censored is None else [bool(censored[i]) for i in rows]
         extra = {"shapes": _reordered(shapes, order), "shape_label": shape_by or "",
-                 "labels": _reordered(names, order)}
-        out.append(Scatter(
+                 "labels": _reordered(names, order), "censored": _reordered(cens, order)}
+        mine = out.setdefault(s.marker, [])
+        mine.append(Scatter(
             title=f"{s.marker} vs {analysis.outcome} (Spearman {s.spearman:+.2f}, n = {s.n})",
             x=x, y=y, xlabel=s.marker, ylabel=analysis.outcome, categories=c,
             color_label=color_by or "", x_low=_reordered(low, order),
@@ -84,7 +88,7 @@ def _scatters(analysis: MarkerAnalysis, t: Any, color_by: str | None,
                 res = list(s.marker_residuals)
                 shift = ([None if lo is None else res[k] - (raw[k] - lo) for k, lo in enumerate(low)],
                          [None if hi is None else res[k] + (hi - raw[k]) for k, hi in enumerate(high)])
-            out.append(dataclasses.replace(
+            mine.append(dataclasses.replace(
                 partial, x_low=None if shift is None else _reordered(shift[0], order),
                 x_high=None if shift is None else _reordered(shift[1], order), **extra))
     return out
@@ -101,6 +105,7 @@ def diagnosis_blocks(
     shape_by: str | None = None,
     labels: Sequence[str] | None = None,
     marker_cis: dict[str, Sequence[Any]] | None = None,
+    censored: Sequence[bool] | None = None,
 ) -> tuple[Block, ...]:
     """The report blocks of a diagnosis, in reading order.
 
@@ -124,6 +129,11 @@ def diagnosis_blocks(
         labels: a name per row of ``table`` (the checkpoint): the hover text of each point.
         marker_cis: marker -> per row of ``table`` its own ``(low, high)`` CI (or None): the
             points' horizontal error bars.
+        censored: per row of ``table`` whether its outcome is right-censored (a run that never
+            crossed): drawn as an open marker with an arrow up.
+
+    The per-marker sentences and scatters fold into ``<details>`` (a layer family's under its
+    curve), so that the page opens on the answer and the ranking.
     """
     t = as_marker_table(table)
     if t.n_rows != analysis.n_models:
@@ -133,11 +143,18 @@ def diagnosis_blocks(
     degenerate = degenerate_outcome(analysis.outcome, t.numeric(analysis.outcome, "outcome",
                                                                  allow_missing=True),
                                     flags)
-    blocks = list(analysis_blocks(analysis, degenerate))
+    plots = _scatters(analysis, t, color_by, shape_by, labels, marker_cis, censored)
+    in_family = {m for ms in analysis.families.values() for m in ms}
+    blocks = list(analysis_blocks(analysis, degenerate,
+                                  {m: p for m, p in plots.items() if m in in_family}))
     if levels is not None:  # beside the per-model numbers, before the plots
         blocks.append(levels_table([levels] if isinstance(levels, LevelMeanR2) else list(levels)))
-    blocks.extend(_family_blocks(analysis))  # marker families: partial r per layer
-    blocks.extend(_scatters(analysis, t, color_by, shape_by, labels, marker_cis))
+    rest = [p for m, ps in plots.items() if m not in in_family for p in ps]
+    if rest:
+        blocks.append(Fold(title=f"Scatter plots: each marker vs {analysis.outcome}"
+                           + (" and its partial residuals" if analysis.covariates else "")
+                           + f" ({len(rest)}, hover a point for its run)", blocks=tuple(rest),
+                           anchor="scatters"))
     if granulated is not None:
         items = [granulated] if isinstance(granulated, (GranulatedTau, CMIResult)) else granulated
         blocks.extend(granulated_tables(list(items)))
@@ -145,9 +162,3 @@ def diagnosis_blocks(
         blocks.extend(early_blocks(early))
     return tuple(blocks)
 
-
-def _family_blocks(analysis: MarkerAnalysis) -> tuple[Block, ...]:
-    """The per-layer curves and sentences of the marker families (:mod:`.families`)."""
-    from .families import family_blocks
-
-    return family_blocks(analysis) if getattr(analysis, "families", None) else ()

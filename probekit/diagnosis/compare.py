@@ -146,14 +146,18 @@ class PopulationComparison:
         """One sentence: the partial r in each population and the test of their difference."""
         if marker not in self.tests:
             raise KeyError(f"no marker {marker!r}; markers: {list(self.markers)}")
+        from probekit.report.numbers import format_p, p_floor
+
         la, lb = self.labels
         sa, sb, t = self.a[marker], self.b[marker], self.tests[marker]
 
         def eff(label: str, s: Any) -> str:
             if not math.isfinite(s.partial_r):
                 return f"in {label} the partial r is undefined ({s.verdict})"
+            floor = p_floor(s.n_permutations_used or self.a.settings.get("n_permutations"))
             return (f"in {label} the partial r is {s.partial_r:.2f} [{s.partial_low:.2f}, "
-                    f"{s.partial_high:.2f}] (Holm p {s.partial_p_holm:.2g}, {s.verdict})")
+                    f"{s.partial_high:.2f}] (Holm p {format_p(s.partial_p_holm, floor)}, "
+                    f"{s.verdict})")
 
         if not math.isfinite(t["p"]):
             diff = f"the difference is not testable ({t.get('reason', '')})"
@@ -161,10 +165,12 @@ class PopulationComparison:
             alpha = self.settings["alpha"]
             word = ("the slopes differ" if t["p_holm"] <= alpha
                     else "no difference shown")
+            floor = p_floor(t.get("n_resamples"))
             diff = (f"the marker x population interaction (slope {lb} - {la} = "
-                    f"{t['delta']:.3g}; partial r {t['r']:.2f} [{t['low']:.2f}, {t['high']:.2f}])"
-                    f" has p {t['p']:.2g}, Holm p {t['p_holm']:.2g}, from "
-                    f"{self.settings['unit']}: {word} at alpha {alpha:g}")
+                    f"{t['delta']:.3g} {self.slope_unit()}; partial r {t['r']:.2f} "
+                    f"[{t['low']:.2f}, {t['high']:.2f}]) has p {format_p(t['p'], floor)}, Holm p "
+                    f"{format_p(t['p_holm'], floor)}, from {self.settings['unit']}: {word} at "
+                    f"alpha {alpha:g}")
         return f"{marker}: {eff(la, sa)}; {eff(lb, sb)}; {diff}."
 
     def to_dict(self) -> dict[str, Any]:
@@ -178,26 +184,95 @@ class PopulationComparison:
             "populations": {self.labels[0]: self.a.to_dict(), self.labels[1]: self.b.to_dict()},
         })
 
-    def blocks(self) -> tuple[Any, ...]:
-        """Report blocks: a table (marker, partial r in each, interaction p, Holm p), sentences."""
-        from probekit.report.blocks import Column, Table, Text
+    def slope_unit(self) -> str:
+        """The unit of the slope difference: outcome units per marker unit (raw columns)."""
+        return f"{self.settings.get('outcome', 'outcome')} per unit of the marker"
+
+    def table(self) -> Any:
+        """Both populations' verdicts with CIs and the interaction (its unit), one row a marker.
+
+        Grouped headers: population A (verdict, partial r, CI, Holm p) | population B (the
+        same) | the marker x population interaction (slope B - A, its partial r with CI, p,
+        Holm p); the caption names the slope's unit and the resampling unit.
+        """
+        from probekit.report.blocks import Column, Table
+        from probekit.report.numbers import p_floor
 
         la, lb = self.labels
+        level = f"{self.a.settings.get('confidence_level', 0.95):.0%}"
         rows = []
         for m in self.markers:
             t = self.tests[m]
-            rows.append({"marker": m, "r_a": self.a[m].partial_r, "r_b": self.b[m].partial_r,
-                         "delta": t.get("delta", math.nan), "p": t["p"],
-                         "p_holm": t.get("p_holm", math.nan)})
-        table = Table(title=f"Partial effects in {la} and {lb}, and their difference",
-                      columns=(Column(key="marker", header="marker", fmt="", align="left"),
-                               Column(key="r_a", header=f"partial r ({la})", fmt="+.2f"),
-                               Column(key="r_b", header=f"partial r ({lb})", fmt="+.2f"),
-                               Column(key="delta", header=f"slope {lb} - {la}", fmt=".3g"),
-                               Column(key="p", header="interaction p", fmt=".2g"),
-                               Column(key="p_holm", header="Holm p", fmt=".2g")),
-                      rows=tuple(rows))
-        return (table, *(Text(text=self.sentence(m)) for m in self.markers))
+            row: dict[str, Any] = {"marker": m, "delta": t.get("delta", math.nan),
+                                   "r": t.get("r", math.nan), "ci": [t.get("low"), t.get("high")],
+                                   "p": t["p"], "p_holm": t.get("p_holm", math.nan),
+                                   "p_floor": p_floor(t.get("n_resamples"))}
+            for key, an in (("a", self.a), ("b", self.b)):
+                s = an[m]
+                row.update({f"{key}_verdict": s.verdict, f"{key}_r": s.partial_r,
+                            f"{key}_ci": [s.partial_low, s.partial_high],
+                            f"{key}_p": s.partial_p_holm})
+            rows.append(row)
+        cols = [Column(key="marker", header="marker", fmt="", align="left", nowrap=True)]
+        for key, label in (("a", la), ("b", lb)):
+            cols += [Column(key=f"{key}_verdict", header="verdict", fmt="", align="left",
+                            nowrap=True, group=label),
+                     Column(key=f"{key}_r", header="partial r", fmt="+.3f", group=label),
+                     Column(key=f"{key}_ci", header=f"{level} CI", fmt="ci", nowrap=True,
+                            group=label),
+                     Column(key=f"{key}_p", header="Holm p", fmt="p", group=label)]
+        inter = "interaction (marker x population)"
+        cols += [Column(key="delta", header=f"slope {lb} - {la}", fmt="+.3g", group=inter),
+                 Column(key="r", header="partial r", fmt="+.3f", group=inter),
+                 Column(key="ci", header=f"{level} CI", fmt="ci", nowrap=True, group=inter),
+                 Column(key="p", header="p", fmt="p", group=inter),
+                 Column(key="p_holm", header="Holm p", fmt="p", group=inter)]
+        caption = (f"Each population's verdict and partial r ({level} CI, Holm p) from its own "
+                   f"analysis; the interaction: slope {lb} - {la} in {self.slope_unit()} (raw "
+                   "columns, the same in both), its partial r given the fully interacted "
+                   f"nuisance, p and CI from {self.settings['unit']}, Holm over the markers.")
+        return Table(title=f"{la} and {lb}: verdicts and the difference of the slopes",
+                     columns=tuple(cols), rows=tuple(rows), caption=caption, anchor="verdicts")
+
+    def forest(self) -> Any:
+        """The paired forest plot: per marker the partial r in A and in B, coloured by verdict."""
+        from probekit.report.blocks import Forest
+        from probekit.report.numbers import format_p, p_floor
+
+        from .answer import VERDICT_COLORS
+
+        margin = float(self.a.settings.get("equivalence_margin", 0.2))
+        level = f"{self.a.settings.get('confidence_level', 0.95):.0%}"
+        labels, values, low, high, cats, series, hover = [], [], [], [], [], [], []
+        for m in self.markers:
+            t = self.tests[m]
+            diff = (f"interaction p {format_p(t['p'], p_floor(t.get('n_resamples')))}, Holm p "
+                    f"{format_p(t.get('p_holm', math.nan), p_floor(t.get('n_resamples')))}")
+            for label, an in zip(self.labels, (self.a, self.b), strict=True):
+                s = an[m]
+                labels.append(m)
+                values.append(s.partial_r if math.isfinite(s.partial_r) else None)
+                low.append(s.partial_low if math.isfinite(s.partial_low) else None)
+                high.append(s.partial_high if math.isfinite(s.partial_high) else None)
+                cats.append(s.verdict)
+                series.append(label)
+                floor = p_floor(s.n_permutations_used or an.settings.get("n_permutations"))
+                hover.append(f"Holm p {format_p(s.partial_p_holm, floor)}; n = {s.n}; {diff}")
+        given = ", ".join(self.settings.get("covariates") or []) or "nothing"
+        return Forest(title=f"partial r with {self.settings.get('outcome')} given {given}, in "
+                      f"{self.labels[0]} and {self.labels[1]}", labels=tuple(labels),
+                      values=tuple(values), low=tuple(low), high=tuple(high),
+                      categories=tuple(cats), colors=VERDICT_COLORS, series=tuple(series),
+                      hover=tuple(hover), band=margin, band_label=f"equivalence +-{margin:g}",
+                      xlabel=f"partial r ({level} CI)", anchor="forest")
+
+    def blocks(self) -> tuple[Any, ...]:
+        """Report blocks: the verdicts-and-interaction table, the sentences folded away."""
+        from probekit.report.blocks import Fold, Text
+
+        return (self.table(), Fold(title=f"One sentence per marker ({len(self.markers)})",
+                                   blocks=tuple(Text(text=self.sentence(m))
+                                                for m in self.markers)))
 
 
 def compare_populations(

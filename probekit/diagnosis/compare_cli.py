@@ -63,15 +63,17 @@ def run_compare_cli(args: Any) -> int:
     """``probekit diagnose A.toml B.toml [--out DIR]``: both diagnoses, then the comparison.
 
     Each file is diagnosed as on its own (a table diagnosis file reads its table; a diagnosis
-    file computes or reads its cached population), its outputs in ``DIR/<file stem>``; then
+    file computes or reads its cached population), its outputs in ``DIR/<file stem>``
+    (``DIR/A-<stem>``, ``DIR/B-<stem>`` when the two stems are the same:
+    :func:`.compare_report.population_dirs`); then
     :func:`compare_populations` on the two final tables with the first file's question
     (outcome, covariates, groups and ``[diagnosis]`` analysis keys; the second must ask the same
-    outcome and covariates), written to ``DIR/report.html``, ``DIR/report.json`` and
-    ``DIR/compare.json``.
+    outcome and covariates), written to ``DIR/report.html`` (a page that stands alone:
+    :func:`.compare_report.comparison_report`), ``DIR/report.json`` and ``DIR/compare.json``.
     """
     from pathlib import Path
 
-    from ..report.blocks import blocks_to_dicts, strict_json
+    from ..report.blocks import strict_json
     from ..report.write import write_report
     from ..util.io import atomic_write_text
     from .options import analysis_kwargs
@@ -89,13 +91,16 @@ def run_compare_cli(args: Any) -> int:
     if args.check:
         print("\n".join(lines))  # noqa: T201
         return 0
+    from .compare_report import comparison_report, population_dirs
+
     labels = (files[0].stem, files[1].stem)
     if labels[0] == labels[1]:
         labels = (str(files[0]), str(files[1]))
+    dirs = population_dirs((files[0], files[1]))
     out = Path(args.out) if args.out is not None else None
     results = []
-    for f, label in zip(files, labels, strict=True):
-        sub = None if out is None else out / Path(label).name
+    for f, sub_name in zip(files, dirs, strict=True):
+        sub = None if out is None else out / sub_name
         if is_table_diagnosis(f):
             results.append(diagnose_table(f, out=sub))
         else:
@@ -124,20 +129,12 @@ def run_compare_cli(args: Any) -> int:
     for m in c.markers:
         print(f"  {c.sentence(m)}")  # noqa: T201
     if out is not None:
-        report = results[0].to_dict()
-        report["suite"] = {**report["suite"], "name": f"{labels[0]} vs {labels[1]}",
-                           "description": f"Comparison of two populations: {labels[0]} and "
-                                          f"{labels[1]} ({sa.outcome})"}
-        report["diagnosis"] = {"comparison": c.to_dict()}
-        report.pop("table", None)
-        report["analyses"] = [{"section": "diagnosis", "title": f"Two populations: {labels[0]} "
-                               f"and {labels[1]}", "data": {}, "warnings": [], "hypotheses": [],
-                               "blocks": blocks_to_dicts(list(c.blocks()))}]
+        report = comparison_report((results[0].to_dict(), results[1].to_dict()), c, dirs)
         write_report(report, out)
         import json
 
         atomic_write_text(out / "compare.json",
                           json.dumps(strict_json(c.to_dict()), indent=1, allow_nan=False))
         print(f"  wrote {out / 'report.html'}, {out / 'compare.json'} and each population "  # noqa: T201
-              f"under {out}/<file stem>")
+              f"under {out / dirs[0]} and {out / dirs[1]}")
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from probekit.report.blocks import Block, Heatmap, LinePlot, Scatter, Table, Text
+from probekit.report.blocks import Block, Fold, Heatmap, LinePlot, Scatter, Table, Text
 from probekit.report.notebook import BlockView, NotebookMixin
 
 __all__ = ["DiagnosisDisplay"]
@@ -90,7 +90,7 @@ _HEADS = (("level means", "levels"), ("Granulated Kendall tau", "granulated"),
 
 def _part_of(block: Block) -> str | None:
     """The part a block opens (by its kind and title), or None when it continues one."""
-    if isinstance(block, Scatter):
+    if isinstance(block, Scatter) or (isinstance(block, Fold) and block.anchor == "scatters"):
         return "scatters"
     title = block.text if isinstance(block, Text) else getattr(block, "title", "")
     if isinstance(block, Table) and block.anchor == "verdicts":

@@ -226,13 +226,18 @@ def family_sentence(analysis: MarkerAnalysis, family: str) -> str:
             f" {s.verdict}{per}.")
 
 
-def family_blocks(analysis: MarkerAnalysis) -> tuple[Any, ...]:
-    """Per family: the partial r per layer with its CI band, points labelled by verdict.
+def family_blocks(analysis: MarkerAnalysis, *, tables: Mapping[str, Any] | None = None,
+                  plots: Mapping[str, Sequence[Any]] | None = None,
+                  sentences: bool = True) -> tuple[Any, ...]:
+    """Per family: the partial r per layer with its CI band, its sentence, the layers folded.
 
-    A :class:`~probekit.report.blocks.LinePlot` (x = layer, each label ``L2: adds``; the
-    layer where the marker adds most marked) and the family's sentence.
+    A :class:`~probekit.report.blocks.LinePlot` (x = layer, each label ``L2: adds``, hover on
+    every layer; the layer where the marker adds most marked), the family's sentence, and a
+    :class:`~probekit.report.blocks.Fold` holding ``tables[family]`` (its per-layer rows), the
+    per-layer sentences (``sentences``) and ``plots[member]`` of each layer, so that a family
+    adds one curve to the page, not one row, sentence and scatter per layer.
     """
-    from probekit.report.blocks import LinePlot, Series, Text
+    from probekit.report.blocks import Fold, LinePlot, Series, Text
 
     blocks: list[Any] = []
     for s in family_summaries(analysis):
@@ -252,4 +257,14 @@ def family_blocks(analysis: MarkerAnalysis) -> tuple[Any, ...]:
             marker=None if s.best is None else s.members.index(s.best),
             marker_label="strongest layer (smallest p)", ylim=(-1.0, 1.0)))
         blocks.append(Text(text=family_sentence(analysis, s.family)))
+        inner: list[Any] = []
+        if tables and s.family in tables:
+            inner.append(tables[s.family])
+        if sentences:
+            inner.extend(Text(text=analysis.sentence(m)) for m in s.members)
+        for m in s.members:
+            inner.extend((plots or {}).get(m, ()))
+        if inner:
+            blocks.append(Fold(title=f"{s.family}: each of its {len(s.members)} layers (rows, "
+                               "sentences, scatters)", blocks=tuple(inner)))
     return tuple(blocks)

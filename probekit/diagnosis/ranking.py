@@ -11,9 +11,10 @@ modules at run time (they import this one for their display).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from probekit.report.blocks import Block, Column, LinePlot, Scatter, Series, Table, Text
+from probekit.report.blocks import Block, Column, Fold, LinePlot, Scatter, Series, Table, Text
 from probekit.report.numbers import p_floor
 
 if TYPE_CHECKING:
@@ -80,11 +81,34 @@ def flag_marks(flag_lists: list[tuple[str, ...]]) -> tuple[list[str], list[tuple
             [(m, f) for f, m in legend.items()])
 
 
-def _ranking(analysis: MarkerAnalysis, degenerate: str | None = None) -> Table:
-    stats = sorted(analysis.markers, key=_rank_key)
+def _collapsed(analysis: MarkerAnalysis, stats: list[Any]) -> tuple[list[Any], dict[str, str]]:
+    """``stats`` with each family (:mod:`.families`) as its best layer only; best -> row name."""
+    from .families import family_summaries, member_label
+
+    names: dict[str, str] = {}
+    drop: set[str] = set()
+    for f in family_summaries(analysis):
+        if len(f.members) < 2:
+            continue
+        best = f.best or f.members[0]
+        names[best] = f"{f.family} (best {member_label(best)} of {len(f.members)})"
+        drop.update(m for m in f.members if m != best)
+    return [s for s in stats if s.marker not in drop], names
+
+
+def _ranking(analysis: MarkerAnalysis, degenerate: str | None = None, *,
+             members: list[Any] | None = None, title: str = "") -> Table:
+    """The ranking table; a layer family is one row (its best layer), unless ``members`` are given.
+
+    ``members``: the rows of one family's per-layer table (collapsed in the report).
+    """
+    if members is None:
+        stats, names = _collapsed(analysis, sorted(analysis.markers, key=_rank_key))
+    else:
+        stats, names = members, {}
     marks, legend = flag_marks([tuple(s.flags) for s in stats])
     rows = tuple(
-        {"marker": s.marker, "label": f"{s.marker} {mark}".strip(),
+        {"marker": s.marker, "label": f"{names.get(s.marker, s.marker)} {mark}".strip(),
          "verdict": None if degenerate else s.verdict, "spearman": s.spearman,
          "marginal_r": s.marginal_r, "marginal_ci": [s.marginal_low, s.marginal_high],
          "p_holm": s.p_holm, "partial_r": s.partial_r,
@@ -122,8 +146,15 @@ def _ranking(analysis: MarkerAnalysis, degenerate: str | None = None) -> Table:
                               groups=MIN_LOGO_GROUPS)
     if notes:
         caption = f"Flags: {notes}. {caption}"
+    if names:
+        caption = (f"{caption} A layer family is one row: its best layer (smallest partial p); "
+                   "its Holm p is the family's step-down p, the selection among the layers "
+                   "included (the per-layer rows fold under the family's curve).")
     if degenerate:
         caption = f"No verdict: {degenerate} {caption}"
+    if members is not None:
+        return Table(title=title, columns=columns, rows=rows, caption="Flags: " + notes
+                     if notes else "", collapsed=True)
     return Table(
         title=f"Markers vs {analysis.outcome} (covariates: {given})", anchor="verdicts",
         columns=columns, rows=rows,
@@ -176,19 +207,36 @@ def partial_scatters(analysis: MarkerAnalysis, *, top: int | None = None) -> tup
     return tuple(_partial_scatter(analysis, s, None, None, None) for s in stats[:top])
 
 
-def analysis_blocks(analysis: MarkerAnalysis, degenerate: str | None = None) -> tuple[Block, ...]:
-    """Warnings, the ranking table (sorted by |partial r|, verdict column), one sentence per marker.
+def analysis_blocks(analysis: MarkerAnalysis, degenerate: str | None = None,
+                    plots: Mapping[str, Sequence[Block]] | None = None) -> tuple[Block, ...]:
+    """Warnings, the ranking table (sorted by |partial r|, verdict column), families, sentences.
 
     The head of :func:`diagnosis_blocks` and of a :class:`MarkerAnalysis`'s notebook display.
-    ``degenerate``: why the outcome cannot rank the models (:func:`.degenerate.degenerate_outcome`):
-    a warning, no verdict column and no per-marker verdict sentences.
+    A layer family is one ranking row plus its curve over layers (:func:`.families.family_blocks`),
+    its per-layer rows, sentences and ``plots`` folded under the curve; the sentences of the
+    other markers fold into one ``<details>``. ``degenerate``: why the outcome cannot rank the
+    models (:func:`.degenerate.degenerate_outcome`): a warning, no verdict column and no
+    per-marker verdict sentences.
     """
+    from .families import family_blocks
+
     blocks: list[Block] = [Text(text=w, level="warning") for w in analysis.warnings]
     if degenerate:
         blocks.append(Text(text=f"{degenerate} No marker gets a verdict.", level="warning"))
     blocks.append(_ranking(analysis, degenerate))
+    in_family = {m for ms in analysis.families.values() for m in ms}
+    if analysis.families:
+        per_layer = {f: _ranking(analysis, degenerate, members=[analysis[m] for m in ms],
+                                 title=f"{f}: one row per layer")
+                     for f, ms in analysis.families.items()}
+        blocks.extend(family_blocks(analysis, tables=per_layer, plots=plots or {},
+                                    sentences=not degenerate))
     if not degenerate:
-        blocks.extend(Text(text=analysis.sentence(s.marker)) for s in analysis.markers)
+        rest = [Text(text=analysis.sentence(s.marker)) for s in analysis.markers
+                if s.marker not in in_family]
+        if rest:
+            blocks.append(Fold(title=f"One sentence per marker: its effects, CIs and p-values "
+                               f"({len(rest)})", blocks=tuple(rest), anchor="sentences"))
     return tuple(blocks)
 
 
@@ -208,7 +256,7 @@ def early_blocks(early: EarlyWarning) -> list[Block]:
         band = key == "partial_r"
         series = tuple(
             Series(name=marker,
-                   values=tuple(_finite(getattr(a[marker], key)) for a in early.analyses),
+                   values=tuple(_shown(a[marker], key) for a in early.analyses),
                    low=tuple(_finite(a[marker].partial_low) for a in early.analyses)
                    if band else None,
                    high=tuple(_finite(a[marker].partial_high) for a in early.analyses)
@@ -216,12 +264,23 @@ def early_blocks(early: EarlyWarning) -> list[Block]:
             for marker in early.markers
         )
         given = ", ".join(early.covariates) or "nothing"
+        note = (" (an unstable LOGO value, over < 5 groups or outside [-1, 1], is not drawn)"
+                if key == "delta_r2" else "")
         out.append(LinePlot(title=f"early warning: {name} with {outcome}, given "
-                            f"{given} (per step)", x_labels=labels, series=series,
+                            f"{given} (per step){note}", x_labels=labels, series=series,
                             xlabel=early.step, ylabel=name, hlines=((0.0, "0"),)))
-    out.extend(Text(text=f"{early.sentence(m)} p-values and CIs at each step from {unit}.")
-               for m in early.markers)
+    out.append(Fold(title=f"Early warning: one sentence per marker ({len(early.markers)})",
+                    blocks=tuple(Text(text=f"{early.sentence(m)} p-values and CIs at each step "
+                                      f"from {unit}.") for m in early.markers)))
     return out
+
+
+def _shown(s: Any, key: str) -> float | None:
+    """A curve's point: the statistic, None where it is not drawn (an unstable LOGO delta R^2)."""
+    v = getattr(s, key)
+    if key == "delta_r2" and isinstance(logo_cell(v, s.n_groups), dict):
+        return None  # unstable (< 5 groups or outside [-1, 1]): said in the ranking, not drawn
+    return _finite(v)
 
 
 def _unit(analysis: MarkerAnalysis) -> str:

@@ -791,7 +791,7 @@ def cell_cis(cells: Sequence[Mapping[str, Any]],
 
 def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
              markers: list[str], facts: dict[str, Any] | None = None,
-             marker_cis: dict[str, list[Any]] | None = None,
+             marker_cis: dict[str, list[Any]] | None = None, censor: float | None = None,
              ) -> tuple[Any, dict[str, Any], tuple[Any, ...]]:
     """The statistics of :mod:`probekit.diagnosis` on the table and their report blocks.
 
@@ -802,7 +802,8 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     ``[diagnosis]`` analysis keys the file sets and ``outcome_examples`` (from the table), plus
     ``facts`` (``exclude_rows`` / ``marker_flags`` of :func:`population_facts`, restricted to
     the analysed markers): :func:`analysis_inputs`. ``marker_cis`` (marker -> per row of
-    ``table`` its own CI, :func:`cell_cis`) gives the scatter plots' error bars.
+    ``table`` its own CI, :func:`cell_cis`) gives the scatter plots' error bars; ``censor``
+    (the value given to runs that never cross, :mod:`.censoring`) marks those points censored.
     """
     from . import (
         conditional_mutual_information,
@@ -884,7 +885,9 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
                               granulated=granulated or None, early=early, shape_by=shape_by,
                               labels=None if labels is None else [labels[i] for i in finals],
                               marker_cis={m: [v[i] for i in finals]
-                                          for m, v in (marker_cis or {}).items()})
+                                          for m, v in (marker_cis or {}).items()},
+                              censored=None if censor is None else
+                              [v is not None and float(v) == censor for v in final_table[s.outcome]])
     from .causal.arms import causal_section
 
     causal = causal_section(final_table, s.outcome, interventions=spec.population.interventions,
@@ -1163,8 +1166,9 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
     # a couple of pretrained LMs (few): their table and outcomes, no statistics (stated above)
     if not few and usable:
         facts = population_facts(spec, rows, refs, settings.outcome)
-        analysis, extras, stat_blocks = _analyse(spec, settings, analysed, usable, facts,
-                                                 marker_cis=cell_cis(cells, usable))
+        analysis, extras, stat_blocks = _analyse(
+            spec, settings, analysed, usable, facts, marker_cis=cell_cis(cells, usable),
+            censor=censored.censor if censored is not None and censored.n_censored else None)
         blocks += list(stat_blocks)
         if censored is not None and censored.n_censored:
             blocks += _survival(spec, settings, table, censored.censor, usable, extras)

@@ -538,7 +538,9 @@ def diagnose_table(spec_or_path: str | Path | TableDiagnosis, *, out: str | Path
              if spec.marker_flags else None)
     analysis, extras, blocks = _analyse(host, settings, internal, markers, facts,
                                         marker_cis=None if given
-                                        else _sidecar_cis(spec.table, internal, markers))
+                                        else _sidecar_cis(spec.table, internal, markers),
+                                        censor=censored.censor if censored is not None
+                                        and censored.n_censored else None)
     if censored is not None and censored.n_censored:
         from .runner import _survival
 

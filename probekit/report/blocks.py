@@ -16,8 +16,8 @@ from typing import Any, Literal
 from ..errors import ConfigError
 
 __all__ = [
-    "Block", "Bullets", "Column", "Forest", "Heatmap", "LinePlot", "Scatter", "Series", "Table",
-    "Text", "strict_json",
+    "Block", "Bullets", "Column", "Fold", "Forest", "Heatmap", "LinePlot", "Links", "Scatter",
+    "Series", "Table", "Text", "strict_json",
 ]
 
 
@@ -201,7 +201,8 @@ class Scatter:
     ``shapes``: a second label per point drawn as the marker shape (e.g. the seed), titled
     ``shape_label``; ``labels``: a name per point (the checkpoint), the hover text of the HTML
     report's SVG; ``x_low`` / ``x_high``: a per-point interval on x (the marker's own CI), drawn
-    as a horizontal error bar where both ends are finite.
+    as a horizontal error bar where both ends are finite; ``censored``: per point whether its y
+    is a lower bound (a right-censored outcome), drawn as an open marker with an arrow up.
     """
 
     title: str
@@ -216,12 +217,14 @@ class Scatter:
     labels: tuple[str, ...] | None = None
     x_low: tuple[float | None, ...] | None = None
     x_high: tuple[float | None, ...] | None = None
+    censored: tuple[bool, ...] | None = None
 
     def __post_init__(self) -> None:
         """Check that the coordinate (and per-point label) sequences have one entry per point."""
         n = len(self.x)
         sizes = {"y": self.y, "categories": self.categories, "shapes": self.shapes,
-                 "labels": self.labels, "x_low": self.x_low, "x_high": self.x_high}
+                 "labels": self.labels, "x_low": self.x_low, "x_high": self.x_high,
+                 "censored": self.censored}
         bad = {k: len(v) for k, v in sizes.items() if v is not None and len(v) != n}
         if bad:
             raise ConfigError(
@@ -238,6 +241,8 @@ class Scatter:
             **{k: list(v) for k, v in (("shapes", self.shapes), ("labels", self.labels),
                                        ("x_low", self.x_low), ("x_high", self.x_high))
                if v is not None},
+            **({"censored": [bool(v) for v in self.censored]}
+               if self.censored is not None and any(self.censored) else {}),
             **({"shape_label": self.shape_label} if self.shape_label else {}),
         })
 
@@ -325,7 +330,48 @@ class Forest:
         })
 
 
-Block = Table | LinePlot | Heatmap | Scatter | Text | Bullets | Forest
+@dataclass(frozen=True, kw_only=True)
+class Fold:
+    """Blocks a reader opens on demand: a closed ``<details>`` whose summary is ``title``.
+
+    The report stays short (per-layer rows of a family, per-marker sentences and scatters);
+    the folded blocks are rendered like any others once opened.
+    """
+
+    title: str
+    blocks: tuple[Any, ...]
+    anchor: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``{"block": "fold", ...}``)."""
+        return {"block": "fold", "title": self.title, "anchor": self.anchor,
+                "blocks": [b.to_dict() for b in self.blocks]}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Links:
+    """Relative links (e.g. to the two per-population reports of a comparison).
+
+    ``items``: ``(text, href)`` pairs; ``href`` must be a relative path (no scheme), so that the
+    report stays self-contained and never points off the folder tree it ships in.
+    """
+
+    items: tuple[tuple[str, str], ...]
+    anchor: str = ""
+
+    def __post_init__(self) -> None:
+        """Refuse an absolute or scheme-bearing href."""
+        for _, href in self.items:
+            if ":" in href or href.startswith("/"):
+                raise ConfigError(f"Links: href {href!r} is not a relative path; give a path "
+                                  "relative to the report (e.g. 'A/report.html')")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``{"block": "links", ...}``)."""
+        return {"block": "links", "items": [list(i) for i in self.items], "anchor": self.anchor}
+
+
+Block = Table | LinePlot | Heatmap | Scatter | Text | Bullets | Forest | Fold | Links
 
 
 def blocks_to_dicts(blocks: Sequence[Block]) -> list[dict[str, Any]]:

@@ -62,9 +62,11 @@ def forest_svg(block: dict[str, Any]) -> str:
     x0, x1 = (float(v) for v in block.get("xlim") or (-1.0, 1.0))
     legend, n_lines = _legend(block, cats, colors, series_order)
     top = 10 + 16 * n_lines
-    height = top + _ROW * len(rows) + _BOTTOM
+    k_series = max(len(series_order), 1)
+    row_h = _ROW if k_series == 1 else 13 * k_series + 6  # paired rows: each series its line
+    height = top + row_h * len(rows) + _BOTTOM
     pw = _W - _LEFT - _RIGHT
-    bottom = top + _ROW * len(rows)
+    bottom = top + row_h * len(rows)
 
     def px(v: float) -> float:
         return _LEFT + (min(max(v, x0), x1) - x0) / (x1 - x0) * pw
@@ -87,25 +89,24 @@ def forest_svg(block: dict[str, Any]) -> str:
     out.append(f'<text x="{_LEFT + pw / 2:.0f}" y="{height - 8}" font-size="11" '
                f'text-anchor="middle">{escape(block.get("xlabel", ""))}</text>')
     for k, row in enumerate(rows):
-        y = top + _ROW * k + _ROW / 2
+        y = top + row_h * k + row_h / 2
         if k % 2:
-            out.append(f'<rect x="0" y="{y - _ROW / 2:.1f}" width="{_LEFT - 4}" height="{_ROW}" '
+            out.append(f'<rect x="0" y="{y - row_h / 2:.1f}" width="{_LEFT - 4}" height="{row_h}" '
                        'fill="#f6f6f6"/>')
         short = textwrap.shorten(row, 34, placeholder="...")
         out.append(f'<text x="{_LEFT - 8}" y="{y + 4:.1f}" font-size="11" text-anchor="end">'
                    f'<title>{escape(row)}</title>{escape(short)}</text>')
-    k_series = max(len(series_order), 1)
     for i in range(n):
         k = rows.index(labels[i])
         j = series_order.index(series[i])
-        dy = (j - (k_series - 1) / 2) * min(7.0, (_ROW - 6) / k_series)
-        y = top + _ROW * k + _ROW / 2 + dy
+        dy = (j - (k_series - 1) / 2) * (row_h - 6) / k_series
+        y = top + row_h * k + row_h / 2 + dy
         color = colors.get(cats[i], "#1f77b4") if cats else "#1f77b4"
         v, lo, hi = block["values"][i], block["low"][i], block["high"][i]
         name = f"{labels[i]} ({series[i]})" if series[i] else labels[i]
         if shade is not None and _finite(shade[i]) and shade[i] > 0:
             w = float(shade[i])
-            half = (_ROW - 6) / (2 * k_series)
+            half = (row_h - 6) / (2 * k_series)
             out.append(f'<rect class="shade" x="{px(-w):.1f}" y="{y - half:.1f}" '
                        f'width="{px(w) - px(-w):.1f}" height="{2 * half:.1f}" fill="{_SHADE}" '
                        f'fill-opacity="0.09"><title>{escape(name)}: '
@@ -128,7 +129,7 @@ def forest_svg(block: dict[str, Any]) -> str:
         text = _interval(v, lo, hi)
         if series[i] and k_series > 1:
             text = f"{series[i]}: {text}"
-        size = 11 if k_series == 1 else 9
+        size = 11 if k_series == 1 else 10
         parts.append(f'<text x="{_LEFT + pw + 8}" y="{y + size / 3:.1f}" font-size="{size}">'
                      f'{escape(text)}</text>')
         out.append("".join(parts) + "</g>")

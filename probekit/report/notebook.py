@@ -151,13 +151,24 @@ class BlockView(NotebookMixin):
         """Rows of the first table, else one ``{"text": ...}`` per paragraph."""
         from .blocks import Table, Text
 
-        table = next((b for b in self._items if isinstance(b, Table)), None)
+        table = next((b for b in _opened(self._items) if isinstance(b, Table)), None)
         if table is not None:
             return [dict(r) for r in table.rows]
-        return [{"text": b.text} for b in self._items if isinstance(b, Text)]
+        return [{"text": b.text} for b in _opened(self._items) if isinstance(b, Text)]
 
     def _main_plot(self) -> LinePlot | Heatmap | Scatter | None:
-        return next((b for b in self._items if isinstance(b, (LinePlot, Heatmap, Scatter))), None)
+        return next((b for b in _opened(self._items)
+                     if isinstance(b, (LinePlot, Heatmap, Scatter))), None)
 
     def _summary(self) -> str:
         return f"{self._name!r}, {len(self._items)} blocks"
+
+
+def _opened(blocks: tuple[Block, ...]) -> list[Block]:
+    """``blocks`` with every :class:`~probekit.report.blocks.Fold` replaced by its blocks."""
+    from .blocks import Fold
+
+    out: list[Block] = []
+    for b in blocks:
+        out.extend(_opened(tuple(b.blocks)) if isinstance(b, Fold) else [b])
+    return out

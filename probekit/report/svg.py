@@ -4,7 +4,8 @@ Each point is an SVG group whose ``<title>`` (the browser's hover text) names th
 (its checkpoint) with its coordinates, colour and shape labels and, where the block has one,
 its x interval (the marker's own CI), drawn as a horizontal error bar. Colour encodes
 ``categories`` (e.g. the main design knob), the marker shape encodes ``shapes`` (e.g. the
-seed). The SVG has a ``viewBox`` and ``max-width: 100%``, so it scales down to any page width
+seed); a ``censored`` point (its y a lower bound: a run that never reached the crossing) is an
+open marker with an arrow up. The SVG has a ``viewBox`` and ``max-width: 100%``, so it scales down to any page width
 (never clipped), and it is self-contained: no script, no network.
 """
 
@@ -25,9 +26,8 @@ _SHAPES = ("circle", "square", "triangle", "diamond", "down", "plus", "cross")
 
 
 def _num(v: float) -> str:
-    """``v`` in 3 significant digits, never ``-0``."""
-    text = f"{v:.3g}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
+    """``v`` in 3 significant digits written out, its integer part whole (``1225``, ``0.0123``)."""
+    return plain_number(v, max(3, len(str(int(abs(v)))))) if math.isfinite(v) else str(v)
 
 
 def _finite(v: Any) -> bool:
@@ -48,8 +48,16 @@ def _ticks(lo: float, hi: float) -> list[float]:
     return [float(t) for t in MaxNLocator(nbins=6).tick_values(lo, hi) if lo <= t <= hi]
 
 
-def _marker(shape: str, cx: float, cy: float, color: str, r: float = 4.2) -> str:
-    fill = f'fill="{color}" fill-opacity="0.85" stroke="{color}"'
+def _marker(shape: str, cx: float, cy: float, color: str, r: float = 4.2,
+            style: str = "full") -> str:
+    """One marker of ``shape`` at ``(cx, cy)``.
+
+    ``style``: ``"full"`` (filled, outlined), ``"fill"`` (filled only: the opacity comes from
+    the parent group) or ``"open"`` (outline only: a censored point).
+    """
+    fill = {"full": f'fill="{color}" fill-opacity="0.85" stroke="{color}"',
+            "fill": f'fill="{color}"',
+            "open": f'fill="#fff" stroke="{color}" stroke-width="1.5" stroke-opacity="1"'}[style]
     if shape == "circle":
         return f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r}" {fill}/>'
     if shape == "square":
@@ -66,6 +74,12 @@ def _marker(shape: str, cx: float, cy: float, color: str, r: float = 4.2) -> str
         return "".join(f'<line x1="{a:.1f}" y1="{b:.1f}" x2="{c:.1f}" y2="{e:.1f}" '
                        f'stroke="{color}" stroke-width="2"/>' for a, b, c, e in seg)
     return f'<polygon points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in pts)}" {fill}/>'
+
+
+def _short(label: str) -> str:
+    """An axis label for the hover text: ``"m | a, b"`` (a residual) -> ``"m (residual)"``."""
+    head, sep, _ = label.partition(" | ")
+    return f"{head} (residual)" if sep else label
 
 
 def scatter_svg(block: dict[str, Any]) -> str:
@@ -129,22 +143,34 @@ def scatter_svg(block: dict[str, Any]) -> str:
     colors = dict(zip(cat_order, _colors(len(cat_order)), strict=True))
     shape_order = list(dict.fromkeys(shapes)) if shapes else []
     shape_of = {s: _SHAPES[k % len(_SHAPES)] for k, s in enumerate(shape_order)}
+    censored = block.get("censored") or [False] * n
+    short_x, short_y = _short(xlabel or "x"), _short(ylabel or "y")
+    # one opacity for every point (set here once: the markup per point stays short)
+    out.append('<g fill-opacity="0.85" stroke-opacity="0.6">')
     for i in keep:
         x, y = float(block["x"][i]), float(block["y"][i])
         color = colors.get(cats[i], "#1f77b4") if cats else "#1f77b4"
         shape = shape_of.get(shapes[i], "circle") if shapes else "circle"
-        tip = [str(labels[i]), f"{xlabel or 'x'} = {_num(x)}"]
+        tip = [str(labels[i]), f"{short_x} = {_num(x)}"]
         if i in bars:
             tip[-1] += f" [{_num(bars[i][0])}, {_num(bars[i][1])}]"
-        tip.append(f"{ylabel or 'y'} = {_num(y)}")
-        tip += [str(v[i]) for v in (cats, shapes) if v]
-        parts = [f'<g class="pt"><title>{escape(chr(10).join(tip))}</title>']
+        tip.append(f"{short_y} {'>=' if censored[i] else '='} {_num(y)}"
+                   + (" (censored: never reached)" if censored[i] else ""))
+        tip.append(", ".join(str(v[i]) for v in (cats, shapes) if v))
+        parts = [f'<g class="pt"><title>{escape(chr(10).join(t for t in tip if t))}</title>']
         if i in bars:
             lo, hi = px(bars[i][0]), px(bars[i][1])
             parts.append(f'<line class="errbar" x1="{lo:.1f}" y1="{py(y):.1f}" x2="{hi:.1f}" '
-                         f'y2="{py(y):.1f}" stroke="{color}" stroke-opacity="0.6"/>')
-        parts.append(_marker(shape, px(x), py(y), color))
+                         f'y2="{py(y):.1f}" stroke="{color}"/>')
+        if censored[i]:  # open marker, arrow up: the true value lies above
+            cx, cy = px(x), py(y)
+            parts.append(f'<path d="M{cx:.1f} {cy - 5:.1f}V{cy - 15:.1f}M{cx - 3:.1f} '
+                         f'{cy - 11:.1f}L{cx:.1f} {cy - 15:.1f}L{cx + 3:.1f} {cy - 11:.1f}" '
+                         f'fill="none" stroke="{color}"/>')
+        parts.append(_marker(shape, px(x), py(y), color, style="open" if censored[i] else "fill"))
         out.append("".join(parts) + "</g>")
+    out.append("</g>")
+    entries_note = any(censored[i] for i in keep)
     ly = float(top + 4)
     lx = float(_LEFT + pw + 12)
     for name, entries in ((block.get("color_label", ""), [(c, colors[c], "circle") for c in cat_order]),
@@ -167,5 +193,10 @@ def scatter_svg(block: dict[str, Any]) -> str:
     if bars:
         out.append(f'<text x="{lx}" y="{min(ly + 8, _H - 6)}" font-size="9" fill="#555">bars: each '
                    'marker\'s own CI</text>')
+        ly += 13
+    if entries_note:
+        out.append(_marker("circle", lx + 5, min(ly + 4, _H - 10), "#555", r=3.5, style="open")
+                   + f'<text x="{lx + 14}" y="{min(ly + 8, _H - 6)}" font-size="9" fill="#555">'
+                   'censored (true value above)</text>')
     out.append("</svg>")
     return "".join(out)

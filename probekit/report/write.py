@@ -20,7 +20,7 @@ import markupsafe
 
 from ..util.integrity import CHECKSUM_KEY, read_sealed, seal
 from ..util.io import atomic_write_text
-from . import forest, plots, svg
+from . import forest, lines, plots, svg
 from .blocks import strict_json
 from .numbers import format_p
 
@@ -113,16 +113,20 @@ def clean_negative_zero(text: str) -> str:
     return _NEGATIVE_ZERO.sub(r"\1", text)
 
 
-def render_block(block: dict[str, Any]) -> dict[str, Any]:
+def render_block(block: dict[str, Any], svg_lines: bool = False) -> dict[str, Any]:
     """Add what the template needs: the PNG/SVG of plot blocks, formatted cells of tables.
 
     No printed number is a negative zero: table cells, sentences, titles and captions.
+    ``svg_lines``: line plots as inline SVG with hover (:func:`.lines.line_plot_svg`, the
+    diagnosis report) instead of PNG; a ``fold`` renders its blocks the same way.
     """
     block = {k: clean_negative_zero(v) if k in ("text", "title", "caption", "xlabel", "ylabel")
              and isinstance(v, str) else v for k, v in block.items()}
     out = dict(block)
     kind = block["block"]
-    if kind == "lineplot":
+    if kind == "lineplot" and svg_lines:
+        out["svg"] = markupsafe.Markup(lines.line_plot_svg(block))
+    elif kind == "lineplot":
         out["png"] = base64.b64encode(plots.line_plot(block)).decode()
     elif kind == "heatmap":
         out["png"] = base64.b64encode(plots.heatmap(block)).decode()
@@ -139,9 +143,11 @@ def render_block(block: dict[str, Any]) -> dict[str, Any]:
             for row in block["rows"]
         ]
         out["groups"] = header_groups(block["columns"])
-    elif kind not in ("text", "bullets"):
+    elif kind == "fold":
+        out["blocks"] = group_plots([render_block(b, svg_lines) for b in block["blocks"]])
+    elif kind not in ("text", "bullets", "links"):
         raise ValueError(f"unknown report block type {kind!r}; expected table, lineplot, heatmap, "
-                         "scatter, forest, bullets, text")
+                         "scatter, forest, bullets, text, fold, links")
     return out
 
 
@@ -247,17 +253,19 @@ def render_html(report: dict[str, Any]) -> str:
     env = _environment()
     taken = {"toc", "configuration", "hypothesis-tests", "answer"}
     analyses, toc, answer = [], [], None
+    inline = "diagnosis" in report  # a diagnosis report: every plot an inline SVG with hover
     for a in report["analyses"]:
         if a["section"] == "answer":  # a diagnosis' answer: right under the title
-            answer = {"blocks": group_plots([render_block(b) for b in a["blocks"]])}
+            answer = {"blocks": group_plots([render_block(b, inline) for b in a["blocks"]])}
             for b in answer["blocks"]:
                 taken.add(b.get("anchor") or "")
             continue
         anchor = _slug(a["section"], taken)
-        blocks = group_plots([render_block(b) for b in a["blocks"]])
+        blocks = group_plots([render_block(b, inline) for b in a["blocks"]])
         entries = []
         for b in blocks:
-            if b["block"] == "table" and (b.get("anchor") or b.get("title")):
+            if b["block"] == "fold" or (b["block"] == "table"
+                                        and (b.get("anchor") or b.get("title"))):
                 b["anchor"] = b.get("anchor") or _slug(b["title"], taken)
                 taken.add(b["anchor"])
                 entries.append((b["anchor"], _toc_label(b["title"])))

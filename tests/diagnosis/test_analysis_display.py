@@ -32,7 +32,9 @@ def test_display_shows_the_report_ranking_and_the_top_partial_scatter():
     xs = fig.axes[0].collections[0].get_offsets()[:, 0]
     assert xs.tolist() == pytest.approx(list(top.marker_residuals))
     # the same scatter as the report's (which colours it by the knob when asked)
-    report_scatter = next(b for b in diagnosis_blocks(a, t) if isinstance(b, Scatter)
+    from tests.diagnosis.test_blocks import flat
+
+    report_scatter = next(b for b in flat(diagnosis_blocks(a, t)) if isinstance(b, Scatter)
                           and b.title == block.title)
     assert report_scatter == block
     text = repr(a)

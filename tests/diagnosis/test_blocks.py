@@ -14,7 +14,7 @@ from probekit.diagnosis import (
     marker_analysis,
 )
 from probekit.errors import DataError
-from probekit.report.blocks import LinePlot, Scatter, Table, Text, blocks_to_dicts
+from probekit.report.blocks import Fold, LinePlot, Scatter, Table, Text, blocks_to_dicts
 from probekit.report.write import render_html
 from tests.diagnosis.test_analysis import population
 from tests.diagnosis.test_early import series
@@ -24,6 +24,14 @@ REPORT = {"suite": {"name": "diagnosis", "description": "constructed population"
                     "compatibility_mode": False},
           "data": {"n_examples": 30, "splits": {}, "positions": "-", "probe_device": "cpu"},
           "hypotheses": []}
+
+
+def flat(blocks):
+    """The blocks with every fold opened (its blocks in place of it)."""
+    out = []
+    for b in blocks:
+        out.extend(flat(b.blocks) if isinstance(b, Fold) else [b])
+    return out
 
 
 def test_blocks_render_every_part():
@@ -37,6 +45,12 @@ def test_blocks_render_every_part():
         granulated=[granulated_kendall_tau(t, "ood", "planted", ["noise", "seed"]),
                     conditional_mutual_information(t, "ood", "planted", ["noise", "seed"])],
         early=ew)
+    folded = blocks
+    # the sentences, the scatters and the early-warning sentences fold away: the page stays short
+    assert [b.title.split(":")[0] for b in folded if isinstance(b, Fold)] == [
+        "One sentence per marker", "Scatter plots", "Early warning"]
+    assert not any(isinstance(b, Scatter) for b in folded)
+    blocks = flat(blocks)
     ranking = next(b for b in blocks if isinstance(b, Table))
     order = [r["marker"] for r in ranking.rows]
     partial = {s.marker: abs(s.partial_r) for s in a.markers if s.applicable}
@@ -58,6 +72,13 @@ def test_blocks_render_every_part():
     assert sum(isinstance(b, LinePlot) for b in blocks) == 2
     html = render_html({**REPORT, "analyses": [{"section": "diagnosis", "title": "Diagnosis",
                                                 "blocks": blocks_to_dicts(blocks)}]})
+    # a diagnosis report: the curves inline SVG too, one hover per point (3 steps x 2 markers)
+    page = render_html({**REPORT, "diagnosis": {}, "analyses": [
+        {"section": "diagnosis", "title": "Diagnosis", "blocks": blocks_to_dicts(folded)}]})
+    assert "data:image/png" not in page and page.count('<svg class="lineplot"') == 2
+    assert page.count('<details class="fold"') == 3
+    curves = page[page.index('<svg class="lineplot"'):]
+    assert curves.count('<g class="pt"><title>') >= 2 * 3
     pngs = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
     # 2 early-warning curves as PNG; the 8 scatters inline SVG, one hover <title> per model
     assert len(pngs) == 2 and all(base64.b64decode(p)[:4] == b"\x89PNG" for p in pngs)

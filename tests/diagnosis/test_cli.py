@@ -98,7 +98,8 @@ def test_report_renders_in_chromium(smoke, tmp_path):
     if find_chromium() is None:
         pytest.skip("headless Chromium not installed")
     result = render_report(smoke["out"] / "report.html", tmp_path / "diagnose.png")
-    assert result["images"] >= 1 and result["broken"] == [], result
+    # every plot inline SVG (the early-warning curves too): no image file, nothing broken
+    assert result["images"] == 0 and result["svgs"] >= 3 and result["broken"] == [], result
     assert result["clipped"] == [], result
 
 

@@ -67,8 +67,17 @@ def test_compare_populations_sentences_blocks_and_json():
     by_hand = holm([c.tests["m"]["p"], c.tests["flat"]["p"]])
     assert [c.tests["m"]["p_holm"], c.tests["flat"]["p_holm"]] == list(by_hand)
     assert "no difference shown" in c.sentence("flat")
-    table, *texts = c.blocks()
-    assert len(table.rows) == 2 and len(texts) == 2
+    table, fold = c.blocks()
+    assert len(table.rows) == 2 and len(fold.blocks) == 2  # the sentences fold away
+    row = table.rows[0]  # each population's verdict with its CI, and the interaction
+    assert row["a_verdict"] == c.a["m"].verdict and row["b_r"] == c.b["m"].partial_r
+    assert row["a_ci"] == [c.a["m"].partial_low, c.a["m"].partial_high]
+    assert row["delta"] == c.tests["m"]["delta"] and "y per unit of the marker" in table.caption
+    assert [col.group for col in table.columns[1:5]] == ["grok"] * 4
+    forest = c.forest()  # paired: A and B per marker, one hover each
+    assert forest.labels == ("m", "m", "flat", "flat")
+    assert forest.series == ("grok", "memorise") * 2
+    assert forest.values[1] == c.b["m"].partial_r and len(forest.hover) == 4
     json.dumps(c.to_dict(), allow_nan=False)
     with pytest.raises(ConfigError, match="no column"):
         compare_populations(a, {k: v for k, v in b.items() if k != "flat"}, "y",
@@ -114,4 +123,26 @@ def test_cli_two_table_files_side_by_side(tmp_path, capsys):
     saved = json.loads((out / "compare.json").read_text())
     assert saved["labels"] == ["grok", "memo"] and "m" in saved["tests"]
     assert (out / "report.html").exists() and (out / "grok" / "report.json").exists()
+    html = (out / "report.html").read_text()
+    # stands alone: the answer lines, the paired forest, both designs, links to both reports
+    assert html.index('id="answer-lines"') < html.index('id="forest"') < html.index('id="design"')
+    assert '<a href="grok/report.html">' in html and '<a href="memo/report.html">' in html
+    assert html.count('<g class="pt"><title>') >= 2 and "slope memo - grok" in html
     assert main(["diagnose", str(a), str(b), "--check"]) == 0
+
+
+def test_cli_two_files_of_one_name_get_distinct_folders(tmp_path, capsys):
+    from probekit.cli import main
+
+    (tmp_path / "x").mkdir()
+    (tmp_path / "y").mkdir()
+    a = _table_file(tmp_path / "x", "pop", 0.8, 11)
+    b = _table_file(tmp_path / "y", "pop", 0.0, 12)
+    out = tmp_path / "cmp"
+    assert main(["diagnose", str(a), str(b), "--out", str(out)]) == 0
+    capsys.readouterr()
+    ra = json.loads((out / "A-pop" / "report.json").read_text())
+    rb = json.loads((out / "B-pop" / "report.json").read_text())
+    assert ra["table"]["m"] != rb["table"]["m"]  # each population its own folder
+    html = (out / "report.html").read_text()
+    assert '<a href="A-pop/report.html">' in html and '<a href="B-pop/report.html">' in html

@@ -71,8 +71,8 @@ def _scan_finals() -> dict[str, list]:
 
 def test_family_equals_separate_markers_after_holm_on_scan_noise():
     """The 4 per-block probes of the SCAN noise table: separately, then as probe_primitive@L*."""
-    t = _scan_finals()
-    fam = {(f"probe_primitive@L{c[-1]}" if c in PROBES else c): v for c, v in t.items()}
+    fam = _scan_finals()  # the shipped table holds the family form
+    t = {(f"probe_primitive_b{c[-1]}" if c in FAMILY else c): v for c, v in fam.items()}
     kw = dict(covariates=["task.n_noise", "id_accuracy"], n_permutations=199,
               max_permutations=199)
     sep = marker_analysis(t, "ood:ood_len", markers=PROBES, **kw)
@@ -124,7 +124,7 @@ def test_planted_layer_is_named_with_its_selection_in_the_p():
 
 def _family_toml(tmp_path: Path, marker: str) -> Path:
     text = (ROOT / "probes" / "diagnose_scan_noise.toml").read_text()
-    a = text.index('[[marker]]\nname = "probe_primitive_b0"')
+    a = text.rindex("[[marker]]", 0, text.index('name = "probe_primitive"\n'))
     b = text.index('[[marker]]\nname = "capacity"')
     text = text[:a] + marker + "\n" + text[b:]
     text = text.replace('color_by = "task.n_noise"',
@@ -169,11 +169,9 @@ def test_spec_expands_layers_and_sites(tmp_path):
 
 @pytest.mark.slow
 def test_table_diagnosis_of_the_family_form_gives_one_curve(tmp_path):
-    """The shipped SCAN noise table, its probe columns renamed, re-analysed by the family TOML."""
-    t = read_marker_table(SCAN)
-    renamed = {(f"probe_primitive@L{c[-1]}" if c in PROBES else c): v for c, v in t.items()}
+    """The shipped SCAN noise table (probe columns in family form), re-analysed by the family TOML."""
     csv = tmp_path / "markers.csv"
-    csv.write_text(_csv(renamed))
+    csv.write_text(_csv(read_marker_table(SCAN)))
     spec = load_diagnosis(_family_toml(tmp_path, PROBE_FAMILY))
     result = diagnose_table(table_diagnosis_from_file(spec, csv))
     a = result.analysis
@@ -220,3 +218,49 @@ def test_runner_end_to_end_family_columns_and_report(tmp_path, monkeypatch, sing
     report = (tmp_path / "out" / "report.json").read_text()
     assert '"family_sentences"' in report and "probe: partial r with id_accuracy per layer" \
         in report
+
+
+def test_a_family_is_one_ranking_row_and_one_curve_its_layers_folded():
+    """Issue 57 item 3: the page shrinks; the family's row is its best layer with the family p."""
+    from probekit.diagnosis.ranking import analysis_blocks
+    from probekit.report.blocks import Fold, LinePlot, Table, Text, blocks_to_dicts
+    from probekit.report.write import render_html
+
+    rng = np.random.default_rng(0)
+    n = 48
+    knob = np.repeat(np.arange(6.0), 8)
+    z = rng.normal(size=n)
+    table = {"knob": knob.tolist(), "seed": np.tile(np.arange(8), 6).tolist(),
+             "ood": (-0.5 * knob + z + 0.3 * rng.normal(size=n)).tolist(),
+             "other": rng.normal(size=n).tolist()}
+    for k in range(4):
+        table[f"probe@L{k}"] = ((z if k == 2 else 0.0) + knob + 0.3 * rng.normal(size=n)).tolist()
+    a = marker_analysis(table, "ood", covariates=["knob"], n_permutations=99,
+                        max_permutations=99)
+    blocks = analysis_blocks(a)
+    ranking = blocks[[isinstance(b, Table) for b in blocks].index(True)]
+    assert [r["label"].rstrip(" *") for r in ranking.rows] == ["probe (best L2 of 4)", "other"]
+    best = ranking.rows[0]
+    assert best["marker"] == "probe@L2" and best["partial_p_holm"] == a["probe@L2"].partial_p_holm
+    assert "A layer family is one row" in ranking.caption
+    (curve,) = [b for b in blocks if isinstance(b, LinePlot)]
+    assert [x.split(":")[0] for x in curve.x_labels] == ["L0", "L1", "L2", "L3"]
+    fam_fold, sentences = [b for b in blocks if isinstance(b, Fold)]
+    layers = fam_fold.blocks[0]
+    assert layers.collapsed and [r["marker"] for r in layers.rows] == [f"probe@L{k}"
+                                                                       for k in range(4)]
+    assert [b.text for b in fam_fold.blocks[1:]] == [a.sentence(f"probe@L{k}") for k in range(4)]
+    assert [b.text for b in sentences.blocks] == [a.sentence("other")]  # no layer repeated
+    visible = [b for b in blocks if isinstance(b, Text)]
+    assert len(visible) == 1 + len(a.warnings) and visible[-1].text.startswith("probe (4 layers")
+    html = render_html({"suite": {"name": "f", "description": ""}, "diagnosis": {},
+                        "model": {"id": "m", "fingerprint": "-", "n_layers": None},
+                        "data": {"splits": {}, "probe_device": "cpu", "positions": ""},
+                        "hypotheses": [],
+                        "analyses": [{"section": "diagnosis", "title": "Diagnosis",
+                                      "blocks": blocks_to_dicts(list(blocks))}]})
+    curve_svg = html[html.index('<svg class="lineplot"'):]
+    curve_svg = curve_svg[:curve_svg.index("</svg>")]
+    assert curve_svg.count('<g class="pt"><title>') == 4 and "<polygon" in curve_svg
+    # the family (its per-layer table folded once more inside), the sentences, the configuration
+    assert html.count("<details") == 4

@@ -161,7 +161,8 @@ def test_report_starts_with_the_population_and_states_units(planted):
         if b["block"] == "table" and any(h.endswith((" p", "CI")) or h == "p" for h in heads):
             assert re.search(r"permuted|bootstrap over|resampl|unit|simulations",
                              b["caption"]), b["title"]
-    sentences = [b["text"] for b in blocks if b["block"] == "text"
+    opened = [x for b in blocks for x in (b["blocks"] if b["block"] == "fold" else [b])]
+    sentences = [b["text"] for b in opened if b["block"] == "text"
                  and b["text"].startswith(("planted:", "tracks:"))]
     assert len(sentences) == 2 and all(unit in s for s in sentences)
     ranking = next(b for b in blocks if b.get("anchor") == "verdicts")
@@ -247,7 +248,11 @@ SHIPPED_REPORTS = sorted(p.parent.relative_to(ROOT / "docs" / "diagnosis").as_po
 def test_the_answer_and_the_forest_plot_fill_the_first_screen(which, planted, tmp_path):
     """Headless Chromium at 1440 px (issue 57): the answer lines and the forest plot lie within
     the first 900 px, measured from the layout, then the Population section, then the verdict
-    table; nothing is cut off. On a planted population and on every shipped diagnosis report."""
+    table; nothing is cut off; the page, its details folded, is at most 9,000 px tall and a
+    single self-contained file (nothing fetched). On a planted population and on every shipped
+    diagnosis report, the comparison report included."""
+    import re
+
     from tests.report.chromium import find_chromium, render_report
 
     if find_chromium() is None:
@@ -261,6 +266,8 @@ def test_the_answer_and_the_forest_plot_fill_the_first_screen(which, planted, tm
     assert None not in tops.values(), tops
     assert bottoms["answer-lines"] < bottoms["forest"] <= 900, (tops, bottoms)
     assert tops["forest"] < tops["population"] < tops["verdicts"], tops
+    assert result["height"] <= 9000, result["height"]
+    assert not re.search(r'<(img|script|link|iframe)[^>]+(src|href)="(?!data:)', html.read_text())
 
 
 def test_every_part_of_a_diagnosis_displays_itself(planted):

@@ -82,7 +82,7 @@ def _run(binary: str, args: list[str], timeout: float = 180) -> str:
     return res.stdout
 
 
-def render_report(html: Path, screenshot: Path, *, width: int = 1280,
+def render_report(html: Path, screenshot: Path | None, *, width: int = 1280,
                   ids: tuple[str, ...] = ()) -> dict:
     """Check ``html`` in Chromium at ``width`` px and save a full-page screenshot.
 
@@ -93,7 +93,8 @@ def render_report(html: Path, screenshot: Path, *, width: int = 1280,
 
     The in-page check (``--dump-dom``) must finish; the screenshot is an artifact for a person
     to look at, cut to :data:`MAX_SCREENSHOT_HEIGHT` px, and a screenshot that times out is a
-    warning, not a failure (``"screenshot": None``).
+    warning, not a failure (``"screenshot": None``); ``screenshot=None`` takes none (the
+    layout check alone, e.g. the page height).
 
     Returns:
         ``{"images": n, "svgs": n, "broken": [...], "clipped": [...], "tops": {id: px},
@@ -114,6 +115,9 @@ def render_report(html: Path, screenshot: Path, *, width: int = 1280,
         result = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&")
                             .replace("&lt;", "<").replace("&gt;", ">"))
         height = min(int(result["height"]) + 20, MAX_SCREENSHOT_HEIGHT)
+        if screenshot is None:
+            result["screenshot"] = None
+            return result
         try:
             _run(binary, [f"--window-size={width},{height}", f"--screenshot={screenshot}",
                           html.as_uri()], timeout=120)
@@ -125,3 +129,13 @@ def render_report(html: Path, screenshot: Path, *, width: int = 1280,
     finally:
         probe.unlink(missing_ok=True)
     return result
+
+
+def first_screen(html: Path, screenshot: Path, *, width: int = 1440, height: int = 900) -> Path:
+    """Save what a reader sees first: ``html`` at ``width`` x ``height`` px, no scrolling."""
+    binary = find_chromium()
+    if binary is None:
+        raise FileNotFoundError("no chromium binary on PATH")
+    _run(binary, [f"--window-size={width},{height}", f"--screenshot={screenshot}", html.as_uri()],
+         timeout=120)
+    return screenshot

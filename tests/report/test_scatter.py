@@ -78,3 +78,29 @@ def test_draw_scatter_with_error_bars_and_shapes():
     ax = fig.subplots()
     plots.draw_scatter(s, ax)
     assert len(ax.collections) >= 2
+
+
+def test_censored_points_are_open_markers_with_an_arrow_up():
+    """A right-censored outcome: the point is a lower bound, drawn open with an arrow; hover says so."""
+    s = Scatter(title="m vs crossing step", x=(0.1, 0.2, 0.3), y=(400.0, 1225.0, 1225.0),
+                xlabel="m", ylabel="id_step_0.9", censored=(False, True, True))
+    d = s.to_dict()
+    assert d["censored"] == [False, True, True]
+    assert "censored" not in Scatter(title="t", x=(0.0,), y=(1.0,), censored=(False,)).to_dict()
+    root = ElementTree.fromstring(scatter_svg(d))
+    groups = root.findall(f".//{SVG}g[@class='pt']")
+    titles = [g.find(f"{SVG}title").text for g in groups]
+    assert "id_step_0.9 = 400" in titles[0] and "censored" not in titles[0]
+    assert all("id_step_0.9 >= 1225 (censored: never reached)" in t for t in titles[1:])
+    marks = [g.findall("*")[-1] for g in groups]
+    assert [m.get("fill") for m in marks] == ["#1f77b4", "#fff", "#fff"]  # open = white fill
+    arrows = [g.find(f"{SVG}path") for g in groups]
+    assert [a is not None for a in arrows] == [False, True, True]
+    # the arrow rises 10 px above the marker: "M x y-5 V y-15 ..."
+    d0 = arrows[1].get("d")
+    y = float(marks[1].get("cy"))
+    assert d0.startswith("M") and f"V{y - 15:.1f}" in d0
+    # plain tick labels: 1225 is written out, never 1.22e+03
+    assert "e+0" not in scatter_svg(d) and ">1200<" in scatter_svg(d)
+    with pytest.raises(ConfigError, match="censored"):
+        Scatter(title="t", x=(0.0, 1.0), y=(1.0, 2.0), censored=(True,))
