@@ -26,7 +26,8 @@ EDITS = {
                                "    n_epochs: Annotated[int, Ge(1)] = 50\n"),
     "neurons/config.py": ("    batch_size: Annotated[int, Ge(1)] = 32\n",
                           "    n_epochs: Annotated[int, Ge(1)] = 50\n"),
-    "geometry/config.py": ("    seed: int = 0\n", "    n_epochs: Annotated[int, Ge(1)] = 50\n"),
+    "geometry/config.py": ("    seed: Annotated[int, SEED] = 0\n",
+                           "    n_epochs: Annotated[int, Ge(1)] = 50\n"),
 }
 
 HEAD = """

@@ -63,7 +63,7 @@ class HEConfig(Validated):
     shuffle: bool = False
     seed: Annotated[int, SEED] = 0
     site: str = "resid_post"
-    layer: Annotated[int, Ge(-1, hint="a block index, -1 = the last block")] = -1
+    layer: int = -1  # a block index; negative counts from the last block (-1); checked on the data
     pooling: Pooling = "mean"
     split: str = "train"
     max_examples: Annotated[int | None, Ge(1)] = None

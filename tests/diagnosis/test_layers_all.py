@@ -89,13 +89,22 @@ def _layers(path: Path) -> list[int]:
 
 
 def _hf_config(directory: Path, arch: str, depth: int) -> str:
-    """A Hugging Face model directory's config.json only (no weights are read for the depth)."""
+    """A Hugging Face model directory: config.json plus stand-in weights and tokenizer files.
+
+    Only the config is read for the depth; the other two are what ``--check`` asks of an entry.
+    """
     from transformers import GPT2Config, LlamaConfig
 
     config = (LlamaConfig(num_hidden_layers=depth, hidden_size=32, intermediate_size=64,
                           num_attention_heads=4) if arch == "llama"
               else GPT2Config(n_layer=depth, n_embd=32, n_head=4))  # GPT-2 writes n_layer
     config.save_pretrained(directory)
+    # what --check asks of a model entry beside its config (only the config is read here)
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(1)}, str(directory / "model.safetensors"))
+    (directory / "tokenizer.json").write_text("{}")
     return directory.name
 
 

@@ -67,7 +67,7 @@ def test_fourier_key_share_on_scan_is_not_applicable(scan_run):
     from probekit.hypotheses.kinds.fourier_key_share import FourierKeyShareSpec, fourier_key_share
 
     with pytest.raises(NotApplicableError, match="trained on task 'scan'"):
-        fourier_key_share(FourierKeyShareSpec(p=5, source="embedding"), scan_run)
+        fourier_key_share(FourierKeyShareSpec(p=23, source="embedding"), scan_run)
 
 
 def test_progress_kinds_need_a_checkpoint(scan_run):

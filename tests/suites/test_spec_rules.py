@@ -24,6 +24,7 @@ CHECKED_ELSEWHERE = {
     ("PatchingSpec", "kinds"),  # unknown kind, none, twice: one message listing PATCH_KINDS
     ("SimilaritySpec", "sites"), ("SimilaritySpec", "drift_sites"),  # Distinct; parsed at run
     ("CaptureSpec", "sites"),  # check_capture_sites: kinds, twice, two spellings of one site
+    ("HomomorphismSpec", "layer"),  # a block index, negative from the end: checked on the states
 }
 #: free values: any number is meaningful
 FREE = {("ExecutionSpec", "options")}
