@@ -43,7 +43,7 @@ from probekit.diagnosis.compare import compare_populations
 from probekit.diagnosis.families import family_blocks
 from probekit.diagnosis.table_diagnosis import diagnose_table
 from probekit.report import plots
-from probekit.report.blocks import Scatter
+from probekit.report.blocks import Fold, Scatter
 
 FAST = os.environ.get("PROBEKIT_TUTORIAL_FAST") == "1"
 ROOT = next(p for p in (Path.cwd(), *Path.cwd().parents) if (p / "probes").is_dir()
@@ -186,7 +186,16 @@ pd.DataFrame(levels.to_records())
 
 # %%
 blocks = diagnosis_blocks(analysis, table, color_by="noise", levels=levels)
-scatters = [b for b in blocks if isinstance(b, Scatter) and b.xlabel.split(" |")[0] == "modifier_he"]
+
+
+def unfold(blocks):
+    """The blocks with every folded section (a report's <details>) opened."""
+    for b in blocks:
+        yield from unfold(b.blocks) if isinstance(b, Fold) else (b,)
+
+
+scatters = [b for b in unfold(blocks)
+            if isinstance(b, Scatter) and b.xlabel.split(" |")[0] == "modifier_he"]
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
 for block, ax in zip(scatters, axes, strict=True):
     plots.draw_scatter(block.to_dict(), ax)
@@ -207,12 +216,11 @@ fig
 
 # %%
 scan = read_marker_table(ROOT / "docs" / "diagnosis" / "scan_noise" / "markers.csv")
-scan = scan[scan["final"] == 1].rename(  # a DataFrame: the final models, one family name
-    columns=lambda c: f"probe_primitive@L{c[-1]}" if c.startswith("probe_primitive_b") else c)
+scan = scan[scan["final"] == 1]  # a DataFrame: the final models; the probe is a layer family
 FAMILY = [c for c in scan if c.startswith("probe_primitive@L")]
 layers = marker_analysis(scan, "ood:ood_len", markers=[*FAMILY, "weight_norm"],
                          covariates=("task.n_noise", "id_accuracy"), n_permutations=N_PERM)
-curve, family_sentence = family_blocks(layers)
+curve, family_sentence, *_ = family_blocks(layers)  # and the folded per-layer blocks
 print(family_sentence.text)
 fig, ax = plt.subplots(figsize=(6.5, 3.4), layout="constrained")
 plots.draw_line_plot(curve.to_dict(), ax)
