@@ -27,6 +27,7 @@ import numpy as np
 
 from probekit.errors import ProbekitError
 
+from .families import family_name, group_families
 from .power import PowerCurve, simulated_power
 
 __all__ = ["MDE_SIMULATIONS", "design_curve", "unit_levels", "with_simulated_mde"]
@@ -151,20 +152,16 @@ def with_simulated_mde(
 def unit_levels(markers: Sequence[Any], alpha: float, n_tested: int) -> dict[str, float]:
     """The level of each marker's first test in the report's weighted Holm procedure.
 
-    Families count once (:mod:`.families`): with ``U`` units (a family, or a marker outside
-    any), a marker outside a family is first tested at ``alpha / U`` and a family's best layer at
-    ``alpha / (U |F|)``. Without families ``U = K``, the markers tested: ``alpha / K``. Markers
-    with no ``family`` attribute or no MDE (not tested) are units of their own.
+    Families count once (:mod:`.families`, the ``NAME@...`` convention): with ``U`` units (a
+    family, or a marker outside any), a marker outside a family is first tested at
+    ``alpha / U`` and a family's best layer at ``alpha / (U |F|)``. Without families ``U = K``,
+    the markers tested: ``alpha / K``. Markers with no MDE (not tested) count in no unit.
     """
-    tested = [s for s in markers if math.isfinite(getattr(s, "mde_partial_r", math.nan))]
-    sizes: dict[str, int] = {}
-    for s in tested:
-        if getattr(s, "family", ""):
-            sizes[s.family] = sizes.get(s.family, 0) + 1
-    units = len(sizes) + sum(1 for s in tested if not getattr(s, "family", ""))
-    units = max(units, 1) if tested else max(int(n_tested), 1)
-    return {s.marker: alpha / (units * (sizes.get(getattr(s, "family", ""), 1)
-                                        if getattr(s, "family", "") else 1))
+    tested = [s.marker for s in markers if math.isfinite(getattr(s, "mde_partial_r", math.nan))]
+    families = group_families(tested)
+    units = (len(families) + sum(family_name(m) is None for m in tested) if tested
+             else max(int(n_tested), 1))
+    return {s.marker: alpha / (units * len(families.get(family_name(s.marker) or "", (s,))))
             for s in markers}
 
 

@@ -43,6 +43,7 @@ import numpy as np
 
 from probekit.errors import ConfigError, KeyedValueError
 
+from .families import family_name
 from .power import PowerCurve, simulated_power
 
 __all__ = ["MEASURED_R2", "PlannedDesign", "PowerPlan", "TrainingCost", "check_target",
@@ -240,7 +241,7 @@ def design_from_spec(spec: Any) -> PlannedDesign:
         raise ConfigError(f"{spec.where('diagnosis', 'groups')} = {groups!r}: not a grid key; the "
                           f"grid keys are {keys}")
     return PlannedDesign(columns=cols, covariates=covariates, groups=groups,
-                         n_markers=len({m.name.partition("@")[0] for m in spec.markers}),
+                         n_markers=len({family_name(m.name) or m.name for m in spec.markers}),
                          alpha=d.alpha,
                          covariate_coding=dict(d.covariate_coding),
                          spline_df=d.spline_df or 4, inference=d.inference or "within_groups")
