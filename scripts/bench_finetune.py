@@ -81,13 +81,13 @@ def bench_finetune_step(steps: int = 3, batch_size: int = 16, max_length: int = 
     from probekit.train import finetune as ft
     from probekit.train.block_inputs import block_inputs
     from probekit.train.finetune_data import batch_rows
-    from probekit.train.finetune_presets import FINETUNE_PRESETS
+    from probekit.train.finetune_presets import finetune_preset
     from probekit.train.top_blocks import first_block, pack, packed_scored_loss
 
     work = Path(tempfile.mkdtemp(prefix="pk-bench-ft-"))
     data = write_biographies(BiographiesConfig(n_people=n_people, augmentation=augmentation),
                              work / "data")["data"]
-    preset = dataclasses.replace(FINETUNE_PRESETS["smollm2_bio"].train, device="cpu",
+    preset = dataclasses.replace(finetune_preset("smollm2_bio").train, device="cpu",
                                  data=str(data), max_length=max_length, batch_size=batch_size)
     fast_cfg = dataclasses.replace(preset, trainable_blocks=k)
     rows = ft.read_rows(data, preset.train_split)

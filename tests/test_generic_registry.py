@@ -22,7 +22,7 @@ def test_register_get_names_and_the_one_rule_for_a_name_registered_twice():
     assert reg.register("alpha", first) is first
     reg.register("beta", 2, origin=second)
     assert reg.get("alpha") is first and reg.names() == ("alpha", "beta") and "beta" in reg
-    assert reg.items() == {"alpha": first, "beta": 2}
+    assert dict(reg.items()) == {"alpha": first, "beta": 2} and reg.values() == [first, 2]
     with pytest.raises(ConfigError) as err:
         reg.register("alpha", second)
     msg = str(err.value)
@@ -143,3 +143,96 @@ def test_temporary_on_a_registry_whose_plugins_are_not_loaded_yet_keeps_them(tmp
     finally:
         for name in ("toy_reg_mod", "toy_reg_plugins", "toy_reg_plugins.a"):
             sys.modules.pop(name, None)
+
+
+def test_a_registry_reads_like_a_mapping_and_data_registries_relax_names():
+    class Missing(ConfigError, KeyError):
+        """An unknown name of this registry."""
+
+    reg: Registry[int] = Registry("model", identifiers=False, error=Missing)
+    reg["smollm2-135m"] = 1                          # register(name, obj)
+    reg.register("gemma3-270m", 2)
+    assert reg["gemma3-270m"] == 2 and list(reg) == ["gemma3-270m", "smollm2-135m"] and len(reg) == 2
+    assert {**reg} == {"gemma3-270m": 2, "smollm2-135m": 1} and reg.get("nope", 0) == 0
+    with pytest.raises(Missing, match=r"^unknown model 'smollm2' \(did you mean 'smollm2-135m'\?\); "
+                       r"registered models are \['gemma3-270m', 'smollm2-135m'\]$"):
+        reg["smollm2"]
+    with pytest.raises(ConfigError, match=r"model name 'a b' must be a non-empty name without whitespace"):
+        reg.register("a b", 3)
+    del reg["gemma3-270m"]
+    assert reg.names() == ("smollm2-135m",)
+
+
+def test_the_name_tables_are_registries_with_the_close_match_error():
+    from probekit.models.named import REGISTRY, UnknownModelError, get_spec
+    from probekit.testbeds.modular import ModularAddition, ModularAdditionConfig
+    from probekit.testbeds.registry import TASKS, TaskType, config_class, get_task
+    from probekit.train.training_preset import PRESETS, TrainingPreset
+
+    for table in (REGISTRY, TASKS, PRESETS):
+        assert isinstance(table, Registry)
+    assert TASKS["modular_addition"] == TaskType(ModularAddition, ModularAdditionConfig)
+    assert config_class("scan").__name__ == "ScanConfig"
+    with pytest.raises(ConfigError, match=r"^unknown task 'scna' \(did you mean 'scan'\?\)"):
+        get_task("scna")
+    with pytest.raises(UnknownModelError, match=r"did you mean 'gemma3-270m'\?"):
+        get_spec("gemma3")
+    with pytest.raises(KeyError):  # UnknownModelError is a KeyError too (older callers)
+        get_spec("gemma3")
+    assert all(isinstance(p, TrainingPreset) for p in PRESETS.values())
+    assert {n for n, p in PRESETS.items() if p.pretrained} == {
+        "smollm2_finetune", "smollm2_bio_smoke", "smollm2_bio"}
+
+
+_ENTRY_POINT_PLUGINS = {
+    "analysis": ("from dataclasses import dataclass\n"
+                 "from probekit.suites.registry import register_analysis\n\n"
+                 "@dataclass(frozen=True, kw_only=True)\nclass EpSpec:\n    x: int = 0\n\n"
+                 "@register_analysis('ep_toy', spec=EpSpec)\ndef run(spec, ctx):\n    return None\n"),
+    "probe_kind": ("from probekit.probes.kind import ProbeKind, register_probe_kind\n\n"
+                   "@register_probe_kind\nclass EpToy(ProbeKind):\n    name = 'ep_toy'\n"
+                   "    metric = 'm'\n    chance_text = ''\n    fit_batched = None\n    score = None\n"),
+}
+
+
+@pytest.mark.parametrize("which", ["analysis", "probe_kind"])
+def test_analyses_and_probe_kinds_load_installed_entry_points_lazily(which, tmp_path, monkeypatch):
+    """The measurement kinds' entry-point mechanism: lazy, a broken plug-in recorded, SystemExit caught."""
+    import importlib.metadata as md
+
+    from probekit.probes.kind import PROBE_KINDS, probe_kind
+    from probekit.suites.registry import ANALYSES, get_analysis
+
+    registry, lookup, builtin, group = {
+        "analysis": (ANALYSES, get_analysis, "probe", "probekit.analyses"),
+        "probe_kind": (PROBE_KINDS, probe_kind, "ridge", "probekit.probe_kinds"),
+    }[which]
+    module = f"ep_{which}_plugin"
+    (tmp_path / f"{module}.py").write_text(_ENTRY_POINT_PLUGINS[which])
+    (tmp_path / f"ep_{which}_exits.py").write_text("raise SystemExit(3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    eps = [md.EntryPoint(name="a_broken", value="no_such_ep_pkg", group=group),
+           md.EntryPoint(name="b_exits", value=f"ep_{which}_exits", group=group),
+           md.EntryPoint(name="ep_toy", value=module, group=group)]
+    monkeypatch.setattr(md, "entry_points", lambda group=None: list(eps) if group == registry.group else [])
+    registry.rescan()
+    try:
+        with registry.temporary():
+            assert lookup(builtin) is registry.get(builtin) and module not in sys.modules
+            assert lookup("ep_toy") is registry.get("ep_toy") and module in sys.modules
+            assert registry.broken() == ()            # the entry point of that name went first
+            with pytest.raises(ConfigError) as err:
+                lookup("ep_toy_unknown")
+            missing = ("plug-in module 'no_such_ep_pkg' (from entry point 'a_broken' in group "
+                       f"'{group}'): ModuleNotFoundError: No module named 'no_such_ep_pkg'")
+            exits = "SystemExit: the plug-in called sys.exit(3) (a plug-in must not exit)"
+            (first, second) = registry.broken()
+            assert first == missing and second.endswith(exits) and "\n" not in str(err.value)
+            assert str(err.value).endswith(f"; installed plug-ins that failed to import: {first} | {second}")
+            assert lookup(builtin) is registry.get(builtin)   # still answered
+    finally:
+        for name in (module, f"ep_{which}_exits"):
+            sys.modules.pop(name, None)
+        monkeypatch.undo()
+        registry.rescan()
+    assert "ep_toy" not in registry and registry.broken() == ()

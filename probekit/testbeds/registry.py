@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
-from ..errors import ConfigError
 from ..util.config import check_keys
+from ..util.registry import Registry
 from .base import Task
 from .bio_scratch import BioScratch, BioScratchConfig
 from .knowledge import (
@@ -19,31 +19,48 @@ from .modular import ModularAddition, ModularAdditionConfig
 from .relation_facts import RelationFacts, RelationFactsConfig
 from .scan import ScanConfig, ScanTask
 
-#: name -> (task class, config class)
-TASKS: dict[str, tuple[type, type]] = {
-    "modular_addition": (ModularAddition, ModularAdditionConfig),
-    "scan": (ScanTask, ScanConfig),
-    "kg_composition": (KnowledgeComposition, KGCompositionConfig),
-    "kg_comparison": (KnowledgeComparison, KGComparisonConfig),
-    "relation_facts": (RelationFacts, RelationFactsConfig),
-    "bio_scratch": (BioScratch, BioScratchConfig),
-}
+
+class TaskType(NamedTuple):
+    """A registered testbed: its task class and its frozen config class."""
+
+    task: type
+    config: type
+
+
+#: The testbeds by name (``TASKS.get(name).config``); an unknown name lists the registered ones.
+TASKS: Registry[TaskType] = Registry(
+    "task", hint="a testbed registers with register_task(name, task_class, config_class) "
+                 "(CONTRIBUTING.md)",
+)
+
+
+def register_task(name: str, task: type, config: type) -> None:
+    """Make ``get_task(name, **overrides)`` build ``task(config(**overrides))``.
+
+    Registering ``name`` again from another task class is refused (naming both).
+    """
+    TASKS.register(name, TaskType(task, config), origin=task)
+
+
+for _name, _task, _config in (
+    ("modular_addition", ModularAddition, ModularAdditionConfig),
+    ("scan", ScanTask, ScanConfig),
+    ("kg_composition", KnowledgeComposition, KGCompositionConfig),
+    ("kg_comparison", KnowledgeComparison, KGComparisonConfig),
+    ("relation_facts", RelationFacts, RelationFactsConfig),
+    ("bio_scratch", BioScratch, BioScratchConfig),
+):
+    register_task(_name, _task, _config)
 
 
 def task_names() -> list[str]:
-    """Names of the registered tasks (``get_task`` accepts them)."""
-    return list(TASKS)
+    """Names of the registered tasks (``get_task`` accepts them), sorted."""
+    return list(TASKS.names())
 
 
 def config_class(name: str) -> type:
     """The config dataclass of task ``name``."""
-    return _lookup(name)[1]
-
-
-def _lookup(name: str) -> tuple[type, type]:
-    if name not in TASKS:
-        raise ConfigError(f"unknown task {name!r}; valid tasks are {list(TASKS)}")
-    return TASKS[name]
+    return TASKS.get(name).config
 
 
 def get_task(name: str, **overrides: Any) -> Task:
@@ -54,7 +71,7 @@ def get_task(name: str, **overrides: Any) -> Task:
     >>> get_task("modular_addition", p=59, train_fraction=0.4).config.p
     59
     """
-    task_cls, cfg_cls = _lookup(name)
+    task_cls, cfg_cls = TASKS.get(name)
     fields = (f.name for f in dataclasses.fields(cfg_cls))
     check_keys(overrides, fields, what=f"{cfg_cls.__name__} (task {name!r})")
     return task_cls(cfg_cls(**{k: _tuplify(v) for k, v in overrides.items()}))
@@ -62,7 +79,6 @@ def get_task(name: str, **overrides: Any) -> Task:
 
 def task_from_dict(name: str, config: dict[str, Any]) -> Task:
     """Rebuild a task from ``name`` and ``dataclasses.asdict(config)`` (JSON lists -> tuples)."""
-    _, cfg_cls = _lookup(name)
     return get_task(name, **config)
 
 

@@ -21,7 +21,8 @@ _EXPORTS = {
     "TrainRun": ".population",
     "train_population": ".population",
     "train_run": ".population",
-    "PRESETS": ".presets",
+    "PRESETS": ".training_preset",
+    "TrainingPreset": ".training_preset",
     "Preset": ".presets",
     "get_preset": ".presets",
     "eval_schedule": ".schedule",
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
     from .population import TrainRun as TrainRun
     from .population import train_population as train_population
     from .population import train_run as train_run
-    from .presets import PRESETS as PRESETS
     from .presets import Preset as Preset
     from .presets import get_preset as get_preset
     from .schedule import eval_schedule as eval_schedule
@@ -57,3 +57,5 @@ if TYPE_CHECKING:
     from .trainer import evaluate as evaluate
     from .trainer import list_checkpoints as list_checkpoints
     from .trainer import train as train
+    from .training_preset import PRESETS as PRESETS
+    from .training_preset import TrainingPreset as TrainingPreset

@@ -1,7 +1,7 @@
 """Runs from presets: a preset plus ``--set`` overrides -> (task, model config, train config).
 
 The ``--set`` items are parsed by :func:`probekit.train.sets.parse_sets` (shared with the
-fine-tune presets) over :func:`run_sections`.
+fine-tune presets) over :func:`~probekit.train.presets.run_sections`.
 
 The library side of ``probekit train`` (:mod:`probekit.train.cli` parses arguments and calls
 these; :mod:`probekit.train.population` builds each run of a population in its worker), and the
@@ -13,25 +13,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError, ProbekitError
 from ..models.config import ModelConfig
-from ..util.constraints import ConstraintError
 from .config import TrainConfig
 from .loss_term import LossTermFactory
-from .presets import get_preset
+from .presets import get_preset, run_sections
 from .sets import parse_sets, parse_value
 
 if TYPE_CHECKING:
     from ..testbeds.base import Task
 
 __all__ = ["build_run", "loss_terms", "parse_sets", "parse_value", "run_sections"]
-
-def run_sections(task_name: str) -> dict[str, type]:
-    """The ``--set`` sections of a testbed preset: its task's config, ``ModelConfig``, ``TrainConfig``."""
-    from ..testbeds.registry import config_class
-
-    return {"task": config_class(task_name), "model": ModelConfig, "train": TrainConfig}
-
 
 def build_run(
     name: str,
@@ -41,39 +32,11 @@ def build_run(
     sets: list[str] | None = None,
     device: str | None = None,
 ) -> tuple[Task, ModelConfig, TrainConfig]:
-    """Resolve a preset plus overrides into (task, model config, train config)."""
-    from ..testbeds.registry import get_task
+    """Resolve testbed preset ``name`` plus overrides into (task, model config, train config).
 
-    preset = get_preset(name)
-    over = parse_sets(list(sets or []), run_sections(preset.task), what=f"preset {name!r}")
-    task_kw = {**preset.task_overrides, **over["task"]}
-    model_kw = {**preset.model_overrides, **over["model"]}
-    train_kw = {**preset.train.to_dict(), **over["train"]}
-    if seed is not None:
-        task_kw["seed"] = model_kw["seed"] = train_kw["seed"] = seed
-    if steps is not None:
-        train_kw["steps"] = steps
-    if device is not None:
-        train_kw["device"] = device
-    try:
-        task = get_task(preset.task, **task_kw)
-        return task, task.model_config(**model_kw), TrainConfig.from_dict(train_kw)
-    except ConstraintError as err:  # a field's declared rule: name the --set item that gave it
-        raise ConfigError(_with_flag(str(err), list(sets or []), err.key)) from None
-    except ProbekitError as err:
-        raise ConfigError(_with_flag(str(err), list(sets or []))) from None
-    except (ValueError, TypeError) as err:  # a task config's rule across fields (plain ValueError)
-        raise ConfigError(_with_flag(str(err), list(sets or []))) from None
-
-
-def _with_flag(message: str, sets: list[str], key: str | None = None) -> str:
-    """``message`` with the ``--set`` item that gave the failing field (``key``), when one did."""
-    for item in sets:
-        name = item.partition("=")[0].rpartition(".")[2]
-        if (name == key if key is not None else
-                f".{name} " in message or f".{name}=" in message or f"'{name}'" in message):
-            return f"--set {item}: {message}"
-    return f"{message} (check --set, --seed and --steps)"
+    :meth:`probekit.train.presets.Preset.build` of :func:`~probekit.train.presets.get_preset`.
+    """
+    return get_preset(name).build(name, steps=steps, seed=seed, sets=sets, device=device)
 
 
 def loss_terms(task: Task, config: TrainConfig) -> tuple[LossTermFactory, ...]:

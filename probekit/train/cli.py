@@ -1,6 +1,6 @@
 """``probekit train NAME --out DIR [--steps N] [--seed S] [--set key=value ...]``.
 
-``NAME`` is a task or preset name (:data:`probekit.train.presets.PRESETS`). ``--set`` overrides any
+``NAME`` is a task or preset name (:data:`probekit.train.training_preset.PRESETS`). ``--set`` overrides any
 field: ``task.p=97``, ``model.d_model=64``, ``train.lr=3e-3``; a bare ``key=value`` is accepted
 when exactly one of the three configs has that field. Values are parsed as JSON when possible
 (``3e-3``, ``null``, ``[0.9, 0.98]``), else kept as strings. ``--seed`` sets the task, model and
@@ -18,9 +18,8 @@ from typing import Any
 from ..errors import ConfigError
 from ..executor_cli import add_executor_arguments, executor_choice
 from ..util.outdir import write_marker
-from .finetune_presets import FINETUNE_PRESETS
-from .presets import PRESETS
 from .run_dir import check_run_dir
+from .training_preset import PRESETS
 
 _HELP = """\
 Train a model on a built-in testbed; an existing --out directory is resumed from its last
@@ -50,8 +49,10 @@ def add_train_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.A
         description=_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("name", help=f"task or preset: {', '.join(PRESETS)}; or a fine-tune preset "
-                   f"of a pretrained LM: {', '.join(FINETUNE_PRESETS)} (docs/finetune.md)")
+    scratch = [name for name, preset in PRESETS.items() if not preset.pretrained]
+    tunes = [name for name, preset in PRESETS.items() if preset.pretrained]
+    p.add_argument("name", help=f"task or preset: {', '.join(scratch)}; or a fine-tune preset "
+                   f"of a pretrained LM: {', '.join(tunes)} (docs/finetune.md)")
     p.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
     p.add_argument("--steps", type=int, default=None, help="override train.steps")
     p.add_argument("--seed", type=int, default=None, help="task, model and train seed")
@@ -81,9 +82,8 @@ def run_train_command(args: argparse.Namespace) -> int:
         resolve_device(args.device)  # one line, before anything is created
     _check_seeds(args)
     check_run_dir(args.out, force=args.force, flag="--out", force_flag="--force")
-    from .finetune_presets import is_finetune_preset
-
-    if args.seeds is not None or executor_choice(args) is not None or is_finetune_preset(args.name):
+    preset = PRESETS.get(args.name)
+    if args.seeds is not None or executor_choice(args) is not None or preset.pretrained:
         return _train_population(args)  # a fine-tune runs as a one-run population
     task, mcfg, tcfg = build_run(
         args.name, steps=args.steps, seed=args.seed, sets=args.sets, device=args.device

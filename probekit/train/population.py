@@ -16,7 +16,9 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..executor import Executor, get_executor
+from .build import loss_terms
 from .history import History
+from .training_preset import PRESETS
 
 __all__ = ["TrainRun", "planned_steps", "train_population", "train_run"]
 
@@ -26,7 +28,7 @@ class TrainRun:
     """One training of a population (a picklable executor task).
 
     Attributes:
-        preset: a training preset (:data:`probekit.train.presets.PRESETS`).
+        preset: a training preset (:data:`probekit.train.training_preset.PRESETS`).
         out_dir: this run's directory (checkpoints, history); distinct per run.
         seed: seeds task data, model init and batch order (:func:`probekit.train.build_run`);
             ``None``: the preset's own seeds.
@@ -50,20 +52,11 @@ def train_run(run: TrainRun) -> History:
 
     The run directory is locked while it trains (:class:`~probekit.util.lock.DirectoryLock`):
     a second training of the same directory (another ``probekit train`` or ``probekit
-    diagnose``) is refused with one line naming the holder.
+    diagnose``) is refused with one line naming the holder. The preset trains it
+    (:meth:`~probekit.train.training_preset.TrainingPreset.train_run`), with the loss terms of
+    :func:`~probekit.train.build.loss_terms`.
     """
-    from ..util.lock import DirectoryLock
-    from .build import build_run, loss_terms
-    from .finetune_presets import finetune_run, is_finetune_preset
-    from .trainer import train
-
-    if is_finetune_preset(run.preset):  # a pretrained LM fine-tuned (probekit.train.finetune)
-        return finetune_run(run)
-    task, mcfg, tcfg = build_run(run.preset, steps=run.steps, seed=run.seed,
-                                 sets=list(run.sets), device=run.device)
-    with DirectoryLock(run.out_dir, what="training run"):
-        return train(task, mcfg, tcfg, run.out_dir, progress=False, resume=run.resume,
-                     plot=False, loss_terms=loss_terms(task, tcfg))
+    return PRESETS.get(run.preset).train_run(run, loss_terms=loss_terms)
 
 
 def planned_steps(
@@ -75,12 +68,8 @@ def planned_steps(
     Raises:
         ConfigError: an unknown key or a refused value (from the preset's configs).
     """
-    from .build import build_run
-    from .finetune_presets import build_finetune, is_finetune_preset
-
-    if is_finetune_preset(preset):
-        return build_finetune(preset, steps=steps, seed=seed, sets=sets, device=device).config.steps
-    return build_run(preset, steps=steps, seed=seed, sets=sets, device=device)[2].steps
+    return PRESETS.get(preset).planned_steps(preset, steps=steps, seed=seed, sets=sets,
+                                             device=device)
 
 
 def train_population(

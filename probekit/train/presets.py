@@ -1,16 +1,37 @@
 """Named run presets: task overrides + model overrides + :class:`TrainConfig` for each testbed.
 
 Every task name is a preset (its CPU default); ``*_paper`` / ``*_gpu`` presets document the
-published or scaled-up GPU configurations.
+published or scaled-up GPU configurations. A :class:`Preset` is a
+:class:`~probekit.train.training_preset.TrainingPreset` trained from scratch, registered in
+:data:`~probekit.train.training_preset.PRESETS` with the fine-tune presets. The ``--set`` items
+are parsed by :func:`probekit.train.sets.parse_sets` over :func:`run_sections`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ProbekitError
+from ..models.config import ModelConfig
+from ..util.constraints import ConstraintError
 from .config import TrainConfig
+from .history import History
+from .sets import parse_sets
+from .training_preset import PRESETS
+
+if TYPE_CHECKING:
+    from ..testbeds.base import Task
+
+__all__ = ["PRESETS", "Preset", "get_preset", "run_sections"]
+
+
+def run_sections(task_name: str) -> dict[str, type]:
+    """The ``--set`` sections of a testbed preset: its task's config, ``ModelConfig``, ``TrainConfig``."""
+    from ..testbeds.registry import config_class  # lazy: the testbeds import torch
+
+    return {"task": config_class(task_name), "model": ModelConfig, "train": TrainConfig}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,6 +43,72 @@ class Preset:
     model_overrides: dict[str, Any] = field(default_factory=dict)
     train: TrainConfig = field(default_factory=TrainConfig)
     description: str = ""
+    pretrained: ClassVar[bool] = False
+
+    def build(
+        self, name: str, *, steps: int | None = None, seed: int | None = None,
+        sets: Sequence[str] | None = None, device: str | None = None,
+    ) -> tuple[Task, ModelConfig, TrainConfig]:
+        """This preset (called ``name``) plus overrides -> (task, model config, train config).
+
+        ``seed`` seeds the task data, the model initialisation and the batch order.
+
+        Raises:
+            ConfigError: an unknown key or a refused value, naming the ``--set`` item.
+        """
+        from ..testbeds.registry import get_task  # lazy: the testbeds import torch
+
+        items = list(sets or [])
+        over = parse_sets(items, run_sections(self.task), what=f"preset {name!r}")
+        task_kw = {**self.task_overrides, **over["task"]}
+        model_kw = {**self.model_overrides, **over["model"]}
+        train_kw = {**self.train.to_dict(), **over["train"]}
+        if seed is not None:
+            task_kw["seed"] = model_kw["seed"] = train_kw["seed"] = seed
+        if steps is not None:
+            train_kw["steps"] = steps
+        if device is not None:
+            train_kw["device"] = device
+        try:
+            task = get_task(self.task, **task_kw)
+            return task, task.model_config(**model_kw), TrainConfig.from_dict(train_kw)
+        except ConstraintError as err:  # a field's declared rule: name the --set item that gave it
+            raise ConfigError(_with_flag(str(err), items, err.key)) from None
+        except ProbekitError as err:
+            raise ConfigError(_with_flag(str(err), items)) from None
+        except (ValueError, TypeError) as err:  # a task config's rule across fields (plain ValueError)
+            raise ConfigError(_with_flag(str(err), items)) from None
+
+    def planned_steps(
+        self, name: str, *, steps: int | None = None, seed: int | None = None,
+        sets: Sequence[str] | None = None, device: str | None = None,
+    ) -> int:
+        """The final step of a run with these overrides (validated; nothing trains)."""
+        return self.build(name, steps=steps, seed=seed, sets=sets, device=device)[2].steps
+
+    def train_run(self, run: Any, *, loss_terms: Callable[..., tuple[Any, ...]]) -> History:
+        """Train one :class:`~probekit.train.population.TrainRun` from scratch (directory locked)."""
+        from ..util.lock import DirectoryLock
+        from .trainer import train  # lazy: the trainer imports torch
+
+        task, mcfg, tcfg = self.build(run.preset, steps=run.steps, seed=run.seed,
+                                      sets=list(run.sets), device=run.device)
+        with DirectoryLock(run.out_dir, what="training run"):
+            return train(task, mcfg, tcfg, run.out_dir, progress=False, resume=run.resume,
+                         plot=False, loss_terms=loss_terms(task, tcfg))
+
+    def base_model(self, name: str, sets: Sequence[str] | None = None) -> None:
+        """``None``: a testbed preset trains from scratch."""
+
+
+def _with_flag(message: str, sets: list[str], key: str | None = None) -> str:
+    """``message`` with the ``--set`` item that gave the failing field (``key``), when one did."""
+    for item in sets:
+        name = item.partition("=")[0].rpartition(".")[2]
+        if (name == key if key is not None else
+                f".{name} " in message or f".{name}=" in message or f"'{name}'" in message):
+            return f"--set {item}: {message}"
+    return f"{message} (check --set, --seed and --steps)"
 
 
 _NANDA = dict(lr=1e-3, weight_decay=1.0, betas=(0.9, 0.98), batch_size=None)
@@ -39,7 +126,7 @@ _KG_PAPER_TRAIN = TrainConfig(
     eval_max_examples=10_000, device="cuda", **_WANG,
 )
 
-PRESETS: dict[str, Preset] = {
+_TESTBED_PRESETS = {
     "modular_addition": Preset(
         task="modular_addition",
         task_overrides=dict(p=53, train_fraction=0.6),
@@ -193,8 +280,21 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+for _name, _preset in _TESTBED_PRESETS.items():
+    PRESETS.register(_name, _preset)
+del _TESTBED_PRESETS
+
+
 def get_preset(name: str) -> Preset:
-    """The :class:`Preset` called ``name``; unknown names list the valid ones."""
-    if name not in PRESETS:
-        raise ConfigError(f"unknown task or preset {name!r}; valid names are {sorted(PRESETS)}")
-    return PRESETS[name]
+    """The testbed :class:`Preset` called ``name``.
+
+    Raises:
+        ConfigError: an unknown name (listing the presets, suggesting a close one), or a
+            fine-tune preset (listing the testbed presets).
+    """
+    preset = PRESETS.get(name)
+    if not isinstance(preset, Preset):
+        scratch = [n for n, p in PRESETS.items() if isinstance(p, Preset)]
+        raise ConfigError(f"preset {name!r} fine-tunes a pretrained LM; this needs a testbed "
+                          f"preset trained from scratch: one of {scratch}")
+    return preset

@@ -33,12 +33,16 @@ __all__ = ["EntryPointPlugin", "entry_point_modules", "import_plugin_module", "i
 def import_submodules(package: ModuleType | str) -> None:
     """Import every module of ``package`` (its registration decorators run on import).
 
+    A plain module (no submodules) is imported itself.
+
     A registry passes its plug-in package by name (``f"{__package__}.kinds"``), so that the
     static import graph has the plug-ins depending on the registry and no circle back
     (the ``acyclic`` import contract of ``pyproject.toml``).
     """
     if isinstance(package, str):
         package = importlib.import_module(package)
+    if not hasattr(package, "__path__"):
+        return
     for info in pkgutil.iter_modules(package.__path__, prefix=package.__name__ + "."):
         importlib.import_module(info.name)
 

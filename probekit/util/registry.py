@@ -25,12 +25,18 @@ error is kept and given with the unknown-name error (and by :meth:`Registry.brok
 at a lookup that the other entries answer. :meth:`Registry.load_plugin` imports a module of the
 user's own code named by a file; a plug-in that registers nothing, or fails to import, is one
 ``ConfigError`` line.
+
+A registry also reads like a mapping (``reg[name]``, ``name in reg``, ``list(reg)``,
+``{**reg}``, ``reg.get(name, default)``), and ``reg[name] = obj`` is :meth:`Registry.register`
+(so ``monkeypatch.setitem`` works on it). A registry of data entries (models, presets) may allow
+names that are not identifiers (``identifiers=False``: ``"smollm2-135m"``) and raise a subclass
+of ``ConfigError`` for an unknown name (``error=``).
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+from collections.abc import ItemsView, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
@@ -40,6 +46,8 @@ from .plugins import entry_point_modules, import_plugin_module, import_submodule
 __all__ = ["Registry", "qualified_name"]
 
 T = TypeVar("T")
+
+_MISSING: Any = object()
 
 
 def qualified_name(obj: object) -> str:
@@ -53,19 +61,27 @@ class Registry(Generic[T]):
 
     Args:
         what: what an entry is, in words (``"probe kind"``): the error messages' subject.
-        plugins: the package whose modules register the built-in entries, imported (by name,
-            so the import graph has the plug-ins depending on the registry) on first lookup.
+        plugins: the package whose modules register the built-in entries (or several modules,
+            each a package or a plain module), imported by name (so the import graph has the
+            plug-ins depending on the registry) on first lookup.
         hint: how to add an entry, appended to the unknown-name error.
         group: the entry-point group of installed plug-ins (``"probekit.kinds"``), loaded on
             first lookup after ``plugins``; ``None``: none.
+        identifiers: names must be identifiers (``False``: any non-empty name without
+            whitespace, e.g. a model's ``"smollm2-135m"``).
+        error: the :class:`~probekit.errors.ConfigError` subclass raised for an unknown name.
     """
 
     def __init__(
-        self, what: str, *, plugins: str | None = None, hint: str = "", group: str | None = None
+        self, what: str, *, plugins: str | Sequence[str] | None = None, hint: str = "",
+        group: str | None = None, identifiers: bool = True,
+        error: type[ConfigError] = ConfigError,
     ) -> None:
         self.what = what
         self.hint = hint
         self.group = group
+        self.identifiers = identifiers
+        self.error = error
         self._plugins = plugins
         self._loaded = plugins is None
         self._pending: list[Any] | None = None  # entry points not imported yet (None: not listed)
@@ -85,10 +101,14 @@ class Registry(Generic[T]):
                 refused, from the same one (a re-imported module) replaces the entry.
 
         Raises:
-            ConfigError: ``name`` is not an identifier, or is registered by another definition.
+            ConfigError: ``name`` is not an identifier (not a word, with ``identifiers=False``),
+                or is registered by another definition.
         """
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ConfigError(f"{self.what} name {name!r} must be an identifier (letters, digits, _)")
+        if not isinstance(name, str) or not (
+                name.isidentifier() if self.identifiers else name and name.split() == [name]):
+            rule = "an identifier (letters, digits, _)" if self.identifiers else \
+                "a non-empty name without whitespace"
+            raise ConfigError(f"{self.what} name {name!r} must be {rule}")
         new = qualified_name(obj if origin is None else origin)
         old = self._origins.get(name)
         if old is not None and old != new:
@@ -109,8 +129,9 @@ class Registry(Generic[T]):
         """Import the registry's own package (once); entry points wait for :meth:`_load_entry_points`."""
         if not self._loaded:
             self._loaded = True
-            if self._plugins is not None:
-                import_submodules(self._plugins)
+            plugins = [self._plugins] if isinstance(self._plugins, str) else self._plugins or ()
+            for package in plugins:
+                import_submodules(package)
 
     def _load_entry_points(self, wanted: str | None = None) -> None:
         """Import installed entry points until ``wanted`` is registered (``None``: all of them).
@@ -205,21 +226,26 @@ class Registry(Generic[T]):
             self._load_entry_points(name)
         return self._entries.get(name) if isinstance(name, str) else None
 
-    def get(self, name: object) -> T:
+    def get(self, name: object, default: Any = _MISSING) -> T:
         """The entry registered as ``name`` (``object``: names come from files).
 
+        ``default``, when given, is returned for an unknown name instead (as ``dict.get``).
+
         Raises:
-            ConfigError: unknown name; the message lists the registered names and the close
-                ones, and the error of every installed plug-in that failed to import.
+            ConfigError: unknown name (of the registry's ``error`` class); the message lists the
+                registered names and the close ones, and the error of every installed plug-in
+                that failed to import.
         """
         found = self.find(name)
         if found is not None:
             return found
+        if default is not _MISSING:
+            return default  # type: ignore[no-any-return]
         names = self.names()
         close = difflib.get_close_matches(name, names, n=3) if isinstance(name, str) else []
         maybe = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
         hint = f"; {self.hint}" if self.hint else ""
-        raise ConfigError(
+        raise self.error(
             f"unknown {self.what} {name!r}{maybe}; registered {self.what}s are {list(names)}{hint}"
             f"{self.broken_note()}"
         )
@@ -234,13 +260,36 @@ class Registry(Generic[T]):
         self._load_entry_points()
         return tuple(sorted(self._entries))
 
-    def items(self) -> dict[str, T]:
-        """``{name: entry}`` (every plug-in that imports loaded), sorted by name."""
+    def items(self) -> ItemsView[str, T]:
+        """``(name, entry)`` pairs (every plug-in that imports loaded), sorted by name."""
         self._load_entry_points()
-        return dict(sorted(self._entries.items()))
+        return dict(sorted(self._entries.items())).items()
+
+    def values(self) -> list[T]:
+        """The entries (every plug-in that imports loaded), sorted by name."""
+        return [entry for _, entry in self.items()]
+
+    def keys(self) -> tuple[str, ...]:
+        """:meth:`names` (so ``{**registry}`` and ``dict(registry)`` work)."""
+        return self.names()
 
     def __contains__(self, name: object) -> bool:
         return self.find(name) is not None
+
+    def __getitem__(self, name: object) -> T:
+        return self.get(name)
+
+    def __setitem__(self, name: str, obj: T) -> None:
+        self.register(name, obj)
+
+    def __delitem__(self, name: str) -> None:
+        self.unregister(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.names())
 
     @contextmanager
     def temporary(self) -> Iterator[Registry[T]]:

@@ -47,7 +47,8 @@ def test_bad_config_names_field(kw, field):
 
 
 def test_registry_errors():
-    with pytest.raises(ValueError, match="valid tasks are .*modular_addition"):
+    with pytest.raises(ValueError, match=r"unknown task 'modular_subtraction' \(did you mean "
+                       r"'modular_addition'\?\); registered tasks are .*'modular_addition'"):
         get_task("modular_subtraction")
     with pytest.raises(ValueError, match="prime"):
         get_task("modular_addition", prime=7)

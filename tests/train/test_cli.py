@@ -39,8 +39,11 @@ def test_cli_trains_and_resumes(tmp_path, capsys):
 
 
 def test_unknown_task_lists_valid_names():
-    with pytest.raises(ValueError, match="valid names are .*kg_composition"):
+    with pytest.raises(ValueError, match=r"unknown preset 'kg_chain'.*; registered presets are .*'kg_composition'"):
         build_run("kg_chain")
+    with pytest.raises(ValueError, match=r"preset 'smollm2_bio' fine-tunes a pretrained LM; this needs a "
+                       r"testbed preset trained from scratch: one of \['bio_scratch'"):
+        build_run("smollm2_bio")
 
 
 @pytest.mark.parametrize(
@@ -63,6 +66,8 @@ def test_every_preset_resolves():
     from probekit.train import PRESETS
 
     for name, preset in PRESETS.items():
+        if preset.pretrained:
+            continue  # fine-tune presets: tests/train/test_finetune.py
         if preset.task in ("kg_composition", "kg_comparison") and not name.endswith(("composition", "comparison")):
             continue  # GPU-scale presets generate large graphs
         task, mcfg, tcfg = build_run(name)

@@ -170,8 +170,12 @@ def test_presets_take_train_and_task_keys(tmp_path):
         build_finetune("smollm2_bio_smoke", sets=["train.steps=x"])
     with pytest.raises(ConfigError, match="reads train.data"):
         build_finetune("smollm2_finetune")
-    with pytest.raises(ConfigError, match="unknown fine-tune preset 'nope'"):
+    with pytest.raises(ConfigError, match=r"unknown preset 'nope'; registered presets are \["):
         build_finetune("nope")
+    with pytest.raises(ConfigError, match=r"preset 'scan' trains a testbed model from scratch; this "
+                       r"needs a fine-tune preset: one of \['smollm2_bio', 'smollm2_bio_smoke', "
+                       r"'smollm2_finetune'\]"):
+        build_finetune("scan")
 
 
 def test_probekit_train_runs_a_finetune_preset_and_reruns_it_from_cache(tiny_dir, tmp_path, capsys,
