@@ -143,7 +143,7 @@ class KindOrigin:
 def kind_origins() -> list[KindOrigin]:
     """Every registered kind with its origin, built-in kinds first, each group by name."""
     out = []
-    for name, kind in MEASUREMENT_KINDS.items().items():
+    for name, kind in MEASUREMENT_KINDS.items():
         definition = MEASUREMENT_KINDS.origin(name)
         builtin = definition.startswith(BUILTIN_PACKAGE + ".")
         module = getattr(kind.measure, "__module__", "") or ""

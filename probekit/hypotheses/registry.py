@@ -86,7 +86,7 @@ def register_measurement(
 
 def registered_kinds() -> dict[str, MeasurementKind]:
     """All measurement kinds by name (built-ins loaded)."""
-    return MEASUREMENT_KINDS.items()
+    return dict(MEASUREMENT_KINDS.items())
 
 
 def find_kind(name: object) -> MeasurementKind | None:

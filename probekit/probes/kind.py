@@ -187,9 +187,13 @@ def need_binary(kind: str, labels: np.ndarray) -> np.ndarray:
     return classes
 
 
-#: The probe kinds by name; built-ins (:mod:`probekit.probes.kinds`) load on first lookup.
+#: The entry-point group of installed distributions' probe kinds (each value a module).
+ENTRY_POINT_GROUP = "probekit.probe_kinds"
+
+#: The probe kinds by name; built-ins (:mod:`probekit.probes.kinds`), then the entry points of
+#: :data:`ENTRY_POINT_GROUP`, load on first lookup.
 PROBE_KINDS: Registry[ProbeKind] = Registry(
-    "probe kind", plugins=f"{__package__}.kinds",
+    "probe kind", plugins=f"{__package__}.kinds", group=ENTRY_POINT_GROUP,
     hint="a new kind subclasses probekit.probes.ProbeKind and is decorated with @register_probe_kind",
 )
 

@@ -42,9 +42,13 @@ class Analysis:
     summary: str = ""
 
 
-#: The analyses by section name; the modules of :mod:`probekit.suites.analyses` load on first lookup.
+#: The entry-point group of installed distributions' analyses (each value a module).
+ENTRY_POINT_GROUP = "probekit.analyses"
+
+#: The analyses by section name; the modules of :mod:`probekit.suites.analyses`, then the entry
+#: points of :data:`ENTRY_POINT_GROUP`, load on first lookup.
 ANALYSES: Registry[Analysis] = Registry(
-    "analysis section", plugins=f"{__package__}.analyses",
+    "analysis section", plugins=f"{__package__}.analyses", group=ENTRY_POINT_GROUP,
     hint="an analysis registers with @register_analysis(section, spec=...)",
 )
 
@@ -80,7 +84,7 @@ def register_analysis(section: str, *, spec: type) -> Callable[[Callable], Calla
 
 def registered() -> dict[str, Analysis]:
     """All analyses by section name (built-ins loaded)."""
-    return ANALYSES.items()
+    return dict(ANALYSES.items())
 
 
 def get_analysis(section: str) -> Analysis:
