@@ -3,8 +3,10 @@
 A row's answer is a token id, or text that the task vocabulary or the model's tokenizer turns
 into tokens. The metrics read one next-token logit, so an answer of several tokens is refused
 (``answer_tokens = "single"``) or scored by its first token (``"first"``, reported).
-Shared by the ``[[patching]]`` analysis, ``probekit patch`` and the patching / logit-lens
-measurement kinds.
+Shared by the ``[[patching]]`` analysis, ``probekit patch``, the patching / logit-lens
+measurement kinds and the real-LM outcomes of a diagnosis: an input-level helper (it reads the
+model's tokenizer and the task vocabulary only), so it lives with capture, below the method
+packages.
 """
 
 from __future__ import annotations

@@ -6,11 +6,11 @@ packages above it (:mod:`probekit.grokking`, :mod:`probekit.kg`). Guide and pape
 ``docs/circuits.md``; reference implementation: ``transformer_lens.patching``.
 """
 
-from .answers import AnswerTokens as AnswerTokens
-from .answers import answer_ids as answer_ids
-from .answers import answer_token as answer_token
-from .answers import answer_token_ids as answer_token_ids
-from .answers import reduction_warning as reduction_warning
+from ..capture.answers import AnswerTokens as AnswerTokens
+from ..capture.answers import answer_ids as answer_ids
+from ..capture.answers import answer_token as answer_token
+from ..capture.answers import answer_token_ids as answer_token_ids
+from ..capture.answers import reduction_warning as reduction_warning
 from .attribution import attribution_patching as attribution_patching
 from .attribution import patching_correlation as patching_correlation
 from .eap import EdgeGraph as EdgeGraph

@@ -187,7 +187,7 @@ def patching_grids(
 
     import torch
 
-    from .answers import reduction_warning
+    from ..capture.answers import reduction_warning
     from .attribution import patching_correlation
     from .blocks import largest_effect_table
     from .metrics import answer_logprob, logit_diff

@@ -35,8 +35,8 @@ def patch_pairs(
 
     import torch
 
+    from ..capture.answers import answer_ids
     from ..errors import ConfigError
-    from .answers import answer_ids
     from .metrics import logit_diff
 
     ex = ctx.examples

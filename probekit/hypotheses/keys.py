@@ -201,11 +201,11 @@ def two_hop_rows(ctx: Context, split: str, bridges: Sequence[Any], *, column: st
 def answer_ids(ctx: Context, column: str, rows: Sequence[int] | np.ndarray) -> list[int]:
     """The gold next-token id of each row: an integer column as is, text by its first token.
 
-    Text goes through :func:`probekit.circuits.answers.answer_token` (``answer_tokens =
+    Text goes through :func:`probekit.capture.answers.answer_token` (``answer_tokens =
     "first"``): the task vocabulary, else the tokenizer without a BOS; give the leading space a
     word needs after the prompt (``" Paris"``).
     """
-    from ..circuits.answers import answer_token
+    from ..capture.answers import answer_token
 
     values = ctx.examples.column(column)
     out = []
