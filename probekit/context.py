@@ -9,8 +9,13 @@ default sites and the count of forward passes run.
 Both are ``runtime_checkable`` (so the annotation is checked when tests run with beartype) with
 the members looked up statically (:mod:`typing_extensions` gives Python 3.12's
 ``inspect.getattr_static`` semantics on 3.11): an ``isinstance`` check never evaluates a lazy
-property, so checking a context never loads its model. This module imports nothing of probekit at
-run time (the member types are annotation-only), so every layer may import it.
+property, so checking a context never loads its model. What the members offer of the suite, its
+``[stats]`` settings and its examples is typed by the protocols of this module
+(:class:`SuiteView`, :class:`StatsView`, :class:`ExamplesView`; the suite's own classes satisfy
+them), so the module imports nothing above its layer, annotation-only imports included (its
+``Site`` and ``Executor`` sit below it; the import contract ``context`` of ``pyproject.toml``
+checks imports under ``TYPE_CHECKING`` too). The method packages and every layer above them may
+import it.
 """
 
 from __future__ import annotations
@@ -22,14 +27,73 @@ from typing import TYPE_CHECKING, Any
 from typing_extensions import Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import numpy as np
     from torch import Tensor
 
     from .executor import Executor
     from .sites import Site
-    from .suites.data import Examples
-    from .suites.spec import StatsSpec, Suite
 
-__all__ = ["Context", "RunContext"]
+__all__ = ["Context", "ExamplesView", "RunContext", "StatsView", "SuiteView"]
+
+
+class SuiteView(Protocol):
+    """What ``ctx.suite`` offers (:class:`probekit.suites.spec.Suite` satisfies it).
+
+    Attributes:
+        data: the ``[data]`` settings (``data.label``, ``data.path`` ...).
+        capture: the ``[capture]`` settings (``capture.positions``, ``capture.batch_size`` ...).
+        source: the suite file (``""``: built in code).
+    """
+
+    data: Any
+    capture: Any
+    source: str
+
+    def resolve(self, relative: str | None) -> Path | None:
+        """A path of the suite, relative to the suite file's folder."""
+        ...
+
+
+class StatsView(Protocol):
+    """What ``ctx.stats`` offers (:class:`probekit.suites.spec.StatsSpec` satisfies it)."""
+
+    n_bootstrap: int
+    n_permutations: int
+    confidence_level: float
+    alpha: float
+    seed: int
+
+
+class ExamplesView(Protocol):
+    """What ``ctx.examples`` offers (:class:`probekit.suites.data.Examples` satisfies it).
+
+    Attributes:
+        tokens: one token-id sequence per example (row).
+        columns: per-example metadata columns.
+        vocab: the testbed's vocabulary (``None`` for JSONL data).
+    """
+
+    tokens: list[list[int]]
+    columns: dict[str, list[Any]]
+    vocab: Any
+
+    def __len__(self) -> int:
+        ...
+
+    def column(self, name: str) -> list[Any]:
+        """The values of column ``name``, one per example."""
+        ...
+
+    def split(self, name: str) -> np.ndarray:
+        """Example indices of split ``name`` (``train``, ``test``, ``ood:NAME``)."""
+        ...
+
+    def pairs(
+        self, *, pair_column: str = "pair_id", role_column: str = "role",
+        clean: str = "clean", corrupt: str = "corrupt",
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Matched (clean, corrupt) example indices."""
+        ...
 
 
 @runtime_checkable
@@ -47,8 +111,8 @@ class Context(Protocol):
         executor: runs independent tasks (``executor.map(fn, items)``).
     """
 
-    suite: Suite
-    stats: StatsSpec
+    suite: SuiteView
+    stats: StatsView
     executor: Executor
 
     @property
@@ -57,7 +121,7 @@ class Context(Protocol):
         ...
 
     @property
-    def examples(self) -> Examples:
+    def examples(self) -> ExamplesView:
         """The suite's examples."""
         ...
 
