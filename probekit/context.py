@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["Context", "ExamplesView", "RunContext", "StatsView", "SuiteView"]
 
 
+@runtime_checkable
 class SuiteView(Protocol):
     """What ``ctx.suite`` offers (:class:`probekit.suites.spec.Suite` satisfies it).
 
@@ -54,6 +55,7 @@ class SuiteView(Protocol):
         ...
 
 
+@runtime_checkable
 class StatsView(Protocol):
     """What ``ctx.stats`` offers (:class:`probekit.suites.spec.StatsSpec` satisfies it)."""
 
@@ -64,6 +66,7 @@ class StatsView(Protocol):
     seed: int
 
 
+@runtime_checkable
 class ExamplesView(Protocol):
     """What ``ctx.examples`` offers (:class:`probekit.suites.data.Examples` satisfies it).
 

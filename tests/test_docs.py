@@ -5,6 +5,9 @@
   links the repository's data folders (``probes/``, ``circuits/``, ``docs/``, ``scripts/``), so
   the paths the docs name resolve and what the blocks write stays out of the checkout.
   A block preceded by ``<!-- doc-test: skip (REASON) -->`` is not run; the reason is required.
+  A block whose first line is ``# probekit/PATH.py`` is a template of that package module
+  (``docs/architecture.md``): it runs as that module, so its relative imports resolve, and its
+  names are then visible to the file's later blocks.
 * ```bash / ```console blocks (and the command lines of unlabelled fences) are not run; every
   ``probekit SUBCOMMAND`` they show must be a subcommand of the CLI parser and every repository path they name (``probes/...``,
   ``circuits/...``, ``scripts/...``, ``docs/...``) must exist.
@@ -18,6 +21,7 @@ import os
 import re
 import sys
 import time
+import types
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,11 +32,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 DATA_DIRS = ("probes", "circuits", "docs", "scripts")
 
-# Files whose code blocks are templates for code inside the package (relative imports,
-# elided bodies), not snippets a user runs; their links are still checked.
-TEMPLATE_FILES = {"docs/architecture.md": "how-to templates for package modules (relative imports)"}
-
 _FENCE = re.compile(r"^```(\w*)\s*$")
+_MODULE = re.compile(r"^#\s*(?P<path>probekit(?:/\w+)+)\.py\s*$")
 _SKIP = re.compile(r"^<!--\s*doc-test:\s*skip\s*\((?P<reason>[^)]+)\)\s*-->\s*$")
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _REPO_PATH = re.compile(r"(?<![\w/.$-])((?:probes|circuits|scripts|docs)/[\w./*-]*[\w*])")
@@ -85,7 +86,9 @@ def _run_file(rel: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.syspath_prepend(str(ROOT))
-    namespace: dict[str, object] = {"__name__": "__doc_test__"}
+    module = types.ModuleType("__doc_test__")     # a module, so dataclasses resolve its names
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    namespace: dict[str, object] = module.__dict__
     timings = []
     threads = torch.get_num_threads()
     torch.set_num_threads(1)      # small problems: 2 OpenMP threads on 2 shared cores spin (~10x)
@@ -107,21 +110,45 @@ def _registries() -> list:
 
 
 def _run_blocks(rel: str, namespace: dict[str, object], timings: list[str], threads: int) -> list[str]:
+    added: list[str] = []     # template modules put in sys.modules (a real module is left alone)
     try:
         for block in blocks(rel):
             if block.lang != "python" or block.skip is not None:
                 continue
             t0, c0 = time.perf_counter(), time.process_time()
-            exec(compile(block.code, f"{rel}:{block.line}", "exec"), namespace)  # noqa: S102
+            scope = _module_scope(block, added) or namespace
+            exec(compile(block.code, f"{rel}:{block.line}", "exec"), scope)  # noqa: S102
+            if scope is not namespace:            # the template module's names, for later blocks
+                namespace.update({k: v for k, v in scope.items() if not k.startswith("__")})
             timings.append(f"{rel}:{block.line} {time.perf_counter() - t0:.1f} s wall, "
                            f"{time.process_time() - c0:.1f} s CPU")
     finally:
         torch.set_num_threads(threads)
+        for name in added:
+            sys.modules.pop(name, None)
     return timings
 
 
-RUN_FILES = [f for f in doc_files()
-             if f not in TEMPLATE_FILES and any(b.lang == "python" for b in blocks(f))]
+def _module_scope(block: Block, added: list[str]) -> dict[str, object] | None:
+    """The globals of the package module a template block is (``# probekit/PATH.py``), or None.
+
+    A module not in ``sys.modules`` is put there (its name appended to ``added``), so that
+    dataclasses and registries find it; a real module of that name is left as it is.
+    """
+    first = block.code.lstrip().partition("\n")[0]
+    m = _MODULE.match(first.strip())
+    if m is None:
+        return None
+    name = m.group("path").replace("/", ".")
+    module = types.ModuleType(name)
+    module.__package__ = name.rpartition(".")[0]
+    if name not in sys.modules:
+        sys.modules[name] = module
+        added.append(name)
+    return module.__dict__
+
+
+RUN_FILES = [f for f in doc_files() if any(b.lang == "python" for b in blocks(f))]
 
 
 @pytest.mark.parametrize("rel", RUN_FILES)
@@ -267,3 +294,15 @@ def test_blocks_read_languages_lines_and_skip_reasons(tmp_path, monkeypatch):
     got = [(b.lang, b.line, b.code, b.skip) for b in blocks("g.md")]
     assert got == [("python", 3, "a = 1", None), ("python", 8, "b = 2", "trains 175 models"),
                    ("bash", 11, "ls", None)]
+
+
+def test_a_template_block_runs_as_its_package_module(tmp_path, monkeypatch):
+    """``# probekit/PATH.py`` first: relative imports resolve there; later blocks see its names."""
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "t.md").write_text(
+        "```python\n# probekit/suites/analyses/doc_toy.py\nfrom ..registry import ANALYSES\n"
+        "where = __name__\n```\n```python\nfound = (where, ANALYSES.what, __name__)\n```\n")
+    namespace: dict[str, object] = {"__name__": "__doc_test__"}
+    _run_blocks("t.md", namespace, [], torch.get_num_threads())
+    assert namespace["found"] == ("probekit.suites.analyses.doc_toy", "analysis section", "__doc_test__")
+    assert "probekit.suites.analyses.doc_toy" not in sys.modules

@@ -31,7 +31,8 @@ def logit_lens_rank(spec: LogitLensRankSpec, ctx: Context) -> Measurement:
     import numpy as np
     import torch
 
-    from ...circuits import answer_token, logit_lens
+    from ...capture.answers import answer_token
+    from ...circuits import logit_lens
 
     model, ex = ctx.model, ctx.examples
     check_layer(model, spec.layer, spec.top_k, kind="logit_lens_rank")
