@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import pytest
 from jaxtyping import TypeCheckError
 
-from probekit.context import Context, RunContext
+from probekit.context import Context, ExamplesView, RunContext, StatsView, SuiteView
 from tests.conftest import write_tiny_suite
 from tests.hypotheses.helpers import FakeContext
 
@@ -35,6 +35,9 @@ def test_the_suite_context_is_a_run_context_and_checking_it_loads_nothing(tmp_pa
     assert isinstance(ctx, Context) and isinstance(ctx, RunContext)
     # members are looked up statically: the lazy model and examples stay unloaded
     assert ctx._model is None and ctx._examples is None
+    # the suite's own classes are what the context's protocols describe
+    assert isinstance(ctx.suite, SuiteView) and isinstance(ctx.stats, StatsView)
+    assert isinstance(ctx.examples, ExamplesView) and len(ctx.examples) == 10  # the 2 ood rows unused
 
 
 def test_a_fake_context_is_a_context_but_not_a_run_context():

@@ -1,8 +1,9 @@
 """The layer table of docs/architecture.md, as import-linter contracts (``pyproject.toml``).
 
-``lint-imports`` checks every import statement of probekit (function-level and
-``TYPE_CHECKING`` imports included) against the contracts; this test runs it on the source
-tree, and on a copy with one planted violation per contract, which must fail each of them.
+``lint-imports`` checks every import statement of probekit (function-level imports included;
+``TYPE_CHECKING`` imports only for the contract ``context``, whose type is in
+``scripts/import_contracts.py``) against the contracts; this test runs it on the source tree,
+and on a copy with one planted violation per contract, which must fail each of them.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ PLANTED = [
     ("hypotheses/kinds/attribution_patching.py", "from . import patching_effect",
      "probekit.hypotheses.kinds.attribution_patching is not allowed to import "
      "probekit.hypotheses.kinds.patching_effect"),
+    ("context.py", "if TYPE_CHECKING:\n    from .suites.spec import Suite",   # annotation-only
+     "probekit.context is not allowed to import probekit.suites"),
 ]
 
 
@@ -75,6 +78,9 @@ def test_a_copy_with_planted_violations_breaks_each_contract(tmp_path):
     pkg = tmp_path / "probekit"
     shutil.copytree(ROOT / "probekit", pkg, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "scripts").mkdir()                 # the contract type of `context`
+    for name in ("__init__.py", "import_contracts.py"):
+        shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
     for rel, line, _ in PLANTED:
         with (pkg / rel).open("a") as f:
             f.write(f"\n{line}  # planted\n")
