@@ -31,18 +31,23 @@ from ..errors import ConfigError
 from ..util.registry import Registry
 
 __all__ = ["ENTRY_POINT_GROUP", "MEASUREMENT_KINDS", "MeasurementKind", "find_kind", "get_kind",
-           "register_measurement", "registered_kinds", "unknown_kind_note"]
+           "kinds_needing_a_testbed", "register_measurement", "registered_kinds", "unknown_kind_note"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class MeasurementKind:
-    """A registered measurement kind: its name, spec class, function and whether it has a control."""
+    """A registered measurement kind: its name, spec class, function and whether it has a control.
+
+    ``needs_testbed``: what the kind reads of a testbed's own structure, which a real LM lacks
+    (``"the Fourier key frequencies of a modular-addition checkpoint"``; ``""``: any model).
+    """
 
     name: str
     spec: type
     measure: Callable[..., Any]
     control: bool = False
     summary: str = ""
+    needs_testbed: str = ""
 
 
 #: The entry-point group of installed distributions' measurement kinds (each value a module).
@@ -57,13 +62,14 @@ MEASUREMENT_KINDS: Registry[MeasurementKind] = Registry(
 
 
 def register_measurement(
-    name: str, *, spec: type, control: bool = False
+    name: str, *, spec: type, control: bool = False, needs_testbed: str = ""
 ) -> Callable[[Callable], Callable]:
     """Decorator registering ``measure(spec, ctx)`` as the measurement kind ``name``.
 
     ``spec`` must be a frozen keyword-only dataclass (its fields are the claim's keys);
-    ``control=True`` says ``measure`` takes ``control: bool`` and then returns a control too.
-    Registering a name twice from a different function is refused (naming both).
+    ``control=True`` says ``measure`` takes ``control: bool`` and then returns a control too;
+    ``needs_testbed`` says what of a testbed's own structure it reads (a diagnosis refuses the
+    kind on a real LM, naming it). Registering a name twice from a different function is refused (naming both).
     """
     if not name.isidentifier():
         raise ConfigError(f"measurement kind {name!r} must be an identifier (e.g. 'probe_accuracy')")
@@ -77,11 +83,17 @@ def register_measurement(
     def decorate(fn: Callable) -> Callable:
         doc = (fn.__doc__ or spec.__doc__ or "").strip().splitlines()
         MEASUREMENT_KINDS.register(name, MeasurementKind(
-            name=name, spec=spec, measure=fn, control=control, summary=doc[0] if doc else ""
+            name=name, spec=spec, measure=fn, control=control, summary=doc[0] if doc else "",
+            needs_testbed=needs_testbed,
         ), origin=fn)
         return fn
 
     return decorate
+
+
+def kinds_needing_a_testbed() -> dict[str, str]:
+    """The kinds defined on a testbed's own structure -> what they need (``needs_testbed``)."""
+    return {name: kind.needs_testbed for name, kind in MEASUREMENT_KINDS.items() if kind.needs_testbed}
 
 
 def registered_kinds() -> dict[str, MeasurementKind]:

@@ -34,7 +34,8 @@ class BridgeEntityProbeSpec:
     entity_token: str = "<e{}>"
 
 
-@register_measurement("bridge_entity_probe", spec=BridgeEntityProbeSpec)
+@register_measurement("bridge_entity_probe", spec=BridgeEntityProbeSpec,
+                      needs_testbed="a kg_composition task's two-hop query columns")
 def bridge_entity_probe(spec: BridgeEntityProbeSpec, ctx: Context) -> Measurement:
     """Share of ``split`` queries whose bridge a linear probe at (``layer``, r1) predicts."""
     import numpy as np

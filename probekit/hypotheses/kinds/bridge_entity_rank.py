@@ -37,7 +37,8 @@ class BridgeEntityRankSpec:
     entity_token: str = "<e{}>"
 
 
-@register_measurement("bridge_entity_rank", spec=BridgeEntityRankSpec)
+@register_measurement("bridge_entity_rank", spec=BridgeEntityRankSpec,
+                      needs_testbed="a kg_composition task's entity tokens (<e{}> of its vocabulary)")
 def bridge_entity_rank(spec: BridgeEntityRankSpec, ctx: Context) -> Measurement:
     """Share of queries whose bridge (at r1) or answer (last token) is top-``k`` after ``layer``."""
     from ...kg import bridge_entity_lens, entity_token_lookup, kg_column

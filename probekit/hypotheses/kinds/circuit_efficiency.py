@@ -23,7 +23,8 @@ class CircuitEfficiencySpec:
     split: Literal["all", "train", "test"] = "train"
 
 
-@register_measurement("circuit_efficiency", spec=CircuitEfficiencySpec)
+@register_measurement("circuit_efficiency", spec=CircuitEfficiencySpec,
+                      needs_testbed="the modular-addition logit grid of a probekit checkpoint")
 def circuit_efficiency(spec: CircuitEfficiencySpec, ctx: Context) -> Measurement:
     """``||theta||_2 / mean logit margin`` (Varma et al. 2023; lower = more efficient)."""
     from ...grokking.modadd_checkpoints import train_mask

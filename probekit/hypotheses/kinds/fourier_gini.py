@@ -23,7 +23,8 @@ class FourierGiniSpec:
     checkpoint: str | None = None
 
 
-@register_measurement("fourier_gini", spec=FourierGiniSpec)
+@register_measurement("fourier_gini", spec=FourierGiniSpec,
+                      needs_testbed="the Fourier key frequencies of a modular-addition checkpoint")
 def fourier_gini(spec: FourierGiniSpec, ctx: Context) -> Measurement:
     """Gini of the ``p`` Fourier-component norms; norms recomputed on resampled dimensions."""
     from ...grokking.modadd_checkpoints import train_mask

@@ -43,7 +43,8 @@ class FourierKeyShareSpec(Validated):
             raise KeyedValueError("k", f"k = {self.k} with p = {self.p}: {err}") from None
 
 
-@register_measurement("fourier_key_share", spec=FourierKeyShareSpec)
+@register_measurement("fourier_key_share", spec=FourierKeyShareSpec,
+                      needs_testbed="the Fourier key frequencies of a modular-addition checkpoint")
 def fourier_key_share(spec: FourierKeyShareSpec, ctx: Context) -> Measurement:
     """Fraction of the non-constant Fourier power in the ``k`` strongest frequencies.
 

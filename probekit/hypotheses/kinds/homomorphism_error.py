@@ -30,7 +30,8 @@ class HomomorphismErrorSpec(HEConfig):
     confidence_level: float = field(default=0.95, init=False)
 
 
-@register_measurement("homomorphism_error", spec=HomomorphismErrorSpec)
+@register_measurement("homomorphism_error", spec=HomomorphismErrorSpec,
+                      needs_testbed="a SCAN-style composition task (primitive/modifier token structure)")
 def homomorphism_error(spec: HomomorphismErrorSpec, ctx: Context) -> Measurement:
     """HE at ``layer`` from :func:`probekit.homomorphism.layer_he.layer_he`.
 

@@ -54,13 +54,15 @@ def _ablation(spec: LogitAblationSpec, ctx: Context, which: Literal["restricted"
     )
 
 
-@register_measurement("restricted_loss", spec=LogitAblationSpec)
+@register_measurement("restricted_loss", spec=LogitAblationSpec,
+                      needs_testbed="the modular-addition logit grid of a probekit checkpoint")
 def restricted_loss(spec: LogitAblationSpec, ctx: Context) -> Measurement:
     """Loss of the logits restricted to the constant + key sum directions (per pair)."""
     return _ablation(spec, ctx, "restricted")
 
 
-@register_measurement("excluded_loss", spec=LogitAblationSpec)
+@register_measurement("excluded_loss", spec=LogitAblationSpec,
+                      needs_testbed="the modular-addition logit grid of a probekit checkpoint")
 def excluded_loss(spec: LogitAblationSpec, ctx: Context) -> Measurement:
     """Loss of the logits with the key sum directions removed (per pair; Nanda: train split)."""
     return _ablation(spec, ctx, "excluded")

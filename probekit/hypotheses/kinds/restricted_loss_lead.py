@@ -39,7 +39,8 @@ class RestrictedLeadSpec:
     path: Literal["neuron", "logits"] = "neuron"
 
 
-@register_measurement("restricted_loss_lead", spec=RestrictedLeadSpec)
+@register_measurement("restricted_loss_lead", spec=RestrictedLeadSpec,
+                      needs_testbed="a modular-addition checkpoint series")
 def restricted_loss_lead(spec: RestrictedLeadSpec, ctx: Context) -> Measurement:
     """Steps by which the restricted loss reaches ``loss_threshold`` before the held-out loss."""
     from ...grokking.blocks import progress_plots
