@@ -7,11 +7,14 @@ suite's ``[capture]`` table (:class:`probekit.suites.spec.CaptureSpec`) and the 
 (:mod:`probekit.util.cli_options`), so the three agree on every default and bound.
 
 Defaults: ``batch_size`` 64, the suite's (``[capture]``, the path every shipped report runs
-through); ``examples_per_shard`` 256, the documented ``probekit capture --examples-per-shard``
-default and the suites' ``[execution] capture_examples_per_shard``. Neither changes a captured
-row: each example is run with its own causal mask and pad positions are never read, and a
-shard holds whole batches (:attr:`CaptureConfig.shard_examples`), so the batches are the same
-whatever the shard size. They set the memory of one forward pass and of one shard.
+through, so no report changes); ``examples_per_shard`` 256, the documented ``probekit capture
+--examples-per-shard`` default and the suites' ``[execution] capture_examples_per_shard``. The
+shard size never changes a captured row: a shard holds whole batches
+(:attr:`~probekit.capture.CaptureConfig.shard_examples`), so the batches are the same whatever
+it is. The batch size changes a row only through floating-point rounding (every example runs
+under its own causal mask, pads are masked): on CPU, batches of 32 and 64 gave bit-identical
+rows (tiny model, left and right padding), but a GPU or BLAS kernel may pick another
+summation order for another batch shape. Both set memory: one forward pass, one shard file.
 """
 
 from __future__ import annotations

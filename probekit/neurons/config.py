@@ -21,6 +21,12 @@ METHODS: tuple[str, ...] = typing.get_args(Method)
 
 #: A share of the candidate units / of a neuron set, in (0, 1].
 Share = Annotated[float, Between(0, 1, closed="right")]
+#: the units deactivated per relation (its top-``k`` by average precision)
+TopK = Annotated[int, Ge(1)]
+#: matched random unit sets of a deactivation control: at least 5, the controls of the method
+#: (random sets of the same size and per-layer counts, ">= 5 seeds"; Liu et al. 2025 leave the
+#: number open), and 19 for a permutation p-value below 0.05
+RandomSets = Annotated[int, Ge(5, hint="19 for p < 0.05"), Le(MAX_PERMUTATIONS)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,10 +49,10 @@ class DeactivationConfig(Validated):
         max_new_tokens, batch_size, seed: decoding length, rows per forward, random-set seed.
     """
 
-    k: Annotated[int | None, Ge(1)] = None
+    k: TopK | None = None
     fraction: Share | None = 0.005
     method: Method = "zero"
-    n_random: Annotated[int | None, Ge(5, hint="19 for p < 0.05"), Le(MAX_PERMUTATIONS)] = None
+    n_random: RandomSets | None = None
     n_spread: Annotated[int, Ge(1), Le(MAX_PERMUTATIONS)] = 19
     alpha: Annotated[float, Between(0, 1)] = 0.05
     shares: Annotated[tuple[float, ...], NonEmpty(), Each(Between(0, 1, closed="right"))] = (
