@@ -21,7 +21,7 @@ def _hand_linear_cka(x, y):
 
 def test_similarity_kind_is_linear_cka_and_beats_its_shuffled_control():
     from probekit.hypotheses.kinds.representational_similarity import (
-        SimilaritySpec,
+        RepresentationalSimilaritySpec,
         representational_similarity,
     )
     from probekit.suites.spec import StatsSpec
@@ -36,10 +36,10 @@ def test_similarity_kind_is_linear_cka_and_beats_its_shuffled_control():
     ctx = FakeContext(examples=ex, acts={a: torch.tensor(X), b: torch.tensor(rotated),
                                          c: torch.tensor(noise)},
                       stats=StatsSpec(n_permutations=50))
-    same = representational_similarity(SimilaritySpec(site_a="resid_post@0", site_b="resid_post@1"),
+    same = representational_similarity(RepresentationalSimilaritySpec(site_a="resid_post@0", site_b="resid_post@1"),
                                        ctx, control=True)
     assert same.estimate == pytest.approx(1.0, abs=1e-9)
-    indep = representational_similarity(SimilaritySpec(site_a="resid_post@0", site_b="resid_post@2"),
+    indep = representational_similarity(RepresentationalSimilaritySpec(site_a="resid_post@0", site_b="resid_post@2"),
                                         ctx, control=True)
     assert indep.estimate == pytest.approx(_hand_linear_cka(X, noise), rel=1e-9)
     ctl = claim("greater_than_control", (0.0,))

@@ -152,9 +152,9 @@ def test_rsa_layer_matrix_equals_pairwise_rsa_of_rdms(metric, method):
 
 def test_the_suite_section_offers_every_builtin_measure():
     """``[[similarity]] measure`` spells the choices (suite validation imports no torch): keep them in step."""
-    from probekit.suites.analyses.similarity import SimilaritySpec
+    from probekit.suites.analyses.similarity import LayerSimilaritySpec
 
-    hints = typing.get_type_hints(SimilaritySpec)
+    hints = typing.get_type_hints(LayerSimilaritySpec)
     builtin = {n for n in registered_similarity_measures()
                if type(similarity_measure(n)).__module__.startswith("probekit.")}
     assert set(typing.get_args(hints["measure"])) == builtin
