@@ -34,7 +34,8 @@ class DeactivationConfig(Validated):
     """How relation neurons are chosen and deactivated.
 
     Attributes:
-        k / fraction: set size per relation (exactly one; fraction of all candidate units).
+        k / fraction: set size per relation (exactly one; fraction of all candidate units,
+            default 0.001: the top 0.1 %, the smallest share of the method's grid).
         method: ``"zero"`` (the paper's) or ``"mean"`` (each unit's mean response).
         n_random: matched random sets per relation for the test, scored on r's facts (>= 5;
             ``None``: the fewest with which Holm over the relations can reach ``alpha``).
@@ -50,7 +51,7 @@ class DeactivationConfig(Validated):
     """
 
     k: TopK | None = None
-    fraction: Share | None = 0.005
+    fraction: Share | None = 0.001
     method: Method = "zero"
     n_random: RandomSets | None = None
     n_spread: Annotated[int, Ge(1), Le(MAX_PERMUTATIONS)] = 19

@@ -7,14 +7,20 @@ command generates its flags from it (:mod:`probekit.util.cli_options`). The chec
 what breaks the rule; ``tests/test_spec_checks.py`` runs them over every config of probekit and
 every parser of ``probekit``, and a plug-in can run them over its own specs.
 
-* :func:`redeclared_options`: a subclass field that repeats a base field (a key of both) with
-  another default, type or rule: the option is declared twice.
+The source checks work on the parsed modules (:func:`read_modules`; nothing is imported, so
+walking all of probekit takes a second):
+
+* :func:`redeclared_options`: a subclass field that repeats a base field (a key of both); the
+  option is declared twice, and the two copies drift (another default, another bound).
 * :func:`hand_written_bounds`: a ``__post_init__`` that compares one field with a constant and
   raises, a check a declared constraint (``Ge``, ``Gt``, ``Le``, ``Lt``, ``Between``, ``OneOf``
   or a ``Literal`` type) expresses with a better message and no code.
+* :func:`same_names`: two config classes of one name in different modules.
+
+And on a built parser:
+
 * :func:`flag_mismatches`: a generated flag whose default or choices differ from its field, or
   a hand-written flag beside generated ones that copies a field of the same config.
-* :func:`same_names`: two config classes of one name in different modules.
 """
 
 from __future__ import annotations
@@ -22,14 +28,18 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import textwrap
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .cli_options import flag_fields
 from .constraints import constraints_of
 
-__all__ = ["flag_mismatches", "hand_written_bounds", "redeclared_options", "same_names"]
+__all__ = ["Module", "dataclasses_of", "flag_mismatches", "hand_written_bounds", "parse_modules",
+           "read_modules", "redeclared_options", "same_names"]
 
 
 def _default(f: dataclasses.Field) -> Any:
@@ -40,34 +50,130 @@ def _default(f: dataclasses.Field) -> Any:
     return dataclasses.MISSING
 
 
-def redeclared_options(classes: Iterable[type]) -> list[str]:
-    """``CLS.field`` declared again in a subclass with another default, type or rule.
+@dataclass(frozen=True)
+class Module:
+    """One module's parsed source: its name, whether it is a package, its tree, its file name."""
 
-    A redeclaration with ``init=False`` (the surface sets the value itself) is allowed; so is
-    one on a base that holds the field with ``init=False``.
+    name: str
+    package: bool
+    tree: ast.Module
+    filename: str
+
+
+def read_modules(root: Path) -> dict[str, Module]:
+    """``{module name: Module}`` of every ``.py`` file under the package folder ``root``."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        package = parts[-1] == "__init__"
+        name = ".".join(parts[:-1] if package else parts)
+        source = path.read_text(encoding="utf-8")
+        out[name] = Module(name, package, ast.parse(source, filename=str(path)),
+                           str(path.relative_to(root.parent)))
+    return out
+
+
+def parse_modules(sources: Mapping[str, str]) -> dict[str, Module]:
+    """:func:`read_modules` of in-memory sources (``{"pkg.mod": source}``; no packages)."""
+    return {n: Module(n, False, ast.parse(textwrap.dedent(s)), n.replace(".", "/") + ".py")
+            for n, s in sources.items()}
+
+
+def dataclasses_of(modules: Mapping[str, Module]) -> list[tuple[Module, ast.ClassDef]]:
+    """Every ``@dataclass`` class at the top level of the modules."""
+    return [(m, n) for m in modules.values() for n in m.tree.body
+            if isinstance(n, ast.ClassDef) and any(_is_dataclass_decorator(d) for d in n.decorator_list)]
+
+
+def _resolve(modules: Mapping[str, Module], module: Module, name: str,
+             depth: int = 0) -> tuple[Module, ast.ClassDef] | None:
+    """The class ``name`` means in ``module``: defined there or imported (``from .x import name``)."""
+    if depth > 8:
+        return None
+    for node in module.tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return module, node
+    for node in module.tree.body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        for alias in node.names:
+            if (alias.asname or alias.name) != name:
+                continue
+            base = module.name.split(".") if module.package else module.name.split(".")[:-1]
+            if node.level:
+                base = base[:len(base) - node.level + 1] if node.level > 1 else base
+                target = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            else:
+                target = node.module or ""
+            if target in modules:
+                return _resolve(modules, modules[target], alias.name, depth + 1)
+    return None
+
+
+def _fields(cls: ast.ClassDef) -> dict[str, tuple[str, str | None, bool]]:
+    """``{field: (annotation, default, init)}`` of a class body (``ClassVar`` ones left out)."""
+    out = {}
+    for node in cls.body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        annotation = ast.unparse(node.annotation)
+        if annotation.startswith(("ClassVar", "typing.ClassVar")):
+            continue
+        value = node.value
+        init = not (isinstance(value, ast.Call) and any(
+            k.arg == "init" and isinstance(k.value, ast.Constant) and k.value.value is False
+            for k in value.keywords))
+        out[node.target.id] = (annotation, None if value is None else ast.unparse(value), init)
+    return out
+
+
+def _inherited(modules: Mapping[str, Module], module: Module, cls: ast.ClassDef,
+               depth: int = 0) -> dict[str, tuple[str, tuple[str, str | None, bool]]]:
+    """``{field: (declaring class, field)}`` of the dataclass bases of ``cls`` (nearest first)."""
+    out: dict[str, tuple[str, tuple[str, str | None, bool]]] = {}
+    for base in cls.bases:
+        if not isinstance(base, ast.Name) or depth > 8:
+            continue
+        found = _resolve(modules, module, base.id)
+        if found is None:
+            continue
+        where, node = found
+        for name, spec in _inherited(modules, where, node, depth + 1).items():
+            out.setdefault(name, spec)
+        for name, spec in _fields(node).items():
+            out[name] = (node.name, spec)
+    return out
+
+
+def redeclared_options(modules: Mapping[str, Module], suffixes: tuple[str, ...] = ("",)) -> list[str]:
+    """``FILE:LINE: CLS.field`` declared again over a base class field: the option twice.
+
+    A subclass inherits the field or, where its surface sets the value itself, redeclares it
+    with ``field(..., init=False)`` (so may a base that holds it with ``init=False``); it may
+    also make a defaulted key required (same type, no default). Any other redeclaration is a
+    second declaration. ``suffixes``: check only the classes whose name ends so (the configs).
     """
     out = []
-    for cls in classes:
-        own = cls.__dict__.get("__annotations__", {})
-        mine = {f.name: f for f in dataclasses.fields(cls)}
-        for base in cls.__mro__[1:]:
-            if not dataclasses.is_dataclass(base):
+    for module, cls in dataclasses_of(modules):
+        if not cls.name.endswith(suffixes):
+            continue
+        inherited = _inherited(modules, module, cls)
+        for node in cls.body:
+            if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
                 continue
-            theirs = {f.name: f for f in dataclasses.fields(base)}
-            for name in own:
-                if name not in theirs or name not in mine:
-                    continue
-                a, b = mine[name], theirs[name]
-                if not (a.init and b.init):
-                    continue
-                rule_a, rule_b = constraints_of(cls)[name], constraints_of(base)[name]
-                da, db = _default(a), _default(b)
-                if rule_a != rule_b or repr(da) != repr(db):
-                    out.append(f"{cls.__module__}.{cls.__qualname__}.{name} redeclares "
-                               f"{base.__qualname__}.{name} (default {da!r} vs {db!r}, rule "
-                               f"{rule_a[1]} vs {rule_b[1]}): inherit it, or redeclare it with "
-                               "init=False where the surface sets it")
-            break  # the nearest dataclass base holds every inherited field
+            name = node.target.id
+            mine = _fields(cls).get(name)
+            if name not in inherited or mine is None:
+                continue
+            owner, theirs = inherited[name]
+            if not (mine[2] and theirs[2]):
+                continue
+            if mine[1] is None and mine[0] == theirs[0]:
+                continue  # the surface requires a key its method defaults (a claim names its block)
+            out.append(f"{module.filename}:{node.lineno}: {cls.name}.{name} redeclares "
+                       f"{owner}.{name} ({mine[0]} = {mine[1]} over {theirs[0]} = {theirs[1]}): "
+                       "inherit it, or redeclare it with field(..., init=False) where the "
+                       "surface sets it itself")
     return out
 
 
@@ -199,20 +305,19 @@ def _raises(body: list[ast.stmt]) -> bool:
     return any(isinstance(s, ast.Raise) for s in body)
 
 
-def hand_written_bounds(source: str, filename: str = "<source>") -> list[str]:
+def hand_written_bounds(modules: Mapping[str, Module]) -> list[str]:
     """``FILE:LINE: CLS.__post_init__ bounds FIELD by hand``: checks a declared rule expresses.
 
-    Looks at the ``__post_init__`` of every ``@dataclass`` class of ``source`` for an ``if``
-    whose test compares one field with constants only (``self.batch_size < 1``,
-    ``self.side not in ("left", "right")``, ``not 0 < self.p < 1``, the same behind ``self.k is
-    not None and``) and whose body raises. Checks across fields, on derived values or through
-    a function are not flagged: they are the ``__post_init__``'s job.
+    Looks at the ``__post_init__`` of every ``@dataclass`` class for an ``if`` whose test
+    compares one field with constants only (``self.batch_size < 1``, ``self.side not in
+    ("left", "right")``, ``not 0 < self.p < 1``, the same behind ``self.k is not None and`` or
+    beside ``isinstance`` checks of the field, or in a loop over field names) and whose body
+    raises. Checks across fields, on derived values, nested in another condition or through a
+    function are not flagged: they are the ``__post_init__``'s job.
     """
-    tree = ast.parse(source, filename=filename)
     out = []
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
-        if not any(_is_dataclass_decorator(d) for d in cls.decorator_list):
-            continue
+    for module, cls in dataclasses_of(modules):
+        filename = module.filename
         fields = {s.target.id for s in cls.body
                   if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
         methods = {s.name for s in cls.body if isinstance(s, ast.FunctionDef)}
@@ -277,10 +382,11 @@ def flag_mismatches(parser: argparse.ArgumentParser) -> list[str]:
     return out
 
 
-def same_names(classes: Iterable[type]) -> list[str]:
-    """Config classes that share a name across modules (a name must say which one it is)."""
-    seen: dict[str, list[type]] = {}
-    for cls in classes:
-        seen.setdefault(cls.__name__, []).append(cls)
-    return [f"{name}: " + ", ".join(f"{c.__module__}.{c.__qualname__}" for c in group)
-            for name, group in seen.items() if len({(c.__module__, c.__qualname__) for c in group}) > 1]
+def same_names(modules: Mapping[str, Module], suffixes: tuple[str, ...]) -> list[str]:
+    """Dataclasses named ``*Spec``, ``*Config`` ... (``suffixes``) defined in two modules."""
+    seen: dict[str, list[str]] = {}
+    for module, cls in dataclasses_of(modules):
+        if cls.name.endswith(suffixes):
+            seen.setdefault(cls.name, []).append(module.name)
+    return [f"{name}: " + ", ".join(f"{m}.{name}" for m in where)
+            for name, where in seen.items() if len(where) > 1]
