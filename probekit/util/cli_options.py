@@ -59,9 +59,18 @@ def field_docs(cls: type) -> dict[str, str]:
     """``{field: text}`` of the google-style ``Attributes:`` section of ``cls``'s docstring.
 
     An entry may name several fields (``pair_column, role_column: ...``); continuation lines
-    are joined. Fields without an entry are absent.
+    are joined; base classes' entries count, the subclass's win. Fields without an entry are
+    absent.
     """
-    doc = cls.__doc__ or ""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        out.update(_own_field_docs(klass))
+    return out
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
+    """:func:`field_docs` of ``cls``'s own docstring."""
+    doc = cls.__dict__.get("__doc__") or ""
     lines = doc.splitlines()
     out: dict[str, str] = {}
     try:
