@@ -1,6 +1,7 @@
 """The options of an activation capture, declared once (no torch: a suite validates without it).
 
-:class:`CaptureOptions` holds what every capture surface shares: the Python API's
+:class:`CaptureOptions` holds what every capture surface shares (:class:`ShardOptions` the
+shard size of a capture into a store): the Python API's
 :class:`~probekit.capture.CaptureConfig` (``collect_activations``, ``capture_to_store``), a
 suite's ``[capture]`` table (:class:`probekit.suites.spec.CaptureSpec`) and the flags of
 ``probekit capture`` all subclass it or are generated from it
@@ -24,7 +25,7 @@ from typing import Annotated, Literal
 
 from .util.constraints import Ge, Validated
 
-__all__ = ["EXAMPLES_PER_SHARD", "CaptureOptions", "ShardSize"]
+__all__ = ["EXAMPLES_PER_SHARD", "CaptureOptions", "ShardOptions", "ShardSize"]
 
 #: examples per store shard file: a killed capture loses at most one shard of work
 EXAMPLES_PER_SHARD = 256
@@ -40,11 +41,23 @@ class CaptureOptions(Validated):
         batch_size: examples per forward pass.
         padding_side: where a batch's shorter prompts are padded.
         dtype: storage dtype of the captured rows.
-        examples_per_shard: examples per store shard file (rounded up to whole batches): a
-            killed capture loses at most one shard of work.
     """
 
     batch_size: Annotated[int, Ge(1)] = 64
     padding_side: Literal["left", "right"] = "right"
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardOptions(Validated):
+    """How a capture into a store is cut into shard files (not a key of a suite's ``[capture]``).
+
+    A suite captures into one shard, or ``[execution] capture_examples_per_shard`` examples per
+    executor task (the same rule and default, :data:`ShardSize`).
+
+    Attributes:
+        examples_per_shard: examples per store shard file (rounded up to whole batches): a
+            killed capture loses at most one shard of work.
+    """
+
     examples_per_shard: ShardSize = EXAMPLES_PER_SHARD

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .capture_options import CaptureOptions
+from .capture_options import CaptureOptions, ShardOptions
 from .errors import ConfigError, DataError, ProbekitError
 from .executor_cli import add_executor_arguments
 from .util.cli_options import add_config_flags, config_from_flags
@@ -39,7 +39,9 @@ class CliError(ConfigError):
 
 
 #: the capture options that are ``probekit capture`` flags (generated from ``CaptureOptions``)
-CAPTURE_FLAGS = ("batch_size", "examples_per_shard", "padding_side", "dtype")
+CAPTURE_FLAGS = ("batch_size", "padding_side", "dtype")
+#: ... and from ``ShardOptions``
+SHARD_FLAGS = ("examples_per_shard",)
 
 
 def _capture_inputs(args: argparse.Namespace) -> dict[str, Any]:
@@ -62,6 +64,7 @@ def _capture_inputs(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"--repair: {args.out} holds no activation store (no manifest.json); "
                        "drop --repair to capture a new store, or give the store's folder")
     config_from_flags(args, CaptureOptions, CAPTURE_FLAGS)  # the declared rules, named by flag
+    config_from_flags(args, ShardOptions, SHARD_FLAGS)
     if args.shards_per_task < 1:
         raise CliError(f"--shards-per-task {args.shards_per_task}: must be >= 1")
     if args.examples_per_shard % args.batch_size:
@@ -226,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="'last' (last token), 'all' (every token) or 'column:NAME' (an integer "
                      "column holding the token index; a bare NAME works too)")
     add_config_flags(cap, CaptureOptions, CAPTURE_FLAGS)
+    add_config_flags(cap, ShardOptions, SHARD_FLAGS)
     cap.add_argument("--prepend-bos", action="store_true", help="prepend BOS when tokenizing 'text'")
     cap.add_argument("--drop-incomplete", action="store_true",
                      help="drop rows that lack a column other rows have (default: error)")

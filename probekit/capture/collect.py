@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..capture_options import CaptureOptions
+from ..capture_options import CaptureOptions, ShardOptions
 from ..errors import DataError, NonFiniteError
 from ..fingerprint import dataset_fingerprint, model_fingerprint, model_id
 from ..models.protocol import HookedModel
@@ -42,13 +42,13 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 
 
 @dataclass(frozen=True, kw_only=True)
-class CaptureConfig(CaptureOptions):
+class CaptureConfig(CaptureOptions, ShardOptions):
     """How to capture: which sites, which positions, batch size, padding side, storage dtype.
 
     The batching and storage options (``batch_size``, ``padding_side``, ``dtype``,
     ``examples_per_shard``) and their
-    defaults are :class:`~probekit.capture_options.CaptureOptions`'s, shared with a suite's
-    ``[capture]`` table and the flags of ``probekit capture``.
+    defaults are :class:`~probekit.capture_options.CaptureOptions`'s and ``ShardOptions``'s,
+    shared with a suite's ``[capture]`` table and the flags of ``probekit capture``.
 
     Attributes:
         sites: the hook sites captured.

@@ -115,7 +115,7 @@ class CaptureSpec(CaptureOptions):
     ``positions``: ``"last"``, ``"all"``, or ``"column:NAME"`` (token index from a column).
     ``batch_size``, ``padding_side``, ``dtype``: declared once in ``CaptureOptions`` (shared
     with the Python API's ``CaptureConfig`` and ``probekit capture``'s flags). The shard size
-    is not a key here: a suite's capture is one shard, or ``[execution]
+    (``ShardOptions``) is not a key here: a suite's capture is one shard, or ``[execution]
     capture_examples_per_shard`` examples per executor task.
     """
 
@@ -123,7 +123,6 @@ class CaptureSpec(CaptureOptions):
     kind: str = "resid_post"
     include_embed: bool = False
     positions: str = "last"
-    examples_per_shard: ShardSize = field(default=EXAMPLES_PER_SHARD, init=False)
 
 
 @dataclass(frozen=True, kw_only=True)
