@@ -21,8 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .capture_options import CaptureOptions, ShardOptions
 from .errors import ConfigError, DataError, ProbekitError
 from .executor_cli import add_executor_arguments
+from .util.cli_options import add_config_flags, config_from_flags
 
 log = logging.getLogger("probekit")
 
@@ -34,6 +36,12 @@ BUG_REPORT = (
 
 class CliError(ConfigError):
     """A user error on the command line: printed as one line, exit status 2."""
+
+
+#: the capture options that are ``probekit capture`` flags (generated from ``CaptureOptions``)
+CAPTURE_FLAGS = ("batch_size", "padding_side", "dtype")
+#: ... and from ``ShardOptions``
+SHARD_FLAGS = ("examples_per_shard",)
 
 
 def _capture_inputs(args: argparse.Namespace) -> dict[str, Any]:
@@ -55,11 +63,10 @@ def _capture_inputs(args: argparse.Namespace) -> dict[str, Any]:
     if args.repair and not (Path(args.out) / "manifest.json").is_file():
         raise CliError(f"--repair: {args.out} holds no activation store (no manifest.json); "
                        "drop --repair to capture a new store, or give the store's folder")
-    for flag, value in (("--batch-size", args.batch_size),
-                        ("--examples-per-shard", args.examples_per_shard),
-                        ("--shards-per-task", args.shards_per_task)):
-        if value < 1:
-            raise CliError(f"{flag} {value}: must be >= 1")
+    config_from_flags(args, CaptureOptions, CAPTURE_FLAGS)  # the declared rules, named by flag
+    config_from_flags(args, ShardOptions, SHARD_FLAGS)
+    if args.shards_per_task < 1:
+        raise CliError(f"--shards-per-task {args.shards_per_task}: must be >= 1")
     if args.examples_per_shard % args.batch_size:
         rounded = -(-args.examples_per_shard // args.batch_size) * args.batch_size
         log.warning("--examples-per-shard %d is rounded up to %d, a whole number of batches of "
@@ -221,12 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("--positions", default="last",
                      help="'last' (last token), 'all' (every token) or 'column:NAME' (an integer "
                      "column holding the token index; a bare NAME works too)")
-    cap.add_argument("--batch-size", type=int, default=32)
-    cap.add_argument("--examples-per-shard", type=int, default=256,
-                     help="examples per shard file (default 256): a killed capture loses at most "
-                     "one shard of work")
-    cap.add_argument("--padding-side", choices=["left", "right"], default="right")
-    cap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
+    add_config_flags(cap, CaptureOptions, CAPTURE_FLAGS)
+    add_config_flags(cap, ShardOptions, SHARD_FLAGS)
     cap.add_argument("--prepend-bos", action="store_true", help="prepend BOS when tokenizing 'text'")
     cap.add_argument("--drop-incomplete", action="store_true",
                      help="drop rows that lack a column other rows have (default: error)")

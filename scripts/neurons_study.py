@@ -79,32 +79,37 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: the [[neurons]] keys that are flags of this script (``--no-generation`` turns generation off)
+NEURON_FLAGS = ("fraction", "n_random", "n_spread", "generation", "post")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the suite and write the report, ``neurons.json`` and PNG plots to ``--out``."""
     from probekit.neurons.study import read_facts
     from probekit.report.plots import heatmap, line_plot
     from probekit.report.write import write_report
     from probekit.suites import load_suite, run_suite
+    from probekit.suites.analyses.neurons import NeuronsSpec
+    from probekit.util.cli_options import add_config_flags, config_from_flags
     from probekit.util.io import atomic_write_json, sha256_file
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--facts", type=Path, default=Path("probes/data/relation_facts.jsonl"))
-    ap.add_argument("--fraction", type=float, default=0.001)
-    ap.add_argument("--n-random", type=int, default=None)
-    ap.add_argument("--n-spread", type=int, default=19)
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--no-generation", action="store_true")
-    ap.add_argument("--post", action="store_true", help="also deactivate at mlp_post")
+    # the [[neurons]] options: flags generated from the section's config (one declaration)
+    add_config_flags(ap, NeuronsSpec, NEURON_FLAGS)
+    ap.add_argument("--batch-size", type=int, default=64,
+                    help="prompts per forward (this study's 64 on SmolLM2; the section's default is 32)")
     args = ap.parse_args(argv)
+    config_from_flags(args, NeuronsSpec, NEURON_FLAGS)  # a bad value names its flag, before any work
     t0 = time.perf_counter()
     read_facts(args.facts)  # FILE:LINE errors for a malformed fact file before the model loads
     args.out.mkdir(parents=True, exist_ok=True)
     toml = SUITE.format(
         model=json.dumps(args.model), facts=json.dumps(str(args.facts.resolve())),
         fraction=args.fraction, n_spread=args.n_spread,
-        generation=str(not args.no_generation).lower(), post=str(args.post).lower(),
+        generation=str(args.generation).lower(), post=str(args.post).lower(),
         batch_size=args.batch_size,
         n_random="" if args.n_random is None else f"n_random = {args.n_random}\n",
     )

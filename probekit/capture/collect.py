@@ -17,14 +17,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..errors import ConfigError, DataError, NonFiniteError
+from ..capture_options import CaptureOptions, ShardOptions
+from ..errors import DataError, NonFiniteError
 from ..fingerprint import dataset_fingerprint, model_fingerprint, model_id
 from ..models.protocol import HookedModel
 from ..progress import progress_bar
 from ..sites import Site, as_sites
 from ..store import ActivationStore, Manifest, StoreWriter
 from .batching import (
-    PaddingSide,
     TokenBatch,
     iter_batches,
     model_device,
@@ -42,32 +42,27 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 
 
 @dataclass(frozen=True, kw_only=True)
-class CaptureConfig:
+class CaptureConfig(CaptureOptions, ShardOptions):
     """How to capture: which sites, which positions, batch size, padding side, storage dtype.
 
-    ``key_width`` fixes the key axis of ``attn_pattern`` rows (default: the longest prompt).
+    The batching and storage options (``batch_size``, ``padding_side``, ``dtype``,
+    ``examples_per_shard``) and their
+    defaults are :class:`~probekit.capture_options.CaptureOptions`'s and ``ShardOptions``'s,
+    shared with a suite's ``[capture]`` table and the flags of ``probekit capture``.
+
+    Attributes:
+        sites: the hook sites captured.
+        positions: which token positions of each example give rows.
+        pad_id: the padding token id (default: the model's).
+        progress: show a progress bar.
+        key_width: the key axis of ``attn_pattern`` rows (default: the longest prompt).
     """
 
     sites: tuple[Site, ...]
     positions: PositionRule = field(default_factory=LastToken)
-    batch_size: int = 32
-    padding_side: PaddingSide = "right"
-    dtype: str = "float32"
     pad_id: int | None = None
-    examples_per_shard: int = 4096
     progress: bool = True
     key_width: int | None = None
-
-    def __post_init__(self) -> None:
-        """Validate the options."""
-        if self.batch_size < 1:
-            raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.padding_side not in ("left", "right"):
-            raise ConfigError(f"padding_side must be 'left' or 'right', got {self.padding_side!r}")
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"dtype {self.dtype!r} not supported; choose one of {list(DTYPES)}")
-        if self.examples_per_shard < 1:
-            raise ConfigError(f"examples_per_shard must be >= 1, got {self.examples_per_shard}")
 
     @property
     def shard_examples(self) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 import torch
 from jaxtyping import Float
@@ -25,6 +25,7 @@ from ..models.protocol import HookedModel
 from ..report.blocks import Block, Text
 from ..report.notebook import NotebookMixin
 from ..sites import HEAD_KINDS, Site
+from ..util.constraints import Ge, OneOf, Validated
 from ..util.list_option import check_list_option
 from .metrics import as_pair_metric
 
@@ -135,11 +136,9 @@ class Grid:
         return [Site(b, self.kind) for b in layers]
 
 
-_PADDING = ("left", "right")
-
 
 @dataclass(frozen=True, kw_only=True)
-class PatchOptions:
+class PatchOptions(Validated):
     """The options the patching family shares, built and validated once.
 
     :func:`~probekit.circuits.activation_patching`, :func:`~probekit.circuits.attribution_patching`
@@ -163,14 +162,18 @@ class PatchOptions:
 
     kind: str = "resid_pre"
     by: tuple[str, ...] | None = None
-    direction: str = "denoise"
+    direction: Annotated[str, OneOf(("denoise", "noise"), hint="'denoise': clean into the "
+                                    "corrupted run; 'noise': corrupted into the clean run")] = "denoise"
     layers: tuple[int, ...] | None = None
-    window: int = 1
-    batch_size: int = 64
-    padding_side: str = "right"
+    window: Annotated[int, Ge(1, hint="blocks patched per cell")] = 1
+    batch_size: Annotated[int, Ge(1, hint="(pair, cell) rows per forward")] = 64
+    padding_side: Annotated[str, OneOf(("left", "right"))] = "right"
+    #: ints are ints (``window=1.5``, ``layers=(True,)`` refused): the keyword calls are typed
+    check_types: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        """Refuse a bad value with its field, what is expected and the fix (:class:`ConfigError`)."""
+        """The declared rules (:class:`ConstraintError`), then kind, axes and layers (:class:`ConfigError`)."""
+        super().__post_init__()
         kinds = RESID_KINDS + HEAD_PATCH_KINDS
         if self.kind not in kinds:
             raise ConfigError(f"patching kind {self.kind!r} not supported; use one of {list(kinds)}")
@@ -178,20 +181,6 @@ class PatchOptions:
             valid = [list(b) for b, fits in BY_KINDS.items() if self.kind in fits]
             raise ConfigError(f"by={list(self.by)} does not fit kind {self.kind!r}; use one of "
                               f"{valid} (or leave by unset for the kind's default)")
-        if self.direction not in ("denoise", "noise"):
-            raise ConfigError(f"direction {self.direction!r} unknown; use 'denoise' (clean into "
-                              "the corrupted run) or 'noise' (corrupted into the clean run)")
-        for key, rule in (("window", "must be an int >= 1 (blocks patched per cell)"),
-                          ("batch_size", "must be >= 1 (an int: (pair, cell) rows per forward)")):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{key} {rule}, got {value!r}")
-        if self.padding_side not in _PADDING:
-            raise ConfigError(f"padding_side {self.padding_side!r} unknown; use 'left' or 'right'")
-        if self.layers is not None and any(
-            isinstance(x, bool) or not isinstance(x, int) for x in self.layers
-        ):
-            raise KeyedValueError("layers", f"layers = {list(self.layers)}: give block indices (ints)")
         if self.layers is not None:
             try:
                 check_list_option("layers", self.layers, low=0, what="block index")

@@ -32,7 +32,7 @@ import pickle
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 from ..errors import ConfigError
 from ..executor import (
@@ -46,6 +46,7 @@ from ..executor import (
 )
 from ..progress import ENV_VAR as PROGRESS_ENV_VAR
 from ..progress import progress_bar, progress_enabled
+from ..util.constraints import Ge, OneOf, Validated
 
 __all__ = ["START_METHODS", "ProcessExecutor"]
 
@@ -115,7 +116,7 @@ def _default_workers() -> int:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ProcessExecutor:
+class ProcessExecutor(Validated):
     """Run independent tasks in a pool of local worker processes.
 
     Attributes:
@@ -128,21 +129,17 @@ class ProcessExecutor:
             task, ``False`` never, ``None`` once the map has run for a second.
     """
 
-    workers: int = field(default_factory=_default_workers)
-    threads_per_worker: int = 1
-    start_method: str = "spawn"
+    workers: Annotated[int, Ge(1, hint="e.g. --executor-opt workers=4")] = field(
+        default_factory=_default_workers)
+    threads_per_worker: Annotated[int, Ge(1, hint="e.g. --executor-opt threads_per_worker=1")] = 1
+    start_method: Annotated[str, OneOf(START_METHODS, hint="spawn is safe with torch")] = "spawn"
     progress: bool | None = None
+    #: the options come from JSON (``--executor-opt``) and TOML: ``workers = 2.0`` is refused
+    check_types: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        """Validate the options (no process starts here)."""
-        for name in ("workers", "threads_per_worker"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"ProcessExecutor {name}={value!r}: must be an integer >= 1, "
-                                  f"e.g. {name}=4 (--executor-opt {name}=4)")
-        if self.start_method not in START_METHODS:
-            raise ConfigError(f"ProcessExecutor start_method={self.start_method!r}: must be one of "
-                              f"{list(START_METHODS)} (spawn is safe with torch)")
+        """The declared rules, then the start method on this platform (no process starts here)."""
+        super().__post_init__()
         import multiprocessing
 
         if self.start_method not in multiprocessing.get_all_start_methods():

@@ -29,7 +29,7 @@ import re
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from ..errors import ConfigError
 from ..executor import (
@@ -41,6 +41,7 @@ from ..executor import (
     worker_imports,
 )
 from ..progress import progress_bar
+from ..util.constraints import Ge, Gt, Validated
 
 __all__ = ["RayExecutor", "check_address", "check_reachable", "make_ray_executor"]
 
@@ -119,7 +120,7 @@ def _remote_task(ray: Any) -> Any:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RayExecutor:
+class RayExecutor(Validated):
     """Run independent tasks as Ray tasks on a local or remote cluster.
 
     Attributes:
@@ -141,26 +142,21 @@ class RayExecutor:
     """
 
     address: str | None = None
-    num_cpus: int | None = None
-    max_retries: int = 3
-    task_cpus: float = 1.0
+    num_cpus: Annotated[int | None, Ge(1, hint="or None: all")] = None
+    max_retries: Annotated[int, Ge(0)] = 3
+    task_cpus: Annotated[float, Gt(0)] = 1.0
     progress: bool | None = None
     connect_timeout_s: float = 5.0
 
     def __post_init__(self) -> None:
-        """Validate the options (no connection is made here)."""
+        """The declared rules, then the address and its combination with ``num_cpus`` (no connection)."""
+        super().__post_init__()
         check_address(self.address)
-        if self.num_cpus is not None and self.num_cpus < 1:
-            raise ConfigError(f"RayExecutor num_cpus={self.num_cpus}: must be >= 1 (or None: all)")
         if self.num_cpus is not None and self.address is not None:
             raise ConfigError(
                 f"RayExecutor num_cpus={self.num_cpus} with address {self.address!r}: an existing "
                 "cluster's nodes set their CPUs (`ray start --num-cpus N`); drop num_cpus"
             )
-        if self.max_retries < 0:
-            raise ConfigError(f"RayExecutor max_retries={self.max_retries}: must be >= 0")
-        if not self.task_cpus > 0:
-            raise ConfigError(f"RayExecutor task_cpus={self.task_cpus}: must be > 0")
 
     def connect(self) -> None:
         """Initialise Ray for this executor (idempotent); one-line :class:`ConfigError` if it fails.

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Annotated
 
 from torch import Tensor
 
 from ..capture.positions import AllTokens, PositionRule
 from ..errors import ConfigError
 from ..sites import Site
+from ..util.constraints import OneOf, validate
 
 Positions = PositionRule | Tensor
 
@@ -118,18 +120,16 @@ class Ablate(WriteOp):
     ``seed``; without a pool, another row of this batch (a random derangement).
     """
 
-    method: str = "zero"  # "zero" | "mean" | "resample" (validated: a clear error, not a type error)
+    #: a ``str`` with its choices declared (a clear error, not a type error)
+    method: Annotated[str, OneOf(("zero", "mean", "resample"), hint="the ablation method")] = "zero"
     mean: Tensor | None = None
     pool: Tensor | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
-        """Validate method, site and features."""
+        """Validate site and features, then the declared rules (``method``)."""
         super().__post_init__()
-        if self.method not in ("zero", "mean", "resample"):
-            raise ConfigError(
-                f"ablation method {self.method!r} unknown; use 'zero', 'mean' or 'resample'"
-            )
+        validate(self)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

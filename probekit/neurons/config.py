@@ -21,6 +21,12 @@ METHODS: tuple[str, ...] = typing.get_args(Method)
 
 #: A share of the candidate units / of a neuron set, in (0, 1].
 Share = Annotated[float, Between(0, 1, closed="right")]
+#: the units deactivated per relation (its top-``k`` by average precision)
+TopK = Annotated[int, Ge(1)]
+#: matched random unit sets of a deactivation control: at least 5, the controls of the method
+#: (random sets of the same size and per-layer counts, ">= 5 seeds"; Liu et al. 2025 leave the
+#: number open), and 19 for a permutation p-value below 0.05
+RandomSets = Annotated[int, Ge(5, hint="19 for p < 0.05"), Le(MAX_PERMUTATIONS)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,7 +34,8 @@ class DeactivationConfig(Validated):
     """How relation neurons are chosen and deactivated.
 
     Attributes:
-        k / fraction: set size per relation (exactly one; fraction of all candidate units).
+        k / fraction: set size per relation (exactly one; fraction of all candidate units,
+            default 0.001: the top 0.1 %, the smallest share of the method's grid).
         method: ``"zero"`` (the paper's) or ``"mean"`` (each unit's mean response).
         n_random: matched random sets per relation for the test, scored on r's facts (>= 5;
             ``None``: the fewest with which Holm over the relations can reach ``alpha``).
@@ -43,10 +50,10 @@ class DeactivationConfig(Validated):
         max_new_tokens, batch_size, seed: decoding length, rows per forward, random-set seed.
     """
 
-    k: Annotated[int | None, Ge(1)] = None
-    fraction: Share | None = 0.005
+    k: TopK | None = None
+    fraction: Share | None = 0.001
     method: Method = "zero"
-    n_random: Annotated[int | None, Ge(5, hint="19 for p < 0.05"), Le(MAX_PERMUTATIONS)] = None
+    n_random: RandomSets | None = None
     n_spread: Annotated[int, Ge(1), Le(MAX_PERMUTATIONS)] = 19
     alpha: Annotated[float, Between(0, 1)] = 0.05
     shares: Annotated[tuple[float, ...], NonEmpty(), Each(Between(0, 1, closed="right"))] = (

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 import numpy as np
 import torch
@@ -46,6 +46,7 @@ from ..shapes import shape_checked
 from ..stats.bootstrap import MIN_RESAMPLES, bootstrap_indices, percentile_interval
 from ..stats.permutation import permutation_result
 from ..stats.result import ConfidenceInterval, StatTestResult
+from ..util.constraints import Between, OneOf, validate
 from ..util.numeric import diff_of_means
 from ._validation import as_float_tensor, check_indices, check_layer_acts, check_n_labels
 from .correctness_baselines import group_base_rate_scores, question_text_scores
@@ -75,19 +76,19 @@ class CorrectnessConfig:
     """
 
     n_folds: int = 3
-    group_split: str = "logo"
+    group_split: Annotated[str, OneOf(("logo", "kfold"), hint="'logo': leave one group out; "
+                                      "'kfold': group k-fold")] = "logo"
     n_permutations: int = 0
     n_bootstrap: int = 1000
-    confidence_level: float = 0.95
+    confidence_level: Annotated[float, Between(0, 1, hint="e.g. 0.95")] = 0.95
     random_state: int | None = 0
 
     def __post_init__(self) -> None:
+        """The declared rules, then the counts (ints, numpy's included) and their bounds."""
+        validate(self)
         if not _is_int(self.n_folds) or self.n_folds < 2:
             raise KeyedValueError("n_folds", f"n_folds = {self.n_folds!r}: cross-validation needs an integer "
                               ">= 2 folds")
-        if self.group_split not in ("logo", "kfold"):
-            raise KeyedValueError("group_split", f"group_split = {self.group_split!r}: must be 'logo' (leave one "
-                              "group out) or 'kfold' (group k-fold)")
         if not _is_int(self.n_permutations) or self.n_permutations < 0:
             raise KeyedValueError("n_permutations", f"n_permutations = {self.n_permutations!r}: needs an integer >= 0 "
                               "(0 skips the max-statistic test)")
@@ -100,9 +101,6 @@ class CorrectnessConfig:
         from ..stats.bootstrap import check_n_resamples
 
         check_n_resamples(self.n_bootstrap, name="n_bootstrap")  # at most MAX_RESAMPLES
-        if not 0 < self.confidence_level < 1:
-            raise KeyedValueError("confidence_level", f"confidence_level = {self.confidence_level!r}: must lie in (0, 1), "
-                              "e.g. 0.95")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,19 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ..errors import DataError, KeyedValueError
+from ..errors import DataError
 from ..progress import track
 from ..report.blocks import Block
 from ..report.notebook import NotebookMixin
 from ..shapes import shape_checked
 from ..stats.bootstrap import MIN_RESAMPLES, bootstrap_indices, percentile_interval
+from ..util.constraints import Between, Ge, Gt, check_value, validate
 from ._validation import (
     IndexLike,
     as_float_tensor,
@@ -243,32 +244,21 @@ class SweepConfig:
     probe: str = "logistic"
     Cs: int | Sequence[float] | np.ndarray = 10
     alphas: int | Sequence[float] | np.ndarray = 9
-    cv: int = 5
-    n_bootstrap: int = 1000
-    confidence_level: float = 0.95
+    cv: Annotated[int, Ge(2, hint="cross-validation folds")] = 5
+    n_bootstrap: Annotated[int, Ge(MIN_RESAMPLES, hint="percentile intervals need >= 1000 resamples")] = 1000
+    confidence_level: Annotated[float, Between(0, 1, hint="e.g. 0.95")] = 0.95
     random_state: int | None = 0
     dtype: torch.dtype = torch.float32
-    max_iter: int = 200
-    tol: float = 1e-4
+    max_iter: Annotated[int, Ge(1)] = 200
+    tol: Annotated[float, Gt(0, hint="the solver tolerance, e.g. 1e-4")] = 1e-4
     device: str | torch.device | None = None
 
     def __post_init__(self) -> None:
+        """The probe kind is registered, the counts are ints, then the declared rules."""
         probe_kind(self.probe)  # ConfigError listing the registered kinds
-        if isinstance(self.cv, bool) or not isinstance(self.cv, int) or self.cv < 2:
-            raise KeyedValueError("cv", f"cv = {self.cv!r}: cross-validation needs an integer >= 2 folds")
-        if isinstance(self.n_bootstrap, bool) or not isinstance(self.n_bootstrap, int) or (
-            self.n_bootstrap < MIN_RESAMPLES
-        ):
-            raise KeyedValueError("n_bootstrap", f"n_bootstrap = {self.n_bootstrap!r}: percentile intervals need an "
-                              f"integer >= {MIN_RESAMPLES} resamples")
-        if not 0 < self.confidence_level < 1:
-            raise KeyedValueError("confidence_level",
-                f"confidence_level = {self.confidence_level!r}: must lie in (0, 1), e.g. 0.95"
-            )
-        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int) or self.max_iter < 1:
-            raise KeyedValueError("max_iter", f"max_iter = {self.max_iter!r}: needs an integer >= 1")
-        if not self.tol > 0:
-            raise KeyedValueError("tol", f"tol = {self.tol!r}: the solver tolerance must be > 0, e.g. 1e-4")
+        for key in ("cv", "n_bootstrap", "max_iter"):  # ints only (2.5 folds, True resamples)
+            check_value(type(self), key, getattr(self, key), types=True)
+        validate(self)
 
 
 @shape_checked

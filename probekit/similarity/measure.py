@@ -29,13 +29,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Annotated, ClassVar, TypeVar
 
 import torch
 
 from ..errors import ConfigError
+from ..util.constraints import Ge, Gt, OneOf, check_value, validate
 from ..util.registry import Registry
-from ._validation import check_choice
 from .cka import DEFAULT_BANDWIDTH
 
 if TYPE_CHECKING:
@@ -86,30 +86,24 @@ class SimilarityConfig:
     """
 
     measure: str = "cka"
-    kernel: str = "linear"
+    kernel: Annotated[str, OneOf(("linear", "rbf"))] = "linear"
     debiased: bool = False
-    bandwidth: float = DEFAULT_BANDWIDTH
+    bandwidth: Annotated[float, Gt(0, hint="a fraction of the median distance")] = DEFAULT_BANDWIDTH
     keep: int | float | None = None
     rdm_metric: str = "correlation"
     rsa_method: str = "spearman"
-    chunk_size: int = 4096
+    chunk_size: Annotated[int, Ge(1, hint="rows per block")] = 4096
     dtype: torch.dtype = torch.float64
-    max_gram_n: int = 4096
-    batch_size: int | None = None
-    space: str = "auto"
+    max_gram_n: Annotated[int, Ge(4)] = 4096
+    batch_size: Annotated[int | None, Ge(4, hint="rows per minibatch, or None")] = None
+    space: Annotated[str, OneOf(("auto", "feature", "gram"))] = "auto"
 
     def __post_init__(self) -> None:
+        """A registered measure, ints for the sizes, the declared rules, then the measure's own checks."""
         strategy = similarity_measure(self.measure)
-        check_choice(self.kernel, ("linear", "rbf"), name="kernel")
-        check_choice(self.space, ("auto", "feature", "gram"), name="space")
-        if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
-            raise ConfigError(f"chunk_size={self.chunk_size!r} must be an int >= 1 rows")
-        if isinstance(self.max_gram_n, bool) or not isinstance(self.max_gram_n, int) or self.max_gram_n < 4:
-            raise ConfigError(f"max_gram_n={self.max_gram_n!r} must be an int >= 4")
-        if not self.bandwidth > 0:
-            raise ConfigError(f"bandwidth={self.bandwidth!r} must be > 0 (a fraction of the median distance)")
-        if self.batch_size is not None and (isinstance(self.batch_size, bool) or self.batch_size < 4):
-            raise ConfigError(f"batch_size={self.batch_size!r} (minibatch CKA) must be >= 4 rows or None")
+        for key in ("chunk_size", "max_gram_n", "batch_size"):  # ints only (True rows, 2.5 rows)
+            check_value(type(self), key, getattr(self, key), types=True)
+        validate(self)
         if self.dtype not in (torch.float64, torch.float32):
             raise ConfigError(f"dtype={self.dtype} must be torch.float64 or torch.float32")
         strategy.check(self)

@@ -33,34 +33,29 @@ examples:
 _METHOD_WORDS = {"both": "activation and attribution"}  # how the report names --method
 
 
+#: the ``[[patching]]`` keys that are ``probekit patch`` flags (generated from ``PatchingSpec``)
+PATCH_FLAGS = ("kinds", "method", "metric", "direction", "layers", "window", "head_grid", "edges",
+               "edge_ks", "edge_top", "answer_column", "answer_tokens", "pair_column",
+               "role_column", "batch_size")
+
+
+def _list_flags() -> dict[str, Any]:
+    from ..util.cli_options import ListFlag
+
+    return {"layers": ListFlag("block index", "block indices like 0,1,2"),
+            "edge_ks": ListFlag("circuit size", "circuit sizes like 10,100,1000"),
+            "kinds": ListFlag("kind", "site kinds like resid_pre,attn_z")}
+
+
 def _spec(args: argparse.Namespace) -> Any:
     from ..errors import ConfigError as CliError
-    from ..util.constraints import ConstraintError
-    from ..util.list_option import check_list_option
+    from ..util.cli_options import config_from_flags
     from .analyses.patching import PatchingSpec
 
-    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
-
-    def int_list(flag: str, text: str, what: str) -> tuple[int, ...]:
-        try:
-            return tuple(int(x) for x in text.split(",")) if text else ()
-        except ValueError:
-            raise CliError(f"{flag} {text!r}: expected comma-separated {what}") from None
-
-    layers = int_list("--layers", args.layers, "block indices like 0,1,2")
-    edge_ks = int_list("--edge-ks", args.edge_ks, "circuit sizes like 10,100,1000")
-    check_list_option("--layers", layers, low=0, what="block index")
-    check_list_option("--edge-ks", edge_ks, low=1, what="circuit size")
-    check_list_option("--kinds", kinds, what="kind")
     try:
-        return PatchingSpec(kinds=kinds, method=args.method, metric=args.metric,
-                            direction=args.direction, answer_column=args.answer_column,
-                            pair_column=args.pair_column, role_column=args.role_column,
-                            layers=layers, window=args.window, head_grid=args.head_grid,
-                            edges=args.edges, edge_ks=edge_ks, edge_top=args.edge_top,
-                            batch_size=args.batch_size, answer_tokens=args.answer_tokens)
-    except ConstraintError as err:  # a declared rule: name the option as it was typed
-        raise CliError(f"--{err.key.replace('_', '-')} {err.value!r}: must be {err.rule}") from None
+        return config_from_flags(args, PatchingSpec, PATCH_FLAGS, lists=_list_flags())
+    except CliError:
+        raise
     except ValueError as err:
         raise CliError(f"--kinds/--window/--edge-ks/--batch-size: {err}") from None
 
@@ -268,33 +263,10 @@ def add_patch_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.A
     parser.add_argument("model", help="named model (see `probekit models`), checkpoint dir or HF dir")
     parser.add_argument("data", help="JSONL prompt pairs (text/tokens, pair_id, role, answer)")
     parser.add_argument("--out", required=True, help="output directory for report.html + report.json")
-    parser.add_argument("--kinds", default="resid_pre,attn_out,mlp_out,attn_z",
-                        help="comma list of site kinds, one grid each: resid_pre, resid_mid, resid_post, "
-                        "attn_out, mlp_out, mlp_post (layer x position); attn_z, attn_q, attn_k, "
-                        "attn_v (layer x head)")
-    parser.add_argument("--method", choices=["activation", "attribution", "both"], default="activation")
-    parser.add_argument("--metric", choices=["logit_diff", "answer_logprob"], default="logit_diff")
-    parser.add_argument("--direction", choices=["denoise", "noise"], default="denoise")
-    parser.add_argument("--layers", default="", help="comma list of blocks (default: all)")
-    parser.add_argument("--window", type=int, default=1,
-                        help="blocks patched together per cell (l..l+w-1; activation method only)")
-    parser.add_argument("--head-grid", choices=["layer_head", "layer_pos_head"], default="layer_head",
-                        help="head kinds by layer x head (each head at every position) or by "
-                        "layer x position x head (rows: layer and head)")
-    parser.add_argument("--edges", choices=["none", "eap", "eap-ig"], default="none",
-                        help="also score every edge of the residual graph (EAP / EAP-IG) and "
-                        "report the top edges and the faithfulness curve of top-k circuits")
-    parser.add_argument("--edge-ks", default="10,100,1000",
-                        help="circuit sizes of the faithfulness curve (the whole graph is added)")
-    parser.add_argument("--edge-top", type=int, default=20, help="edges listed in the report")
-    parser.add_argument("--answer-column", default="answer")
-    parser.add_argument("--answer-tokens", choices=["single", "first"], default="single",
-                        help="an answer of several tokens: refuse it (single, default) or score "
-                        "its first token (first; listed in the report)")
-    parser.add_argument("--pair-column", default="pair_id")
-    parser.add_argument("--role-column", default="role")
-    parser.add_argument("--batch-size", type=int, default=64,
-                        help="patched (pair, cell) rows per forward pass")
+    from ..util.cli_options import add_config_flags
+    from .analyses.patching import PatchingSpec
+
+    add_config_flags(parser, PatchingSpec, PATCH_FLAGS)
     parser.add_argument("--prepend-bos", action="store_true", help="prepend BOS when tokenizing 'text'")
     parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from ..capture_options import EXAMPLES_PER_SHARD, CaptureOptions, ShardSize
 from ..errors import ConfigError, DataError, KeyedValueError
 from ..stats.limits import MAX_PERMUTATIONS, MAX_RESAMPLES, MIN_RESAMPLES
 from ..textfile import read_text
@@ -107,19 +108,21 @@ class DataSpec(Validated):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CaptureSpec(Validated):
-    """``sites``: ``["all"]`` (every block of ``kind``) or names like ``"resid_post@3"``.
+class CaptureSpec(CaptureOptions):
+    """``[capture]``: the capture's options (:class:`~probekit.capture_options.CaptureOptions`) and what is captured.
 
+    ``sites``: ``["all"]`` (every block of ``kind``) or names like ``"resid_post@3"``.
     ``positions``: ``"last"``, ``"all"``, or ``"column:NAME"`` (token index from a column).
+    ``batch_size``, ``padding_side``, ``dtype``: declared once in ``CaptureOptions`` (shared
+    with the Python API's ``CaptureConfig`` and ``probekit capture``'s flags). The shard size
+    (``ShardOptions``) is not a key here: a suite's capture is one shard, or ``[execution]
+    capture_examples_per_shard`` examples per executor task.
     """
 
     sites: Annotated[tuple[str, ...], NonEmpty(hint='["all"] or names like "resid_post@3"')] = ("all",)
     kind: str = "resid_post"
     include_embed: bool = False
     positions: str = "last"
-    batch_size: Annotated[int, Ge(1)] = 64
-    padding_side: Literal["left", "right"] = "right"
-    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,7 +163,7 @@ class ExecutionSpec(Validated):
 
     executor: str = "inprocess"
     options: dict[str, Any] = field(default_factory=dict)
-    capture_examples_per_shard: Annotated[int, Ge(1)] = 256
+    capture_examples_per_shard: ShardSize = EXAMPLES_PER_SHARD
 
     def __post_init__(self) -> None:
         """Refuse an unknown executor, options its backend refuses, a shard size < 1."""

@@ -44,10 +44,10 @@ def test_keywords_replace_fields_of_the_object(model):
     ({"kind": "resid_pots"}, r"patching kind 'resid_pots' not supported; use one of \["),
     ({"kind": "resid_pre", "by": ("layer", "head")},
      r"by=\['layer', 'head'\] does not fit kind 'resid_pre'; use one of \[\['layer', 'pos'\]\]"),
-    ({"direction": "up"}, r"direction 'up' unknown; use 'denoise'"),
-    ({"window": 0}, r"window must be an int >= 1 \(blocks patched per cell\), got 0"),
+    ({"direction": "up"}, r"PatchOptions.direction must be one of \['denoise', 'noise'\] \('denoise': clean"),
+    ({"window": 0}, r"PatchOptions.window must be >= 1 \(blocks patched per cell\), got 0"),
     ({"batch_size": 0}, r"batch_size must be >= 1 .*got 0"),
-    ({"padding_side": "top"}, r"padding_side 'top' unknown; use 'left' or 'right'"),
+    ({"padding_side": "top"}, r"PatchOptions.padding_side must be one of \['left', 'right'\], got 'top'"),
 ])
 def test_a_bad_field_is_named_with_its_fix(fields, message):
     with pytest.raises(ConfigError, match=message):

@@ -169,7 +169,7 @@ def test_window_equals_hand_set_replace_ops(gqa, kind, by):
     one = activation_patching(model, clean, corrupt, metric, kind=kind, by=by, window=1)
     assert float((got.values[2] - one.values[2]).abs().max()) <= 1e-5
     assert float((got.values[0] - one.values[0]).abs().max()) > 1e-4  # two blocks differ from one
-    with pytest.raises(ConfigError, match="window must be an int >= 1"):
+    with pytest.raises(ConfigError, match=r"window must be >= 1 \(blocks patched per cell\)"):
         activation_patching(model, clean, corrupt, metric, kind=kind, by=by, window=0)
 
 

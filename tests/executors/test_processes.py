@@ -60,9 +60,9 @@ def test_unpicklable_task_refused_before_any_worker_starts():
 
 
 @pytest.mark.parametrize(("options", "match"), [
-    ({"workers": 0}, r"workers=0: must be an integer >= 1"),
-    ({"threads_per_worker": -1}, r"threads_per_worker=-1: must be an integer >= 1"),
-    ({"start_method": "bogus"}, r"start_method='bogus': must be one of \['spawn', 'forkserver', 'fork'\]"),
+    ({"workers": 0}, r"ProcessExecutor.workers must be >= 1 \(e.g. --executor-opt workers=4\), got 0"),
+    ({"threads_per_worker": -1}, r"ProcessExecutor.threads_per_worker must be >= 1 .*got -1"),
+    ({"start_method": "bogus"}, r"ProcessExecutor.start_method must be one of \[.spawn., .forkserver., .fork.\] \(spawn is safe with torch\), got .bogus."),
 ])
 def test_bad_options_name_the_value(options, match):
     with pytest.raises(ConfigError, match=match):

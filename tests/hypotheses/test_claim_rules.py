@@ -75,3 +75,26 @@ def test_split_keys_name_the_examples_splits():
     assert str(err.value).startswith("c.toml:7: [claim] also_split = 'ood_lne': not a split of the "
                                      "examples (did you mean 'ood_len'?); the splits are")
     check_split_keys(NecessitySpec(site="resid_post@0", also_split=None), data, str)  # unset
+
+
+def test_necessity_keys_are_split_by_substrate():
+    """Each substrate declares its own keys; a key of another substrate is refused, not ignored."""
+    import dataclasses
+
+    from probekit.hypotheses.kinds.necessity import SUBSTRATES
+
+    assert [f.name for f in dataclasses.fields(NecessitySpec)][:8] == [
+        "substrate", "site", "label", "n_directions", "C", "units", "p", "k"]  # the file order
+    assert NecessitySpec(substrate="key_frequencies", p=53, k=5).substrate_keys() == {"p": 53, "k": 5}
+    assert NecessitySpec(substrate="units", site="embed", units=(3, 1)).substrate_keys() == {
+        "site": "embed", "units": (3, 1)}
+    assert set(SUBSTRATES) == {"probe_direction", "units", "key_frequencies", "modifier_subspace"}
+    with pytest.raises(KeyedValueError, match=r"units = \(1, 2\) is a key of substrate 'units', "
+                                              r"not of 'probe_direction'") as err:
+        NecessitySpec(site="resid_post@0", units=(1, 2))
+    assert err.value.key == "units"
+    with pytest.raises(KeyedValueError, match="k = 4 is a key of substrate 'key_frequencies' / "
+                                              "'modifier_subspace'"):
+        NecessitySpec(site="resid_post@0", k=4)
+    with pytest.raises(ConstraintError, match=r"NecessitySpec.C must be > 0 \(inverse regularisation\)"):
+        NecessitySpec(site="resid_post@0", C=0.0)

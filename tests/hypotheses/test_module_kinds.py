@@ -21,7 +21,7 @@ def _hand_linear_cka(x, y):
 
 def test_similarity_kind_is_linear_cka_and_beats_its_shuffled_control():
     from probekit.hypotheses.kinds.representational_similarity import (
-        SimilaritySpec,
+        RepresentationalSimilaritySpec,
         representational_similarity,
     )
     from probekit.suites.spec import StatsSpec
@@ -36,10 +36,10 @@ def test_similarity_kind_is_linear_cka_and_beats_its_shuffled_control():
     ctx = FakeContext(examples=ex, acts={a: torch.tensor(X), b: torch.tensor(rotated),
                                          c: torch.tensor(noise)},
                       stats=StatsSpec(n_permutations=50))
-    same = representational_similarity(SimilaritySpec(site_a="resid_post@0", site_b="resid_post@1"),
+    same = representational_similarity(RepresentationalSimilaritySpec(site_a="resid_post@0", site_b="resid_post@1"),
                                        ctx, control=True)
     assert same.estimate == pytest.approx(1.0, abs=1e-9)
-    indep = representational_similarity(SimilaritySpec(site_a="resid_post@0", site_b="resid_post@2"),
+    indep = representational_similarity(RepresentationalSimilaritySpec(site_a="resid_post@0", site_b="resid_post@2"),
                                         ctx, control=True)
     assert indep.estimate == pytest.approx(_hand_linear_cka(X, noise), rel=1e-9)
     ctl = claim("greater_than_control", (0.0,))
@@ -133,7 +133,7 @@ def test_neuron_deactivation_of_every_mlp_unit_equals_a_zeroing_hook():
 
     model = probekit.load_checkpoint(CHECKPOINT)
     tokens, answer, rel, ex = _parity_relations(seed=3)
-    spec = NeuronDeactivationSpec(relation="r0", sites=("mlp_post@0",), k=512, n_random=2)
+    spec = NeuronDeactivationSpec(relation="r0", sites=("mlp_post@0",), k=512, n_random=5)
     m = neuron_deactivation(spec, FakeContext(model=model, examples=ex), control=True)
     test = [i for i in range(40, 60) if rel[i] == "r0"]
     toks = torch.tensor([tokens[i] for i in test])
@@ -166,7 +166,7 @@ def test_neuron_deactivation_control_equals_random_sets_scored_one_by_one():
 
     model = probekit.load_checkpoint(CHECKPOINT)
     tokens, answer, rel, ex = _parity_relations(seed=4)
-    spec = NeuronDeactivationSpec(relation="r0", sites=("mlp_post@0",), k=200, n_random=4,
+    spec = NeuronDeactivationSpec(relation="r0", sites=("mlp_post@0",), k=200, n_random=5,
                                   batch_size=7)
     m = neuron_deactivation(spec, FakeContext(model=model, examples=ex), control=True)
     # the reference: each random set in its own passes (random_like with the kind's seeds)
@@ -178,6 +178,6 @@ def test_neuron_deactivation_control_equals_random_sets_scored_one_by_one():
                     tuple(str(answer[i]) for i in test), tuple(answer[i] for i in test))
     base = first_token_correct(model, facts, deactivation_ops(None, method="zero")).astype(float)
     drops = [base - first_token_correct(model, facts, deactivation_ops(
-        random_like(units, {site: 512}, seed=j), method="zero")).astype(float) for j in range(4)]
+        random_like(units, {site: 512}, seed=j), method="zero")).astype(float) for j in range(5)]
     np.testing.assert_allclose(m.control, np.mean(drops, axis=0), atol=1e-9)
     assert np.abs(m.control).sum() > 1  # the random sets do change answers: the comparison is not vacuous

@@ -296,7 +296,7 @@ def test_bad_inputs_raise_one_clear_error(small_model):
         Site(0, "resid_pre", head=1)
     with pytest.raises(DataError, match="row 0 writes position 3 but its source row has only 3"):
         run_with_interventions(small_model, [[1, 2, 3, 4, 5, 6], [1, 2, 3]], [ReplaceFromRows(site=Site(0, "resid_pre"), source_rows=(1, -1))])
-    with pytest.raises(ConfigError, match="ablation method 'median' unknown"):
+    with pytest.raises(ConfigError, match=r"Ablate.method must be one of \['zero', 'mean', 'resample'\] \(the ablation method\), got 'median'"):
         Ablate(site=Site(0, "resid_pre"), method="median")
     assert count_hooks(small_model) == 0
 

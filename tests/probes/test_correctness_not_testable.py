@@ -40,7 +40,7 @@ def test_testable_labels_give_a_test_and_options_only_through_the_config():
     a = correctness_probe(acts(), correct, config=CorrectnessConfig(n_permutations=20))
     assert a.not_testable == "" and a.max_stat_test is not None
     assert len(a.max_stat_test.null_distribution) == 20
-    with pytest.raises(ConfigError, match="group_split = 'loo'"):
+    with pytest.raises(ConfigError, match=r"CorrectnessConfig.group_split must be one of \['logo', 'kfold'\] .*got 'loo'"):
         CorrectnessConfig(group_split="loo")
     with pytest.raises(ConfigError, match="n_folds = 1"):
         correctness_probe(acts(), correct, config=CorrectnessConfig(n_folds=1))

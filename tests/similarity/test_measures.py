@@ -126,11 +126,11 @@ def test_unknown_measure_lists_the_registered_ones_and_suggests_a_close_one():
 def test_measure_properties_and_option_checks():
     assert similarity_measure("procrustes").distance and not similarity_measure("cka").distance
     assert not similarity_measure("pwcca").symmetric and similarity_measure("svcca").symmetric
-    with pytest.raises(ConfigError, match="kernel='cosine' is not supported"):
+    with pytest.raises(ConfigError, match=r"SimilarityConfig.kernel must be one of \[.linear., .rbf.\], got .cosine."):
         SimilarityConfig(kernel="cosine")
-    with pytest.raises(ConfigError, match="chunk_size=0 must be an int >= 1"):
+    with pytest.raises(ConfigError, match=r"SimilarityConfig.chunk_size must be >= 1 \(rows per block\), got 0"):
         SimilarityConfig(chunk_size=0)
-    with pytest.raises(ConfigError, match="batch_size=2 .*must be >= 4"):
+    with pytest.raises(ConfigError, match=r"SimilarityConfig.batch_size must be >= 4 .*got 2"):
         SimilarityConfig(batch_size=2)
     with pytest.raises(ConfigError, match="rdm_metric='manhattan' is not supported"):
         SimilarityConfig(measure="rsa", rdm_metric="manhattan")
@@ -152,9 +152,9 @@ def test_rsa_layer_matrix_equals_pairwise_rsa_of_rdms(metric, method):
 
 def test_the_suite_section_offers_every_builtin_measure():
     """``[[similarity]] measure`` spells the choices (suite validation imports no torch): keep them in step."""
-    from probekit.suites.analyses.similarity import SimilaritySpec
+    from probekit.suites.analyses.similarity import LayerSimilaritySpec
 
-    hints = typing.get_type_hints(SimilaritySpec)
+    hints = typing.get_type_hints(LayerSimilaritySpec)
     builtin = {n for n in registered_similarity_measures()
                if type(similarity_measure(n)).__module__.startswith("probekit.")}
     assert set(typing.get_args(hints["measure"])) == builtin

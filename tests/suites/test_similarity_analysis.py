@@ -93,11 +93,11 @@ SHIPPED = Path(__file__).resolve().parents[2] / "probes" / "modadd_similarity.to
 
 
 def test_shipped_similarity_suite_validates_and_finds_its_series():
-    from probekit.suites.analyses.similarity import SimilaritySpec, _resolve_checkpoints
+    from probekit.suites.analyses.similarity import LayerSimilaritySpec, _resolve_checkpoints
 
     suite = load_suite(SHIPPED)
     (spec,) = suite.analyses
-    assert isinstance(spec, SimilaritySpec) and spec.split == "test"
+    assert isinstance(spec, LayerSimilaritySpec) and spec.split == "test"
     found = _resolve_checkpoints(suite, spec.checkpoints)
     assert [Path(p).name for p in found] == [f"step_{s:07d}" for s in (0, 50, 100, 200, 1000)]
 

@@ -22,7 +22,7 @@ from probekit.util.constraints import constraints_of, keys_of
 #: numeric / list keys whose rule is not a declared constraint: the spec checks them itself
 CHECKED_ELSEWHERE = {
     ("PatchingSpec", "kinds"),  # unknown kind, none, twice: one message listing PATCH_KINDS
-    ("SimilaritySpec", "sites"), ("SimilaritySpec", "drift_sites"),  # Distinct; parsed at run
+    ("LayerSimilaritySpec", "sites"), ("LayerSimilaritySpec", "drift_sites"),  # Distinct; parsed at run
     ("CaptureSpec", "sites"),  # check_capture_sites: kinds, twice, two spellings of one site
     ("HomomorphismSpec", "layer"),  # a block index, negative from the end: checked on the states
 }
@@ -80,8 +80,8 @@ def test_every_numeric_or_list_key_declares_its_rule(cls):
     ("PatchingSpec", "patching", {"edge_ks": [10, 10]}, "edge_ks = [10, 10]: must be distinct"),
     ("PatchingSpec", "patching", {"edge_ks": []}, "edge_ks = []: must be non-empty"),
     ("PatchingSpec", "patching", {"edge_top": 0}, "edge_top = 0: must be >= 1"),
-    ("SimilaritySpec", "similarity", {"checkpoints": ["a", "a"]}, "checkpoints = ['a', 'a']: must be distinct"),
-    ("SimilaritySpec", "similarity", {"batch_size": 0}, "batch_size = 0: must be >= 1"),
+    ("LayerSimilaritySpec", "similarity", {"checkpoints": ["a", "a"]}, "checkpoints = ['a', 'a']: must be distinct"),
+    ("LayerSimilaritySpec", "similarity", {"batch_size": 0}, "batch_size = 0: must be >= 1"),
     ("FactorizationSpec", "factorization", {"concept_a": "a", "concept_b": "b", "rtol": 0.0}, "rtol = 0.0: must be in (0, 1)"),
     ("HomomorphismSpec", "homomorphism", {"kinds": ["modifier", "modifier"]}, "kinds = ['modifier', 'modifier']: must be distinct"),
     ("NeuronsSpec", "neurons", {"kinds": ["mlp_pre", "mlp_pre"]}, "kinds = ['mlp_pre', 'mlp_pre']: must be distinct"),

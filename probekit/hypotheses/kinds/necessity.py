@@ -8,19 +8,96 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from ...context import Context
 from ...stats.limits import MAX_PERMUTATIONS
-from ...util.constraints import Finite, Ge, Le, NonEmpty, Validated
+from ...util.constraints import Distinct, Each, Finite, Ge, Gt, Le, NonEmpty, Validated
 from ..measurement import Measurement
 from ..registry import register_measurement
 
+Substrate = Literal["probe_direction", "units", "key_frequencies", "modifier_subspace"]
+
 
 @dataclass(frozen=True, kw_only=True)
-class NecessitySpec(Validated):
+class SubstrateChoice(Validated):
+    """Which substrate a necessity claim removes (its keys are the substrate class's, below)."""
+
+    substrate: Substrate = "probe_direction"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SiteSubstrate(Validated):
+    """A substrate found in one site's activations (``site``, e.g. ``"resid_post@0"``)."""
+
+    site: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopDirections(Validated):
+    """A substrate of the top ``k`` directions (key frequencies, modifier subspace)."""
+
+    k: Annotated[int, Ge(1, hint="key frequencies or subspace directions")] = 5
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeDirectionSubstrate(SiteSubstrate):
+    """``substrate = "probe_direction"``: INLP directions of ``label`` at ``site``.
+
+    The span of ``n_directions`` rounds of logistic probes, inverse regularisation ``C``
+    (Ravfogel et al. 2020; Elazar et al. 2021).
+    """
+
+    label: str | None = None
+    n_directions: Annotated[int, Ge(1, hint="INLP rounds")] = 1
+    C: Annotated[float, Gt(0, hint="inverse regularisation")] = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnitSubstrate(SiteSubstrate):
+    """``substrate = "units"``: ``units``, indices of ``site``'s last axis."""
+
+    units: Annotated[tuple[int, ...], Each(Ge(0, hint="indices of the site's last axis")),
+                     Distinct()] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeyFrequencySubstrate(Validated):
+    """``substrate = "key_frequencies"``: key Fourier frequencies of the embeddings.
+
+    The ``k`` (:class:`TopDirections`) key frequencies of the residue tokens ``0..p-1``'s
+    embeddings (Nanda et al. 2023; the site is ``embed``).
+    """
+
+    p: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModifierSubspaceSubstrate(TopDirections, SiteSubstrate):
+    """``substrate = "modifier_subspace"``: the top-``k`` directions of SCAN's modifier displacements."""
+
+
+#: each substrate's own keys, declared once in its class (the claim's flat keys are their union)
+SUBSTRATES: dict[str, tuple[type, ...]] = {
+    "probe_direction": (ProbeDirectionSubstrate,),
+    "units": (UnitSubstrate,),
+    "key_frequencies": (KeyFrequencySubstrate, TopDirections),
+    "modifier_subspace": (ModifierSubspaceSubstrate,),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class NecessitySpec(ModifierSubspaceSubstrate, KeyFrequencySubstrate, UnitSubstrate,
+                    ProbeDirectionSubstrate, SubstrateChoice):
     """Keys of a ``necessity`` claim (or diagnosis marker).
+
+    One flat table: ``substrate`` picks the substrate, whose keys are declared in its own class
+    (:data:`SUBSTRATES`: :class:`ProbeDirectionSubstrate`, :class:`UnitSubstrate`,
+    :class:`KeyFrequencySubstrate`, :class:`ModifierSubspaceSubstrate`); a key of another
+    substrate is refused. The base order keeps the keys in their historical order (reports and
+    cell caches list them).
 
     ``substrate``: ``"probe_direction"`` (the span of ``n_directions`` INLP rounds of logistic
     probes, inverse regularisation ``C``, for ``label`` at ``site``), ``"units"`` (``units``,
@@ -53,14 +130,6 @@ class NecessitySpec(Validated):
     refused with any other method; the details' ``ablated_accuracy`` is then the steered accuracy.
     """
 
-    substrate: Literal["probe_direction", "units", "key_frequencies", "modifier_subspace"] = "probe_direction"
-    site: str = ""
-    label: str | None = None
-    n_directions: int = 1
-    C: float = 1.0
-    units: tuple[int, ...] = ()
-    p: int = 0
-    k: Annotated[int, Ge(1, hint="key frequencies or subspace directions")] = 5
     method: Literal["mean", "zero", "resample", "steer"] = "mean"
     answer_column: str = "answer"
     select_split: str = "train"
@@ -68,15 +137,16 @@ class NecessitySpec(Validated):
     also_split: str | None = None
     n_random: Annotated[int, Ge(1), Le(MAX_PERMUTATIONS)] = 10
     excess: bool = False
-    batch_size: int = 64
+    batch_size: Annotated[int, Ge(1)] = 64
     strength: Annotated[float, Finite()] | None = None
     steer_toward: int | str | bool | None = None
     score: Literal["first_token", "output_tokens"] = "first_token"
     output_column: Annotated[str, NonEmpty(hint='e.g. "output" (SCAN)')] = "output"
 
     def __post_init__(self) -> None:
-        """Check the fields' rules, then that ``method = "steer"`` has a substrate to push along."""
+        """Check the fields' rules, keys of the chosen substrate only, and that ``method = "steer"`` has a substrate to push along."""
         super().__post_init__()
+        self._check_substrate_keys()
         if self.method != "steer":
             from ...errors import KeyedValueError
 
@@ -103,6 +173,30 @@ class NecessitySpec(Validated):
 
             raise ConfigError(f"necessity method 'steer' is not defined for substrate {self.substrate!r} (no class "
                               "direction to push along); use method 'mean' (removal) or substrate 'probe_direction'/'units'")
+
+
+    def _check_substrate_keys(self) -> None:
+        """Refuse a key of another substrate set to a non-default value (it would be ignored)."""
+        from ...errors import KeyedValueError
+
+        mine = self.substrate_keys()
+        for cls in (ProbeDirectionSubstrate, UnitSubstrate, KeyFrequencySubstrate, TopDirections):
+            for f in dataclasses.fields(cls):
+                value = getattr(self, f.name)
+                if f.name not in mine and value != f.default:
+                    owners = [s for s, classes in SUBSTRATES.items()
+                              if any(f.name in _keys(c) for c in classes)]
+                    raise KeyedValueError(f.name, f"{f.name} = {value!r} is a key of substrate "
+                                          f"{' / '.join(repr(o) for o in owners)}, not of "
+                                          f"{self.substrate!r}: remove it, or set substrate")
+
+    def substrate_keys(self) -> dict[str, Any]:
+        """The chosen substrate's own keys and values (its classes in :data:`SUBSTRATES`)."""
+        return {k: getattr(self, k) for c in SUBSTRATES[self.substrate] for k in _keys(c)}
+
+
+def _keys(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
 
 
 #: steering step in standard deviations when ``strength`` is not given

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from ...context import Context
-from ...stats.limits import MAX_PERMUTATIONS
-from ...util.constraints import Ge, Le, Validated
+from ...neurons.config import RandomSets, TopK
+from ...util.constraints import Ge, Validated
 from ..measurement import Measurement
 from ..registry import register_measurement
 
@@ -25,19 +25,21 @@ class NeuronDeactivationSpec(Validated):
     example's relation (default ``[data] label``); ``answer_column``: the gold answer (token id,
     or text whose first token is used); the effect is scored on the ``split`` facts of
     ``relation`` (first-token correctness); control: ``n_random`` random unit sets of the same
-    per-site sizes.
+    per-site sizes. ``k`` and ``n_random`` take their rules from :mod:`probekit.neurons.config`
+    (``TopK``, ``RandomSets``: at least 5 random sets, the method's control), declared once for
+    this claim and the ``[[neurons]]`` experiments.
     """
 
     relation: str
     sites: tuple[str, ...]
-    k: Annotated[int, Ge(1)] = 50
+    k: TopK = 50
     answer_column: str = "answer"
     relation_column: str | None = None
     select_split: str = "train"
     split: str = "test"
     response: Literal["mean", "last"] = "mean"
-    n_random: Annotated[int, Ge(1), Le(MAX_PERMUTATIONS)] = 10
-    batch_size: int = 32
+    n_random: RandomSets = 10
+    batch_size: Annotated[int, Ge(1)] = 32
 
 
 @register_measurement("neuron_deactivation", spec=NeuronDeactivationSpec, control=True)

@@ -6,12 +6,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ...context import Context
+from ...util.constraints import Validated
 from ..measurement import Measurement
 from ..registry import register_measurement
 
 
 @dataclass(frozen=True, kw_only=True)
-class SimilaritySpec:
+class RepresentationalSimilaritySpec(Validated):
     """Keys of a ``representational_similarity`` claim.
 
     ``site_a``, ``site_b``: the two sites (activations at ``[capture] positions`` of the
@@ -26,8 +27,12 @@ class SimilaritySpec:
     debiased: bool = False
 
 
-@register_measurement("representational_similarity", spec=SimilaritySpec, control=True)
-def representational_similarity(spec: SimilaritySpec, ctx: Context, *, control: bool = False) -> Measurement:
+#: the name before issue 58 (two classes were called ``SimilaritySpec``); kept for old imports
+SimilaritySpec = RepresentationalSimilaritySpec
+
+
+@register_measurement("representational_similarity", spec=RepresentationalSimilaritySpec, control=True)
+def representational_similarity(spec: RepresentationalSimilaritySpec, ctx: Context, *, control: bool = False) -> Measurement:
     """CKA of the two sites over examples (:func:`probekit.similarity.cka`), bootstrapped over examples.
 
     Control: CKA after shuffling the rows of ``site_b`` (``[stats] n_permutations`` times), the

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from ...context import RunContext
-from ...neurons.config import DeactivationConfig, Share
+from ...neurons.config import DeactivationConfig
 from ...util.constraints import Distinct
 from ..registry import register_analysis
 from ..result import AnalysisResult, Hypothesis
@@ -35,14 +35,12 @@ class NeuronsSpec(DeactivationConfig):
     Attributes:
         object_column: gold objects (aliases separated by ``|``; the answer's token id for a
             model without a tokenizer, e.g. a testbed checkpoint).
-        fraction: neurons per relation as a share of all candidate units (0.001 here).
         kinds: site kinds ranked together at every layer (default: ``mlp_pre`` and, for gated
             MLPs, ``mlp_pre_linear`` — the lineage code's units).
         response: ``mean`` over prompt tokens (the paper's) or ``last`` token.
     """
 
     object_column: str = "object"
-    fraction: Share | None = 0.001
     kinds: Annotated[tuple[str, ...], Distinct()] = ()
     response: Literal["mean", "last"] = "mean"
     alpha: float = field(default=0.05, init=False)

@@ -78,11 +78,8 @@ class PatchingSpec(Validated):
     answer_tokens: AnswerTokens = "single"
 
     def __post_init__(self) -> None:
-        """Refuse unknown kinds, an empty kind list, bad sizes and a window without exact patching."""
-        super().__post_init__()
-        if self.answer_tokens not in ("single", "first"):
-            raise KeyedValueError("answer_tokens", f"answer_tokens = {self.answer_tokens!r}: use 'single' (refuse "
-                             "multi-token answers) or 'first' (score their first token)")
+        """The declared rules, then unknown kinds, an empty kind list and a window without exact patching."""
+        super().__post_init__()  # answer_tokens: its Literal choices
         bad = [k for k in self.kinds if k not in PATCH_KINDS]
         if bad or not self.kinds:
             what = f"{bad[0]!r} is not a patching kind" if bad else "no kind given"

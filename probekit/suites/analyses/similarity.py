@@ -28,11 +28,11 @@ from ..spec import SuiteError
 if TYPE_CHECKING:
     from ...capture import Site
 
-__all__ = ["CheckpointActs", "SimilaritySpec", "capture_checkpoint", "run_similarity"]
+__all__ = ["CheckpointActs", "LayerSimilaritySpec", "capture_checkpoint", "run_similarity"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class SimilaritySpec(Validated):
+class LayerSimilaritySpec(Validated):
     """One ``[[similarity]]`` table.
 
     Attributes:
@@ -63,6 +63,10 @@ class SimilaritySpec(Validated):
     checkpoints: Annotated[tuple[str, ...], Distinct()] = ()
     drift_sites: Annotated[tuple[str, ...], Distinct()] = ()
     batch_size: Annotated[int | None, Ge(1, hint="examples per minibatch, or unset")] = None
+
+
+#: the name before issue 58 (two classes were called ``SimilaritySpec``); kept for old imports
+SimilaritySpec = LayerSimilaritySpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,7 +121,7 @@ def _sites(spec_sites: tuple[str, ...], default: list[Site]) -> list[Site]:
 
 
 def _checkpoint_reps(
-    spec: SimilaritySpec, ctx: RunContext, sites: list[Site], drift_sites: list[Site],
+    spec: LayerSimilaritySpec, ctx: RunContext, sites: list[Site], drift_sites: list[Site],
 ) -> tuple[list[Any], Any]:
     """``(series, other)``: the drift checkpoints' and the compared checkpoint's activations.
 
@@ -150,8 +154,8 @@ def _checkpoint_reps(
     return reps[: len(checkpoints)], (reps[-1] if other else None)
 
 
-@register_analysis("similarity", spec=SimilaritySpec)
-def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> AnalysisResult:
+@register_analysis("similarity", spec=LayerSimilaritySpec)
+def run_similarity(spec: LayerSimilaritySpec, ctx: RunContext) -> AnalysisResult:
     """Layer x layer similarity heatmap(s) and the checkpoint-drift curve of one table."""
     import numpy as np
 
