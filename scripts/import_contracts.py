@@ -28,6 +28,7 @@ class AnnotatedForbiddenContract(ForbiddenContract):
     type_name = "forbidden_annotated"
 
     def check(self, graph: Any, verbose: bool) -> ContractCheck:
+        """The ``forbidden`` check on the graph that includes the ``TYPE_CHECKING`` imports."""
         external = str(self.session_options.get("include_external_packages", "")).lower() == "true"
         full = settings.GRAPH_BUILDER.build(
             root_package_names=list(self.session_options["root_packages"]),

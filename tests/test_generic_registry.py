@@ -146,7 +146,7 @@ def test_temporary_on_a_registry_whose_plugins_are_not_loaded_yet_keeps_them(tmp
 
 
 def test_a_registry_reads_like_a_mapping_and_data_registries_relax_names():
-    class Missing(ConfigError, KeyError):
+    class Missing(ConfigError):
         """An unknown name of this registry."""
 
     reg: Registry[int] = Registry("model", identifiers=False, error=Missing)
