@@ -1,8 +1,9 @@
 """The layer table of docs/architecture.md, as import-linter contracts (``pyproject.toml``).
 
-``lint-imports`` checks every import statement of probekit (function-level and
-``TYPE_CHECKING`` imports included) against the contracts; this test runs it on the source
-tree, and on a copy with one planted violation per contract, which must fail each of them.
+``lint-imports`` checks every import statement of probekit (function-level imports included;
+``TYPE_CHECKING`` imports only for the contracts of type ``forbidden_annotations_included``,
+``scripts/import_contracts.py``) against the contracts; this test runs it on the source tree,
+and on a copy with one planted violation per contract, which must fail each of them.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ PLANTED = [
      "probekit.hypotheses.kinds is not allowed to import probekit.suites.analyses"),
     ("suites/analyses/geometry.py", "from . import neurons",
      "probekit.suites.analyses.geometry is not allowed to import probekit.suites.analyses.neurons"),
+    # an annotation-only import: the statistics contract sees it (the shared graph does not)
+    ("diagnosis/statistics/inference.py",
+     "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..spec import DiagnosisFile",
+     "probekit.diagnosis.statistics is not allowed to import probekit.diagnosis.spec"),
     ("hypotheses/kinds/attribution_patching.py", "from . import patching_effect",
      "probekit.hypotheses.kinds.attribution_patching is not allowed to import "
      "probekit.hypotheses.kinds.patching_effect"),
@@ -75,6 +80,9 @@ def test_a_copy_with_planted_violations_breaks_each_contract(tmp_path):
     pkg = tmp_path / "probekit"
     shutil.copytree(ROOT / "probekit", pkg, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "scripts").mkdir()  # the contract type that keeps annotation-only imports
+    for name in ("__init__.py", "import_contracts.py"):
+        shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
     for rel, line, _ in PLANTED:
         with (pkg / rel).open("a") as f:
             f.write(f"\n{line}  # planted\n")

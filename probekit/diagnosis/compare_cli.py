@@ -1,6 +1,6 @@
-"""``probekit diagnose A.toml B.toml``: two diagnoses, then :func:`.compare.compare_populations`.
+"""``probekit diagnose A.toml B.toml``: two diagnoses, then :func:`.statistics.compare.compare_populations`.
 
-Kept apart from :mod:`.compare` (pure statistics) because it runs the diagnoses (the runner).
+Kept apart from :mod:`.statistics.compare` (pure statistics) because it runs the diagnoses (the runner).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError, DataError
-from .compare import compare_populations
+from .statistics.compare import compare_populations
 
 __all__ = ["check_comparison", "run_compare_cli"]
 

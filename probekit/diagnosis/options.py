@@ -1,4 +1,4 @@
-"""What a diagnosis hands to :func:`~probekit.diagnosis.analysis.marker_analysis` beyond the table.
+"""What a diagnosis hands to :func:`~probekit.diagnosis.statistics.analysis.marker_analysis` beyond the table.
 
 Two sources, both resolved before the statistics run:
 

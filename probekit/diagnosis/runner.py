@@ -630,7 +630,7 @@ class DiagnosisResult(DiagnosisDisplay):
         settings: the resolved question (outcome, covariates, groups).
         table: column -> values, one entry per checkpoint (what ``markers.csv`` holds).
         cells: per row, marker name -> :class:`MarkerCell` (CI, not-applicable reason).
-        analysis: the :class:`~probekit.diagnosis.analysis.MarkerAnalysis` of the final models
+        analysis: the :class:`~probekit.diagnosis.statistics.analysis.MarkerAnalysis` of the final models
             (``None`` when no marker is applicable).
         extras: further statistics (granulated tau, level means, early warning) for the report.
         blocks: the report blocks.
@@ -798,12 +798,12 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     The one place that calls the analysis layer: ``marker_analysis`` on the final models;
     granulated Kendall tau over the varying knobs; level-mean R^2 over ``color_by``; early
     warning over the series steps when there is a series; the calibration section
-    (:func:`.calibration.calibration_section`). ``marker_analysis`` also gets the
+    (:func:`.statistics.calibration.calibration_section`). ``marker_analysis`` also gets the
     ``[diagnosis]`` analysis keys the file sets and ``outcome_examples`` (from the table), plus
     ``facts`` (``exclude_rows`` / ``marker_flags`` of :func:`population_facts`, restricted to
     the analysed markers): :func:`analysis_inputs`. ``marker_cis`` (marker -> per row of
     ``table`` its own CI, :func:`cell_cis`) gives the scatter plots' error bars; ``censor``
-    (the value given to runs that never cross, :mod:`.censoring`) marks those points censored.
+    (the value given to runs that never cross, :mod:`.statistics.censoring`) marks those points censored.
     """
     from . import (
         conditional_mutual_information,
@@ -828,13 +828,15 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     extras: dict[str, Any] = {}
     # what this population can detect (size, power, CI coverage simulated on its design); run
     # first so that the few-groups flag can say the coverage measured for this design
-    from .calibration import calibration_section, coverage_note
+    from .options import analysis_kwargs
+    from .statistics.calibration import calibration_section, coverage_note
 
     # a constant outcome: the degenerate warning says it all; no power simulation (whose refusal
     # would suggest dropping a covariate) and no granulated tau (a table of zeros)
     constant = len({v for v in final_table[s.outcome] if v is not None and v == v}) <= 1  # NaN: missing
     calibration = (() if constant else
-                   calibration_section(final_table, s.outcome, s.covariates, s.groups, d, extras))
+                   calibration_section(final_table, s.outcome, s.covariates, s.groups, d, extras,
+                                       analysis_options=analysis_kwargs(d)))
     note = coverage_note(extras.get("calibration"))
     if note:
         extra["coverage_note"] = note
@@ -888,7 +890,7 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
                                           for m, v in (marker_cis or {}).items()},
                               censored=None if censor is None else
                               [v is not None and float(v) == censor for v in final_table[s.outcome]])
-    from .causal.arms import causal_section
+    from .statistics.causal.arms import causal_section
 
     causal = causal_section(final_table, s.outcome, interventions=spec.population.interventions,
                             mediations=d.mediation, covariates=s.covariates, knobs=s.knobs,
@@ -914,8 +916,8 @@ def analysis_inputs(spec: Any, final_table: dict[str, list[Any]], outcome: str,
     ``markers``; checked against the installed ``marker_analysis``'s signature
     (:func:`~probekit.diagnosis.options.supported_kwargs`).
     """
-    from .analysis import marker_analysis
     from .options import analysis_kwargs, outcome_examples, supported_kwargs
+    from .statistics.analysis import marker_analysis
 
     kwargs = analysis_kwargs(spec.diagnosis)
     n = outcome_examples(final_table, outcome)
@@ -958,13 +960,13 @@ def _na_blocks(spec: DiagnosisFile, table: dict[str, list[Any]],
 
 
 def _censor(spec: DiagnosisFile, rows: list[Checkpoint], table: dict[str, list[Any]]) -> Any:
-    """The crossing-step outcome censored by ``[diagnosis] censor`` (:mod:`.censoring`).
+    """The crossing-step outcome censored by ``[diagnosis] censor`` (:mod:`.statistics.censoring`).
 
     Raises:
         ConfigError: some run never crosses and ``censor`` is unset, or ``"next_eval"`` with a
             run lacking a history of two held-out evaluations.
     """
-    from .censoring import censor_crossing
+    from .statistics.censoring import censor_crossing
 
     d = spec.diagnosis
     column = crossing_column(d.crossing)
@@ -981,14 +983,14 @@ def check_crossing_censor(spec: DiagnosisFile, rows: list[Checkpoint],
 
     The rule shared by ``--check`` (existing runs: their histories) and the run (its table):
     runs that never cross need ``censor``; ``"next_eval"`` needs two held-out evaluations per
-    run; a number must exceed every observed crossing (:func:`.censoring.check_censor`).
+    run; a number must exceed every observed crossing (:func:`.statistics.censoring.check_censor`).
     ``steps``: run -> crossing step (``None``: never), read from the histories when not given.
     Returns the step (``inf`` when no run needs censoring and none is given).
 
     Raises:
         ConfigError: at ``[diagnosis] censor`` (or ``outcome``), naming the run and the fix.
     """
-    from .censoring import check_censor
+    from .statistics.censoring import check_censor
 
     d = spec.diagnosis
     column = crossing_column(d.crossing)
@@ -1022,7 +1024,7 @@ def _survival(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]], cen
               markers: list[str], extras: dict[str, Any]) -> list[Any]:
     """Cox hazards and the censoring-sensitivity curve of a censored crossing outcome.
 
-    :func:`~probekit.diagnosis.survival.censoring_sensitivity` over ``censor_grid(censor)`` on
+    :func:`~probekit.diagnosis.statistics.survival.censoring_sensitivity` over ``censor_grid(censor)`` on
     the final rows of ``table`` (its raw crossing column: empty for a run that never crosses),
     then on the rows of each series step held by every run (markers and step covariates at
     that step, as in the early warning); stores ``extras["survival"]`` (final) and
@@ -1030,7 +1032,7 @@ def _survival(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]], cen
     e.g. lifelines not installed).
     """
     from .options import analysis_kwargs
-    from .survival import censor_grid, censoring_sensitivity
+    from .statistics.survival import censor_grid, censoring_sensitivity
 
     cols = list(dict.fromkeys([s.outcome, *s.covariates, *([s.groups] if s.groups else []),
                                *markers]))

@@ -39,7 +39,7 @@ model directory it matches) or probekit checkpoints with the design columns the 
 file's folder) that define measurement kinds (:mod:`probekit.hypotheses.plugins`), imported
 before the markers are checked.
 
-A ``[[marker]]`` read at several layers is a **family** (:mod:`probekit.diagnosis.families`)::
+A ``[[marker]]`` read at several layers is a **family** (:mod:`probekit.diagnosis.statistics.families`)::
 
     [[marker]]
     name = "probe_primitive"
@@ -95,7 +95,7 @@ _PLACEHOLDER_MODEL = {"train": {"preset": "(population)"}}
 
 @dataclass(frozen=True, kw_only=True)
 class CausalPair:
-    """A knob and a marker of a causal question (:mod:`probekit.diagnosis.causal`).
+    """A knob and a marker of a causal question (:mod:`probekit.diagnosis.statistics.causal`).
 
     ``[population] interventions = [{ knob = "he_lambda", target = "modifier_he" }]`` marks the
     knob as an intervention on the target marker (an instrument for it); ``[diagnosis]
@@ -309,11 +309,11 @@ class DiagnosisSettings:
             accuracy in the training history reaches this value, as the column
             ``id_step_<crossing>`` (empty when it never does); ``None``: no such column.
         censor: with ``outcome = "id_step_<crossing>"``, the step given to runs that never
-            cross (:mod:`probekit.diagnosis.censoring`): a number, or ``"next_eval"`` (one
+            cross (:mod:`probekit.diagnosis.statistics.censoring`): a number, or ``"next_eval"`` (one
             evaluation past the last logged one, from the runs' histories); ``None``: refused
             when some run never crosses.
         covariate_coding: covariate -> ``"factor" | "linear" | "spline"`` (default: by what it
-            is, :mod:`probekit.diagnosis.coding`); the seed / groups column only as a factor.
+            is, :mod:`probekit.diagnosis.statistics.coding`); the seed / groups column only as a factor.
         spline_df: columns of each spline covariate (>= 2; unset: 4).
         inference: ``"within_groups"`` or ``"cluster"`` (unset: ``marker_analysis``'s default).
         equivalence_margin: the partial correlation below which a marker counts as adding
@@ -373,7 +373,7 @@ class DiagnosisSettings:
             raise KeyedValueError("censor", f"censor = {self.censor!r}: a step number or \"next_eval\"")
         if self.censor is not None and not isinstance(self.censor, str):
             from ..errors import DataError
-            from .censoring import check_censor
+            from .statistics.censoring import check_censor
 
             try:  # the value-only part of the rule; the crossings are checked where known
                 check_censor(self.censor)
@@ -681,7 +681,7 @@ def _family(table: dict[str, Any], i: int, path: Path, text: str,
     key (when its kind has one) or the layer of its ``site`` is the member's.
     """
     from ..hypotheses.registry import find_kind
-    from .families import member_name
+    from .statistics.families import member_name
 
     given = _family_keys(table)
     if len(given) == 2:
@@ -811,7 +811,7 @@ def check_analysis_keys(settings: DiagnosisSettings, path: Path, text: str) -> N
     covariates are resolved (:func:`probekit.diagnosis.runner.resolve_settings`).
     """
     from ..errors import ConfigError
-    from .coding import CODINGS, check_label_coding, check_spline_df
+    from .statistics.coding import CODINGS, check_label_coding, check_spline_df
 
     def at(key: str) -> str:
         return location(path, text, "diagnosis", key)

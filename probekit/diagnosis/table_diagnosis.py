@@ -278,9 +278,9 @@ def _censored(spec: TableDiagnosis, table: dict[str, list[Any]]) -> Any:
 
     None without ``[diagnosis] censor``. The table's rows are models (``final`` = 1); the raw
     column stays in markers.csv, the analysis and the survival curve read this one
-    (:func:`probekit.diagnosis.censoring.censor_crossing`).
+    (:func:`probekit.diagnosis.statistics.censoring.censor_crossing`).
     """
-    from .censoring import censor_crossing
+    from .statistics.censoring import censor_crossing
 
     d = spec.diagnosis
     if d.censor is None:
@@ -294,9 +294,9 @@ def _censored(spec: TableDiagnosis, table: dict[str, list[Any]]) -> Any:
 
 
 def _auto_groups(spec: TableDiagnosis, table: dict[str, list[Any]], finals: list[int]) -> str | None:
-    """``[diagnosis] groups`` unset: ``seed``, else a seed-named column (:mod:`.grouping`)."""
-    from .grouping import resolve_groups
-    from .table import as_marker_table
+    """``[diagnosis] groups`` unset: ``seed``, else a seed-named column (:mod:`.statistics.grouping`)."""
+    from .statistics.grouping import resolve_groups
+    from .statistics.table import as_marker_table
 
     d = spec.diagnosis
     cols = [c for c in table if c not in FIXED]
@@ -423,7 +423,7 @@ class TableDiagnosisResult(DiagnosisDisplay):
         settings: the resolved outcome, covariates, groups, knobs.
         table: the analysed rows (after ``where``), column -> values: what ``markers.csv`` holds.
         markers: the marker columns.
-        analysis: the :class:`~probekit.diagnosis.analysis.MarkerAnalysis`.
+        analysis: the :class:`~probekit.diagnosis.statistics.analysis.MarkerAnalysis`.
         extras: granulated tau / CMI, level means, early warning.
         blocks: the report blocks.
         provenance: timestamp, run time, the table file and its digest.

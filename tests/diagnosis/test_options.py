@@ -10,7 +10,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from probekit.diagnosis import analysis as analysis_module
 from probekit.diagnosis import marker_analysis
 from probekit.diagnosis.options import (
     MEASURED_ON_OUTCOME,
@@ -23,6 +22,7 @@ from probekit.diagnosis.options import (
 from probekit.diagnosis.population import Checkpoint
 from probekit.diagnosis.runner import analysis_inputs, population_facts
 from probekit.diagnosis.spec import load_diagnosis
+from probekit.diagnosis.statistics import analysis as analysis_module
 from probekit.diagnosis.table_diagnosis import diagnose_table
 from probekit.errors import ConfigError
 from probekit.suites.spec import SuiteError

@@ -22,7 +22,7 @@ import probekit.diagnosis.runner as runner
 from probekit.diagnosis import diagnose
 from probekit.diagnosis.runner import check_diagnosis
 from probekit.diagnosis.spec import load_diagnosis
-from probekit.diagnosis.verdicts import VERDICTS
+from probekit.diagnosis.statistics.verdicts import VERDICTS
 from probekit.errors import ConfigError
 from probekit.suites.spec import SuiteError
 from tests.conftest import TINY_HF_WORDS, build_tiny_hf
