@@ -9,9 +9,8 @@ import pytest
 
 from probekit.diagnosis import marker_analysis
 from probekit.diagnosis.answer import answer_blocks, with_report_sections
-from probekit.diagnosis.statistics.blocks import diagnosis_blocks
+from probekit.diagnosis.statistics.blocks import diagnosis_blocks, flag_marks, logo_cell
 from probekit.diagnosis.statistics.degenerate import DegenerateRule, degenerate_outcome
-from probekit.diagnosis.statistics.ranking import flag_marks, logo_cell
 from probekit.errors import ConfigError
 from probekit.report.blocks import Bullets, Forest, Table, Text
 from probekit.report.numbers import format_p

@@ -56,10 +56,10 @@ from probekit.stats.multiple import holm
 from probekit.stats.permutation import check_n_permutations, check_seed, n_permutations_for
 
 from .association import FIXED_EFFECTS, RowSet, marker_stats, partial_p, row_set
+from .blocks import logo_cell
 from .families import weighted_holm
 from .grouping import resolve_groups, ungrouped_flag
 from .inference import logo_operator, stratified_permutations
-from .ranking import logo_cell
 from .table import MarkerTable, as_marker_table
 from .verdicts import (
     ADDS,
@@ -213,7 +213,7 @@ def _f(x: float, fmt: str = ".2f") -> str:
 
 
 def _logo(delta_r2: float, n_groups: int) -> str:
-    """A LOGO delta R^2 in a sentence: the number, or "unstable (G groups)" (:func:`.ranking.logo_cell`)."""
+    """A LOGO delta R^2 in a sentence: the number, or "unstable (G groups)" (:func:`.blocks.logo_cell`)."""
     cell = logo_cell(delta_r2, n_groups)
     return _f(delta_r2) if not isinstance(cell, dict) else f"{cell['text']}: {delta_r2:+.2f}"
 
@@ -240,7 +240,7 @@ _WORDS = {
 class MarkerAnalysis(NotebookMixin):
     """Result of :func:`marker_analysis`: one :class:`MarkerStats` per marker, in input order.
 
-    In a notebook the result shows the report's own blocks (:func:`.ranking.analysis_blocks`:
+    In a notebook the result shows the report's own blocks (:func:`.blocks.analysis_blocks`:
     warnings, ranking table, one sentence per marker, and, given covariates, the
     partial-residual scatters); ``plot()`` draws the partial-residual scatter of the top-ranked
     marker; ``to_frame()`` is :meth:`to_records` as a DataFrame (the ``notebook`` extra).
@@ -310,13 +310,13 @@ class MarkerAnalysis(NotebookMixin):
         return f"{self.n_models} models, outcome {self.outcome}, covariates {given}: {verdicts}"
 
     def _blocks(self) -> tuple[Any, ...]:
-        from .ranking import analysis_blocks, partial_scatters
+        from .blocks import analysis_blocks, partial_scatters
 
         return (*analysis_blocks(self), *partial_scatters(self))
 
     def _main_plot(self) -> Any:
         """The partial-residual scatter of the top-ranked marker (None without covariates)."""
-        from .ranking import partial_scatters
+        from .blocks import partial_scatters
 
         return next(iter(partial_scatters(self, top=1)), None)
 

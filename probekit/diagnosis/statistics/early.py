@@ -30,7 +30,7 @@ class EarlyWarning(NotebookMixin):
     """Per-step marker analyses of a series and the earliest step each marker adds.
 
     In a notebook it shows the report's early-warning curves and sentences
-    (:func:`.ranking.early_blocks`); ``plot()`` draws the partial-r curve.
+    (:func:`.blocks.early_blocks`); ``plot()`` draws the partial-r curve.
 
     Attributes:
         outcome, step, markers, covariates, groups: the columns.
@@ -70,7 +70,7 @@ class EarlyWarning(NotebookMixin):
         return f"{len(self.steps)} steps, outcome {self.outcome}, earliest {self.step}: {first}"
 
     def _blocks(self) -> tuple[Any, ...]:
-        from .ranking import early_blocks
+        from .blocks import early_blocks
 
         return tuple(early_blocks(self))
 

@@ -52,9 +52,9 @@ def test_without_covariates_there_is_no_plot_but_a_table():
 
 
 def test_ranking_names_the_verdict_of_analysis():
-    from probekit.diagnosis.statistics import analysis, ranking
+    from probekit.diagnosis.statistics import analysis, blocks
 
-    assert ranking._ADDS == analysis.ADDS
+    assert blocks._ADDS == analysis.ADDS
 
 
 def test_early_warning_shows_the_report_curves_and_sentences():

@@ -222,7 +222,7 @@ def test_runner_end_to_end_family_columns_and_report(tmp_path, monkeypatch, sing
 
 def test_a_family_is_one_ranking_row_and_one_curve_its_layers_folded():
     """Issue 57 item 3: the page shrinks; the family's row is its best layer with the family p."""
-    from probekit.diagnosis.statistics.ranking import analysis_blocks
+    from probekit.diagnosis.statistics.blocks import analysis_blocks
     from probekit.report.blocks import Fold, LinePlot, Table, Text, blocks_to_dicts
     from probekit.report.write import render_html
 
