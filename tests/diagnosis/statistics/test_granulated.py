@@ -187,7 +187,7 @@ def test_planted_monotone_marker_is_at_the_floor_with_a_degenerate_interval():
 
 
 def test_vectorised_tau_equals_the_definition_with_and_without_weights():
-    from probekit.diagnosis.statistics.granulated_inference import pair_set, tau_stat
+    from probekit.diagnosis.statistics.granulated import pair_set, tau_stat
 
     t = grid(4, reps=3)
     t["m"] = [round(v) for v in t["m"]]  # ties in the marker
