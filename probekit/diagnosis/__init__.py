@@ -46,8 +46,8 @@ _EXPORTS = {
     "granulated_kendall_tau": ".statistics.granulated",
     "LevelMeanR2": ".statistics.levels",
     "level_mean_r2": ".statistics.levels",
-    "CensoredCrossing": ".statistics.censoring",
-    "censor_crossing": ".statistics.censoring",
+    "CensoredCrossing": ".statistics.survival",
+    "censor_crossing": ".statistics.survival",
     "CensoringSensitivity": ".statistics.survival",
     "censoring_sensitivity": ".statistics.survival",
     "EarlyWarning": ".statistics.early",
@@ -84,8 +84,6 @@ if TYPE_CHECKING:
     from .statistics.calibration import calibrate as calibrate
     from .statistics.causal import CausalEvidence as CausalEvidence
     from .statistics.causal import causal_evidence as causal_evidence
-    from .statistics.censoring import CensoredCrossing as CensoredCrossing
-    from .statistics.censoring import censor_crossing as censor_crossing
     from .statistics.compare import PopulationComparison as PopulationComparison
     from .statistics.compare import compare_populations as compare_populations
     from .statistics.early import EarlyWarning as EarlyWarning
@@ -98,7 +96,9 @@ if TYPE_CHECKING:
     from .statistics.granulated import granulated_kendall_tau as granulated_kendall_tau
     from .statistics.levels import LevelMeanR2 as LevelMeanR2
     from .statistics.levels import level_mean_r2 as level_mean_r2
+    from .statistics.survival import CensoredCrossing as CensoredCrossing
     from .statistics.survival import CensoringSensitivity as CensoringSensitivity
+    from .statistics.survival import censor_crossing as censor_crossing
     from .statistics.survival import censoring_sensitivity as censoring_sensitivity
     from .statistics.table import MarkerTable as MarkerTable
     from .statistics.table import as_marker_table as as_marker_table

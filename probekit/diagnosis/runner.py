@@ -803,7 +803,7 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     ``facts`` (``exclude_rows`` / ``marker_flags`` of :func:`population_facts`, restricted to
     the analysed markers): :func:`analysis_inputs`. ``marker_cis`` (marker -> per row of
     ``table`` its own CI, :func:`cell_cis`) gives the scatter plots' error bars; ``censor``
-    (the value given to runs that never cross, :mod:`.statistics.censoring`) marks those points censored.
+    (the value given to runs that never cross, :mod:`.statistics.survival`) marks those points censored.
     """
     from . import (
         conditional_mutual_information,
@@ -960,13 +960,13 @@ def _na_blocks(spec: DiagnosisFile, table: dict[str, list[Any]],
 
 
 def _censor(spec: DiagnosisFile, rows: list[Checkpoint], table: dict[str, list[Any]]) -> Any:
-    """The crossing-step outcome censored by ``[diagnosis] censor`` (:mod:`.statistics.censoring`).
+    """The crossing-step outcome censored by ``[diagnosis] censor`` (:mod:`.statistics.survival`).
 
     Raises:
         ConfigError: some run never crosses and ``censor`` is unset, or ``"next_eval"`` with a
             run lacking a history of two held-out evaluations.
     """
-    from .statistics.censoring import censor_crossing
+    from .statistics.survival import censor_crossing
 
     d = spec.diagnosis
     column = crossing_column(d.crossing)
@@ -983,14 +983,14 @@ def check_crossing_censor(spec: DiagnosisFile, rows: list[Checkpoint],
 
     The rule shared by ``--check`` (existing runs: their histories) and the run (its table):
     runs that never cross need ``censor``; ``"next_eval"`` needs two held-out evaluations per
-    run; a number must exceed every observed crossing (:func:`.statistics.censoring.check_censor`).
+    run; a number must exceed every observed crossing (:func:`.statistics.survival.check_censor`).
     ``steps``: run -> crossing step (``None``: never), read from the histories when not given.
     Returns the step (``inf`` when no run needs censoring and none is given).
 
     Raises:
         ConfigError: at ``[diagnosis] censor`` (or ``outcome``), naming the run and the fix.
     """
-    from .statistics.censoring import check_censor
+    from .statistics.survival import check_censor
 
     d = spec.diagnosis
     column = crossing_column(d.crossing)

@@ -309,7 +309,7 @@ class DiagnosisSettings:
             accuracy in the training history reaches this value, as the column
             ``id_step_<crossing>`` (empty when it never does); ``None``: no such column.
         censor: with ``outcome = "id_step_<crossing>"``, the step given to runs that never
-            cross (:mod:`probekit.diagnosis.statistics.censoring`): a number, or ``"next_eval"`` (one
+            cross (:mod:`probekit.diagnosis.statistics.survival`): a number, or ``"next_eval"`` (one
             evaluation past the last logged one, from the runs' histories); ``None``: refused
             when some run never crosses.
         covariate_coding: covariate -> ``"factor" | "linear" | "spline"`` (default: by what it
@@ -373,7 +373,7 @@ class DiagnosisSettings:
             raise KeyedValueError("censor", f"censor = {self.censor!r}: a step number or \"next_eval\"")
         if self.censor is not None and not isinstance(self.censor, str):
             from ..errors import DataError
-            from .statistics.censoring import check_censor
+            from .statistics.survival import check_censor
 
             try:  # the value-only part of the rule; the crossings are checked where known
                 check_censor(self.censor)

@@ -278,9 +278,9 @@ def _censored(spec: TableDiagnosis, table: dict[str, list[Any]]) -> Any:
 
     None without ``[diagnosis] censor``. The table's rows are models (``final`` = 1); the raw
     column stays in markers.csv, the analysis and the survival curve read this one
-    (:func:`probekit.diagnosis.statistics.censoring.censor_crossing`).
+    (:func:`probekit.diagnosis.statistics.survival.censor_crossing`).
     """
-    from .statistics.censoring import censor_crossing
+    from .statistics.survival import censor_crossing
 
     d = spec.diagnosis
     if d.censor is None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from probekit.diagnosis.columns import check_generated, check_table_columns
-from probekit.diagnosis.eval_outcome import EvalOutcomeSpec, eval_outcome_names
+from probekit.diagnosis.outcomes import EvalOutcomeSpec, eval_outcome_names
 from probekit.diagnosis.population import Checkpoint
 from probekit.diagnosis.runner import check_crossing_censor
 from probekit.diagnosis.spec import (
@@ -23,7 +23,7 @@ from probekit.diagnosis.spec import (
     check_causal_pairs,
     load_diagnosis,
 )
-from probekit.diagnosis.statistics.censoring import censor_crossing, check_censor
+from probekit.diagnosis.statistics.survival import censor_crossing, check_censor
 from probekit.errors import ConfigError, DataError, KeyedValueError
 from probekit.train.history import History
 
