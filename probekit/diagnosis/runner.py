@@ -80,7 +80,7 @@ class CheckpointTask:
         cache_dir: activation cache root (``None``: the default).
         references: ``(marker name, checkpoint path)`` of the markers with a ``reference``
             (:func:`reference_checkpoints`).
-        eval_outcome: ``[outcome]`` (:mod:`probekit.diagnosis.eval_outcome`): the outcome
+        eval_outcome: ``[outcome]`` (:mod:`probekit.diagnosis.outcomes`): the outcome
             columns come from the user's evaluation file instead of the testbed's evaluation.
         outcome_fn: a Python callable outcome (``fn(model) -> {column: value}``), merged in.
     """
@@ -230,7 +230,7 @@ def user_outcomes(model: Any, eval_outcome: Any, fn: Any, *, seed: int = 0) -> d
     Raises:
         DataError: the callable returns a column the evaluation file already gives.
     """
-    from .eval_outcome import callable_outcomes, eval_outcome_columns
+    from .outcomes import callable_outcomes, eval_outcome_columns
 
     out: dict[str, Any] = {}
     if eval_outcome is not None:
@@ -293,7 +293,7 @@ class Settings:
 
 
 def _outcome_key(spec: DiagnosisFile, fn: Any = None) -> str:
-    from .eval_outcome import outcome_fingerprint
+    from .outcomes import outcome_fingerprint
 
     d = spec.diagnosis
     payload = {"data": dataclasses.asdict(spec.suite.data), "max": d.max_eval_examples,
@@ -329,7 +329,7 @@ def _expected_columns(spec: DiagnosisFile, rows: list[Checkpoint],
                               "prompts; remove [outcome] (its task's own evaluation gives the "
                               "outcomes) or diagnose it apart from the language models")
     if spec.outcome is not None or fn is not None:
-        from .eval_outcome import eval_outcome_names
+        from .outcomes import eval_outcome_names
 
         names = eval_outcome_names(spec.outcome) if spec.outcome is not None else set()
         if fn is not None:  # taken on trust until fn ran (a design covariate is the design's)
@@ -1209,7 +1209,7 @@ def diagnose(
             function, so that process / Ray workers can import it); a ``COLUMN__n`` key gives
             the number of examples behind ``COLUMN``. Its columns join ``[outcome]``'s (or
             replace the testbed evaluation) and are cached per model under the function's name
-            and source text (:mod:`probekit.diagnosis.eval_outcome`).
+            and source text (:mod:`probekit.diagnosis.outcomes`).
         recompute: marker names whose cached cells are measured again (``"*"``: every marker
             and the outcomes; :func:`recompute_set`), e.g. after editing what a plug-in calls.
         checked: the caller has just run :func:`check_diagnosis` on this very spec (the CLI

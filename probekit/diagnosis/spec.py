@@ -25,7 +25,7 @@ A diagnosis file is a suite's fixed sections (``[suite]``, ``[data]``, ``[captur
 The population may instead be pretrained LMs, Hugging Face directories (a glob expands to every
 model directory it matches) or probekit checkpoints with the design columns the user states
 (:mod:`probekit.diagnosis.real_models`), scored on the user's own evaluation file
-(:mod:`probekit.diagnosis.eval_outcome`)::
+(:mod:`probekit.diagnosis.outcomes`)::
 
     [population]
     models = ["smollm2-135m", "runs/ft-a", "runs/ft-b"]
@@ -412,7 +412,7 @@ class DiagnosisFile:
         diagnosis: ``[diagnosis]``.
         text: the file's text (for ``FILE:LINE`` messages of later checks).
         outcome: ``[outcome]``, the user's evaluation file and scoring rules
-            (:class:`~probekit.diagnosis.eval_outcome.EvalOutcomeSpec`), or ``None``.
+            (:class:`~probekit.diagnosis.outcomes.EvalOutcomeSpec`), or ``None``.
     """
 
     suite: Suite
@@ -906,7 +906,7 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
         raise SuiteError(str(err)) from None
     fixed = {k: v for k, v in raw.items() if k in SUITE_SECTIONS}
     suite = build_suite(path, text, {**fixed, "model": _PLACEHOLDER_MODEL})
-    from .eval_outcome import parse_outcome
+    from .outcomes import parse_outcome
     from .real_models import check_marker_kinds, check_prepend_bos, check_real_data
 
     outcome = parse_outcome(raw.get("outcome"), path, text)

@@ -187,7 +187,7 @@ def test_named_column_prefix_and_one_rule(population):
     spec = load_diagnosis(_file(population, "named", outcome='[outcome]\nfile = "eval.jsonl"\n'
                                 'score = "first_token"\nname = "qa"',
                                 diagnosis='outcome = "qa_ood"\ngroups = ""'))
-    from probekit.diagnosis.eval_outcome import eval_outcome_names
+    from probekit.diagnosis.outcomes import eval_outcome_names
 
     assert eval_outcome_names(spec.outcome) == {"qa_id", "qa_ood", "qa_id__n", "qa_ood__n"}
 
