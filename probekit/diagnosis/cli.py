@@ -258,7 +258,7 @@ def run_compare_cli(args: Any) -> int:
     from ..report.blocks import strict_json
     from ..report.write import write_report
     from ..util.io import atomic_write_text
-    from .options import analysis_kwargs
+    from .options import analysis_kwargs, base_kwargs
     from .runner import diagnose
     from .spec import load_diagnosis
     from .statistics.compare import compare_populations
@@ -300,13 +300,9 @@ def run_compare_cli(args: Any) -> int:
     if not markers:
         raise ConfigError(f"{files[0]} and {files[1]} share no marker")
     d = results[0].spec.diagnosis
-    kwargs = {k: v for k, v in analysis_kwargs(d).items()
-              if k in ("inference", "covariate_coding", "spline_df", "equivalence_margin",
-                       "max_permutations")}
     c = compare_populations(_finals(results[0]), _finals(results[1]), sa.outcome,
                             markers=markers, covariates=sa.covariates, groups=sa.groups,
-                            labels=labels, n_permutations=d.n_permutations,
-                            n_bootstrap=d.n_bootstrap, alpha=d.alpha, seed=d.seed, **kwargs)
+                            labels=labels, **base_kwargs(d), **analysis_kwargs(d))
     print(f"{labels[0]} vs {labels[1]}: outcome {sa.outcome!r}, covariates "  # noqa: T201
           f"{list(sa.covariates)}, {len(markers)} markers")
     for m in c.markers:

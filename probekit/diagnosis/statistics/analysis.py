@@ -60,6 +60,7 @@ from .blocks import logo_cell
 from .families import weighted_holm
 from .grouping import resolve_groups, ungrouped_flag
 from .inference import logo_operator, stratified_permutations
+from .options import DEFAULTS
 from .table import MarkerTable, as_marker_table
 from .verdicts import (
     ADDS,
@@ -586,26 +587,28 @@ def marker_analysis(
     markers: Sequence[str] | None = None,
     covariates: Sequence[str] = (),
     groups: str | None = "auto",
-    inference: str = "within_groups",  # "within_groups" | "cluster", checked at run time
-    n_permutations: int = 1000,
-    n_bootstrap: int = 1000,
-    max_permutations: int = 20000,
-    alpha: float = 0.05,
-    seed: int = 0,
+    inference: str = DEFAULTS.inference,  # "within_groups" | "cluster", checked at run time
+    n_permutations: int = DEFAULTS.n_permutations,
+    n_bootstrap: int = DEFAULTS.n_bootstrap,
+    max_permutations: int = DEFAULTS.max_permutations,
+    alpha: float = DEFAULTS.alpha,
+    seed: int = DEFAULTS.seed,
     confidence_level: float = 0.95,
-    equivalence_margin: float = 0.2,
+    equivalence_margin: float = DEFAULTS.equivalence_margin,
     strata: str | None = None,
     outcome_examples: int | None = None,
     exclude_rows: Mapping[str, Sequence[int]] | None = None,
     marker_flags: Mapping[str, Sequence[str]] | None = None,
     coverage_note: str | None = None,
     covariate_coding: Mapping[str, str] | None = None,
-    spline_df: int = 4,
+    spline_df: int = DEFAULTS.spline_df,
     families: Mapping[str, Sequence[str]] | str | None = "auto",
 ) -> MarkerAnalysis:
     """Marginal, partial and out-of-sample association of each marker with ``outcome``.
 
     Definitions in the module docstring and ``docs/diagnosis.md`` ("Verdicts and inference").
+    The tunable options' defaults and rules are declared once, in
+    :class:`~.options.AnalysisOptions` (a diagnosis file's ``[diagnosis]`` keys use the same).
 
     Args:
         table: a pandas DataFrame (e.g. :func:`~probekit.diagnosis.read_marker_table`), or a
