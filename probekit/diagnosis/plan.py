@@ -238,7 +238,7 @@ def design_from_spec(spec: Any) -> PlannedDesign:
         covariates = tuple(knobs) + (("id_accuracy",) if d.outcome != "id_accuracy" else ())
     groups = ("seed" if "seed" in cols else None) if d.groups is None else (d.groups or None)
     if groups is not None and groups not in cols:
-        raise ConfigError(f"{spec.where('diagnosis', 'groups')} = {groups!r}: not a grid key; the "
+        raise ConfigError(f"{spec.at('diagnosis', 'groups')} = {groups!r}: not a grid key; the "
                           f"grid keys are {keys}")
     return PlannedDesign(columns=cols, covariates=covariates, groups=groups,
                          n_markers=len({family_name(m.name) or m.name for m in spec.markers}),
@@ -674,7 +674,7 @@ def check_target(spec: Any, *, n_simulations: int | None = None) -> str:
                       else n_simulations, cost=False)
     refusal = plan.refusal()
     if refusal is not None:
-        raise ConfigError(f"{spec.where('population', 'target_mde')}: {refusal}"
+        raise ConfigError(f"{spec.at('population', 'target_mde')}: {refusal}"
                           if plan.target_mde == spec.population.target_mde else refusal)
     return (f"warning: {plan.warning()}" if plan.status == "borderline" else
             f"plan: the design ({plan.design.layout()}) detects a partial r of "

@@ -110,17 +110,17 @@ def test_a_table_diagnosis_resolves_a_seed_named_column(tmp_path):
     """``[diagnosis] groups`` unset: the table's ``init`` column is the groups, as in the API;
     a structural look-alike is refused naming the file's key and the fix (the settings the
     table diagnosis resolves before any analysis)."""
-    from probekit.diagnosis.table_diagnosis import _settings, load_table_diagnosis
+    from probekit.diagnosis.table_diagnosis import load_table_diagnosis, table_question
 
     path = tmp_path / "diag.toml"
     path.write_text('[suite]\nname = "init"\n\n[population]\ntable = "markers.csv"\n'
                     'knobs = ["knob"]\n\n[diagnosis]\noutcome = "y"\nmarkers = ["m"]\n')
     (tmp_path / "markers.csv").write_text("y\n1\n")
     spec = load_table_diagnosis(path)
-    assert _settings(spec, _renamed("init"))[0].groups == "init"
+    assert table_question(spec, _renamed("init"))[0].groups == "init"
     with pytest.raises(ConfigError, match=r"\[diagnosis\].*'u' looks like one .* pass "
                                           r"groups='u' if it is the seed, or groups=\"\""):
-        _settings(spec, _renamed("u"))
+        table_question(spec, _renamed("u"))
 
 
 # ------------------------------------------------------------------ simulated null populations
