@@ -317,6 +317,10 @@ class DiagnosisSettings(Validated):
             has seeds; ``""`` for none: models are then the unit).
         color_by: the design knob colouring the scatter plots (default: the first varying one).
         n_permutations, n_bootstrap, alpha, seed: of :func:`probekit.diagnosis.marker_analysis`.
+            These and ``covariate_coding``, ``spline_df``, ``inference``,
+            ``equivalence_margin``, ``max_permutations`` are the analysis options, whose types,
+            rules and defaults are declared once in
+            :class:`~probekit.diagnosis.statistics.options.AnalysisOptions`.
         max_eval_examples: outcome accuracies use at most this many examples per split (a fixed
             seeded subset, the same for every checkpoint); ``None``: all.
         crossing: also record each run's first step at which its held-out (``test_id``)
