@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from probekit.diagnosis.ranking import logo_cell
+from probekit.diagnosis.statistics.blocks import logo_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "diagnosis"
@@ -152,7 +152,7 @@ def _ci(rec: dict[str, Any], lo: str, hi: str) -> str:
 def _logo(x: Any, n_groups: int | None) -> str:
     """A LOGO delta R^2, or "unstable (G groups)" as the report shows it.
 
-    Fewer than 5 groups, or a value outside [-1, 1]: :func:`probekit.diagnosis.ranking.logo_cell`.
+    Fewer than 5 groups, or a value outside [-1, 1]: :func:`probekit.diagnosis.statistics.blocks.logo_cell`.
     """
     if x is None or not isinstance(x, (int, float)) or not math.isfinite(x) or n_groups is None:
         return _num(x)

@@ -24,8 +24,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from probekit.diagnosis.censoring import censor_crossing
-from probekit.diagnosis.early import early_warning
+from probekit.diagnosis.statistics.early import early_warning
+from probekit.diagnosis.statistics.survival import censor_crossing
 
 MARKERS = ("fourier_gini", "fourier_gini_logit", "weight_norm", "restricted_loss",
            "excluded_loss", "probe_accuracy", "circuit_efficiency")

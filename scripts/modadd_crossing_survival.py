@@ -19,7 +19,7 @@ import csv
 import json
 from pathlib import Path
 
-from probekit.diagnosis.survival import censor_grid, censoring_sensitivity
+from probekit.diagnosis.statistics.survival import censor_grid, censoring_sensitivity
 from probekit.report.blocks import strict_json
 
 MARKERS = ("fourier_gini", "fourier_gini_logit", "weight_norm", "restricted_loss",

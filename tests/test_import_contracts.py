@@ -1,7 +1,7 @@
 """The layer table of docs/architecture.md, as import-linter contracts (``pyproject.toml``).
 
 ``lint-imports`` checks every import statement of probekit (function-level imports included;
-``TYPE_CHECKING`` imports only for the contract ``context``, whose type is in
+``TYPE_CHECKING`` imports only for the contracts of type ``forbidden_annotated``,
 ``scripts/import_contracts.py``) against the contracts; this test runs it on the source tree,
 and on a copy with one planted violation per contract, which must fail each of them.
 """
@@ -66,6 +66,10 @@ PLANTED = [
      "probekit.hypotheses.kinds is not allowed to import probekit.suites.analyses"),
     ("suites/analyses/geometry.py", "from . import neurons",
      "probekit.suites.analyses.geometry is not allowed to import probekit.suites.analyses.neurons"),
+    # an annotation-only import: the statistics contract sees it (the shared graph does not)
+    ("diagnosis/statistics/inference.py",
+     "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..spec import DiagnosisFile",
+     "probekit.diagnosis.statistics is not allowed to import probekit.diagnosis.spec"),
     ("hypotheses/kinds/attribution_patching.py", "from . import patching_effect",
      "probekit.hypotheses.kinds.attribution_patching is not allowed to import "
      "probekit.hypotheses.kinds.patching_effect"),
@@ -78,7 +82,7 @@ def test_a_copy_with_planted_violations_breaks_each_contract(tmp_path):
     pkg = tmp_path / "probekit"
     shutil.copytree(ROOT / "probekit", pkg, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    (tmp_path / "scripts").mkdir()                 # the contract type of `context`
+    (tmp_path / "scripts").mkdir()  # the contract type that keeps annotation-only imports
     for name in ("__init__.py", "import_contracts.py"):
         shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
     for rel, line, _ in PLANTED:

@@ -39,8 +39,8 @@ from probekit.diagnosis import (
     marker_analysis,
     read_marker_table,
 )
-from probekit.diagnosis.compare import compare_populations
-from probekit.diagnosis.families import family_blocks
+from probekit.diagnosis.statistics.compare import compare_populations
+from probekit.diagnosis.statistics.families import family_blocks
 from probekit.diagnosis.table_diagnosis import diagnose_table
 from probekit.report import plots
 from probekit.report.blocks import Fold, Scatter

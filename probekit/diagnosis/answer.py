@@ -8,7 +8,7 @@ Built from the ``report.json`` dict alone (``diagnosis.analysis``, ``diagnosis.s
   the minimal detectable effect (the record's ``mde_partial_r``);
 * a forest plot of the same: each marker's partial r and CI coloured by its verdict, the
   equivalence band ``+-margin`` over every row and each marker's MDE shaded on its row;
-* a degenerate outcome (:func:`.degenerate.degenerate_outcome`): a warning and no verdicts;
+* a degenerate outcome (:func:`.statistics.degenerate.degenerate_outcome`): a warning and no verdicts;
 * a layer family (``NAME@L<k>`` columns) is one line and one row: its best layer
   (:func:`collapse_families`).
 """
@@ -21,18 +21,14 @@ from typing import Any
 from probekit.report.blocks import Block, Bullets, Forest, Text
 from probekit.report.numbers import format_p, p_floor
 
-from .degenerate import degenerate_outcome
-from .families import family_name, member_label
 from .population_section import analysed_rows
+from .statistics.degenerate import degenerate_outcome
+from .statistics.families import family_name, member_label
+from .statistics.verdicts import VERDICT_COLORS
 
 __all__ = ["VERDICT_COLORS", "answer_blocks", "answer_line", "collapse_families", "rank_key",
            "with_report_sections"]
 
-#: a colour per verdict (and for "no verdict"), the same in the lines and the forest plot
-VERDICT_COLORS = (("adds_beyond_covariates", "#1b7837"), ("partial_association", "#5aae61"),
-                  ("explained_by_covariates", "#e08214"), ("no_association", "#2166ac"),
-                  ("inconclusive", "#8c8c8c"), ("not_applicable", "#c8c8c8"),
-                  ("no verdict", "#8c8c8c"))
 _NO_VERDICT = "no verdict"
 
 #: a design whose smallest MDE (|partial r|) is at least this is called out under the title
@@ -57,11 +53,11 @@ def _r(v: float) -> str:
 
 
 def collapse_families(markers: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The marker records with each layer family (``NAME@L<k>``, :mod:`.families`) as one row.
+    """The marker records with each layer family (``NAME@L<k>``, :mod:`.statistics.families`) as one row.
 
     The row is the family's best layer (smallest partial p, ties: larger |partial r|), named
     ``"NAME (best L2 of 4)"``; its Holm p is that layer's, which has the selection among the
-    layers in it (the weighted step-down of :func:`.families.weighted_holm`). A family whose
+    layers in it (the weighted step-down of :func:`.statistics.families.weighted_holm`). A family whose
     layers none was tested keeps its first layer. Markers outside a family pass unchanged.
     """
     groups: dict[str, list[dict[str, Any]]] = {}

@@ -1,6 +1,6 @@
 """The report of ``probekit diagnose A.toml B.toml``: a page that stands alone.
 
-Built from the two diagnoses' own report dicts and the :class:`~.compare.PopulationComparison`
+Built from the two diagnoses' own report dicts and the :class:`~.statistics.compare.PopulationComparison`
 (it computes nothing): under the title, the answer (one line per marker: each population's
 verdict and partial r with its CI, and the marker x population interaction with its unit), the
 paired forest plot (A and B per marker, hover on every point) and links to the two

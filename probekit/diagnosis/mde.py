@@ -1,9 +1,9 @@
 """The report's minimum detectable effect: the partial test's power simulated on the analysed design.
 
 Each marker's ``mde_partial_r`` in a diagnosis report is the 80 %-power partial r of the test
-the report ran (:mod:`.power`: HC3, Freedman-Lane permutations within the groups, at
+the report ran (:mod:`.statistics.power`: HC3, Freedman-Lane permutations within the groups, at
 ``alpha / K`` for ``K`` tested markers; a family of layers counts once, :func:`unit_levels`), simulated on the very rows, covariate terms and groups
-the marker was analysed on, not the noncentral-t formula (:func:`.inference.mde_partial_r`),
+the marker was analysed on, not the noncentral-t formula (:func:`.statistics.inference.mde_partial_r`),
 whose value the test reaches with 65-74 % power only on populations of tens of models.
 
 One simulation per distinct design (markers with the same rows share it), cached by a digest of
@@ -27,8 +27,8 @@ import numpy as np
 
 from probekit.errors import ProbekitError
 
-from .families import family_name, group_families
-from .power import PowerCurve, simulated_power
+from .statistics.families import family_name, group_families
+from .statistics.power import PowerCurve, simulated_power
 
 __all__ = ["MDE_SIMULATIONS", "design_curve", "unit_levels", "with_simulated_mde"]
 
@@ -110,7 +110,7 @@ def with_simulated_mde(
         each design with its markers, models, level, MDE, Monte Carlo SE, formula value and
         power curve.
     """
-    from .table import as_marker_table
+    from .statistics.table import as_marker_table
 
     settings = analysis.settings
     record: dict[str, Any] = {"source": "simulated", "n_simulations": int(n_simulations),
@@ -152,7 +152,7 @@ def with_simulated_mde(
 def unit_levels(markers: Sequence[Any], alpha: float, n_tested: int) -> dict[str, float]:
     """The level of each marker's first test in the report's weighted Holm procedure.
 
-    Families count once (:mod:`.families`, the ``NAME@...`` convention): with ``U`` units (a
+    Families count once (:mod:`.statistics.families`, the ``NAME@...`` convention): with ``U`` units (a
     family, or a marker outside any), a marker outside a family is first tested at
     ``alpha / U`` and a family's best layer at ``alpha / (U |F|)``. Without families ``U = K``,
     the markers tested: ``alpha / K``. Markers with no MDE (not tested) count in no unit.

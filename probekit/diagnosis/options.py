@@ -1,10 +1,13 @@
-"""What a diagnosis hands to :func:`~probekit.diagnosis.analysis.marker_analysis` beyond the table.
+"""What a diagnosis hands to :func:`~probekit.diagnosis.statistics.analysis.marker_analysis` beyond the table.
 
 Two sources, both resolved before the statistics run:
 
-- the ``[diagnosis]`` keys of the analysis (:data:`ANALYSIS_KEYS`): ``covariate_coding``,
-  ``spline_df``, ``inference``, ``equivalence_margin``, ``max_permutations``; a key the file
-  leaves unset is not passed (``marker_analysis`` keeps its own default);
+- the ``[diagnosis]`` keys of the analysis, declared once as the fields of
+  :class:`~.statistics.options.AnalysisOptions`: those a file may leave unset
+  (:data:`ANALYSIS_KEYS`: ``covariate_coding``, ``spline_df``, ``inference``,
+  ``equivalence_margin``, ``max_permutations``) are passed only when set (``marker_analysis``
+  keeps its own default, the same value), the others (:data:`BASE_KEYS`: ``n_permutations``,
+  ``n_bootstrap``, ``alpha``, ``seed``) always;
 - facts of the population the table alone does not show:
 
   * ``outcome_examples``: the number of evaluation examples behind the outcome of each model
@@ -20,6 +23,7 @@ Two sources, both resolved before the statistics run:
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -27,11 +31,15 @@ from typing import Any
 
 from ..errors import ConfigError
 from .outcomes import ID, TRAIN, examples_column
+from .spec import DiagnosisSettings
+from .statistics.options import option_keys
 
 __all__ = [
     "ANALYSIS_KEYS",
+    "BASE_KEYS",
     "MEASURED_ON_OUTCOME",
     "analysis_kwargs",
+    "base_kwargs",
     "marker_flags",
     "marker_splits",
     "outcome_examples",
@@ -39,9 +47,18 @@ __all__ = [
     "supported_kwargs",
 ]
 
-#: ``[diagnosis]`` keys passed to ``marker_analysis`` under the same name when set
-ANALYSIS_KEYS = ("covariate_coding", "spline_df", "inference", "equivalence_margin",
-                 "max_permutations")
+
+def _unset(field: dataclasses.Field) -> bool:
+    return field.default is None or field.default_factory is dict  # type: ignore[comparison-overlap]
+
+
+_OPTIONS = [f for f in dataclasses.fields(DiagnosisSettings) if f.name in option_keys()]
+#: ``[diagnosis]`` keys passed to ``marker_analysis`` under the same name when set: the options
+#: of :class:`~.statistics.options.AnalysisOptions` that a file may leave unset (derived, in
+#: the file's key order)
+ANALYSIS_KEYS = tuple(f.name for f in _OPTIONS if _unset(f))
+#: the options every diagnosis passes (``[diagnosis]`` defaults = ``marker_analysis``'s)
+BASE_KEYS = tuple(f.name for f in _OPTIONS if not _unset(f))
 #: kwargs derived from the population (not from ``[diagnosis]`` keys)
 DERIVED_KEYS = ("outcome_examples", "exclude_rows", "marker_flags")
 MEASURED_ON_OUTCOME = "measured_on_outcome_examples"
@@ -58,6 +75,14 @@ def analysis_kwargs(settings: Any) -> dict[str, Any]:
             continue
         out[key] = dict(value) if key == "covariate_coding" else value
     return out
+
+
+def base_kwargs(settings: Any) -> dict[str, Any]:
+    """The options every analysis of the diagnosis gets, from ``[diagnosis]``.
+
+    :data:`BASE_KEYS`: permutations, bootstrap draws, alpha, seed.
+    """
+    return {key: getattr(settings, key) for key in BASE_KEYS}
 
 
 def supported_kwargs(fn: Callable[..., Any], kwargs: Mapping[str, Any],

@@ -2,8 +2,8 @@
 
 :func:`plan_power` lays out the planned population exactly as the diagnosis will analyse it
 (the ``[population] grid``'s levels x seeds, one model per cell; the ``[diagnosis]`` covariates
-coded as :meth:`~probekit.diagnosis.table.MarkerTable.design` codes them; the seed as the
-groups) and simulates the report's partial test on it (:mod:`.power`: HC3, Freedman-Lane
+coded as :meth:`~probekit.diagnosis.statistics.table.MarkerTable.design` codes them; the seed as the
+groups) and simulates the report's partial test on it (:mod:`.statistics.power`: HC3, Freedman-Lane
 within seeds, at ``alpha / K`` for ``K`` markers under Holm) over a grid of planted partial r.
 It returns the power curve, the 80 %-power partial r (the MDE) with its Monte Carlo SE, the
 check against a target MDE (with the seeds that would reach it) and the training cost.
@@ -43,8 +43,8 @@ import numpy as np
 
 from probekit.errors import ConfigError, KeyedValueError
 
-from .families import family_name
-from .power import PowerCurve, simulated_power
+from .statistics.families import family_name
+from .statistics.power import PowerCurve, simulated_power
 
 __all__ = ["MEASURED_R2", "PlannedDesign", "PowerPlan", "TrainingCost", "check_target",
            "design_from_spec", "plan_power", "seeds_to_reach", "training_cost"]
@@ -186,14 +186,14 @@ class PlannedDesign:
 
     def covariate_matrix(self, rng: np.random.Generator) -> np.ndarray:
         """The coded covariate terms of one simulated table (no intercept, no group columns)."""
-        from .table import as_marker_table
+        from .statistics.table import as_marker_table
 
         t = as_marker_table(self.table(rng))
         return t.design(self.covariates, coding=self.covariate_coding or None,
                         spline_df=self.spline_df, groups=self.groups)[0]
 
     def draw(self) -> np.ndarray | Callable[[np.random.Generator], np.ndarray]:
-        """What :func:`.power.simulated_power` takes: the fixed matrix, or a draw per population."""
+        """What :func:`.statistics.power.simulated_power` takes: the fixed matrix, or a draw per population."""
         if self.measured:
             return self.covariate_matrix
         return self.covariate_matrix(np.random.default_rng(0))
@@ -238,7 +238,7 @@ def design_from_spec(spec: Any) -> PlannedDesign:
         covariates = tuple(knobs) + (("id_accuracy",) if d.outcome != "id_accuracy" else ())
     groups = ("seed" if "seed" in cols else None) if d.groups is None else (d.groups or None)
     if groups is not None and groups not in cols:
-        raise ConfigError(f"{spec.where('diagnosis', 'groups')} = {groups!r}: not a grid key; the "
+        raise ConfigError(f"{spec.at('diagnosis', 'groups')} = {groups!r}: not a grid key; the "
                           f"grid keys are {keys}")
     return PlannedDesign(columns=cols, covariates=covariates, groups=groups,
                          n_markers=len({family_name(m.name) or m.name for m in spec.markers}),
@@ -452,7 +452,7 @@ class PowerPlan:
 
     Attributes:
         design: the planned layout.
-        curve: the simulated power curve at ``alpha / K`` (:class:`.power.PowerCurve`).
+        curve: the simulated power curve at ``alpha / K`` (:class:`.statistics.power.PowerCurve`).
         target_mde: the stated target partial r (None: none).
         status: ``"no_target"``, ``"reaches"`` (MDE <= target), ``"borderline"`` (the MDE
             above the target by at most :data:`BORDERLINE_SE` Monte Carlo SE: a warning) or
@@ -565,7 +565,7 @@ def seeds_to_reach(design: PlannedDesign, target: float, curve: PowerCurve, *,
     (``n_simulations``), and a miss is predicted again from its own ratio (one more seed at
     least), ``tries`` times.
     """
-    from .inference import mde_partial_r
+    from .statistics.inference import mde_partial_r
 
     if design.groups is None:
         return None
@@ -674,7 +674,7 @@ def check_target(spec: Any, *, n_simulations: int | None = None) -> str:
                       else n_simulations, cost=False)
     refusal = plan.refusal()
     if refusal is not None:
-        raise ConfigError(f"{spec.where('population', 'target_mde')}: {refusal}"
+        raise ConfigError(f"{spec.at('population', 'target_mde')}: {refusal}"
                           if plan.target_mde == spec.population.target_mde else refusal)
     return (f"warning: {plan.warning()}" if plan.status == "borderline" else
             f"plan: the design ({plan.design.layout()}) detects a partial r of "

@@ -143,7 +143,7 @@ def grid_runs(spec: DiagnosisFile, out: Path | None = None) -> list[GridRun]:
             final = planned_steps(pop.preset, steps=pop.steps, seed=seed, sets=sets,
                                   device=pop.device)
         except (ConfigError, ValueError, TypeError) as err:
-            where = spec.where("population", "grid" if keys else "sets")
+            where = spec.at("population", "grid" if keys else "sets")
             raise SuiteError(f"{where}: run {design}: {err}") from None
         steps = pop.series_steps(final)
         if steps:
@@ -265,7 +265,7 @@ def _expand(spec: DiagnosisFile) -> list[Path]:
         hits = sorted(Path(p) for p in glob.glob(str(full)))
         hits = [h for h in hits if _is_checkpoint(h) or (h / "checkpoints").is_dir()]
         if not hits:
-            raise SuiteError(f"{spec.where('population', 'checkpoints')}: {pattern!r} matches no "
+            raise SuiteError(f"{spec.at('population', 'checkpoints')}: {pattern!r} matches no "
                              f"checkpoint or run directory ({full}); check the path (relative to "
                              "the diagnosis file)")
         found += hits
@@ -278,7 +278,7 @@ def _series_of(run_dir: Path, spec: DiagnosisFile) -> list[tuple[int, Path]]:
 
     ckpts = list_checkpoints(run_dir) or list_finetune_checkpoints(run_dir)  # HF dirs of a fine-tune
     if not ckpts:
-        raise SuiteError(f"{spec.where('population')}: run directory {run_dir} holds no complete "
+        raise SuiteError(f"{spec.at('population')}: run directory {run_dir} holds no complete "
                          "checkpoint")
     return ckpts
 
@@ -294,7 +294,7 @@ def _rows_of_run(run_dir: Path, spec: DiagnosisFile, design: dict[str, Any],
     have = {s for s, _ in ckpts}
     missing = sorted(wanted - have)
     if missing:
-        raise SuiteError(f"{spec.where('population', 'every' if spec.population.every else 'series')}"
+        raise SuiteError(f"{spec.at('population', 'every' if spec.population.every else 'series')}"
                          f": run {run_dir} has no checkpoint at step(s) {missing[:5]} (it has "
                          f"{sorted(have)[:12]}); choose steps it saved")
     rows = [Checkpoint(path=str(d), run=str(run_dir), step=s, final=False, design=dict(design))
@@ -393,7 +393,7 @@ def model_rows(spec: DiagnosisFile) -> list[Checkpoint]:
     from .real_models import entry_kind
 
     pop = spec.population
-    where = spec.where("population", "models")
+    where = spec.at("population", "models")
     rows = []
     for entry, source in zip(pop.models or (), pop.model_sources, strict=True):
         kind = entry_kind(source)

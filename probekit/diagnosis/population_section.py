@@ -150,7 +150,7 @@ def _examples(table: dict[str, list[Any]], column: str, finals: list[int]) -> st
     return _level(lv[0]) if len(lv) == 1 else f"{_level(min(lv))}-{_level(max(lv))}"
 
 
-#: the scoring rules of an ``[outcome]`` evaluation file, in words (:mod:`.eval_outcome`)
+#: the scoring rules of an ``[outcome]`` evaluation file, in words (:mod:`.outcomes`)
 _RULES = {"exact_match": "greedy exact match of the answer's tokens",
           "first_token": "greedy first token = the answer's first token",
           "logprob": "the answer's log-probability (nats, summed over its tokens)"}

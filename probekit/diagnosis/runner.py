@@ -47,6 +47,7 @@ from .outcomes import (
 )
 from .population import Checkpoint, grid_runs, population_dir, resolve_population, varying_knobs
 from .positions import missing_split, position_column, positioned_examples, reads_capture_positions
+from .question import Columns, Settings, resolve_settings
 from .spec import DiagnosisFile, MarkerSpec, check_censored_outcome, load_diagnosis
 from .table_io import marker_csv
 
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["RECOMPUTE_ALL", "CheckpointTask", "DiagnosisResult", "Settings", "analysis_inputs",
-           "check_diagnosis", "checkpoint_cells", "diagnose", "models_statement", "population_facts",
+           "check_diagnosis", "check_question", "checkpoint_cells", "diagnose", "models_statement", "population_facts",
            "recompute_set",
            "reference_checkpoints"]
 
@@ -80,7 +81,7 @@ class CheckpointTask:
         cache_dir: activation cache root (``None``: the default).
         references: ``(marker name, checkpoint path)`` of the markers with a ``reference``
             (:func:`reference_checkpoints`).
-        eval_outcome: ``[outcome]`` (:mod:`probekit.diagnosis.eval_outcome`): the outcome
+        eval_outcome: ``[outcome]`` (:mod:`probekit.diagnosis.outcomes`): the outcome
             columns come from the user's evaluation file instead of the testbed's evaluation.
         outcome_fn: a Python callable outcome (``fn(model) -> {column: value}``), merged in.
     """
@@ -115,7 +116,7 @@ def reference_checkpoints(spec: DiagnosisFile, rows: list[Checkpoint]) -> dict[s
     for i, m in enumerate(spec.markers):
         if m.reference is None:
             continue
-        where = spec.where("marker", "reference", i)
+        where = spec.at("marker", "reference", i)
         bad = [k for k in m.reference if k not in design]
         if bad:
             raise ConfigError(f"{where}: {bad[0]!r} is not a design column of the population; "
@@ -230,7 +231,7 @@ def user_outcomes(model: Any, eval_outcome: Any, fn: Any, *, seed: int = 0) -> d
     Raises:
         DataError: the callable returns a column the evaluation file already gives.
     """
-    from .eval_outcome import callable_outcomes, eval_outcome_columns
+    from .outcomes import callable_outcomes, eval_outcome_columns
 
     out: dict[str, Any] = {}
     if eval_outcome is not None:
@@ -281,19 +282,8 @@ def _model_shape(path: str) -> tuple[int, int]:
     return int(layers or 0), int(width or 0)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Settings:
-    """The resolved ``[diagnosis]`` question: outcome, covariates, groups, knobs."""
-
-    outcome: str
-    covariates: tuple[str, ...]
-    groups: str | None
-    color_by: str | None
-    knobs: tuple[str, ...]
-
-
 def _outcome_key(spec: DiagnosisFile, fn: Any = None) -> str:
-    from .eval_outcome import outcome_fingerprint
+    from .outcomes import outcome_fingerprint
 
     d = spec.diagnosis
     payload = {"data": dataclasses.asdict(spec.suite.data), "max": d.max_eval_examples,
@@ -324,12 +314,12 @@ def _expected_columns(spec: DiagnosisFile, rows: list[Checkpoint],
 
         bare = [r.path for r in rows if r.final and entry_kind(r.path) == "checkpoint"]
         if bare:
-            raise ConfigError(f"{spec.where('outcome', 'file')}: {bare[0]} is a probekit testbed "
+            raise ConfigError(f"{spec.at('outcome', 'file')}: {bare[0]} is a probekit testbed "
                               "checkpoint, which has no tokenizer for the evaluation file's text "
                               "prompts; remove [outcome] (its task's own evaluation gives the "
                               "outcomes) or diagnose it apart from the language models")
     if spec.outcome is not None or fn is not None:
-        from .eval_outcome import eval_outcome_names
+        from .outcomes import eval_outcome_names
 
         names = eval_outcome_names(spec.outcome) if spec.outcome is not None else set()
         if fn is not None:  # taken on trust until fn ran (a design covariate is the design's)
@@ -341,8 +331,8 @@ def _expected_columns(spec: DiagnosisFile, rows: list[Checkpoint],
 
     real = real_entries(spec.population)
     if real or finetune_grid(spec.population):
-        what = (f"{spec.where('population', 'models')}: model {real[0]!r} is a pretrained LM"
-                if real else f"{spec.where('population', 'preset')}: the fine-tunes of preset "
+        what = (f"{spec.at('population', 'models')}: model {real[0]!r} is a pretrained LM"
+                if real else f"{spec.at('population', 'preset')}: the fine-tunes of preset "
                 f"{spec.population.preset!r} are pretrained LMs")
         raise ConfigError(f"{what} with no testbed evaluation; name its outcome: an [outcome] "
                           "section (file = \"eval.jsonl\", score = \"exact_match\") or, "
@@ -417,18 +407,6 @@ def _entry_depth(source: str) -> int:
         return 0
 
 
-def check_coded_covariates(d: Any, covariates: tuple[str, ...], where: str) -> None:
-    """Every column of ``[diagnosis] covariate_coding`` must be a covariate (a typo otherwise).
-
-    Raises:
-        ConfigError: a coded column that is not among ``covariates`` (both named).
-    """
-    stray = [c for c in d.covariate_coding if c not in covariates]
-    if stray:
-        raise ConfigError(f"{where}: {stray[0]!r} is not a covariate; the covariates are "
-                          f"{list(covariates)} (set them with [diagnosis] covariates = [...])")
-
-
 def population_facts(spec: DiagnosisFile, rows: list[Checkpoint], refs: dict[str, list[str]],
                      outcome: str) -> dict[str, Any]:
     """``exclude_rows`` and ``marker_flags`` of the final models (:mod:`.options`).
@@ -457,9 +435,14 @@ def population_facts(spec: DiagnosisFile, rows: list[Checkpoint], refs: dict[str
     return out
 
 
-def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
-                     expected: dict[str, set[str]]) -> Settings:
-    """Defaults of ``[diagnosis]`` filled in and every named column checked.
+def check_question(spec: DiagnosisFile, rows: list[Checkpoint],
+                   expected: dict[str, set[str]]) -> Settings:
+    """The population's question: its outcome on every checkpoint, then the one resolver.
+
+    The crossing-step and censoring rules and the outcome split on every final checkpoint
+    come first; the covariates, groups and ``color_by`` are then resolved and checked by
+    :func:`.question.resolve_settings` on the population's design columns (groups default:
+    ``seed``), then the causal pairs.
 
     Raises:
         ConfigError: the outcome split missing on some checkpoints (naming them), an unknown
@@ -468,10 +451,10 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
     d = spec.diagnosis
     if d.outcome.startswith("id_step_") and (d.crossing is None
                                              or d.outcome != crossing_column(d.crossing)):
-        raise ConfigError(f"{spec.where('diagnosis', 'outcome')} = {d.outcome!r}: a crossing-step "
+        raise ConfigError(f"{spec.at('diagnosis', 'outcome')} = {d.outcome!r}: a crossing-step "
                           f"outcome needs [diagnosis] crossing = {d.outcome[len('id_step_'):]} "
                           f"(now {d.crossing}), which records that column")
-    check_censored_outcome(d, spec.where("diagnosis", "censor"))
+    check_censored_outcome(d, spec.at("diagnosis", "censor"))
     if d.crossing is not None:
         expected = {k: v | {crossing_column(d.crossing)} for k, v in expected.items()}
     finals = [r for r in rows if r.final]
@@ -482,54 +465,30 @@ def resolve_settings(spec: DiagnosisFile, rows: list[Checkpoint],
                       if c != examples_column(c.removesuffix("__n")))  # not the example counts
         if having:
             raise ConfigError(
-                f"{spec.where('diagnosis', 'outcome')} = {d.outcome!r}: the outcome split is "
+                f"{spec.at('diagnosis', 'outcome')} = {d.outcome!r}: the outcome split is "
                 f"missing on {len(lacking)} of {len(finals)} checkpoints (e.g. {lacking[0]}; "
                 f"present on {having[0]}); evaluate every checkpoint on the same splits: name the "
                 "task in [data] task = ... (the same examples for all)"
             )
-        raise ConfigError(f"{spec.where('diagnosis', 'outcome')} = {d.outcome!r}: no such outcome "
+        raise ConfigError(f"{spec.at('diagnosis', 'outcome')} = {d.outcome!r}: no such outcome "
                           f"column; the checkpoints have {some}")
     design = list(dict.fromkeys(k for r in finals for k in r.design))
     check_columns(spec, design, expected)
     knobs = tuple(varying_knobs(rows))
     columns = set(design) | set().union(*expected.values())
-    if d.covariates is not None:
-        covariates = tuple(d.covariates)
-    else:
-        covariates = knobs + tuple(c for c in ("id_accuracy",) if c != d.outcome and c in columns)
-    for c in covariates:
-        if c not in columns:
-            raise ConfigError(f"{spec.where('diagnosis', 'covariates')}: covariate {c!r} is not a "
-                              f"column of the table; columns are {sorted(columns)}")
-        if c == d.outcome:
-            raise ConfigError(f"{spec.where('diagnosis', 'covariates')}: the outcome {c!r} cannot "
-                              "be a covariate of itself")
-    check_coded_covariates(d, covariates, spec.where("diagnosis", "covariate_coding"))
-    groups = ("seed" if "seed" in design else None) if d.groups is None else (d.groups or None)
-    if groups is not None:
-        if groups not in design:
-            raise ConfigError(f"{spec.where('diagnosis', 'groups')} = {groups!r}: not a design "
-                              f"column; the design columns are {design}")
-        levels = {json.dumps(r.design.get(groups)) for r in finals}
-        if len(levels) < 3:
-            raise ConfigError(
-                f"{spec.where('diagnosis', 'groups')}: {len(levels)} group(s) of {groups!r} "
-                f"({sorted(levels)}); leave-one-group-out needs >= 3: add seeds to the population "
-                "or set groups = \"\" (models as the unit)")
-    color_by = d.color_by if d.color_by is not None else (knobs[0] if knobs else None)
-    if color_by is not None and color_by not in design:
-        raise ConfigError(f"{spec.where('diagnosis', 'color_by')} = {color_by!r}: not a design "
-                          f"column; the design columns are {design}")
+    cols = Columns(names=sorted(columns), design=design, knobs=lambda groups: knobs,
+                   levels=lambda c: [r.design.get(c) for r in finals], source="the table",
+                   default_groups=lambda: "seed" if "seed" in design else None)
+    s = resolve_settings(d, cols, lambda key: spec.at("diagnosis", key))
     from .spec import check_causal_pairs
 
     markers = [m.name for m in spec.markers]
     measured = set().union(*expected.values()) - set(design)  # outcomes of training
     check_causal_pairs(spec.population.interventions, "interventions", design, markers,
-                       spec.where("population", "interventions"), measured=measured)
+                       spec.at("population", "interventions"), measured=measured)
     check_causal_pairs(d.mediation, "mediation", design, markers,
-                       spec.where("diagnosis", "mediation"), measured=measured)
-    return Settings(outcome=d.outcome, covariates=covariates, groups=groups, color_by=color_by,
-                    knobs=knobs)
+                       spec.at("diagnosis", "mediation"), measured=measured)
+    return s
 
 
 def _check_data_task_vocab(spec: DiagnosisFile, rows: list[Checkpoint]) -> None:
@@ -546,7 +505,7 @@ def _check_data_task_vocab(spec: DiagnosisFile, rows: list[Checkpoint]) -> None:
         d_vocab = (meta.get("model") or {}).get("d_vocab")
         if isinstance(d_vocab, int):
             task = checkpoint_task(spec.suite.data, meta) if task is None else task
-            check_vocab_fits(task, spec.suite.data, d_vocab, spec.where("data", "task").split(": [")[0],
+            check_vocab_fits(task, spec.suite.data, d_vocab, spec.at("data", "task").split(": [")[0],
                              model=f"checkpoint {r.path}")
 
 
@@ -559,12 +518,12 @@ def check_columns(spec: DiagnosisFile, design: list[str], expected: dict[str, se
     """
     from .columns import check_table_columns
 
-    design_at = (spec.where("population", "design") if spec.population.design
-                 else spec.where("population", "grid"))
+    design_at = (spec.at("population", "design") if spec.population.design
+                 else spec.at("population", "grid"))
     check_table_columns(
         {"table": ("checkpoint", "run", "step", "final"), "outcome": sorted(set().union(*expected.values())),
          "design": design, "marker": [m.name for m in spec.markers]},
-        {"design": design_at, "marker": spec.where("marker", "name")})
+        {"design": design_at, "marker": spec.at("marker", "name")})
 
 
 def check_diagnosis(spec_or_path: str | Path | DiagnosisFile, *, outcome: Any = None) -> list[str]:
@@ -602,14 +561,14 @@ def checked_question(spec_or_path: str | Path | DiagnosisFile, *,
         depths = [int(read_checkpoint_meta(r.path)["model"].get("n_layers", 0))
                   for r in rows if r.final]
         what = f"{sum(r.final for r in rows)} checkpoints ({len(rows)} rows with the series)"
-    s = resolve_settings(spec, rows, expected)
+    s = check_question(spec, rows, expected)
     if spec.suite.data.task is not None and spec.population.models is None and not spec.population.trained:
         _check_data_task_vocab(spec, rows)
     if (spec.diagnosis.crossing is not None and not spec.population.trained
             and s.outcome == crossing_column(spec.diagnosis.crossing)):
         check_crossing_censor(spec, rows)  # existing runs: their crossings are known now
     reference_checkpoints(spec, rows)
-    check_block_indices(spec.markers, [d for d in depths if d > 0], spec.where)
+    check_block_indices(spec.markers, [d for d in depths if d > 0], spec.at)
     from .options import analysis_kwargs
     from .spec import causal_lines
 
@@ -630,7 +589,7 @@ class DiagnosisResult(DiagnosisDisplay):
         settings: the resolved question (outcome, covariates, groups).
         table: column -> values, one entry per checkpoint (what ``markers.csv`` holds).
         cells: per row, marker name -> :class:`MarkerCell` (CI, not-applicable reason).
-        analysis: the :class:`~probekit.diagnosis.analysis.MarkerAnalysis` of the final models
+        analysis: the :class:`~probekit.diagnosis.statistics.analysis.MarkerAnalysis` of the final models
             (``None`` when no marker is applicable).
         extras: further statistics (granulated tau, level means, early warning) for the report.
         blocks: the report blocks.
@@ -798,12 +757,12 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     The one place that calls the analysis layer: ``marker_analysis`` on the final models;
     granulated Kendall tau over the varying knobs; level-mean R^2 over ``color_by``; early
     warning over the series steps when there is a series; the calibration section
-    (:func:`.calibration.calibration_section`). ``marker_analysis`` also gets the
+    (:func:`.statistics.calibration.calibration_section`). ``marker_analysis`` also gets the
     ``[diagnosis]`` analysis keys the file sets and ``outcome_examples`` (from the table), plus
     ``facts`` (``exclude_rows`` / ``marker_flags`` of :func:`population_facts`, restricted to
     the analysed markers): :func:`analysis_inputs`. ``marker_cis`` (marker -> per row of
     ``table`` its own CI, :func:`cell_cis`) gives the scatter plots' error bars; ``censor``
-    (the value given to runs that never cross, :mod:`.censoring`) marks those points censored.
+    (the value given to runs that never cross, :mod:`.statistics.survival`) marks those points censored.
     """
     from . import (
         conditional_mutual_information,
@@ -813,6 +772,8 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
         level_mean_r2,
         marker_analysis,
     )
+    from .options import analysis_kwargs, base_kwargs
+    from .statistics.options import DEFAULTS
 
     d = spec.diagnosis
     finals = [i for i, f in enumerate(table["final"]) if f]
@@ -822,19 +783,19 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
                                *[c for c in (examples_column(s.outcome),) if c in table],
                                *[c for p in pairs for c in (p.knob, p.marker) if c in table]]))
     final_table = _subtable(table, finals, cols)
-    options = dict(n_permutations=d.n_permutations, n_bootstrap=d.n_bootstrap, alpha=d.alpha,
-                   seed=d.seed)
+    options = base_kwargs(d)
     extra, dropped = analysis_inputs(spec, final_table, s.outcome, markers, facts)
     extras: dict[str, Any] = {}
     # what this population can detect (size, power, CI coverage simulated on its design); run
     # first so that the few-groups flag can say the coverage measured for this design
-    from .calibration import calibration_section, coverage_note
+    from .statistics.calibration import calibration_section, coverage_note
 
     # a constant outcome: the degenerate warning says it all; no power simulation (whose refusal
     # would suggest dropping a covariate) and no granulated tau (a table of zeros)
     constant = len({v for v in final_table[s.outcome] if v is not None and v == v}) <= 1  # NaN: missing
     calibration = (() if constant else
-                   calibration_section(final_table, s.outcome, s.covariates, s.groups, d, extras))
+                   calibration_section(final_table, s.outcome, s.covariates, s.groups, d, extras,
+                                       analysis_options=analysis_kwargs(d)))
     note = coverage_note(extras.get("calibration"))
     if note:
         extra["coverage_note"] = note
@@ -846,7 +807,7 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
     given = getattr(d, "mde_simulations", None)
     analysis, extras["power"] = with_simulated_mde(
         analysis, final_table, covariate_coding=extra.get("covariate_coding"),
-        spline_df=int(extra.get("spline_df", 4)), seed=d.seed,
+        spline_df=int(extra.get("spline_df", DEFAULTS.spline_df)), seed=d.seed,
         n_simulations=MDE_SIMULATIONS if given is None else int(given))
     extras["analysis_inputs"] = {"passed": _plain_inputs(extra), "not_taken_yet": dropped}
     notes: list[Any] = []
@@ -888,7 +849,7 @@ def _analyse(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]],
                                           for m, v in (marker_cis or {}).items()},
                               censored=None if censor is None else
                               [v is not None and float(v) == censor for v in final_table[s.outcome]])
-    from .causal.arms import causal_section
+    from .statistics.causal.arms import causal_section
 
     causal = causal_section(final_table, s.outcome, interventions=spec.population.interventions,
                             mediations=d.mediation, covariates=s.covariates, knobs=s.knobs,
@@ -914,8 +875,8 @@ def analysis_inputs(spec: Any, final_table: dict[str, list[Any]], outcome: str,
     ``markers``; checked against the installed ``marker_analysis``'s signature
     (:func:`~probekit.diagnosis.options.supported_kwargs`).
     """
-    from .analysis import marker_analysis
     from .options import analysis_kwargs, outcome_examples, supported_kwargs
+    from .statistics.analysis import marker_analysis
 
     kwargs = analysis_kwargs(spec.diagnosis)
     n = outcome_examples(final_table, outcome)
@@ -925,9 +886,7 @@ def analysis_inputs(spec: Any, final_table: dict[str, list[Any]], outcome: str,
         kept = {m: v for m, v in per_marker.items() if m in markers}
         if kept:
             kwargs[key] = kept
-    where = getattr(spec, "where", None) or getattr(spec, "at", None)
-    return supported_kwargs(marker_analysis, kwargs,
-                            None if where is None else (lambda k: where("diagnosis", k)))
+    return supported_kwargs(marker_analysis, kwargs, lambda k: spec.at("diagnosis", k))
 
 
 def _plain_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -958,13 +917,13 @@ def _na_blocks(spec: DiagnosisFile, table: dict[str, list[Any]],
 
 
 def _censor(spec: DiagnosisFile, rows: list[Checkpoint], table: dict[str, list[Any]]) -> Any:
-    """The crossing-step outcome censored by ``[diagnosis] censor`` (:mod:`.censoring`).
+    """The crossing-step outcome censored by ``[diagnosis] censor`` (:mod:`.statistics.survival`).
 
     Raises:
         ConfigError: some run never crosses and ``censor`` is unset, or ``"next_eval"`` with a
             run lacking a history of two held-out evaluations.
     """
-    from .censoring import censor_crossing
+    from .statistics.survival import censor_crossing
 
     d = spec.diagnosis
     column = crossing_column(d.crossing)
@@ -972,7 +931,7 @@ def _censor(spec: DiagnosisFile, rows: list[Checkpoint], table: dict[str, list[A
     try:
         return censor_crossing(table, column, censor)
     except DataError as err:
-        raise ConfigError(f"{spec.where('diagnosis', 'censor')}: {err}") from err
+        raise ConfigError(f"{spec.at('diagnosis', 'censor')}: {err}") from err
 
 
 def check_crossing_censor(spec: DiagnosisFile, rows: list[Checkpoint],
@@ -981,14 +940,14 @@ def check_crossing_censor(spec: DiagnosisFile, rows: list[Checkpoint],
 
     The rule shared by ``--check`` (existing runs: their histories) and the run (its table):
     runs that never cross need ``censor``; ``"next_eval"`` needs two held-out evaluations per
-    run; a number must exceed every observed crossing (:func:`.censoring.check_censor`).
+    run; a number must exceed every observed crossing (:func:`.statistics.survival.check_censor`).
     ``steps``: run -> crossing step (``None``: never), read from the histories when not given.
     Returns the step (``inf`` when no run needs censoring and none is given).
 
     Raises:
         ConfigError: at ``[diagnosis] censor`` (or ``outcome``), naming the run and the fix.
     """
-    from .censoring import check_censor
+    from .statistics.survival import check_censor
 
     d = spec.diagnosis
     column = crossing_column(d.crossing)
@@ -997,7 +956,7 @@ def check_crossing_censor(spec: DiagnosisFile, rows: list[Checkpoint],
     never = {run for run, v in steps.items() if v in (None, "")}
     if never and d.censor is None:
         raise ConfigError(
-            f"{spec.where('diagnosis', 'outcome')} = {column!r}: {len(never)} of {len(steps)} runs "
+            f"{spec.at('diagnosis', 'outcome')} = {column!r}: {len(never)} of {len(steps)} runs "
             f"never reach held-out accuracy {d.crossing:g} (e.g. {sorted(never)[0]}); set "
             "[diagnosis] censor = \"next_eval\" (one evaluation past the end) or a step number "
             "to censor them there")
@@ -1006,7 +965,7 @@ def check_crossing_censor(spec: DiagnosisFile, rows: list[Checkpoint],
         nxt = {r.run: next_eval_step(_run_dir(r)) for r in rows}
         lacking = sorted(k for k, v in nxt.items() if v is None)
         if lacking:
-            raise ConfigError(f"{spec.where('diagnosis', 'censor')} = \"next_eval\": run "
+            raise ConfigError(f"{spec.at('diagnosis', 'censor')} = \"next_eval\": run "
                               f"{lacking[0]} has no history of two held-out evaluations; give "
                               "the censoring step as a number")
         censor = max(v for v in nxt.values() if v is not None)
@@ -1015,14 +974,14 @@ def check_crossing_censor(spec: DiagnosisFile, rows: list[Checkpoint],
     try:
         return check_censor(censor, [float(v) for v in steps.values() if v not in (None, "")])
     except DataError as err:
-        raise ConfigError(f"{spec.where('diagnosis', 'censor')}: {err}") from None
+        raise ConfigError(f"{spec.at('diagnosis', 'censor')}: {err}") from None
 
 
 def _survival(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]], censor: float,
               markers: list[str], extras: dict[str, Any]) -> list[Any]:
     """Cox hazards and the censoring-sensitivity curve of a censored crossing outcome.
 
-    :func:`~probekit.diagnosis.survival.censoring_sensitivity` over ``censor_grid(censor)`` on
+    :func:`~probekit.diagnosis.statistics.survival.censoring_sensitivity` over ``censor_grid(censor)`` on
     the final rows of ``table`` (its raw crossing column: empty for a run that never crosses),
     then on the rows of each series step held by every run (markers and step covariates at
     that step, as in the early warning); stores ``extras["survival"]`` (final) and
@@ -1030,7 +989,7 @@ def _survival(spec: DiagnosisFile, s: Settings, table: dict[str, list[Any]], cen
     e.g. lifelines not installed).
     """
     from .options import analysis_kwargs
-    from .survival import censor_grid, censoring_sensitivity
+    from .statistics.survival import censor_grid, censoring_sensitivity
 
     cols = list(dict.fromkeys([s.outcome, *s.covariates, *([s.groups] if s.groups else []),
                                *markers]))
@@ -1096,7 +1055,7 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
     from ..executor import check_worker_paths
 
     rows = resolve_population(spec, train=True, executor=ex)
-    settings = resolve_settings(spec, rows, _expected_columns(spec, rows, outcome_fn))
+    settings = check_question(spec, rows, _expected_columns(spec, rows, outcome_fn))
     store = CellStore(pop_dir / "cells")
     okey = _outcome_key(spec, outcome_fn)
     fps = [_fingerprint(spec, r.path) for r in rows]
@@ -1136,7 +1095,7 @@ def _diagnose_locked(spec: DiagnosisFile, ex: Any, pop_dir: Path, cache_dir: str
                 store.put(task.fingerprint, key, cell)
     outcomes = [store.get(fp, okey) for fp in fps]
     if outcome_fn is not None:  # its columns are known now: check the question against them
-        settings = resolve_settings(spec, rows, {r.path: set(o) for r, o in zip(rows, outcomes)
+        settings = check_question(spec, rows, {r.path: set(o) for r, o in zip(rows, outcomes)
                                                  if r.final})
     cells = [{m.name: MarkerCell.from_dict(store.get(fp, mkeys[i][m.name])) for m in spec.markers}
              for i, fp in enumerate(fps)]
@@ -1207,7 +1166,7 @@ def diagnose(
             function, so that process / Ray workers can import it); a ``COLUMN__n`` key gives
             the number of examples behind ``COLUMN``. Its columns join ``[outcome]``'s (or
             replace the testbed evaluation) and are cached per model under the function's name
-            and source text (:mod:`probekit.diagnosis.eval_outcome`).
+            and source text (:mod:`probekit.diagnosis.outcomes`).
         recompute: marker names whose cached cells are measured again (``"*"``: every marker
             and the outcomes; :func:`recompute_set`), e.g. after editing what a plug-in calls.
         checked: the caller has just run :func:`check_diagnosis` on this very spec (the CLI

@@ -25,7 +25,7 @@ A diagnosis file is a suite's fixed sections (``[suite]``, ``[data]``, ``[captur
 The population may instead be pretrained LMs, Hugging Face directories (a glob expands to every
 model directory it matches) or probekit checkpoints with the design columns the user states
 (:mod:`probekit.diagnosis.real_models`), scored on the user's own evaluation file
-(:mod:`probekit.diagnosis.eval_outcome`)::
+(:mod:`probekit.diagnosis.outcomes`)::
 
     [population]
     models = ["smollm2-135m", "runs/ft-a", "runs/ft-b"]
@@ -39,7 +39,7 @@ model directory it matches) or probekit checkpoints with the design columns the 
 file's folder) that define measurement kinds (:mod:`probekit.hypotheses.plugins`), imported
 before the markers are checked.
 
-A ``[[marker]]`` read at several layers is a **family** (:mod:`probekit.diagnosis.families`)::
+A ``[[marker]]`` read at several layers is a **family** (:mod:`probekit.diagnosis.statistics.families`)::
 
     [[marker]]
     name = "probe_primitive"
@@ -64,13 +64,15 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any
 
 from ..errors import ConfigError, KeyedValueError
+from ..stats.limits import MAX_SIMULATIONS
 from ..suites.spec import Suite, SuiteError, build_suite, build_table, location, read_toml
 from ..util.config import close_match_hint
-from ..util.constraints import keys_of
+from ..util.constraints import Between, Ge, Validated, keys_of
 from ..util.io import sha256_bytes
+from .statistics.options import DEFAULTS, option_type
 
 __all__ = [
     "CausalPair",
@@ -95,7 +97,7 @@ _PLACEHOLDER_MODEL = {"train": {"preset": "(population)"}}
 
 @dataclass(frozen=True, kw_only=True)
 class CausalPair:
-    """A knob and a marker of a causal question (:mod:`probekit.diagnosis.causal`).
+    """A knob and a marker of a causal question (:mod:`probekit.diagnosis.statistics.causal`).
 
     ``[population] interventions = [{ knob = "he_lambda", target = "modifier_he" }]`` marks the
     knob as an intervention on the target marker (an instrument for it); ``[diagnosis]
@@ -290,8 +292,20 @@ class MarkerSpec:
                 **ref}
 
 
+# the [diagnosis] keys that are options of the marker analysis: type, rule and default declared
+# once (probekit.diagnosis.statistics.options.AnalysisOptions); unset (None) ones keep its default
+_NPermutations = option_type("n_permutations")
+_NBootstrap = option_type("n_bootstrap")
+_Alpha = option_type("alpha")
+_Seed = option_type("seed")
+_SplineDf = option_type("spline_df", optional=True)
+_Inference = option_type("inference", optional=True)
+_EquivalenceMargin = option_type("equivalence_margin", optional=True)
+_MaxPermutations = option_type("max_permutations", optional=True)
+
+
 @dataclass(frozen=True, kw_only=True)
-class DiagnosisSettings:
+class DiagnosisSettings(Validated):
     """``[diagnosis]``: which column is the outcome and what is already known.
 
     Attributes:
@@ -303,17 +317,21 @@ class DiagnosisSettings:
             has seeds; ``""`` for none: models are then the unit).
         color_by: the design knob colouring the scatter plots (default: the first varying one).
         n_permutations, n_bootstrap, alpha, seed: of :func:`probekit.diagnosis.marker_analysis`.
+            These and ``covariate_coding``, ``spline_df``, ``inference``,
+            ``equivalence_margin``, ``max_permutations`` are the analysis options, whose types,
+            rules and defaults are declared once in
+            :class:`~probekit.diagnosis.statistics.options.AnalysisOptions`.
         max_eval_examples: outcome accuracies use at most this many examples per split (a fixed
             seeded subset, the same for every checkpoint); ``None``: all.
         crossing: also record each run's first step at which its held-out (``test_id``)
             accuracy in the training history reaches this value, as the column
             ``id_step_<crossing>`` (empty when it never does); ``None``: no such column.
         censor: with ``outcome = "id_step_<crossing>"``, the step given to runs that never
-            cross (:mod:`probekit.diagnosis.censoring`): a number, or ``"next_eval"`` (one
+            cross (:mod:`probekit.diagnosis.statistics.survival`): a number, or ``"next_eval"`` (one
             evaluation past the last logged one, from the runs' histories); ``None``: refused
             when some run never crosses.
         covariate_coding: covariate -> ``"factor" | "linear" | "spline"`` (default: by what it
-            is, :mod:`probekit.diagnosis.coding`); the seed / groups column only as a factor.
+            is, :mod:`probekit.diagnosis.statistics.coding`); the seed / groups column only as a factor.
         spline_df: columns of each spline covariate (>= 2; unset: 4).
         inference: ``"within_groups"`` or ``"cluster"`` (unset: ``marker_analysis``'s default).
         equivalence_margin: the partial correlation below which a marker counts as adding
@@ -332,48 +350,35 @@ class DiagnosisSettings:
     covariates: tuple[str, ...] | None = None
     groups: str | None = None
     color_by: str | None = None
-    n_permutations: int = 1000
-    n_bootstrap: int = 1000
-    alpha: float = 0.05
-    seed: int = 0
-    max_eval_examples: int | None = None
-    crossing: float | None = None
+    n_permutations: _NPermutations = DEFAULTS.n_permutations
+    n_bootstrap: _NBootstrap = DEFAULTS.n_bootstrap
+    alpha: _Alpha = DEFAULTS.alpha
+    seed: _Seed = DEFAULTS.seed
+    max_eval_examples: Annotated[int, Ge(1)] | None = None
+    crossing: Annotated[float, Between(0, 1, closed="right", hint="an accuracy")] | None = None
     censor: float | str | None = None
     covariate_coding: dict[str, str] = field(default_factory=dict)
-    spline_df: int | None = None
-    inference: Literal["within_groups", "cluster"] | None = None
-    equivalence_margin: float | None = None
-    max_permutations: int | None = None
-    calibration_simulations: int | None = None
-    mde_simulations: int | None = None
+    spline_df: _SplineDf = None
+    inference: _Inference = None
+    equivalence_margin: _EquivalenceMargin = None
+    max_permutations: _MaxPermutations = None
+    calibration_simulations: Annotated[int, Between(0, MAX_SIMULATIONS, closed="both", hint=(
+        "0 leaves the calibration out"))] | None = None
+    mde_simulations: Annotated[int, Between(0, MAX_SIMULATIONS, closed="both", hint=(
+        "0: the noncentral-t formula"))] | None = None
     mediation: tuple[CausalPair, ...] = ()
 
     def __post_init__(self) -> None:
-        """Refuse sizes the statistics cannot use."""
-        from ..stats.limits import MAX_PERMUTATIONS, MAX_RESAMPLES, MAX_SIMULATIONS, MIN_RESAMPLES
+        """The declared rules (:class:`~probekit.util.constraints.Validated`), then the rest.
 
-        if self.n_permutations < 1:
-            raise KeyedValueError("n_permutations", f"n_permutations = {self.n_permutations}: "
-                                  "must be >= 1")
-        if self.n_bootstrap < MIN_RESAMPLES:  # the rule marker_analysis applies at the end
-            raise KeyedValueError("n_bootstrap", f"n_bootstrap = {self.n_bootstrap}: must be >= "
-                                  f"{MIN_RESAMPLES} (the marker analysis' wild cluster bootstrap "
-                                  "and the mediation's percentile intervals need it)")
-        if self.n_permutations > MAX_PERMUTATIONS:
-            raise KeyedValueError("n_permutations", f"n_permutations = {self.n_permutations}: must be <= "
-                             f"{MAX_PERMUTATIONS} (p resolved to 1e-5; more only costs time)")
-        if self.n_bootstrap > MAX_RESAMPLES:
-            raise KeyedValueError("n_bootstrap", f"n_bootstrap = {self.n_bootstrap}: must be <= {MAX_RESAMPLES} "
-                             "(more only costs time)")
-        if not 0.0 < self.alpha < 1.0:
-            raise KeyedValueError("alpha", f"alpha = {self.alpha}: must be in (0, 1)")
-        if self.crossing is not None and not 0.0 < self.crossing <= 1.0:
-            raise KeyedValueError("crossing", f"crossing = {self.crossing}: an accuracy in (0, 1]")
+        ``censor`` (a step or ``"next_eval"``) and the covariates (none twice).
+        """
+        super().__post_init__()
         if isinstance(self.censor, str) and self.censor != "next_eval":
             raise KeyedValueError("censor", f"censor = {self.censor!r}: a step number or \"next_eval\"")
         if self.censor is not None and not isinstance(self.censor, str):
             from ..errors import DataError
-            from .censoring import check_censor
+            from .statistics.survival import check_censor
 
             try:  # the value-only part of the rule; the crossings are checked where known
                 check_censor(self.censor)
@@ -386,19 +391,6 @@ class DiagnosisSettings:
                 check_list_option("covariates", self.covariates, what="covariate")
             except ConfigError as err:
                 raise KeyedValueError("covariates", str(err)) from None
-        if self.max_eval_examples is not None and self.max_eval_examples < 1:
-            raise KeyedValueError("max_eval_examples", f"max_eval_examples = {self.max_eval_examples}: must be >= 1 or unset")
-        if self.max_permutations is not None and not 1 <= self.max_permutations <= MAX_PERMUTATIONS:
-            raise KeyedValueError("max_permutations", f"max_permutations = {self.max_permutations}: must be in 1 .. "
-                             f"{MAX_PERMUTATIONS} or unset (p resolved to 1e-5; more only costs time)")
-        if self.calibration_simulations is not None and not (
-                0 <= self.calibration_simulations <= MAX_SIMULATIONS):
-            raise KeyedValueError("calibration_simulations", f"calibration_simulations = {self.calibration_simulations}: must be in "
-                             f"0 .. {MAX_SIMULATIONS} or unset (0 leaves the calibration out)")
-        if self.mde_simulations is not None and not 0 <= self.mde_simulations <= MAX_SIMULATIONS:
-            raise KeyedValueError("mde_simulations", f"mde_simulations = {self.mde_simulations}: "
-                                  f"must be in 0 .. {MAX_SIMULATIONS} or unset (0: the "
-                                  "noncentral-t formula)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -412,7 +404,7 @@ class DiagnosisFile:
         diagnosis: ``[diagnosis]``.
         text: the file's text (for ``FILE:LINE`` messages of later checks).
         outcome: ``[outcome]``, the user's evaluation file and scoring rules
-            (:class:`~probekit.diagnosis.eval_outcome.EvalOutcomeSpec`), or ``None``.
+            (:class:`~probekit.diagnosis.outcomes.EvalOutcomeSpec`), or ``None``.
     """
 
     suite: Suite
@@ -433,9 +425,19 @@ class DiagnosisFile:
         """The diagnosis file's path."""
         return Path(self.suite.source)
 
-    def where(self, section: str, key: str | None = None, index: int = 0) -> str:
-        """``FILE:LINE: [section] key`` of a key of this file."""
+    def at(self, section: str, key: str | None = None, index: int = 0) -> str:
+        """``FILE:LINE: [section] key`` of a key of this file (as a table diagnosis's ``at``)."""
         return location(self.source, self.text, section, key, index)
+
+    def where(self, *args: Any, **kwargs: Any) -> str:
+        """Refused: ``where`` is the row selector of a table diagnosis; a key's line is :meth:`at`.
+
+        Raises:
+            AttributeError: naming the replacement.
+        """
+        raise AttributeError("DiagnosisFile.where(section, key) is now DiagnosisFile.at(section, "
+                             "key), as on a table diagnosis; `where` is the row selector of "
+                             "[population] where = {...} only")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form mirroring the TOML (the suite sections without the placeholder model)."""
@@ -681,7 +683,7 @@ def _family(table: dict[str, Any], i: int, path: Path, text: str,
     key (when its kind has one) or the layer of its ``site`` is the member's.
     """
     from ..hypotheses.registry import find_kind
-    from .families import member_name
+    from .statistics.families import member_name
 
     given = _family_keys(table)
     if len(given) == 2:
@@ -806,12 +808,12 @@ def check_analysis_keys(settings: DiagnosisSettings, path: Path, text: str) -> N
     """``FILE:LINE: [diagnosis] key`` errors for the analysis keys the type check lets through.
 
     ``covariate_coding`` values in ``factor / linear / spline`` and the seed (or the ``groups``
-    column) never as a number; ``spline_df >= 2``; ``0 < equivalence_margin < 1``;
-    ``max_permutations >= 1``. Whether each coded column is a covariate is checked when the
+    column) never as a number (the bounds of the other keys are declared rules of
+    :class:`DiagnosisSettings`). Whether each coded column is a covariate is checked when the
     covariates are resolved (:func:`probekit.diagnosis.runner.resolve_settings`).
     """
     from ..errors import ConfigError
-    from .coding import CODINGS, check_label_coding, check_spline_df
+    from .statistics.coding import CODINGS, check_label_coding
 
     def at(key: str) -> str:
         return location(path, text, "diagnosis", key)
@@ -824,20 +826,6 @@ def check_analysis_keys(settings: DiagnosisSettings, path: Path, text: str) -> N
             check_label_coding(column, how, settings.groups or None)
         except ConfigError as err:
             raise SuiteError(f"{at('covariate_coding')}: {err}") from None
-    if settings.spline_df is not None:
-        try:
-            check_spline_df(settings.spline_df)
-        except ConfigError as err:
-            raise SuiteError(f"{at('spline_df')}: {err}") from None
-    if settings.equivalence_margin is not None and not 0.0 < settings.equivalence_margin < 1.0:
-        raise SuiteError(f"{at('equivalence_margin')} = {settings.equivalence_margin}: a partial "
-                         "correlation margin in (0, 1), e.g. 0.2")
-    if settings.calibration_simulations is not None and settings.calibration_simulations < 0:
-        raise SuiteError(f"{at('calibration_simulations')} = {settings.calibration_simulations}: "
-                         "must be >= 0 (0 leaves the calibration section out) or unset")
-    if settings.max_permutations is not None and settings.max_permutations < 1:
-        raise SuiteError(f"{at('max_permutations')} = {settings.max_permutations}: must be >= 1 "
-                         "or unset")
 
 
 def check_censored_outcome(settings: DiagnosisSettings, where: str) -> None:
@@ -851,7 +839,35 @@ def check_censored_outcome(settings: DiagnosisSettings, where: str) -> None:
                          f"is censored, not {settings.outcome!r}; remove censor")
 
 
-def build_settings(raw: Any, path: Path, text: str) -> DiagnosisSettings:
+#: ``[stats]`` keys a diagnosis refuses: key -> what it would drive, and the key that does
+STATS_NOT_IN_DIAGNOSIS = {
+    "n_permutations": ("a claim's control permutations (a shuffled-label probe, shuffled CKA "
+                       "rows), which a diagnosis never measures: its markers are measured "
+                       "without controls", "[diagnosis] n_permutations"),
+}
+
+
+def check_stats_section(stats: Any, path: Path, text: str) -> None:
+    """Refuse a ``[stats]`` key that sets nothing in a diagnosis (:data:`STATS_NOT_IN_DIAGNOSIS`).
+
+    ``[stats] n_permutations`` (default 200) sizes a claim's permutation control; the markers of
+    a diagnosis are measured without one, so the key changed only the markers' cache keys,
+    while the permutations of the analysis are ``[diagnosis] n_permutations`` (default 1000).
+    Two keys of one name, one of them inert, read as one setting: the inert one is refused.
+
+    Raises:
+        SuiteError: ``FILE:LINE: [stats] n_permutations: ...; set [diagnosis] n_permutations``.
+    """
+    if not isinstance(stats, dict):
+        return
+    for key, (drives, instead) in STATS_NOT_IN_DIAGNOSIS.items():
+        if key in stats:
+            raise SuiteError(f"{location(path, text, 'stats', key)}: [stats] {key} sizes {drives}; "
+                             f"the analysis's permutations are {instead}: set that key instead "
+                             f"and remove this one")
+
+
+def build_diagnosis_section(raw: Any, path: Path, text: str) -> DiagnosisSettings:
     """``[diagnosis]`` validated: its keys (``FILE:LINE``), ``mediation`` and the analysis keys."""
     table = dict(raw) if isinstance(raw, dict) else raw
     mediation = (parse_causal_pairs(table, "mediation", path, text, "diagnosis")
@@ -894,7 +910,7 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
                          f"marker name {dup[0]!r} is used twice; names are column names")
     if "diagnosis" not in raw:
         raise SuiteError(f"{path}: missing section [diagnosis] (outcome = \"ood:NAME\" at least)")
-    settings = build_settings(raw["diagnosis"], path, text)
+    settings = build_diagnosis_section(raw["diagnosis"], path, text)
     from ..errors import ConfigError
 
     try:
@@ -905,8 +921,9 @@ def load_diagnosis(path: str | Path) -> DiagnosisFile:
     except ConfigError as err:
         raise SuiteError(str(err)) from None
     fixed = {k: v for k, v in raw.items() if k in SUITE_SECTIONS}
+    check_stats_section(fixed.get("stats"), path, text)
     suite = build_suite(path, text, {**fixed, "model": _PLACEHOLDER_MODEL})
-    from .eval_outcome import parse_outcome
+    from .outcomes import parse_outcome
     from .real_models import check_marker_kinds, check_prepend_bos, check_real_data
 
     outcome = parse_outcome(raw.get("outcome"), path, text)

@@ -55,13 +55,14 @@ from ..suites.spec import SuiteError, build_suite, build_table, location, read_t
 from ..util.integrity import write_sidecar
 from ..util.io import atomic_write_text, sha256_bytes
 from .display import DiagnosisDisplay
+from .question import Columns, Settings, resolve_settings
 from .spec import (
     CausalPair,
     DiagnosisFile,
     DiagnosisSettings,
     PopulationSpec,
     _plain,
-    build_settings,
+    build_diagnosis_section,
     causal_lines,
     check_causal_pairs,
     check_censored_outcome,
@@ -121,9 +122,9 @@ class TableDiagnosis:
     origin: dict[str, Any] | None = None
     marker_flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def at(self, section: str, key: str | None = None) -> str:
-        """``FILE:LINE: [section] key`` of a key of the source file."""
-        return location(self.source, self.text, section, key)
+    def at(self, section: str, key: str | None = None, index: int = 0) -> str:
+        """``FILE:LINE: [section] key`` of a key of the source file (as a diagnosis file's)."""
+        return location(self.source, self.text, section, key, index)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form mirroring the TOML."""
@@ -193,7 +194,7 @@ def load_table_diagnosis(path: str | Path) -> TableDiagnosis:
                                 or not all(isinstance(m, str) for m in markers)):
         raise SuiteError(f"{location(path, text, 'diagnosis', 'markers')} = {markers!r}: expected "
                          "a non-empty list of column names")
-    settings = build_settings(d, path, text)
+    settings = build_diagnosis_section(d, path, text)
     if settings.censor is not None:
         where = location(path, text, "diagnosis", "censor")
         if settings.censor == "next_eval":
@@ -278,15 +279,15 @@ def _censored(spec: TableDiagnosis, table: dict[str, list[Any]]) -> Any:
 
     None without ``[diagnosis] censor``. The table's rows are models (``final`` = 1); the raw
     column stays in markers.csv, the analysis and the survival curve read this one
-    (:func:`probekit.diagnosis.censoring.censor_crossing`).
+    (:func:`probekit.diagnosis.statistics.survival.censor_crossing`).
     """
-    from .censoring import censor_crossing
+    from .statistics.survival import censor_crossing
 
     d = spec.diagnosis
     if d.censor is None:
         return None
     if d.outcome not in table:
-        return None  # _settings names the missing column
+        return None  # table_question names the missing column
     try:
         return censor_crossing(table, d.outcome, float(d.censor))
     except DataError as err:
@@ -294,9 +295,9 @@ def _censored(spec: TableDiagnosis, table: dict[str, list[Any]]) -> Any:
 
 
 def _auto_groups(spec: TableDiagnosis, table: dict[str, list[Any]], finals: list[int]) -> str | None:
-    """``[diagnosis] groups`` unset: ``seed``, else a seed-named column (:mod:`.grouping`)."""
-    from .grouping import resolve_groups
-    from .table import as_marker_table
+    """``[diagnosis] groups`` unset: ``seed``, else a seed-named column (:mod:`.statistics.grouping`)."""
+    from .statistics.grouping import resolve_groups
+    from .statistics.table import as_marker_table
 
     d = spec.diagnosis
     cols = [c for c in table if c not in FIXED]
@@ -331,19 +332,24 @@ def _question(spec: TableDiagnosis, frame: pd.DataFrame) -> tuple[Any, ...]:
         internal["final"] = [1] * len(frame)
     censored = _censored(spec, internal)
     outcome = spec.diagnosis.outcome  # the column checks see the outcome as analysed
-    settings, markers = _settings(spec, rows if censored is None
+    settings, markers = table_question(spec, rows if censored is None
                                   else {**rows, outcome: censored.table[outcome]})
     return rows, internal, censored, settings, markers
 
 
-def _settings(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Any, list[str]]:
-    """The runner's Settings and the marker columns, every named column checked."""
-    from .runner import Settings, check_coded_covariates
+def table_question(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Settings, list[str]]:
+    """The table's question (the one resolver, :func:`.question.resolve_settings`) and markers.
 
+    What a table offers: every column may be a design column; groups default to ``seed`` or
+    the one seed-named column (:func:`_auto_groups`); the knobs are ``[population] knobs``, else
+    the varying columns that are neither the outcome, the groups, a marker nor outcome-like;
+    the markers are ``[diagnosis] markers``, else the numeric varying columns left over.
+    """
     d = spec.diagnosis
     columns = list(table)
     finals = ([i for i, f in enumerate(table["final"]) if f] if "final" in table
               else list(range(len(table[columns[0]]))))
+    analysed = finals or list(range(len(table[columns[0]])))  # no final row: every row a model
 
     def need(name: str, key: str, role: str) -> None:
         if name not in table:
@@ -351,13 +357,6 @@ def _settings(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Any, l
                               f"{spec.table}; columns are {columns}")
 
     need(d.outcome, "outcome", "the outcome")
-    if d.groups is None:
-        groups = _auto_groups(spec, table, finals)
-    else:
-        groups = d.groups or None
-        if groups is not None:
-            need(groups, "groups", "groups column")
-    taken = {d.outcome, *FIXED, *([groups] if groups else [])}
     if spec.markers is not None:
         for m in spec.markers:
             need(m, "markers", "marker")
@@ -366,36 +365,32 @@ def _settings(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Any, l
             if k not in table:
                 raise ConfigError(f"{spec.at('population', 'knobs')}: knob {k!r} is not a column "
                                   f"of {spec.table}; columns are {columns}")
-        knobs = tuple(spec.knobs)
-    else:
+
+    def knobs_of(groups: str | None) -> tuple[str, ...]:
+        if spec.knobs is not None:
+            return tuple(spec.knobs)
+        taken = {d.outcome, *FIXED, *([groups] if groups else [])}
         chosen = set(spec.markers or ())
-        knobs = tuple(
+        return tuple(
             c for c in columns if c not in taken and c not in chosen and not _outcome_like(c)
             and (spec.markers is not None or not _numeric(table[c]) or c in (d.covariates or ()))
             and _varies([table[c][i] for i in finals])
             and not (not _numeric(table[c]) and len({table[c][i] for i in finals}) == len(finals)))
-    if d.covariates is not None:
-        covariates = tuple(d.covariates)
-        for c in covariates:
-            need(c, "covariates", "covariate")
-            if c == d.outcome:
-                raise ConfigError(f"{spec.at('diagnosis', 'covariates')}: the outcome {c!r} "
-                                  "cannot be a covariate of itself")
-    else:
-        covariates = knobs + tuple(c for c in ("id_accuracy",) if c in table and c != d.outcome)
-    check_coded_covariates(d, covariates, spec.at("diagnosis", "covariate_coding"))
+
+    cols = Columns(names=columns, design=columns, knobs=knobs_of, source=str(spec.table),
+                   levels=lambda c: [table[c][i] for i in analysed],
+                   default_groups=lambda: _auto_groups(spec, table, finals))
+    s = resolve_settings(d, cols, lambda key: spec.at("diagnosis", key))
+    taken = {d.outcome, *FIXED, *([s.groups] if s.groups else [])}
     if spec.markers is not None:
         markers = list(spec.markers)
     else:
-        used = taken | set(covariates) | set(knobs)
+        used = taken | set(s.covariates) | set(s.knobs)
         markers = [c for c in columns if c not in used and not _outcome_like(c)
                    and _numeric(table[c]) and _varies([table[c][i] for i in finals])]
         if not markers:
             raise ConfigError(f"{spec.at('diagnosis')}: no marker column left in {spec.table} "
                               f"(columns {columns}); name them: markers = [...]")
-    color_by = d.color_by if d.color_by is not None else (knobs[0] if knobs else None)
-    if color_by is not None:
-        need(color_by, "color_by", "color_by column")
     numeric = [c for c in columns if _numeric(table[c]) and c not in taken]
     # a treatment is a design knob: the declared knobs, else a numeric column that is neither a
     # marker nor outcome-like (id_*, ood*, train_*, final_*: measured after training)
@@ -406,8 +401,7 @@ def _settings(spec: TableDiagnosis, table: dict[str, list[Any]]) -> tuple[Any, l
                        spec.at("population", "interventions"), measured=measured)
     check_causal_pairs(d.mediation, "mediation", treatable, markers,
                        spec.at("diagnosis", "mediation"), measured=measured)
-    return Settings(outcome=d.outcome, covariates=covariates, groups=groups, color_by=color_by,
-                    knobs=knobs), markers
+    return s, markers
 
 
 def _numeric(values: list[Any]) -> bool:
@@ -423,7 +417,7 @@ class TableDiagnosisResult(DiagnosisDisplay):
         settings: the resolved outcome, covariates, groups, knobs.
         table: the analysed rows (after ``where``), column -> values: what ``markers.csv`` holds.
         markers: the marker columns.
-        analysis: the :class:`~probekit.diagnosis.analysis.MarkerAnalysis`.
+        analysis: the :class:`~probekit.diagnosis.statistics.analysis.MarkerAnalysis`.
         extras: granulated tau / CMI, level means, early warning.
         blocks: the report blocks.
         provenance: timestamp, run time, the table file and its digest.

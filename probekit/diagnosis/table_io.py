@@ -202,7 +202,7 @@ def _column(values: Sequence[Any]) -> pd.Series:
     int64); every present cell a float -> ``float64``; every present cell a string -> ``object``
     with None for missing; anything else (ints mixed with floats, bools, a column mixing
     numbers and text) -> ``object`` keeping each cell as it is, so that writing it back gives
-    the same text and :func:`~probekit.diagnosis.table.as_marker_table` judges it as before.
+    the same text and :func:`~probekit.diagnosis.statistics.table.as_marker_table` judges it as before.
     """
     cells = [None if _missing(v) else (v.item() if isinstance(v, np.generic) else v)
              for v in values]

@@ -441,25 +441,25 @@ def run_marker_max_perm(**_):
 
 
 def run_calibrate(**_):
-    from probekit.diagnosis.calibration import calibrate
+    from probekit.diagnosis.statistics.calibration import calibrate
 
     calibrate(_small_table(), "y", covariates=["k"], groups=None, n_simulations=10**9)
 
 
 def run_granulated(**_):
-    from probekit.diagnosis.granulated import granulated_kendall_tau
+    from probekit.diagnosis.statistics.granulated import granulated_kendall_tau
 
     granulated_kendall_tau(_small_table(), "y", "m", ["k"], n_permutations=10**9)
 
 
 def run_interaction(**_):
-    from probekit.diagnosis.compare import interaction_test
+    from probekit.diagnosis.statistics.compare import interaction_test
 
     interaction_test(_small_table(), _small_table(), "y", "m", groups=None, n_resamples=10**9)
 
 
 def run_design(**_):
-    from probekit.diagnosis.causal.design import build_design
+    from probekit.diagnosis.statistics.causal.design import build_design
 
     build_design(_small_table(), "y", "k", "m", n_permutations=10**9)
 

@@ -9,14 +9,13 @@ import pytest
 
 from probekit.diagnosis import marker_analysis
 from probekit.diagnosis.answer import answer_blocks, with_report_sections
-from probekit.diagnosis.blocks import diagnosis_blocks
-from probekit.diagnosis.degenerate import DegenerateRule, degenerate_outcome
-from probekit.diagnosis.ranking import flag_marks, logo_cell
+from probekit.diagnosis.statistics.blocks import diagnosis_blocks, flag_marks, logo_cell
+from probekit.diagnosis.statistics.degenerate import DegenerateRule, degenerate_outcome
 from probekit.errors import ConfigError
 from probekit.report.blocks import Bullets, Forest, Table, Text
 from probekit.report.numbers import format_p
 from probekit.report.write import render_block, render_html
-from tests.diagnosis.test_analysis import population
+from tests.diagnosis.statistics.test_analysis import population
 
 
 def _marker(name, verdict, r, lo, hi, p, mde=0.39, flags=(), reason=""):

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from probekit.diagnosis.censoring import censor_crossing, check_censor
 from probekit.diagnosis.columns import check_generated, check_table_columns
-from probekit.diagnosis.eval_outcome import EvalOutcomeSpec, eval_outcome_names
+from probekit.diagnosis.outcomes import EvalOutcomeSpec, eval_outcome_names
 from probekit.diagnosis.population import Checkpoint
 from probekit.diagnosis.runner import check_crossing_censor
 from probekit.diagnosis.spec import (
@@ -24,7 +23,9 @@ from probekit.diagnosis.spec import (
     check_causal_pairs,
     load_diagnosis,
 )
+from probekit.diagnosis.statistics.survival import censor_crossing, check_censor
 from probekit.errors import ConfigError, DataError, KeyedValueError
+from probekit.suites.spec import SuiteError
 from probekit.train.history import History
 
 # ---------------------------------------------------------------- censoring
@@ -110,7 +111,7 @@ def test_the_file_refuses_fewer_bootstrap_draws_than_the_analysis_needs(n):
     with pytest.raises(KeyedValueError) as err:
         DiagnosisSettings(outcome="y", n_bootstrap=n,
                           mediation=(CausalPair(knob="lr", marker="m"),))
-    assert err.value.key == "n_bootstrap" and f"n_bootstrap = {n}: must be >= 1000" in str(err.value)
+    assert err.value.key == "n_bootstrap" and err.value.rule.startswith(">= 1000")
 
 
 def test_a_measured_treatment_is_refused_a_design_knob_accepted():
@@ -171,3 +172,22 @@ def test_check_table_columns_names_the_group_to_rename():
         check_table_columns({**groups, "marker": ["lr"]}, {})
     with pytest.raises(ConfigError, match="the design column 'lr__n' ends in '__n'"):
         check_table_columns({**groups, "design": ["lr__n"]}, {})
+
+
+# ------------------------------------------------- one n_permutations, one key locator
+
+
+def test_stats_n_permutations_is_refused_naming_the_analysis_key(tmp_path):
+    """``[stats] n_permutations`` sizes claim controls, which a diagnosis never measures."""
+    text = SMOKE.read_text().replace("[stats]\n", "[stats]\nn_permutations = 500\n", 1)
+    (tmp_path / "d.toml").write_text(text)
+    with pytest.raises(SuiteError, match=r"d\.toml:\d+: \[stats\] n_permutations: .*never "
+                                         r"measures.*\[diagnosis\] n_permutations: set that key"):
+        load_diagnosis(tmp_path / "d.toml")
+
+
+def test_a_key_is_located_by_at_and_where_is_refused_naming_it(tmp_path):
+    spec = _spec(tmp_path, "")
+    assert spec.at("diagnosis", "crossing").endswith("[diagnosis] crossing")
+    with pytest.raises(AttributeError, match=r"DiagnosisFile\.at\(section, key\)"):
+        spec.where("diagnosis", "crossing")

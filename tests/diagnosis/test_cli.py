@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from probekit.cli import main
-from probekit.diagnosis.verdicts import VERDICTS
+from probekit.diagnosis.statistics.verdicts import VERDICTS
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "probes" / "diagnose_modadd_smoke.toml"

@@ -12,7 +12,7 @@ from probekit.diagnosis import (
 from probekit.diagnosis.table_diagnosis import diagnose_table
 from probekit.errors import ConfigError
 from probekit.report.blocks import Column, Table
-from tests.diagnosis.test_analysis import population
+from tests.diagnosis.statistics.test_analysis import population
 from tests.report.notebook_checks import check_display
 
 

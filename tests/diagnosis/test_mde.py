@@ -10,7 +10,7 @@ import pytest
 from probekit.diagnosis import marker_analysis
 from probekit.diagnosis import mde as mde_mod
 from probekit.diagnosis.mde import design_curve, mde_sentence, with_simulated_mde
-from probekit.diagnosis.simulate import simulate_population
+from probekit.diagnosis.statistics.simulate import simulate_population
 
 
 def _table(n=30, n_seeds=5, K=3, rho=0.0, seed=0):
@@ -95,7 +95,7 @@ def test_power_at_the_reported_mde_is_at_least_75_percent():
 
 
 def test_unit_levels_count_a_family_once_and_its_layers_within_it():
-    """Weighted Holm (probekit.diagnosis.families): U units; a marker outside a family is first
+    """Weighted Holm (probekit.diagnosis.statistics.families): U units; a marker outside a family is first
     tested at alpha / U, a family's best layer at alpha / (U |F|); without families alpha / K."""
     from types import SimpleNamespace as S
 

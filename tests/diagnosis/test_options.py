@@ -10,7 +10,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from probekit.diagnosis import analysis as analysis_module
 from probekit.diagnosis import marker_analysis
 from probekit.diagnosis.options import (
     MEASURED_ON_OUTCOME,
@@ -23,6 +22,7 @@ from probekit.diagnosis.options import (
 from probekit.diagnosis.population import Checkpoint
 from probekit.diagnosis.runner import analysis_inputs, population_facts
 from probekit.diagnosis.spec import load_diagnosis
+from probekit.diagnosis.statistics import analysis as analysis_module
 from probekit.diagnosis.table_diagnosis import diagnose_table
 from probekit.errors import ConfigError
 from probekit.suites.spec import SuiteError
@@ -51,13 +51,15 @@ def test_keys_parse_and_only_set_ones_are_passed(tmp_path):
     ('covariate_coding = { noise = "cubic" }', r"noise = 'cubic': must be one of \['factor'"),
     ('covariate_coding = { seed = "linear" }', r"covariate 'seed' is the seed, a label without "
      r"order: .*leave it as the groups column .*or code it as a factor"),
-    ("spline_df = 1", "spline_df = 1: the degrees of freedom .* integer >= 2"),
+    # the declared rules of AnalysisOptions / DiagnosisSettings, at the key's line
+    ("spline_df = 1", r"spline_df = 1: must be >= 2 \(a natural cubic spline needs 3 knots\)"),
     ('inference = "bootstrap"', r"inference = 'bootstrap': must be one of \['within_groups', "
      r"'cluster'\]"),
-    ("equivalence_margin = 1.5", r"equivalence_margin = 1.5: a partial correlation margin in "
-     r"\(0, 1\)"),
-    ("max_permutations = 0", r"max_permutations = 0: must be in 1 \.\. 100000 or unset"),
-    ("calibration_simulations = -1", r"calibration_simulations = -1: must be in 0 \.\. 10000 or unset "
+    ("equivalence_margin = 1.5", r"equivalence_margin = 1.5: must be in \(0, 1\) \(a partial "
+     r"correlation, e.g. 0.2\)"),
+    ("max_permutations = 0", r"max_permutations = 0: must be >= 1"),
+    ("max_permutations = 100001", r"max_permutations = 100001: must be <= 100000"),
+    ("calibration_simulations = -1", r"calibration_simulations = -1: must be in \[0, 10000\] "
      r"\(0 leaves the calibration out\)"),
 ])
 def test_bad_keys_name_file_line(tmp_path, key, message):

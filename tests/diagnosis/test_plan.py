@@ -16,8 +16,8 @@ from probekit.diagnosis.plan import (
     plan_power,
     training_cost,
 )
-from probekit.diagnosis.power import PowerCurve
 from probekit.diagnosis.spec import load_diagnosis
+from probekit.diagnosis.statistics.power import PowerCurve
 from probekit.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]

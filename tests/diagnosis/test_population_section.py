@@ -219,7 +219,7 @@ def test_plot_draws_one_figure_under_agg_and_inline():
         "import matplotlib.pyplot as plt\n"
         "from matplotlib.figure import Figure\n"
         "from probekit.diagnosis import early_warning, marker_analysis\n"
-        "from tests.diagnosis.test_early import series\n"
+        "from tests.diagnosis.statistics.test_early import series\n"
         "ew = early_warning(series(), 'final', step='step', markers=['gini'], covariates=['wd'],"
         " groups='seed', n_permutations=50)\n"
         "figs = [ew.plot(), ew.analyses[-1].plot()]\n"

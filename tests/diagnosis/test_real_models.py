@@ -22,7 +22,7 @@ import probekit.diagnosis.runner as runner
 from probekit.diagnosis import diagnose
 from probekit.diagnosis.runner import check_diagnosis
 from probekit.diagnosis.spec import load_diagnosis
-from probekit.diagnosis.verdicts import VERDICTS
+from probekit.diagnosis.statistics.verdicts import VERDICTS
 from probekit.errors import ConfigError
 from probekit.suites.spec import SuiteError
 from tests.conftest import TINY_HF_WORDS, build_tiny_hf
@@ -187,7 +187,7 @@ def test_named_column_prefix_and_one_rule(population):
     spec = load_diagnosis(_file(population, "named", outcome='[outcome]\nfile = "eval.jsonl"\n'
                                 'score = "first_token"\nname = "qa"',
                                 diagnosis='outcome = "qa_ood"\ngroups = ""'))
-    from probekit.diagnosis.eval_outcome import eval_outcome_names
+    from probekit.diagnosis.outcomes import eval_outcome_names
 
     assert eval_outcome_names(spec.outcome) == {"qa_id", "qa_ood", "qa_id__n", "qa_ood__n"}
 

@@ -40,7 +40,7 @@ def test_coverage_suite():
     refs = reference_checkpoints(spec, rows)["cka_k2"]
     assert [rows[int(p)].design["task.train_clauses"] for p in refs] == [[1, 2]] * 20
     assert [rows[int(p)].design["seed"] for p in refs] == [r.design["seed"] for r in rows]
-    check_block_indices(spec.markers, [4] * 20, spec.where)
+    check_block_indices(spec.markers, [4] * 20, spec.at)
 
 
 def test_depth_suite():
@@ -50,7 +50,7 @@ def test_depth_suite():
     assert len(rows) == 30 and sorted(set(depths)) == [1, 2, 4, 6, 8, 10]
     assert "task.n_noise" not in spec.population.grid and not any(
         s.startswith("task.n_noise") for s in spec.population.sets)  # the preset's 0
-    check_block_indices(spec.markers, depths, spec.where)
+    check_block_indices(spec.markers, depths, spec.at)
     # every block a marker names exists in the depth-1 models: applicable to every model
     for m in spec.markers:
         for _, index in block_indices(m.spec):
@@ -60,4 +60,4 @@ def test_depth_suite():
     # the noise suite's fixed blocks would not fit the depth-1 models
     with pytest.raises(ConfigError, match="no model of the population has that block"):
         check_block_indices(load_diagnosis(PROBES / "diagnose_scan_noise.toml").markers, [1, 2],
-                            spec.where)
+                            spec.at)

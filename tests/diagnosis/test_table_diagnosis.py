@@ -195,7 +195,7 @@ def _crossing_population(path):
 def test_censored_crossing_outcome_of_a_table(tmp_path):
     """censor = N fills the never-crossing runs with N for the analysis (the raw column stays in
     markers.csv) and adds the survival analysis over the censoring grid."""
-    from probekit.diagnosis.censoring import censor_crossing
+    from probekit.diagnosis.statistics.survival import censor_crossing
 
     table = _crossing_population(tmp_path / "markers.csv")
     never = sum(v is None for v in table["id_step_0.9"])
