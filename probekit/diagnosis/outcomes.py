@@ -39,7 +39,7 @@ a ``name`` and one rule, ``NAME_R_S`` with several), with the number of examples
 ``R_S__n`` (the table's ``COLUMN__n`` convention: the analysis flags an outcome whose
 evaluation noise dominates its spread across models). The answer is tokenized on its own, as
 written (put the leading space in it: ``" Paris"``), by the shared answer helper
-(:func:`probekit.circuits.answers.answer_token_ids`); the prompt by the model's tokenizer, never
+(:func:`probekit.capture.answers.answer_token_ids`); the prompt by the model's tokenizer, never
 truncated (:func:`probekit.inputs.tokenize_text`). With ``a = (a_1..a_L)`` the answer's tokens
 and ``p`` the prompt's:
 
@@ -381,8 +381,8 @@ def eval_outcome_columns(model: Any, spec: EvalOutcomeSpec, *, seed: int = 0) ->
         DataError: a prompt longer than the model's context, or an answer with no tokens
             (``FILE:LINE``).
     """
+    from ..capture.answers import answer_token_ids
     from ..capture.generate import greedy_continuations
-    from ..circuits.answers import answer_token_ids
     from ..errors import DataError
     from ..inputs import tokenize_text
 

@@ -513,10 +513,9 @@ def _population(raw: Any, path: Path, text: str) -> PopulationSpec:
         if isinstance(pop.checkpoints, tuple) and not pop.checkpoints:
             raise SuiteError(f"{location(path, text, 'population', 'checkpoints')}: empty list")
     if pop.preset is not None:
-        from ..train.finetune_presets import FINETUNE_PRESETS
-        from ..train.presets import PRESETS
+        from ..train.training_preset import PRESETS
 
-        known = {**PRESETS, **FINETUNE_PRESETS}  # testbed and fine-tune presets
+        known = list(PRESETS)  # testbed and fine-tune presets: one registry
         if pop.preset not in known:
             raise SuiteError(f"{location(path, text, 'population', 'preset')} = {pop.preset!r}: "
                              f"unknown preset{close_match_hint(pop.preset, known)}; valid "
@@ -613,9 +612,10 @@ def _population_depths(pop: PopulationSpec, where: str, base: Path) -> dict[str,
             return out
         if pop.checkpoints is not None:
             return _checkpoint_depths(pop.checkpoints, where, base)
-        from ..train.finetune_presets import base_model_of, is_finetune_preset
+        from ..train.finetune_presets import base_model_of
+        from ..train.training_preset import PRESETS
 
-        finetune = is_finetune_preset(pop.preset)
+        finetune = pop.preset is not None and PRESETS.get(pop.preset).pretrained
         knob = "base_model" if finetune else "n_layers"
         keys = [k for k in pop.grid if k.rpartition(".")[2] == knob]
         out = {}
