@@ -20,6 +20,7 @@ want he_noise && run he_noise probes/diagnose_he_study.toml
 want he_coverage && run he_coverage probes/diagnose_he_coverage.toml
 want he_depth && run he_depth probes/diagnose_he_depth.toml
 want he_regulariser && run he_regulariser probes/diagnose_he_regulariser.toml
+want scan_causal && run scan_causal probes/diagnose_scan_causal.toml --table docs/diagnosis/scan_causal/markers.csv
 want kg_composition && run kg_composition probes/diagnose_kg_composition.toml --table docs/diagnosis/kg_composition/markers.csv
 want kg_composition && run kg_composition/id probes/diagnose_kg_composition_id.toml --table docs/diagnosis/kg_composition/id/markers.csv
 want modadd && run modadd probes/diagnose_modadd.toml --table docs/diagnosis/modadd/markers.csv
