@@ -133,8 +133,11 @@ def common_center_subspace(
         CenterSubspace with the ambient basis of the chosen ``K``.
 
     Raises:
-        DataError: non-finite or identical centres (Cholesky of a singular Gram matrix, named
-            instead of torch's ``LinAlgError``).
+        DataError: non-finite or identical centres, or a singular fit at ``K = 1`` (Cholesky of
+            a singular Gram matrix, named instead of torch's ``LinAlgError``). A fit that turns
+            singular at a larger ``K`` (nearly degenerate centres) ends the search there: ``K``
+            is chosen among the smaller ones already fitted, as the search stops at a rising
+            residual.
     """
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
     centers = centers.to(torch.float64)
@@ -160,6 +163,8 @@ def common_center_subspace(
         try:
             vs = _fit_subspaces(x, k, n_reps, gen, max_iter)  # (r, b, k)
         except torch.linalg.LinAlgError:
+            if k > 1:  # no larger K fits: choose among the K < k already fitted
+                break
             raise DataError(
                 f"common centre subspace: the fit of K={k} became singular (the {p} centres span "
                 f"{rank} dimension(s), nearly degenerate); pass max_k={max(k - 1, 1)} or centres "
