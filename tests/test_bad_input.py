@@ -1183,7 +1183,7 @@ def _capture_cases():
         ("site-kind", cap([[1]], sites=["resid_pots@0"]), ConfigError, "unknown site kind 'resid_pots'"),
         ("no-sites", cap([[1]], sites=[]), ConfigError, "no sites given"),
         ("batch-0", cap([[1]], batch_size=0), ConfigError, "batch_size must be >= 1, got 0"),
-        ("dtype", cap([[1]], dtype="float8"), ConfigError, "dtype 'float8' not supported"),
+        ("dtype", cap([[1]], dtype="float8"), ConfigError, "CaptureConfig.dtype must be one of ['float32', 'float16', 'bfloat16'], got 'float8'"),
         ("metadata-length", cap([[1], [2]], metadata={"y": [1]}), DataError,
          "metadata column 'y' has 1 values but there are 2 examples"),
         ("tokenindex-count", cap([[1], [2]], positions=TokenIndex([0])), DataError,

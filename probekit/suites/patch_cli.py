@@ -50,7 +50,7 @@ def _list_flags() -> dict[str, Any]:
 def _spec(args: argparse.Namespace) -> Any:
     from ..errors import ConfigError as CliError
     from ..util.cli_options import config_from_flags
-    from .analyses.patching import PatchingSpec
+    from .patch_spec import PatchingSpec
 
     try:
         return config_from_flags(args, PatchingSpec, PATCH_FLAGS, lists=_list_flags())
@@ -264,7 +264,7 @@ def add_patch_parser(subparsers: Any, parents: Sequence[Any] = ()) -> argparse.A
     parser.add_argument("data", help="JSONL prompt pairs (text/tokens, pair_id, role, answer)")
     parser.add_argument("--out", required=True, help="output directory for report.html + report.json")
     from ..util.cli_options import add_config_flags
-    from .analyses.patching import PatchingSpec
+    from .patch_spec import PatchingSpec
 
     add_config_flags(parser, PatchingSpec, PATCH_FLAGS)
     parser.add_argument("--prepend-bos", action="store_true", help="prepend BOS when tokenizing 'text'")
