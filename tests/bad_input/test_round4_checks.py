@@ -128,7 +128,7 @@ CASES: list[dict[str, Any]] = [
                          "--out", str(r / "out")]},
     {"id": "diagnose-check-mediation-bootstrap", "surface": "probekit diagnose --check",
      "input": "[diagnosis] n_bootstrap = 200 with a mediation",
-     "message": "n_bootstrap = 200: must be >= 1000 (the marker analysis' wild cluster bootstrap "
+     "message": "n_bootstrap = 200: must be >= 1000 (the wild cluster bootstrap "
                 "and the mediation's percentile intervals need it)",
      "setup": lambda r: ["diagnose", diagnosis(r, **{
          "LAST:n_bootstrap = 1000\n": 'n_bootstrap = 200\nmediation = [{ knob = "train.weight_decay", '

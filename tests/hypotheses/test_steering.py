@@ -185,8 +185,10 @@ def test_necessity_kind_steers_fitted_probe_directions_as_predicted():
 def test_bad_steering_specs_are_refused_in_one_line(kw, match):
     from probekit.hypotheses.kinds.necessity import NecessitySpec
 
+    # key_frequencies takes no site (its keys are declared per substrate)
+    base = {} if kw.get("substrate") == "key_frequencies" else {"site": "resid_post@0"}
     with pytest.raises(ConfigError, match=match) as err:
-        NecessitySpec(site="resid_post@0", **kw)
+        NecessitySpec(**base, **kw)
     assert "\n" not in str(err.value)
 
 

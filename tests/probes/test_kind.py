@@ -108,11 +108,11 @@ def test_toy_kind_runs_a_sweep_without_edits_elsewhere(nearest_mean):
 
 
 def test_sweep_config_checks_each_field_once():
-    with pytest.raises(ConfigError, match="cv = 1"):
+    with pytest.raises(ConfigError, match=r"SweepConfig.cv must be >= 2 \(cross-validation folds\), got 1"):
         SweepConfig(cv=1)
-    with pytest.raises(ConfigError, match="confidence_level = 1.5"):
+    with pytest.raises(ConfigError, match=r"SweepConfig.confidence_level must be in \(0, 1\) \(e.g. 0.95\), got 1.5"):
         SweepConfig(confidence_level=1.5)
-    with pytest.raises(ConfigError, match="n_bootstrap = 200: percentile intervals need an integer >= 1000"):
+    with pytest.raises(ConfigError, match=r"SweepConfig.n_bootstrap must be >= 1000 \(percentile intervals need >= 1000 resamples\), got 200"):
         SweepConfig(n_bootstrap=200)
     acts, y = planted()
     split = dict(train_idx=np.arange(200), test_idx=np.arange(200, 300))
