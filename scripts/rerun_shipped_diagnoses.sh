@@ -21,6 +21,7 @@ want he_coverage && run he_coverage probes/diagnose_he_coverage.toml
 want he_depth && run he_depth probes/diagnose_he_depth.toml
 want he_regulariser && run he_regulariser probes/diagnose_he_regulariser.toml
 want scan_causal && run scan_causal probes/diagnose_scan_causal.toml --table docs/diagnosis/scan_causal/markers.csv
+want scan_noise_power && run scan_noise_power probes/diagnose_scan_noise_power.toml --table docs/diagnosis/scan_noise_power/markers.csv
 want kg_composition && run kg_composition probes/diagnose_kg_composition.toml --table docs/diagnosis/kg_composition/markers.csv
 want kg_composition && run kg_composition/id probes/diagnose_kg_composition_id.toml --table docs/diagnosis/kg_composition/id/markers.csv
 want modadd && run modadd probes/diagnose_modadd.toml --table docs/diagnosis/modadd/markers.csv

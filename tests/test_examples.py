@@ -29,7 +29,7 @@ def test_root_is_the_clone_and_lists_every_toml_with_its_description():
     assert Path(str(examples_root())) == REPO
     examples = list_examples()
     assert sorted(REPO / e.relpath for e in examples) == EXAMPLE_FILES
-    assert len(examples) == len(EXAMPLE_FILES) == 35
+    assert len(examples) == len(EXAMPLE_FILES) == 36
     for e in examples:
         raw = tomllib.loads((REPO / e.relpath).read_text())
         assert e.description == " ".join(raw["suite"]["description"].split())
@@ -38,12 +38,12 @@ def test_root_is_the_clone_and_lists_every_toml_with_its_description():
 def test_cli_list_prints_one_line_per_example(capsys):
     assert main(["examples", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    rows = {line.split()[0]: line.split()[1] for line in lines[:35]}
-    assert len(rows) == 35
+    rows = {line.split()[0]: line.split()[1] for line in lines[:36]}
+    assert len(rows) == 36
     assert rows["modadd_grokked"] == "report"
     assert rows["kg_bridge"] == "test"
     assert rows["diagnose_he_depth"] == "diagnose"
-    assert lines[-1].startswith("35 examples")
+    assert lines[-1].startswith("36 examples")
 
 
 def test_files_named_by_an_example_are_found_with_globs_and_parent_paths():
@@ -74,7 +74,7 @@ def test_the_wheel_package_data_covers_every_file_an_example_needs():
     tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     folder_of = {pkg: folder for pkg, folder in tool["package-dir"].items()}
     needed = sorted({p for e in list_examples() for p in example_files(e)})
-    assert len(needed) == 62  # + the two bio_scratch files; + probes/data/biographies_eval.jsonl, diagnose_bio_smoke's [outcome]
+    assert len(needed) == 63  # + diagnose_scan_noise_power; + the two bio_scratch files; + probes/data/biographies_eval.jsonl, diagnose_bio_smoke's [outcome]
     for rel in needed:
         owners = [pkg for pkg, folder in folder_of.items() if rel.startswith(folder + "/")]
         assert len(owners) == 1, rel

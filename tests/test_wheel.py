@@ -99,7 +99,7 @@ def test_demo_and_examples_run_from_an_empty_folder(wheel, tmp_path):
 
     listed = _run(["-m", "probekit.cli", "examples", "list"], work, env)
     assert "modadd_grokked" in listed
-    assert listed.strip().splitlines()[-1].startswith("35 examples")
+    assert listed.strip().splitlines()[-1].startswith("36 examples")
 
     out = _run(["-m", "probekit.cli", "demo", "--out", "demo", "--quiet"], work, env)
     assert (work / "demo/report.html").stat().st_size > 10_000
