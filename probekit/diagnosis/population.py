@@ -173,11 +173,10 @@ def _eval_sets(spec: DiagnosisFile, sets: list[str], seed: int, final: int,
     (``tests/diagnosis/test_population_evals.py``).
     """
     from ..train.build import build_run
-    from ..train.training_preset import PRESETS
+    from ..train.finetune_presets import is_finetune_preset
 
     pop = spec.population
-    finetune = pop.preset is not None and PRESETS.get(pop.preset).pretrained
-    if (pop.curves or spec.diagnosis.crossing is not None or finetune
+    if (pop.curves or spec.diagnosis.crossing is not None or is_finetune_preset(pop.preset)
             or any(s.partition("=")[0].strip() == "train.eval_steps" for s in sets)):
         return []
     config = build_run(pop.preset, steps=pop.steps, seed=seed, sets=sets, device=pop.device)[2]
@@ -369,10 +368,9 @@ def resolve_population(
                      for s, p in series]
             rows.append(Checkpoint(path=str(path), run=run, step=_step_of(path, meta), final=True,
                                    design=dict(design)))
-    from ..train.training_preset import PRESETS
+    from ..train.finetune_presets import is_finetune_preset
 
-    # fine-tunes: Hugging Face dirs, no probekit meta
-    if not pop.trained or (pop.preset is not None and PRESETS.get(pop.preset).pretrained):
+    if not pop.trained or is_finetune_preset(pop.preset):  # fine-tunes: HF dirs, no probekit meta
         return rows
     metas = [read_checkpoint_meta(c.path) for c in rows if c.final]
     check_agreement([Path(c.path) for c in rows if c.final], metas)

@@ -612,10 +612,9 @@ def _population_depths(pop: PopulationSpec, where: str, base: Path) -> dict[str,
             return out
         if pop.checkpoints is not None:
             return _checkpoint_depths(pop.checkpoints, where, base)
-        from ..train.finetune_presets import base_model_of
-        from ..train.training_preset import PRESETS
+        from ..train.finetune_presets import base_model_of, is_finetune_preset
 
-        finetune = pop.preset is not None and PRESETS.get(pop.preset).pretrained
+        finetune = is_finetune_preset(pop.preset)
         knob = "base_model" if finetune else "n_layers"
         keys = [k for k in pop.grid if k.rpartition(".")[2] == knob]
         out = {}

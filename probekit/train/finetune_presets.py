@@ -180,8 +180,9 @@ def finetune_preset(name: str) -> FinetunePreset:
 def is_finetune_preset(name: str | None) -> bool:
     """True when ``name`` is a registered preset that fine-tunes a pretrained LM.
 
-    Prefer asking the preset (``PRESETS.get(name).pretrained``); this answers ``False`` for an
-    unknown name or ``None``.
+    The preset's own answer (``PRESETS.get(name).pretrained``), ``False`` for an unknown name or
+    ``None``: the one question callers with an optional preset ask (the diagnosis's population
+    and spec, real-model checks).
     """
     return bool(getattr(PRESETS.get(name, None), "pretrained", False))
 
